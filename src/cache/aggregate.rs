@@ -1,0 +1,86 @@
+//! Aggregates of node states over a group, a pool or the whole cluster, kept up to date by
+//! subtracting a node's old contribution and adding its new one on every change.
+
+use crate::model::MAX_GPUS_PER_NODE;
+
+use super::NodeState;
+
+/// What the first level of the search reads instead of visiting nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuAggregate {
+    pub nodes: u32,
+    /// GPU devices in all.
+    pub gpus: u32,
+    /// Healthy devices with nothing assigned.
+    pub free_gpus: u32,
+    /// Nodes whose every device is free and healthy.
+    pub free_nodes: u32,
+    /// `free_histogram[k]`: nodes with exactly `k` free whole devices.
+    pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// Milli-GPUs assigned.
+    pub used_milli: u64,
+    /// Nodes with assigned milli-GPUs above 0 and below capacity.
+    pub fragmented_nodes: u32,
+}
+
+impl Default for GpuAggregate {
+    fn default() -> Self {
+        Self {
+            nodes: 0,
+            gpus: 0,
+            free_gpus: 0,
+            free_nodes: 0,
+            free_histogram: [0; MAX_GPUS_PER_NODE + 1],
+            used_milli: 0,
+            fragmented_nodes: 0,
+        }
+    }
+}
+
+impl GpuAggregate {
+    /// Adds (`sign` = 1) or removes (`sign` = -1) one node's contribution.
+    pub(super) fn apply(&mut self, node: &NodeState, sign: i64) {
+        let step = |value: &mut u32, by: u32| {
+            *value = (i64::from(*value) + sign * i64::from(by)) as u32;
+        };
+        let free = node.free_whole_count();
+        step(&mut self.nodes, 1);
+        step(&mut self.gpus, node.device_count());
+        step(&mut self.free_gpus, free);
+        step(&mut self.free_nodes, u32::from(node.is_fully_free()));
+        step(&mut self.free_histogram[free as usize], 1);
+        step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
+        self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
+    }
+
+    /// Nodes with at least `k` free whole devices.
+    #[inline]
+    pub fn nodes_with_free(&self, k: u32) -> u32 {
+        self.free_histogram[(k as usize).min(MAX_GPUS_PER_NODE)..]
+            .iter()
+            .sum()
+    }
+
+    /// How many pods of `per_pod` whole GPUs fit on free devices, each pod inside one node.
+    #[inline]
+    pub fn pods_that_fit(&self, per_pod: u32) -> u64 {
+        if per_pod == 0 {
+            return u64::MAX;
+        }
+        self.free_histogram
+            .iter()
+            .enumerate()
+            .skip(per_pod as usize)
+            .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(per_pod)))
+            .sum()
+    }
+
+    /// The most free whole devices on any one node.
+    #[inline]
+    pub fn max_free_on_node(&self) -> u32 {
+        self.free_histogram
+            .iter()
+            .rposition(|&n| n > 0)
+            .unwrap_or(0) as u32
+    }
+}

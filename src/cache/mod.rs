@@ -1,0 +1,276 @@
+//! The cluster state: node usage, device health, pod placements and incremental aggregates,
+//! all in persistent maps so that a snapshot is an O(1) clone sharing structure and a
+//! change copies only the path it touches.
+//!
+//! This module owns the first invariant: no GPU device is ever assigned past its capacity
+//! (a whole-GPU pod never shares a device). It decides nothing: placements come from the
+//! framework, and the world confirms or forgets them.
+
+mod aggregate;
+mod node_state;
+
+use std::sync::Arc;
+
+use imbl::{HashMap, Vector};
+
+pub use aggregate::GpuAggregate;
+pub use node_state::NodeState;
+
+use crate::model::{ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PoolId};
+
+/// One pod of one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    pub job: JobId,
+    pub pod: u32,
+}
+
+/// The GPU devices given to one pod: a set of devices, each with the same share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceAlloc {
+    /// The devices, a bit per device index on the node.
+    pub devices: u32,
+    /// Milli-GPUs on each device: 1000 for whole GPUs, less for a shared fraction.
+    pub milli_each: Milli,
+}
+
+impl DeviceAlloc {
+    pub fn whole(devices: u32) -> Self {
+        Self {
+            devices,
+            milli_each: MILLI_PER_GPU,
+        }
+    }
+
+    pub fn total_milli(&self) -> u64 {
+        u64::from(self.devices.count_ones()) * u64::from(self.milli_each)
+    }
+}
+
+/// Where one pod is placed, exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub node: NodeId,
+    pub gpus: DeviceAlloc,
+    pub cpu_milli: u64,
+    pub memory_mib: u64,
+}
+
+/// Whether the world has confirmed a placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementPhase {
+    /// Reserved by the scheduler, not yet reported bound.
+    Assumed,
+    /// The world reported the pod bound to its node.
+    Bound,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedPod {
+    pub placement: Placement,
+    pub phase: PlacementPhase,
+}
+
+/// Why a change to the cluster state was refused; the state is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CacheError {
+    #[error("pod {0:?} is already placed")]
+    AlreadyPlaced(PodKey),
+    #[error("pod {0:?} is not placed")]
+    NotPlaced(PodKey),
+    #[error("node {node:?} cannot take devices {devices:#b} at {milli} milli-GPUs each")]
+    DeviceConflict {
+        node: NodeId,
+        devices: u32,
+        milli: Milli,
+    },
+    #[error("node {0:?} does not exist")]
+    UnknownNode(NodeId),
+}
+
+/// The whole cluster state. Cloning it is the O(1) snapshot.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    spec: Arc<ClusterSpec>,
+    nodes: Vector<NodeState>,
+    groups: Vector<GpuAggregate>,
+    pools: Vector<GpuAggregate>,
+    total: GpuAggregate,
+    placements: HashMap<PodKey, PlacedPod>,
+}
+
+impl ClusterState {
+    /// An empty cluster of the given shape: every device free and healthy.
+    pub fn new(spec: Arc<ClusterSpec>) -> Self {
+        let nodes: Vector<NodeState> = spec.nodes.iter().map(NodeState::new).collect();
+        let mut groups = vec![GpuAggregate::default(); spec.groups.len()];
+        let mut pools = vec![GpuAggregate::default(); spec.pools.len()];
+        let mut total = GpuAggregate::default();
+        for (index, state) in nodes.iter().enumerate() {
+            let node = &spec.nodes[index];
+            groups[spec.node_group[index].index()].apply(state, 1);
+            pools[node.pool.index()].apply(state, 1);
+            total.apply(state, 1);
+        }
+        Self {
+            nodes,
+            groups: groups.into_iter().collect(),
+            pools: pools.into_iter().collect(),
+            total,
+            placements: HashMap::new(),
+            spec,
+        }
+    }
+
+    /// A snapshot: an O(1) clone that later changes to `self` do not affect.
+    pub fn snapshot(&self) -> ClusterState {
+        self.clone()
+    }
+
+    pub fn spec(&self) -> &Arc<ClusterSpec> {
+        &self.spec
+    }
+
+    #[inline]
+    pub fn node(&self, id: NodeId) -> &NodeState {
+        &self.nodes[id.index()]
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &NodeState)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (NodeId(i as u32), n))
+    }
+
+    #[inline]
+    pub fn group(&self, id: GroupId) -> &GpuAggregate {
+        &self.groups[id.index()]
+    }
+
+    #[inline]
+    pub fn pool(&self, id: PoolId) -> &GpuAggregate {
+        &self.pools[id.index()]
+    }
+
+    /// The whole cluster's aggregate.
+    pub fn total(&self) -> &GpuAggregate {
+        &self.total
+    }
+
+    pub fn placement(&self, pod: PodKey) -> Option<&PlacedPod> {
+        self.placements.get(&pod)
+    }
+
+    pub fn placements(&self) -> impl Iterator<Item = (&PodKey, &PlacedPod)> {
+        self.placements.iter()
+    }
+
+    pub fn placed_pods(&self) -> usize {
+        self.placements.len()
+    }
+
+    /// Assumes a placement: its resources are taken now, before the world confirms it.
+    pub fn assume(&mut self, pod: PodKey, placement: Placement) -> Result<(), CacheError> {
+        if self.placements.contains_key(&pod) {
+            return Err(CacheError::AlreadyPlaced(pod));
+        }
+        let node = placement.node;
+        if node.index() >= self.nodes.len() {
+            return Err(CacheError::UnknownNode(node));
+        }
+        let gpus = placement.gpus;
+        if !self.nodes[node.index()].can_take(gpus.devices, gpus.milli_each) {
+            return Err(CacheError::DeviceConflict {
+                node,
+                devices: gpus.devices,
+                milli: gpus.milli_each,
+            });
+        }
+        self.update_node(node, |state| {
+            state.add(
+                gpus.devices,
+                gpus.milli_each,
+                placement.cpu_milli,
+                placement.memory_mib,
+            )
+        });
+        self.placements.insert(
+            pod,
+            PlacedPod {
+                placement,
+                phase: PlacementPhase::Assumed,
+            },
+        );
+        Ok(())
+    }
+
+    /// The world reports the pod bound where it was assumed.
+    pub fn confirm(&mut self, pod: PodKey) -> Result<(), CacheError> {
+        let placed = self
+            .placements
+            .get_mut(&pod)
+            .ok_or(CacheError::NotPlaced(pod))?;
+        placed.phase = PlacementPhase::Bound;
+        Ok(())
+    }
+
+    /// Forgets a placement (binding failed, the pod finished or was evicted) and returns
+    /// its resources.
+    pub fn forget(&mut self, pod: PodKey) -> Result<Placement, CacheError> {
+        let placed = self
+            .placements
+            .remove(&pod)
+            .ok_or(CacheError::NotPlaced(pod))?;
+        let p = placed.placement;
+        self.update_node(p.node, |state| {
+            state.remove(p.gpus.devices, p.gpus.milli_each, p.cpu_milli, p.memory_mib)
+        });
+        Ok(p)
+    }
+
+    /// Marks a device healthy or not. An unhealthy device keeps the pods it has and takes
+    /// no new one.
+    pub fn set_device_health(
+        &mut self,
+        node: NodeId,
+        device: usize,
+        healthy: bool,
+    ) -> Result<(), CacheError> {
+        if node.index() >= self.nodes.len() || device >= self.spec.node(node).gpus() {
+            return Err(CacheError::UnknownNode(node));
+        }
+        self.update_node(node, |state| state.set_healthy(device, healthy));
+        Ok(())
+    }
+
+    /// The worst link class inside a pod's device set (for reports).
+    pub fn link_class_of(&self, placement: &Placement) -> LinkClass {
+        self.spec
+            .node(placement.node)
+            .links
+            .worst_class(placement.gpus.devices)
+    }
+
+    /// Applies `change` to one node and moves its contribution in every aggregate.
+    fn update_node(&mut self, node: NodeId, change: impl FnOnce(&mut NodeState)) {
+        let index = node.index();
+        let group = self.spec.node_group[index];
+        let pool = self.spec.nodes[index].pool;
+        let slot = &mut self.nodes[index];
+        let before = *slot;
+        change(slot);
+        let after = *slot;
+        for aggregate in [
+            &mut self.groups[group.index()],
+            &mut self.pools[pool.index()],
+            &mut self.total,
+        ] {
+            aggregate.apply(&before, -1);
+            aggregate.apply(&after, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,135 @@
+//! The changing part of one node: milli-GPUs in use per device, device health, CPU and
+//! memory in use. Fixed-size and `Copy`, so the persistent vector that holds it copies a
+//! chunk with plain memory moves.
+
+use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeState {
+    /// Milli-GPUs assigned on each device.
+    used: [u16; MAX_GPUS_PER_NODE],
+    /// Devices with anything assigned.
+    busy: u32,
+    /// Devices that must take no new pod.
+    unhealthy: u32,
+    /// Devices in the node (a mask).
+    devices: u32,
+    pub cpu_used: u64,
+    pub memory_used: u64,
+    pub pods: u32,
+}
+
+impl NodeState {
+    pub fn new(spec: &NodeSpec) -> Self {
+        Self {
+            used: [0; MAX_GPUS_PER_NODE],
+            busy: 0,
+            unhealthy: 0,
+            devices: spec.all_devices(),
+            cpu_used: 0,
+            memory_used: 0,
+            pods: 0,
+        }
+    }
+
+    /// Devices that are healthy and entirely unassigned.
+    #[inline]
+    pub fn free_whole(&self) -> u32 {
+        self.devices & !self.busy & !self.unhealthy
+    }
+
+    #[inline]
+    pub fn free_whole_count(&self) -> u32 {
+        self.free_whole().count_ones()
+    }
+
+    /// Whether every device is free and healthy (a node with GPUs only).
+    #[inline]
+    pub fn is_fully_free(&self) -> bool {
+        self.devices != 0 && self.free_whole() == self.devices
+    }
+
+    #[inline]
+    pub fn device_used(&self, device: usize) -> Milli {
+        Milli::from(self.used[device])
+    }
+
+    #[inline]
+    pub fn busy(&self) -> u32 {
+        self.busy
+    }
+
+    #[inline]
+    pub fn unhealthy(&self) -> u32 {
+        self.unhealthy
+    }
+
+    #[inline]
+    pub fn device_count(&self) -> u32 {
+        self.devices.count_ones()
+    }
+
+    /// Milli-GPUs assigned on the whole node.
+    pub fn used_milli(&self) -> u64 {
+        self.used.iter().map(|&m| u64::from(m)).sum()
+    }
+
+    /// Assigned milli-GPUs above 0 and below capacity.
+    pub fn is_fragmented(&self) -> bool {
+        let used = self.used_milli();
+        used > 0 && used < u64::from(self.device_count()) * u64::from(MILLI_PER_GPU)
+    }
+
+    /// Healthy shared devices that still have room for `milli`, with their use.
+    pub fn shared_with_room(&self, milli: Milli) -> impl Iterator<Item = (usize, Milli)> + '_ {
+        crate::model::bits(self.busy & !self.unhealthy)
+            .map(|d| (d, self.device_used(d)))
+            .filter(move |&(_, used)| used + milli <= MILLI_PER_GPU)
+    }
+
+    /// Whether `milli` on each device of `set` fits without sharing a whole-GPU device or
+    /// going past a device's capacity, on healthy devices only.
+    pub fn can_take(&self, set: u32, milli: Milli) -> bool {
+        if set & !self.devices != 0 || set & self.unhealthy != 0 {
+            return false;
+        }
+        crate::model::bits(set).all(|d| {
+            let used = self.device_used(d);
+            if milli == MILLI_PER_GPU {
+                used == 0
+            } else {
+                used + milli <= MILLI_PER_GPU
+            }
+        })
+    }
+
+    pub(super) fn add(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
+        for d in crate::model::bits(set) {
+            self.used[d] += milli as u16;
+        }
+        self.busy |= set;
+        self.cpu_used += cpu;
+        self.memory_used += memory;
+        self.pods += 1;
+    }
+
+    pub(super) fn remove(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
+        for d in crate::model::bits(set) {
+            self.used[d] -= milli as u16;
+            if self.used[d] == 0 {
+                self.busy &= !(1 << d);
+            }
+        }
+        self.cpu_used -= cpu;
+        self.memory_used -= memory;
+        self.pods -= 1;
+    }
+
+    pub(super) fn set_healthy(&mut self, device: usize, healthy: bool) {
+        if healthy {
+            self.unhealthy &= !(1 << device);
+        } else {
+            self.unhealthy |= 1 << device;
+        }
+    }
+}

@@ -1,0 +1,224 @@
+use std::sync::Arc;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::{ClusterSpecBuilder, LeafPath, LinkProfile, NodeRow, bits};
+
+fn cluster(nodes: &[(usize, Option<&str>)]) -> Arc<ClusterSpec> {
+    let mut b = ClusterSpecBuilder::new();
+    for (i, &(gpus, leaf)) in nodes.iter().enumerate() {
+        let row = NodeRow {
+            name: format!("n{i}"),
+            gpu_model: (gpus > 0).then(|| "H100".to_string()),
+            gpus,
+            cpu_milli: None,
+            memory_mib: None,
+            leaf: leaf.map(|l| LeafPath {
+                superspine: "s".into(),
+                spine: "p".into(),
+                leaf: l.into(),
+            }),
+            hbd: None,
+        };
+        b.add(row, LinkProfile::NvlinkPairs).unwrap();
+    }
+    Arc::new(b.build())
+}
+
+fn key(job: u32, pod: u32) -> PodKey {
+    PodKey {
+        job: JobId(job),
+        pod,
+    }
+}
+
+fn place(node: u32, devices: u32, milli_each: Milli) -> Placement {
+    Placement {
+        node: NodeId(node),
+        gpus: DeviceAlloc {
+            devices,
+            milli_each,
+        },
+        cpu_milli: 0,
+        memory_mib: 0,
+    }
+}
+
+/// Recomputes every aggregate from the node states and checks the stored ones.
+fn assert_aggregates_match(state: &ClusterState) {
+    let spec = state.spec().clone();
+    let mut groups = vec![GpuAggregate::default(); spec.groups.len()];
+    let mut pools = vec![GpuAggregate::default(); spec.pools.len()];
+    let mut total = GpuAggregate::default();
+    for (id, node) in state.nodes() {
+        groups[spec.node_group[id.index()].index()].apply(node, 1);
+        pools[spec.node(id).pool.index()].apply(node, 1);
+        total.apply(node, 1);
+    }
+    for (i, g) in groups.iter().enumerate() {
+        assert_eq!(state.group(GroupId(i as u32)), g, "group {i}");
+    }
+    for (i, p) in pools.iter().enumerate() {
+        assert_eq!(state.pool(PoolId(i as u16)), p, "pool {i}");
+    }
+    assert_eq!(state.total(), &total);
+}
+
+/// Recomputes device use from the placements: no device past capacity, no whole-GPU pod
+/// sharing a device, and node states equal to the sum of their placements.
+fn assert_no_device_overcommitted(state: &ClusterState) {
+    let spec = state.spec();
+    let mut used = vec![[0u32; 32]; spec.nodes.len()];
+    let mut whole_owner = vec![[false; 32]; spec.nodes.len()];
+    for (_, placed) in state.placements() {
+        let p = placed.placement;
+        for d in bits(p.gpus.devices) {
+            let n = p.node.index();
+            if p.gpus.milli_each == MILLI_PER_GPU {
+                assert!(used[n][d] == 0 && !whole_owner[n][d], "device given twice");
+                whole_owner[n][d] = true;
+            }
+            assert!(!whole_owner[n][d] || p.gpus.milli_each == MILLI_PER_GPU || used[n][d] == 0);
+            used[n][d] += p.gpus.milli_each;
+            assert!(used[n][d] <= MILLI_PER_GPU, "device past capacity");
+        }
+    }
+    for (id, node) in state.nodes() {
+        for (d, &milli) in used[id.index()]
+            .iter()
+            .enumerate()
+            .take(spec.node(id).gpus())
+        {
+            assert_eq!(node.device_used(d), milli);
+        }
+    }
+}
+
+#[test]
+fn aggregates_follow_assume_and_forget() {
+    let mut state = ClusterState::new(cluster(&[(8, Some("a")), (8, Some("a")), (0, None)]));
+    assert_eq!(state.total().free_gpus, 16);
+    assert_eq!(state.total().free_nodes, 2);
+    state.assume(key(1, 0), place(0, 0b11, 1000)).unwrap();
+    state.assume(key(2, 0), place(1, 0b100, 500)).unwrap();
+    let total = state.total();
+    assert_eq!(total.free_gpus, 13);
+    assert_eq!(total.free_nodes, 0);
+    assert_eq!(total.free_histogram[6], 1);
+    assert_eq!(total.free_histogram[7], 1);
+    assert_eq!(total.used_milli, 2500);
+    assert_eq!(total.fragmented_nodes, 2);
+    state.forget(key(1, 0)).unwrap();
+    assert_eq!(state.total().free_gpus, 15);
+    assert_aggregates_match(&state);
+}
+
+#[test]
+fn whole_gpu_never_shares_a_device() {
+    let mut state = ClusterState::new(cluster(&[(8, None)]));
+    state.assume(key(1, 0), place(0, 0b1, 300)).unwrap();
+    let conflict = state.assume(key(2, 0), place(0, 0b1, 1000));
+    assert!(matches!(conflict, Err(CacheError::DeviceConflict { .. })));
+    state.assume(key(3, 0), place(0, 0b1, 700)).unwrap();
+    let full = state.assume(key(4, 0), place(0, 0b1, 1));
+    assert!(full.is_err());
+    assert_eq!(state.placed_pods(), 2);
+}
+
+#[test]
+fn snapshot_is_unaffected_by_later_changes() {
+    let mut state = ClusterState::new(cluster(&[(8, None), (8, None)]));
+    let before = state.snapshot();
+    state.assume(key(1, 0), place(1, 0xff, 1000)).unwrap();
+    assert_eq!(before.total().free_gpus, 16);
+    assert_eq!(before.placed_pods(), 0);
+    assert_eq!(state.total().free_gpus, 8);
+}
+
+#[test]
+fn unhealthy_device_takes_no_new_pod_and_keeps_its_own() {
+    let mut state = ClusterState::new(cluster(&[(8, None)]));
+    state.assume(key(1, 0), place(0, 0b1, 500)).unwrap();
+    state.set_device_health(NodeId(0), 0, false).unwrap();
+    state.set_device_health(NodeId(0), 1, false).unwrap();
+    assert!(state.assume(key(2, 0), place(0, 0b1, 100)).is_err());
+    assert!(state.assume(key(3, 0), place(0, 0b10, 1000)).is_err());
+    assert_eq!(state.total().free_gpus, 6);
+    assert!(state.placement(key(1, 0)).is_some());
+    assert_aggregates_match(&state);
+}
+
+#[test]
+fn confirm_and_forget_need_a_placement() {
+    let mut state = ClusterState::new(cluster(&[(8, None)]));
+    assert_eq!(
+        state.confirm(key(1, 0)),
+        Err(CacheError::NotPlaced(key(1, 0)))
+    );
+    state.assume(key(1, 0), place(0, 0b1, 1000)).unwrap();
+    state.confirm(key(1, 0)).unwrap();
+    assert_eq!(
+        state.placement(key(1, 0)).unwrap().phase,
+        PlacementPhase::Bound
+    );
+    assert!(state.assume(key(1, 0), place(0, 0b10, 1000)).is_err());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Assume {
+        job: u32,
+        node: u32,
+        devices: u32,
+        milli: Milli,
+    },
+    Forget {
+        job: u32,
+    },
+    Health {
+        node: u32,
+        device: usize,
+        healthy: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u32..40, 0u32..6, 1u32..256, prop_oneof![Just(1000u32), 1u32..1000])
+            .prop_map(|(job, node, devices, milli)| Op::Assume { job, node, devices, milli }),
+        2 => (0u32..40).prop_map(|job| Op::Forget { job }),
+        1 => (0u32..6, 0usize..8, any::<bool>())
+            .prop_map(|(node, device, healthy)| Op::Health { node, device, healthy }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn invariants_hold_under_random_changes(ops in proptest::collection::vec(op(), 1..200)) {
+        let spec = cluster(&[(8, Some("a")), (8, Some("a")), (4, Some("b")), (8, None), (2, None), (0, None)]);
+        let mut state = ClusterState::new(spec);
+        let mut snapshots = Vec::new();
+        for op in ops {
+            match op {
+                Op::Assume { job, node, devices, milli } => {
+                    let n = state.spec().node(NodeId(node)).gpus();
+                    let devices = devices & crate::model::node_device_mask(n);
+                    let devices = if milli < 1000 { devices & devices.wrapping_neg() } else { devices };
+                    let _ = state.assume(key(job, 0), place(node, devices, milli));
+                }
+                Op::Forget { job } => { let _ = state.forget(key(job, 0)); }
+                Op::Health { node, device, healthy } => {
+                    let _ = state.set_device_health(NodeId(node), device, healthy);
+                }
+            }
+            assert_no_device_overcommitted(&state);
+            assert_aggregates_match(&state);
+            if snapshots.len() < 5 { snapshots.push((state.snapshot(), state.total().free_gpus)); }
+        }
+        for (snapshot, free) in snapshots {
+            prop_assert_eq!(snapshot.total().free_gpus, free);
+            assert_aggregates_match(&snapshot);
+        }
+    }
+}

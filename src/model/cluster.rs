@@ -1,0 +1,346 @@
+//! The static shape of a cluster: its nodes, node pools (one per GPU model), leaf groups and
+//! the search groups of the two-level search. Built once from node rows; immutable after.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{
+    GroupId, LeafId, LinkMatrix, LinkProfile, ModelError, NodeId, NodeSpec, NodeTopology, PoolId,
+};
+
+/// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
+/// flat, topology-less cluster still gets a two-level (and parallel) search.
+pub const UNGROUPED_BLOCK: usize = 32;
+
+/// All nodes of one GPU model.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// The GPU model, `None` for the CPU-only pool.
+    pub gpu_model: Option<String>,
+    pub nodes: Vec<NodeId>,
+    pub groups: Vec<GroupId>,
+    /// The most GPUs on one node of the pool: the ideal node count of a job is
+    /// `ceil(job GPUs / gpus_per_node)`.
+    pub gpus_per_node: u32,
+    /// GPUs of the pool's largest leaf group, `None` when no node of it has a leaf group.
+    pub largest_leaf_gpus: Option<u32>,
+}
+
+/// A leaf switch group's whole path: leaf names repeat under different spines.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeafPath {
+    pub superspine: String,
+    pub spine: String,
+    pub leaf: String,
+}
+
+/// The unit of the first level of the search: the nodes of one pool under one leaf group,
+/// or a block of a pool's nodes without a leaf group.
+#[derive(Debug, Clone)]
+pub struct SearchGroup {
+    pub pool: PoolId,
+    pub leaf: Option<LeafId>,
+    pub nodes: Vec<NodeId>,
+}
+
+/// The immutable cluster: nodes, pools, leaf groups, search groups.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSpec {
+    pub nodes: Vec<NodeSpec>,
+    pub pools: Vec<Pool>,
+    pub leaves: Vec<LeafPath>,
+    pub hbds: Vec<String>,
+    pub groups: Vec<SearchGroup>,
+    /// The search group of each node.
+    pub node_group: Vec<GroupId>,
+    node_by_name: HashMap<String, NodeId>,
+    pool_by_model: HashMap<Option<String>, PoolId>,
+}
+
+impl ClusterSpec {
+    pub fn node(&self, id: NodeId) -> &NodeSpec {
+        &self.nodes[id.index()]
+    }
+
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_by_name.get(name).copied()
+    }
+
+    /// The pool of a GPU model (`None`: the CPU-only pool).
+    pub fn pool_of_model(&self, model: Option<&str>) -> Option<PoolId> {
+        self.pool_by_model.get(&model.map(str::to_owned)).copied()
+    }
+
+    pub fn pool(&self, id: PoolId) -> &Pool {
+        &self.pools[id.index()]
+    }
+
+    pub fn group(&self, id: GroupId) -> &SearchGroup {
+        &self.groups[id.index()]
+    }
+
+    /// GPUs of GPU nodes in all.
+    pub fn total_gpus(&self) -> u64 {
+        self.nodes.iter().map(|n| n.gpus() as u64).sum()
+    }
+
+    /// Number of nodes that carry at least one GPU.
+    pub fn gpu_nodes(&self) -> usize {
+        self.nodes.iter().filter(|n| n.gpus() > 0).count()
+    }
+
+    /// Whether some node's CPU or memory is unknown (treated as unlimited for fit).
+    pub fn has_unknown_capacity(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.cpu_milli.is_none() || n.memory_mib.is_none())
+    }
+
+    pub fn gpu_models(&self) -> impl Iterator<Item = &str> {
+        self.pools.iter().filter_map(|p| p.gpu_model.as_deref())
+    }
+}
+
+/// One node as read from a trace row or generated.
+#[derive(Debug, Clone)]
+pub struct NodeRow {
+    pub name: String,
+    pub gpu_model: Option<String>,
+    pub gpus: usize,
+    pub cpu_milli: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub leaf: Option<LeafPath>,
+    pub hbd: Option<String>,
+}
+
+/// Builds a [`ClusterSpec`] node by node, validating each.
+#[derive(Debug, Default)]
+pub struct ClusterSpecBuilder {
+    spec: ClusterSpec,
+    leaf_ids: HashMap<LeafPath, LeafId>,
+    hbd_ids: HashMap<String, u32>,
+    matrices: HashMap<(LinkProfile, usize), Arc<LinkMatrix>>,
+}
+
+impl ClusterSpecBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a node whose devices are linked as `profile` says.
+    pub fn add(&mut self, row: NodeRow, profile: LinkProfile) -> Result<NodeId, ModelError> {
+        let links = match self.matrices.get(&(profile, row.gpus)) {
+            Some(m) => m.clone(),
+            None => {
+                let m = LinkMatrix::from_profile(profile, row.gpus)
+                    .map_err(|e| ModelError::new(&row.name, e.message))?
+                    .shared();
+                self.matrices.insert((profile, row.gpus), m.clone());
+                m
+            }
+        };
+        self.add_with_links(row, links)
+    }
+
+    /// Adds a node with an explicit link matrix.
+    pub fn add_with_links(
+        &mut self,
+        row: NodeRow,
+        links: Arc<LinkMatrix>,
+    ) -> Result<NodeId, ModelError> {
+        let err = |m: String| ModelError::new(format!("node {}", row.name), m);
+        if row.name.is_empty() {
+            return Err(ModelError::new("node", "empty node name"));
+        }
+        if self.spec.node_by_name.contains_key(&row.name) {
+            return Err(err("duplicate node name".into()));
+        }
+        match (&row.gpu_model, row.gpus) {
+            (None, n) if n > 0 => {
+                return Err(err(format!("{n} GPUs but no GPU model")));
+            }
+            (Some(model), 0) => {
+                return Err(err(format!("GPU model `{model}` but 0 GPUs")));
+            }
+            _ => {}
+        }
+        if links.devices() != row.gpus {
+            return Err(err(format!(
+                "link matrix covers {} GPUs, the node has {}",
+                links.devices(),
+                row.gpus
+            )));
+        }
+        let pool = self.pool_for(&row.gpu_model);
+        let leaf = row.leaf.map(|path| {
+            let next = LeafId(self.leaf_ids.len() as u32);
+            *self.leaf_ids.entry(path.clone()).or_insert_with(|| {
+                self.spec.leaves.push(path);
+                next
+            })
+        });
+        let hbd = row.hbd.map(|name| {
+            let next = self.hbd_ids.len() as u32;
+            *self.hbd_ids.entry(name.clone()).or_insert_with(|| {
+                self.spec.hbds.push(name);
+                next
+            })
+        });
+        let id = NodeId(self.spec.nodes.len() as u32);
+        self.spec.node_by_name.insert(row.name.clone(), id);
+        self.spec.pools[pool.index()].nodes.push(id);
+        self.spec.nodes.push(NodeSpec {
+            name: row.name,
+            gpu_model: row.gpu_model,
+            pool,
+            cpu_milli: row.cpu_milli,
+            memory_mib: row.memory_mib,
+            links,
+            topology: NodeTopology { leaf, hbd },
+        });
+        Ok(id)
+    }
+
+    fn pool_for(&mut self, model: &Option<String>) -> PoolId {
+        if let Some(&id) = self.spec.pool_by_model.get(model) {
+            return id;
+        }
+        let id = PoolId(self.spec.pools.len() as u16);
+        self.spec.pools.push(Pool {
+            gpu_model: model.clone(),
+            nodes: Vec::new(),
+            groups: Vec::new(),
+            gpus_per_node: 0,
+            largest_leaf_gpus: None,
+        });
+        self.spec.pool_by_model.insert(model.clone(), id);
+        id
+    }
+
+    /// Forms the search groups and pool figures and returns the finished spec.
+    pub fn build(mut self) -> ClusterSpec {
+        let spec = &mut self.spec;
+        spec.node_group = vec![GroupId(0); spec.nodes.len()];
+        for pool_index in 0..spec.pools.len() {
+            let pool_id = PoolId(pool_index as u16);
+            let mut by_leaf: Vec<(LeafId, Vec<NodeId>)> = Vec::new();
+            let mut ungrouped = Vec::new();
+            for &node in &spec.pools[pool_index].nodes {
+                match spec.nodes[node.index()].topology.leaf {
+                    Some(leaf) => match by_leaf.iter_mut().find(|(l, _)| *l == leaf) {
+                        Some((_, nodes)) => nodes.push(node),
+                        None => by_leaf.push((leaf, vec![node])),
+                    },
+                    None => ungrouped.push(node),
+                }
+            }
+            let mut largest_leaf = None;
+            let mut groups = Vec::new();
+            let leaf_groups = by_leaf.into_iter().map(|(leaf, nodes)| (Some(leaf), nodes));
+            let blocks = ungrouped
+                .chunks(UNGROUPED_BLOCK)
+                .map(|c| (None, c.to_vec()))
+                .collect::<Vec<_>>();
+            for (leaf, nodes) in leaf_groups.chain(blocks) {
+                let gpus: u32 = nodes
+                    .iter()
+                    .map(|n| spec.nodes[n.index()].gpus() as u32)
+                    .sum();
+                if leaf.is_some() {
+                    largest_leaf = largest_leaf.max(Some(gpus));
+                }
+                let gid = GroupId(spec.groups.len() as u32);
+                for n in &nodes {
+                    spec.node_group[n.index()] = gid;
+                }
+                spec.groups.push(SearchGroup {
+                    pool: pool_id,
+                    leaf,
+                    nodes,
+                });
+                groups.push(gid);
+            }
+            let pool = &mut spec.pools[pool_index];
+            pool.gpus_per_node = pool
+                .nodes
+                .iter()
+                .map(|n| spec.nodes[n.index()].gpus() as u32)
+                .max()
+                .unwrap_or(0);
+            pool.largest_leaf_gpus = largest_leaf;
+            pool.groups = groups;
+        }
+        self.spec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn row(name: &str, model: Option<&str>, gpus: usize, leaf: Option<&str>) -> NodeRow {
+        NodeRow {
+            name: name.into(),
+            gpu_model: model.map(Into::into),
+            gpus,
+            cpu_milli: Some(64_000),
+            memory_mib: Some(512 * 1024),
+            leaf: leaf.map(|l| LeafPath {
+                superspine: "ss".into(),
+                spine: "sp".into(),
+                leaf: l.into(),
+            }),
+            hbd: None,
+        }
+    }
+
+    #[test]
+    fn groups_split_by_pool_and_leaf() {
+        let mut b = ClusterSpecBuilder::new();
+        b.add(
+            row("a", Some("H100"), 8, Some("l1")),
+            LinkProfile::NvlinkAll,
+        )
+        .unwrap();
+        b.add(
+            row("b", Some("H100"), 8, Some("l1")),
+            LinkProfile::NvlinkAll,
+        )
+        .unwrap();
+        b.add(
+            row("c", Some("A100"), 8, Some("l1")),
+            LinkProfile::NvlinkAll,
+        )
+        .unwrap();
+        b.add(row("d", Some("A100"), 4, None), LinkProfile::NvlinkAll)
+            .unwrap();
+        let spec = b.build();
+        assert_eq!(spec.pools.len(), 2);
+        assert_eq!(spec.groups.len(), 3);
+        let h100 = spec.pool_of_model(Some("H100")).unwrap();
+        assert_eq!(spec.pool(h100).largest_leaf_gpus, Some(16));
+        let a100 = spec.pool_of_model(Some("A100")).unwrap();
+        assert_eq!(spec.pool(a100).gpus_per_node, 8);
+        assert_eq!(spec.pool(a100).largest_leaf_gpus, Some(8));
+        assert_eq!(spec.total_gpus(), 28);
+    }
+
+    #[test]
+    fn rejects_gpu_count_and_model_disagreeing() {
+        let mut b = ClusterSpecBuilder::new();
+        let e = b
+            .add(row("x", None, 8, None), LinkProfile::NvlinkAll)
+            .unwrap_err();
+        assert_eq!(e.to_string(), "node x: 8 GPUs but no GPU model");
+        let e = b
+            .add(row("y", Some("H100"), 0, None), LinkProfile::NvlinkAll)
+            .unwrap_err();
+        assert!(e.to_string().contains("but 0 GPUs"));
+        b.add(row("z", Some("H100"), 8, None), LinkProfile::NvlinkAll)
+            .unwrap();
+        let e = b
+            .add(row("z", Some("H100"), 8, None), LinkProfile::NvlinkAll)
+            .unwrap_err();
+        assert!(e.to_string().contains("duplicate"));
+    }
+}

@@ -1,0 +1,57 @@
+//! A node as the scheduler sees it: capacity, GPU devices and topology coordinates.
+
+use std::sync::Arc;
+
+use super::{LeafId, LinkMatrix, MILLI_PER_GPU, PoolId};
+
+/// The most GPU devices one node may carry (device sets are 32-bit masks).
+pub const MAX_GPUS_PER_NODE: usize = 32;
+
+/// Where a node sits in the network: its leaf switch group (identified by the whole
+/// superspine/spine/leaf path) and optional scale-up (HBD) domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeTopology {
+    pub leaf: Option<LeafId>,
+    pub hbd: Option<u32>,
+}
+
+/// The immutable description of a node. What changes (usage, device health) lives in the
+/// cache's node state.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub name: String,
+    /// The GPU model, `None` for a CPU-only node.
+    pub gpu_model: Option<String>,
+    pub pool: PoolId,
+    /// Allocatable CPU in millicores; `None` when unknown (treated as unlimited).
+    pub cpu_milli: Option<u64>,
+    /// Allocatable memory in MiB; `None` when unknown (treated as unlimited).
+    pub memory_mib: Option<u64>,
+    pub links: Arc<LinkMatrix>,
+    pub topology: NodeTopology,
+}
+
+impl NodeSpec {
+    #[inline]
+    pub fn gpus(&self) -> usize {
+        self.links.devices()
+    }
+
+    /// GPU capacity in milli-GPUs.
+    #[inline]
+    pub fn gpu_capacity_milli(&self) -> u64 {
+        self.gpus() as u64 * u64::from(MILLI_PER_GPU)
+    }
+
+    /// Mask of all the node's devices.
+    #[inline]
+    pub fn all_devices(&self) -> u32 {
+        device_mask(self.gpus())
+    }
+}
+
+/// The mask of devices `0..n`.
+#[inline]
+pub fn device_mask(n: usize) -> u32 {
+    if n >= 32 { u32::MAX } else { (1u32 << n) - 1 }
+}
