@@ -5,4 +5,6 @@
 //! it: `sim` replays traces on a virtual clock.
 
 pub mod cache;
+pub mod metrics;
 pub mod model;
+pub mod sim;

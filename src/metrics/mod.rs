@@ -1,0 +1,1 @@
+//! The paper's metrics (GAR, SOR, GFR, JWTD, JTTED). (Being written.)
