@@ -5,6 +5,10 @@
 //! it: `sim` replays traces on a virtual clock.
 
 pub mod cache;
+pub mod config;
+pub mod framework;
 pub mod metrics;
 pub mod model;
+pub mod plugins;
+pub mod queue;
 pub mod sim;

@@ -1,1 +1,276 @@
-fn main() {}
+//! The `kant` command line: `simulate` replays a workload through the scheduler core and
+//! reports the Kant metrics; `config check` validates a configuration file.
+
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use kant::config::Config;
+use kant::model::ClusterSpec;
+use kant::plugins::build_profile;
+use kant::sim::report::{JsonReport, table};
+use kant::sim::synthetic::{SyntheticOptions, default_cluster, generate_workload};
+use kant::sim::{EventLog, TraceOptions, Workload, run, scale_arrivals, trace};
+
+#[derive(Parser)]
+#[command(
+    name = "kant",
+    version,
+    about = "Kant: a unified scheduler for large AI GPU clusters"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a workload (a trace, or the embedded default) and report GAR, SOR, GFR, JWTD
+    /// and JTTED, beside the same workload under a baseline profile.
+    Simulate(SimulateArgs),
+    /// Validate a configuration file.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Parse and validate FILE; prints its profiles, exits 2 on any error.
+    Check { file: PathBuf },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    /// Trace nodes.csv (with --jobs); without both, the embedded default cluster.
+    #[arg(long, requires = "jobs")]
+    nodes: Option<PathBuf>,
+    /// Trace jobs.csv (with --nodes); without both, a synthetic workload.
+    #[arg(long, requires = "nodes")]
+    jobs: Option<PathBuf>,
+    /// Seed of the synthetic workload.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Number of jobs in the synthetic workload.
+    #[arg(long, default_value_t = 4000)]
+    synthetic_jobs: usize,
+    /// Divide inter-arrival times by X (2 doubles the offered load).
+    #[arg(long, default_value_t = 1.0)]
+    load_factor: f64,
+    /// Configuration file (YAML); the embedded default otherwise.
+    #[arg(long, env = "KANT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Profile to run; the configuration's default_profile otherwise.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Profile to run beside it on the same workload, or `none`.
+    #[arg(long, default_value = "native")]
+    baseline: String,
+    /// Output format on standard output.
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    /// Also write the JSON report to FILE.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write every event of the main run as JSON Lines to FILE.
+    #[arg(long)]
+    events: Option<PathBuf>,
+    /// Write the simulated cluster and workload as nodes.csv and jobs.csv into DIR.
+    #[arg(long)]
+    write_trace: Option<PathBuf>,
+}
+
+/// Bad input (exit 2, nothing written) or a failure while writing results (exit 1).
+enum Failure {
+    Input(String),
+    Output(String),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Simulate(args) => simulate(args),
+        Command::Config {
+            action: ConfigAction::Check { file },
+        } => check_config(&file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Input(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Output(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn check_config(file: &Path) -> Result<(), Failure> {
+    let config = Config::load(file).map_err(|e| Failure::Input(e.to_string()))?;
+    println!(
+        "{}: valid; profiles {} (default {})",
+        file.display(),
+        config.profile_names().join(", "),
+        config.default_profile
+    );
+    Ok(())
+}
+
+fn simulate(args: SimulateArgs) -> Result<(), Failure> {
+    let input = |e: String| Failure::Input(e);
+    let config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| input(e.to_string()))?,
+        None => Config::embedded(),
+    };
+    let profile_named = |name: &str| {
+        let profile = config.profile(name).ok_or_else(|| {
+            input(format!(
+                "no profile `{name}` in the configuration (profiles: {})",
+                config.profile_names().join(", ")
+            ))
+        })?;
+        build_profile(profile, config.search).map_err(input)
+    };
+    let main_name = args.profile.as_deref().unwrap_or(&config.default_profile);
+    let main_profile = profile_named(main_name)?;
+    let baseline = match args.baseline.as_str() {
+        "none" => None,
+        name if name == main_name => None,
+        name => Some(profile_named(name)?),
+    };
+    if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
+        return Err(input(format!(
+            "--load-factor {} must be a positive number",
+            args.load_factor
+        )));
+    }
+    let (cluster, mut workload, source) = load_workload(&args, &config)?;
+    scale_arrivals(&mut workload, args.load_factor);
+    let cluster = Arc::new(cluster);
+
+    if let Some(dir) = &args.write_trace {
+        write_trace(dir, &cluster, &workload)?;
+    }
+    let mut events = match &args.events {
+        Some(path) => {
+            let file = File::create(path)
+                .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
+            EventLog::new(Some(Box::new(BufWriter::new(file))))
+        }
+        None => EventLog::disabled(),
+    };
+    let progress = std::io::stderr().is_terminal();
+    let output = |e: std::io::Error| Failure::Output(e.to_string());
+    let (main_run, baseline_run) = rayon::join(
+        || {
+            run(
+                cluster.clone(),
+                &workload,
+                main_profile,
+                &mut events,
+                progress,
+            )
+        },
+        || {
+            baseline.map(|profile| {
+                run(
+                    cluster.clone(),
+                    &workload,
+                    profile,
+                    &mut EventLog::disabled(),
+                    false,
+                )
+            })
+        },
+    );
+    let main_run = main_run.map_err(output)?;
+    let baseline_run = baseline_run.transpose().map_err(output)?;
+
+    let json = JsonReport {
+        main: &main_run,
+        baseline: baseline_run.as_ref(),
+    };
+    if let Some(path) = &args.out {
+        let text =
+            serde_json::to_string_pretty(&json).map_err(|e| Failure::Output(e.to_string()))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let printed = match args.format {
+        Format::Json => serde_json::to_writer(&mut stdout, &json)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(stdout)),
+        Format::Table => {
+            let mut runs = vec![&main_run];
+            runs.extend(baseline_run.as_ref());
+            let title = format!(
+                "{source}: {} nodes, {} GPUs; {} jobs",
+                cluster.nodes.len(),
+                cluster.total_gpus(),
+                main_run.jobs_total
+            );
+            writeln!(stdout, "{}", table(&title, &runs))
+        }
+    };
+    printed.map_err(output)
+}
+
+/// The trace named on the command line, or the embedded default cluster with a synthetic
+/// workload; with a description for the report's title.
+fn load_workload(
+    args: &SimulateArgs,
+    config: &Config,
+) -> Result<(ClusterSpec, Workload, String), Failure> {
+    let options = TraceOptions {
+        links_by_model: config.links.by_model.clone(),
+        default_links: config.links.default,
+        priority_classes: config.priority_classes.clone(),
+    };
+    match (&args.nodes, &args.jobs) {
+        (Some(nodes), Some(jobs)) => {
+            let input = |e: kant::sim::TraceError| Failure::Input(e.to_string());
+            let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
+            let workload = trace::read_jobs(jobs, &cluster, &options).map_err(input)?;
+            Ok((cluster, workload, format!("trace {}", jobs.display())))
+        }
+        _ => {
+            let cluster = default_cluster();
+            let synthetic = SyntheticOptions {
+                seed: args.seed,
+                jobs: args.synthetic_jobs,
+                ..SyntheticOptions::default()
+            };
+            let workload = generate_workload(&cluster, &synthetic);
+            let source = format!("embedded default (seed {})", args.seed);
+            Ok((cluster, workload, source))
+        }
+    }
+}
+
+fn write_trace(dir: &Path, cluster: &ClusterSpec, workload: &Workload) -> Result<(), Failure> {
+    let fail = |e: std::io::Error| Failure::Output(format!("{}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    trace::write_nodes(&dir.join("nodes.csv"), cluster).map_err(fail)?;
+    trace::write_jobs(&dir.join("jobs.csv"), workload, cluster).map_err(fail)
+}

@@ -1,4 +1,12 @@
-//! The simulator world: traces, synthetic workloads, the discrete-event loop, reports.
+//! The simulator world: reads traces or generates the embedded default, replays them on a
+//! virtual clock through the scheduler, and reports the Kant metrics.
 
+pub mod engine;
+pub mod events;
+pub mod report;
 pub mod synthetic;
 pub mod trace;
+
+pub use engine::{RunReport, run, scale_arrivals};
+pub use events::EventLog;
+pub use trace::{TraceError, TraceOptions, Workload};

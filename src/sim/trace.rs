@@ -1,1 +1,1124 @@
-//! (Being written.)
+//! Reading and writing the neutral CSV trace format (`nodes.csv` and `jobs.csv`, described
+//! in `traces/README.md`): trace rows to model types ([`ClusterSpec`], [`Job`]) and back.
+//!
+//! This module owns the format: which columns exist, how each value is spelled and what it
+//! means in the model, and the errors that say which file, line and field were wrong. It
+//! builds clusters only through [`ClusterSpecBuilder`] and knows nothing of scheduling,
+//! metrics or the event loop. Readers never panic on their input; writers produce files the
+//! readers read back to an equal cluster and workload.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use crate::model::LinkProfile;
+use crate::model::{
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
+    NodeRow, PodRequest, PoolId, TenantId,
+};
+
+/// A bad trace: the message names the file, the 1-based line and the field.
+///
+/// `line` is 0 for file-level errors such as "cannot open" or a missing header column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct TraceError {
+    pub file: String,
+    pub line: u64,
+    pub message: String,
+}
+
+impl TraceError {
+    fn new(file: &str, line: u64, message: impl Into<String>) -> Self {
+        Self {
+            file: file.to_owned(),
+            line,
+            message: message.into(),
+        }
+    }
+}
+
+/// How trace values map to the model.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    /// Link layout of a node by GPU model; models not listed use `default_links`.
+    pub links_by_model: HashMap<String, LinkProfile>,
+    pub default_links: LinkProfile,
+    /// Priority class names (e.g. LS, BE) to integers; an integer priority is taken as is;
+    /// empty is 0.
+    pub priority_classes: HashMap<String, i32>,
+}
+
+impl Default for TraceOptions {
+    /// No per-model links (every node an NVSwitch board, [`LinkProfile::NvlinkAll`]) and no
+    /// priority classes.
+    fn default() -> Self {
+        Self {
+            links_by_model: HashMap::new(),
+            default_links: LinkProfile::NvlinkAll,
+            priority_classes: HashMap::new(),
+        }
+    }
+}
+
+impl TraceOptions {
+    /// The link layout of nodes of `model` (`None`: a CPU-only node).
+    pub fn links_for(&self, model: Option<&str>) -> LinkProfile {
+        model
+            .and_then(|m| self.links_by_model.get(m))
+            .copied()
+            .unwrap_or(self.default_links)
+    }
+}
+
+/// The jobs of a trace with their tenants.
+#[derive(Debug, Clone, Default)]
+pub struct Workload {
+    /// Sorted by submission time (stable: file order breaks ties); `jobs[i].id == JobId(i)`.
+    pub jobs: Vec<Job>,
+    /// Tenant names; `TenantId(i)` is `tenants[i]`. Index 0 is always the default tenant
+    /// "default" (used for an empty tenant column).
+    pub tenants: Vec<String>,
+    /// Rows skipped because their duration is empty (the job never ran in the original
+    /// trace).
+    pub skipped_no_duration: u64,
+}
+
+/// The name of the default tenant, `TenantId(0)`, written as an empty tenant column.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// The most pods one job may have: a larger count is taken for a broken row, not a job.
+pub const MAX_PODS_PER_JOB: u64 = 100_000;
+
+const NODE_COLUMNS: [&str; 5] = ["node_id", "gpu_model", "gpus", "cpu_milli", "memory_mib"];
+const TOPOLOGY_COLUMNS: [&str; 4] = ["leaf", "spine", "superspine", "hbd"];
+const JOB_COLUMNS: [&str; 9] = [
+    "job_id",
+    "tenant",
+    "submit_s",
+    "duration_s",
+    "gpus_per_pod",
+    "pods",
+    "gpu_model",
+    "priority",
+    "kind",
+];
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// Reads a `nodes.csv` into a cluster; links come from `options` by GPU model.
+pub fn read_nodes(path: &Path, options: &TraceOptions) -> Result<ClusterSpec, TraceError> {
+    let name = path.display().to_string();
+    let file = open(&name, path)?;
+    parse_nodes(&name, BufReader::new(file), options)
+}
+
+/// Reads a `jobs.csv` against `cluster` (GPU model names resolve to its pools).
+pub fn read_jobs(
+    path: &Path,
+    cluster: &ClusterSpec,
+    options: &TraceOptions,
+) -> Result<Workload, TraceError> {
+    let name = path.display().to_string();
+    let file = open(&name, path)?;
+    parse_jobs(&name, BufReader::new(file), cluster, options)
+}
+
+fn open(name: &str, path: &Path) -> Result<File, TraceError> {
+    File::open(path).map_err(|e| TraceError::new(name, 0, format!("cannot open: {e}")))
+}
+
+/// Parses nodes from any reader; `name` is the file name errors carry.
+pub fn parse_nodes(
+    name: &str,
+    reader: impl Read,
+    options: &TraceOptions,
+) -> Result<ClusterSpec, TraceError> {
+    let mut csv = csv_reader(reader);
+    let header = Header::read(name, &mut csv)?;
+    let [node_id, gpu_model, gpus, cpu_milli, memory_mib] = header.require(&NODE_COLUMNS)?;
+    let [leaf, spine, superspine, hbd] = header.optional(&TOPOLOGY_COLUMNS)?;
+
+    let mut builder = ClusterSpecBuilder::new();
+    let mut first_line: HashMap<String, u64> = HashMap::new();
+    let mut record = csv::StringRecord::new();
+    while read_record(name, &mut csv, &mut record)? {
+        let row = Row::new(name, &record);
+        let node_name = row.text(Some(node_id));
+        if node_name.is_empty() {
+            return Err(row.error("node_id", "empty (every node needs a name)"));
+        }
+        if let Some(first) = first_line.get(node_name) {
+            return Err(row.error(
+                "node_id",
+                format!("duplicate node \"{node_name}\" (first on line {first})"),
+            ));
+        }
+        first_line.insert(node_name.to_owned(), row.line);
+
+        let model = non_empty(row.text(Some(gpu_model)));
+        let gpu_count = row.whole("gpus", Some(gpus))?;
+        let gpu_count = match usize::try_from(gpu_count) {
+            Ok(n) if n <= MAX_GPUS_PER_NODE => n,
+            _ => {
+                return Err(row.error(
+                    "gpus",
+                    format!("{gpu_count} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"),
+                ));
+            }
+        };
+        match (model, gpu_count) {
+            (None, n) if n > 0 => {
+                return Err(row.error(
+                    "gpu_model",
+                    format!("empty, but the node has {n} GPUs (a GPU node needs its model)"),
+                ));
+            }
+            (Some(m), 0) => {
+                return Err(row.error(
+                    "gpus",
+                    format!("0, but gpu_model is \"{m}\" (a CPU-only node has an empty gpu_model)"),
+                ));
+            }
+            _ => {}
+        }
+        let leaf_path = non_empty(row.text(leaf)).map(|leaf| LeafPath {
+            superspine: row.text(superspine).to_owned(),
+            spine: row.text(spine).to_owned(),
+            leaf: leaf.to_owned(),
+        });
+        let node = NodeRow {
+            name: node_name.to_owned(),
+            gpu_model: model.map(str::to_owned),
+            gpus: gpu_count,
+            cpu_milli: row.optional_whole("cpu_milli", Some(cpu_milli))?,
+            memory_mib: row.optional_whole("memory_mib", Some(memory_mib))?,
+            leaf: leaf_path,
+            hbd: non_empty(row.text(hbd)).map(str::to_owned),
+        };
+        builder
+            .add(node, options.links_for(model))
+            .map_err(|e| TraceError::new(name, row.line, e.to_string()))?;
+    }
+    Ok(builder.build())
+}
+
+/// Parses jobs from any reader against `cluster`; `name` is the file name errors carry.
+///
+/// Every row is checked in full, skipped rows (empty duration) included; only kept rows
+/// intern their tenants.
+pub fn parse_jobs(
+    name: &str,
+    reader: impl Read,
+    cluster: &ClusterSpec,
+    options: &TraceOptions,
+) -> Result<Workload, TraceError> {
+    let mut csv = csv_reader(reader);
+    let header = Header::read(name, &mut csv)?;
+    let [
+        job_id,
+        tenant,
+        submit_s,
+        duration_s,
+        gpus_per_pod,
+        pods,
+        gpu_model,
+        priority,
+        kind,
+    ] = header.require(&JOB_COLUMNS)?;
+
+    let mut jobs = Vec::new();
+    let mut tenants = vec![DEFAULT_TENANT.to_owned()];
+    let mut tenant_ids: HashMap<String, TenantId> =
+        HashMap::from([(DEFAULT_TENANT.to_owned(), TenantId(0))]);
+    let mut first_line: HashMap<String, u64> = HashMap::new();
+    let mut skipped_no_duration = 0;
+    let mut record = csv::StringRecord::new();
+    while read_record(name, &mut csv, &mut record)? {
+        let row = Row::new(name, &record);
+        let job_name = row.text(Some(job_id));
+        if job_name.is_empty() {
+            return Err(row.error("job_id", "empty (every job needs a name)"));
+        }
+        if let Some(first) = first_line.get(job_name) {
+            return Err(row.error(
+                "job_id",
+                format!("duplicate job \"{job_name}\" (first on line {first})"),
+            ));
+        }
+        first_line.insert(job_name.to_owned(), row.line);
+
+        let submit_ms = row.seconds_as_ms("submit_s", row.text(Some(submit_s)))?;
+        let duration_text = row.text(Some(duration_s));
+        let duration_ms = match duration_text {
+            "" => None,
+            text => Some(row.seconds_as_ms("duration_s", text)?),
+        };
+        let gpu = GpuRequest::parse(row.text(Some(gpus_per_pod)))
+            .map_err(|message| row.error("gpus_per_pod", message))?;
+        let pod_count = row.whole("pods", Some(pods))?;
+        if pod_count == 0 || pod_count > MAX_PODS_PER_JOB {
+            return Err(row.error(
+                "pods",
+                format!("{pod_count} pods: a job has from 1 to {MAX_PODS_PER_JOB}"),
+            ));
+        }
+        let pools = row.pools(row.text(Some(gpu_model)), cluster)?;
+        let priority = row.priority(row.text(Some(priority)), &options.priority_classes)?;
+        let kind_text = row.text(Some(kind));
+        let kind = JobKind::parse(kind_text).ok_or_else(|| {
+            row.error(
+                "kind",
+                format!("unknown kind \"{kind_text}\" (known: train, inference, dev, unknown)"),
+            )
+        })?;
+
+        let Some(duration_ms) = duration_ms else {
+            skipped_no_duration += 1;
+            continue;
+        };
+        let tenant = match row.text(Some(tenant)) {
+            "" => TenantId(0),
+            tenant_name => match tenant_ids.get(tenant_name) {
+                Some(&id) => id,
+                None => {
+                    let id = u16::try_from(tenants.len()).map(TenantId).map_err(|_| {
+                        row.error("tenant", format!("more than {} tenants", u16::MAX))
+                    })?;
+                    tenants.push(tenant_name.to_owned());
+                    tenant_ids.insert(tenant_name.to_owned(), id);
+                    id
+                }
+            },
+        };
+        if u32::try_from(jobs.len()).is_err() {
+            return Err(row.error("job_id", format!("more than {} jobs", u32::MAX)));
+        }
+        jobs.push(Job {
+            id: JobId(0),
+            name: job_name.to_owned(),
+            tenant,
+            priority,
+            kind,
+            pools,
+            // Bounded by MAX_PODS_PER_JOB above.
+            pods: vec![PodRequest::gpus(gpu); pod_count as usize],
+            submit_ms,
+            duration_ms: Some(duration_ms),
+        });
+    }
+    jobs.sort_by_key(|job| job.submit_ms);
+    for (index, job) in jobs.iter_mut().enumerate() {
+        // Fits: checked for every kept row above.
+        job.id = JobId(index as u32);
+    }
+    Ok(Workload {
+        jobs,
+        tenants,
+        skipped_no_duration,
+    })
+}
+
+fn csv_reader<R: Read>(reader: R) -> csv::Reader<R> {
+    csv::ReaderBuilder::new()
+        .has_headers(true)
+        .trim(csv::Trim::All)
+        .from_reader(reader)
+}
+
+/// Reads the next record into `record`; `false` at the end of the file.
+fn read_record<R: Read>(
+    name: &str,
+    csv: &mut csv::Reader<R>,
+    record: &mut csv::StringRecord,
+) -> Result<bool, TraceError> {
+    csv.read_record(record).map_err(|e| csv_error(name, &e))
+}
+
+fn csv_error(name: &str, err: &csv::Error) -> TraceError {
+    let line = err.position().map_or(0, csv::Position::line);
+    let message = match err.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("the row has {len} fields, the header has {expected_len}"),
+        csv::ErrorKind::Utf8 { err, .. } => {
+            format!("field number {} is not valid UTF-8", err.field() + 1)
+        }
+        csv::ErrorKind::Io(e) => format!("cannot read: {e}"),
+        _ => err.to_string(),
+    };
+    TraceError::new(name, line, message)
+}
+
+fn non_empty(text: &str) -> Option<&str> {
+    (!text.is_empty()).then_some(text)
+}
+
+/// The header row: the position of each column by name.
+struct Header<'a> {
+    file: &'a str,
+    names: Vec<String>,
+}
+
+impl<'a> Header<'a> {
+    fn read<R: Read>(file: &'a str, csv: &mut csv::Reader<R>) -> Result<Self, TraceError> {
+        let record = csv.headers().map_err(|e| csv_error(file, &e))?;
+        let names = record
+            .iter()
+            .enumerate()
+            // A UTF-8 byte-order mark may lead the first column name.
+            .map(|(i, h)| {
+                if i == 0 {
+                    h.trim_start_matches('\u{feff}')
+                } else {
+                    h
+                }
+            })
+            .map(str::to_owned)
+            .collect();
+        Ok(Self { file, names })
+    }
+
+    fn find(&self, column: &str) -> Result<Option<usize>, TraceError> {
+        let mut found = self.names.iter().enumerate().filter(|(_, n)| *n == column);
+        let first = found.next().map(|(i, _)| i);
+        if found.next().is_some() {
+            return Err(TraceError::new(
+                self.file,
+                1,
+                format!("column {column} appears more than once in the header"),
+            ));
+        }
+        Ok(first)
+    }
+
+    fn require<const N: usize>(&self, columns: &[&str; N]) -> Result<[usize; N], TraceError> {
+        let mut positions = [0; N];
+        for (slot, column) in positions.iter_mut().zip(columns) {
+            *slot = self.find(column)?.ok_or_else(|| {
+                TraceError::new(
+                    self.file,
+                    0,
+                    format!(
+                        "missing column {column} (the header has {}; required: {})",
+                        self.names.join(","),
+                        columns.join(",")
+                    ),
+                )
+            })?;
+        }
+        Ok(positions)
+    }
+
+    fn optional<const N: usize>(
+        &self,
+        columns: &[&str; N],
+    ) -> Result<[Option<usize>; N], TraceError> {
+        let mut positions = [None; N];
+        for (slot, column) in positions.iter_mut().zip(columns) {
+            *slot = self.find(column)?;
+        }
+        Ok(positions)
+    }
+}
+
+/// One data row and the field parsers that name the row in their errors.
+struct Row<'a> {
+    file: &'a str,
+    line: u64,
+    record: &'a csv::StringRecord,
+}
+
+impl<'a> Row<'a> {
+    fn new(file: &'a str, record: &'a csv::StringRecord) -> Self {
+        let line = record.position().map_or(0, csv::Position::line);
+        Self { file, line, record }
+    }
+
+    fn error(&self, field: &str, message: impl std::fmt::Display) -> TraceError {
+        TraceError::new(self.file, self.line, format!("field {field}: {message}"))
+    }
+
+    /// The (trimmed) text of a column; empty for a column the file does not have.
+    fn text(&self, column: Option<usize>) -> &'a str {
+        column.and_then(|c| self.record.get(c)).unwrap_or("")
+    }
+
+    fn whole(&self, field: &str, column: Option<usize>) -> Result<u64, TraceError> {
+        let text = self.text(column);
+        parse_whole(text).map_err(|m| self.error(field, m))
+    }
+
+    fn optional_whole(
+        &self,
+        field: &str,
+        column: Option<usize>,
+    ) -> Result<Option<u64>, TraceError> {
+        match self.text(column) {
+            "" => Ok(None),
+            _ => self.whole(field, column).map(Some),
+        }
+    }
+
+    fn seconds_as_ms(&self, field: &str, text: &str) -> Result<u64, TraceError> {
+        parse_seconds_as_ms(text).map_err(|m| self.error(field, m))
+    }
+
+    /// `A|B` to the pools of those models; empty is any pool.
+    fn pools(&self, text: &str, cluster: &ClusterSpec) -> Result<Vec<PoolId>, TraceError> {
+        let mut pools = Vec::new();
+        if text.is_empty() {
+            return Ok(pools);
+        }
+        for model in text.split('|').map(str::trim) {
+            if model.is_empty() {
+                return Err(self.error(
+                    "gpu_model",
+                    format!("\"{text}\" has an empty model name between `|`"),
+                ));
+            }
+            let pool = cluster.pool_of_model(Some(model)).ok_or_else(|| {
+                let known: Vec<&str> = cluster.gpu_models().collect();
+                self.error(
+                    "gpu_model",
+                    format!(
+                        "unknown GPU model \"{model}\" (the cluster has: {})",
+                        if known.is_empty() {
+                            "no GPU models".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                )
+            })?;
+            if !pools.contains(&pool) {
+                pools.push(pool);
+            }
+        }
+        Ok(pools)
+    }
+
+    fn priority(&self, text: &str, classes: &HashMap<String, i32>) -> Result<i32, TraceError> {
+        if text.is_empty() {
+            return Ok(0);
+        }
+        let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return text.parse().map_err(|_| {
+                self.error(
+                    "priority",
+                    format!("\"{text}\" is out of range for a priority"),
+                )
+            });
+        }
+        classes.get(text).copied().ok_or_else(|| {
+            let mut known: Vec<&str> = classes.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            let known = if known.is_empty() {
+                "none are configured".to_owned()
+            } else {
+                format!("known: {}", known.join(", "))
+            };
+            self.error(
+                "priority",
+                format!("unknown priority class \"{text}\" ({known}; or give an integer)"),
+            )
+        })
+    }
+}
+
+fn parse_whole(text: &str) -> Result<u64, String> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("\"{text}\" is not a whole number"));
+    }
+    text.parse()
+        .map_err(|_| format!("\"{text}\" is too large a number"))
+}
+
+/// Seconds, whole or decimal, to milliseconds without float rounding. Digits past the
+/// third decimal place round to the nearest millisecond (half up).
+fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
+    if text.starts_with('-') {
+        return Err(format!("\"{text}\" is negative"));
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
+        return Err(format!("\"{text}\" is not a number of seconds"));
+    }
+    let too_large = || format!("\"{text}\" is too many seconds");
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| too_large())?
+    };
+    let mut millis = 0u64;
+    for (place, digit) in fraction.bytes().take(3).enumerate() {
+        millis += u64::from(digit - b'0') * [100, 10, 1][place];
+    }
+    if fraction.as_bytes().get(3).is_some_and(|&d| d >= b'5') {
+        millis += 1;
+    }
+    whole
+        .checked_mul(1000)
+        .and_then(|ms| ms.checked_add(millis))
+        .ok_or_else(too_large)
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+/// Writes `cluster` as a `nodes.csv`, topology columns included.
+pub fn write_nodes(path: &Path, cluster: &ClusterSpec) -> io::Result<()> {
+    write_nodes_to(BufWriter::new(File::create(path)?), cluster)
+}
+
+/// Writes `workload` as a `jobs.csv`; pools are written as the GPU model names of `cluster`.
+pub fn write_jobs(path: &Path, workload: &Workload, cluster: &ClusterSpec) -> io::Result<()> {
+    write_jobs_to(BufWriter::new(File::create(path)?), workload, cluster)
+}
+
+/// [`write_nodes`] to any writer.
+pub fn write_nodes_to(writer: impl Write, cluster: &ClusterSpec) -> io::Result<()> {
+    let mut csv = csv::Writer::from_writer(writer);
+    let header: Vec<&str> = NODE_COLUMNS
+        .iter()
+        .chain(&TOPOLOGY_COLUMNS)
+        .copied()
+        .collect();
+    csv.write_record(&header)?;
+    for node in &cluster.nodes {
+        let leaf = match node.topology.leaf {
+            Some(id) => Some(cluster.leaves.get(id.index()).ok_or_else(|| {
+                invalid(format!(
+                    "node {}: leaf {} is not in the cluster",
+                    node.name, id.0
+                ))
+            })?),
+            None => None,
+        };
+        let hbd = match node.topology.hbd {
+            Some(id) => cluster
+                .hbds
+                .get(id as usize)
+                .map(String::as_str)
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "node {}: HBD {id} is not in the cluster",
+                        node.name
+                    ))
+                })?,
+            None => "",
+        };
+        let optional = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        csv.write_record([
+            node.name.as_str(),
+            node.gpu_model.as_deref().unwrap_or(""),
+            &node.gpus().to_string(),
+            &optional(node.cpu_milli),
+            &optional(node.memory_mib),
+            leaf.map_or("", |l| l.leaf.as_str()),
+            leaf.map_or("", |l| l.spine.as_str()),
+            leaf.map_or("", |l| l.superspine.as_str()),
+            hbd,
+        ])?;
+    }
+    csv.flush()
+}
+
+/// [`write_jobs`] to any writer. A job whose pods differ, that has no pod, or that accepts
+/// the CPU-only pool by name cannot be written in the format: an `InvalidData` error. Pod
+/// CPU and memory are not written (the format has none).
+pub fn write_jobs_to(
+    writer: impl Write,
+    workload: &Workload,
+    cluster: &ClusterSpec,
+) -> io::Result<()> {
+    let mut csv = csv::Writer::from_writer(writer);
+    csv.write_record(JOB_COLUMNS)?;
+    for job in &workload.jobs {
+        let Some(first) = job.pods.first() else {
+            return Err(invalid(format!("job {}: no pods", job.name)));
+        };
+        if job.pods.iter().any(|p| p.gpu != first.gpu) {
+            return Err(invalid(format!(
+                "job {}: pods ask for different GPUs; the format has one gpus_per_pod",
+                job.name
+            )));
+        }
+        let tenant = match job.tenant {
+            TenantId(0) => "",
+            id => workload
+                .tenants
+                .get(id.index())
+                .map(String::as_str)
+                .ok_or_else(|| invalid(format!("job {}: tenant {} is unknown", job.name, id.0)))?,
+        };
+        let models = job
+            .pools
+            .iter()
+            .map(|&pool| {
+                cluster
+                    .pools
+                    .get(pool.index())
+                    .and_then(|p| p.gpu_model.as_deref())
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "job {}: pool {} has no GPU model name to write",
+                            job.name, pool.0
+                        ))
+                    })
+            })
+            .collect::<io::Result<Vec<&str>>>()?;
+        csv.write_record([
+            job.name.as_str(),
+            tenant,
+            &format_seconds(job.submit_ms),
+            &job.duration_ms.map(format_seconds).unwrap_or_default(),
+            &first.gpu.to_string(),
+            &job.pods.len().to_string(),
+            &models.join("|"),
+            &job.priority.to_string(),
+            job.kind.name(),
+        ])?;
+    }
+    csv.flush()
+}
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message)
+}
+
+/// Milliseconds as seconds: whole when whole, else with up to 3 decimal places.
+fn format_seconds(ms: u64) -> String {
+    let (seconds, millis) = (ms / 1000, ms % 1000);
+    if millis == 0 {
+        seconds.to_string()
+    } else {
+        let fraction = format!("{millis:03}");
+        format!("{seconds}.{}", fraction.trim_end_matches('0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::synthetic::{
+        SyntheticOptions, default_cluster, default_links_by_model, generate_workload,
+    };
+    use std::path::PathBuf;
+
+    const NODES_HEADER: &str = "node_id,gpu_model,gpus,cpu_milli,memory_mib\n";
+    const JOBS_HEADER: &str =
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n";
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            use std::sync::atomic::{AtomicU64, Ordering};
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let unique = format!(
+                "kant-trace-{tag}-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let dir = std::env::temp_dir().join(unique);
+            std::fs::create_dir_all(&dir).expect("create temp dir");
+            Self(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn options() -> TraceOptions {
+        TraceOptions {
+            links_by_model: default_links_by_model(),
+            default_links: LinkProfile::Pcie,
+            priority_classes: HashMap::from([("LS".to_owned(), 100), ("BE".to_owned(), -10)]),
+        }
+    }
+
+    fn small_cluster() -> ClusterSpec {
+        let text = format!("{NODES_HEADER}a,H100,8,1000,2000\nb,A100,8,,\nc,,0,32000,1024\n");
+        parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("small cluster")
+    }
+
+    fn jobs(text: &str) -> Result<Workload, TraceError> {
+        parse_jobs(
+            "jobs.csv",
+            format!("{JOBS_HEADER}{text}").as_bytes(),
+            &small_cluster(),
+            &options(),
+        )
+    }
+
+    fn nodes(text: &str) -> Result<ClusterSpec, TraceError> {
+        parse_nodes(
+            "nodes.csv",
+            format!("{NODES_HEADER}{text}").as_bytes(),
+            &options(),
+        )
+    }
+
+    fn assert_error(err: TraceError, line: u64, parts: &[&str]) {
+        let text = err.to_string();
+        assert_eq!(err.line, line, "{text}");
+        assert!(
+            text.starts_with(&format!("{}:{line}: ", err.file)),
+            "{text}"
+        );
+        for part in parts {
+            assert!(text.contains(part), "`{text}` lacks `{part}`");
+        }
+    }
+
+    fn assert_same_cluster(a: &ClusterSpec, b: &ClusterSpec) {
+        assert_eq!(a.nodes.len(), b.nodes.len());
+        for (x, y) in a.nodes.iter().zip(&b.nodes) {
+            assert_eq!(x.name, y.name);
+            assert_eq!(x.gpu_model, y.gpu_model);
+            assert_eq!(x.pool, y.pool);
+            assert_eq!(x.cpu_milli, y.cpu_milli);
+            assert_eq!(x.memory_mib, y.memory_mib);
+            assert_eq!(*x.links, *y.links, "links of {}", x.name);
+            assert_eq!(x.topology, y.topology);
+        }
+        assert_eq!(a.leaves, b.leaves);
+        assert_eq!(a.hbds, b.hbds);
+        assert_eq!(a.pools.len(), b.pools.len());
+        for (x, y) in a.pools.iter().zip(&b.pools) {
+            assert_eq!(x.gpu_model, y.gpu_model);
+            assert_eq!(x.nodes, y.nodes);
+            assert_eq!(x.groups, y.groups);
+            assert_eq!(x.gpus_per_node, y.gpus_per_node);
+            assert_eq!(x.largest_leaf_gpus, y.largest_leaf_gpus);
+        }
+        assert_eq!(a.groups.len(), b.groups.len());
+        for (x, y) in a.groups.iter().zip(&b.groups) {
+            assert_eq!((x.pool, x.leaf, &x.nodes), (y.pool, y.leaf, &y.nodes));
+        }
+        assert_eq!(a.node_group, b.node_group);
+    }
+
+    #[test]
+    fn default_cluster_round_trips_through_a_file() {
+        let dir = TempDir::new("nodes");
+        let path = dir.0.join("nodes.csv");
+        let cluster = default_cluster();
+        write_nodes(&path, &cluster).expect("write nodes");
+        let back = read_nodes(&path, &options()).expect("read nodes back");
+        assert_same_cluster(&cluster, &back);
+        assert_eq!(back.total_gpus(), 3072);
+        assert_eq!(back.leaves.len(), 16);
+    }
+
+    #[test]
+    fn generated_workload_round_trips_through_a_file() {
+        let dir = TempDir::new("jobs");
+        let cluster = default_cluster();
+        let workload = generate_workload(
+            &cluster,
+            &SyntheticOptions {
+                seed: 7,
+                jobs: 500,
+                load: 0.9,
+            },
+        );
+        let path = dir.0.join("jobs.csv");
+        write_jobs(&path, &workload, &cluster).expect("write jobs");
+        let back = read_jobs(&path, &cluster, &options()).expect("read jobs back");
+        assert_eq!(back.skipped_no_duration, 0);
+        assert_eq!(back.jobs.len(), workload.jobs.len());
+        for (x, y) in workload.jobs.iter().zip(&back.jobs) {
+            assert_eq!(x.id, y.id);
+            assert_eq!(x.name, y.name);
+            // Tenant ids are interned in order of appearance: compare names.
+            assert_eq!(
+                workload.tenants[x.tenant.index()],
+                back.tenants[y.tenant.index()]
+            );
+            assert_eq!(x.priority, y.priority);
+            assert_eq!(x.kind, y.kind);
+            assert_eq!(x.pools, y.pools);
+            assert_eq!(x.pods, y.pods);
+            assert_eq!(x.submit_ms, y.submit_ms);
+            assert_eq!(x.duration_ms, y.duration_ms);
+        }
+    }
+
+    #[test]
+    fn fractional_times_gpus_and_tenants_round_trip() {
+        let cluster = small_cluster();
+        let text = "j1,,1.5,0.25,0.5,1,H100|A100,LS,inference\n\
+                    j2,team-a,0,3600,8,2,H100,-3,train\n\
+                    j3,default,1.5,10.0005,0,1,,,\n";
+        let workload = jobs(text).expect("parse");
+        assert_eq!(workload.tenants, ["default", "team-a"]);
+        let names: Vec<&str> = workload.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["j2", "j1", "j3"],
+            "sorted by submit, file order breaks ties"
+        );
+        let j1 = &workload.jobs[1];
+        assert_eq!(
+            (j1.id, j1.submit_ms, j1.duration_ms),
+            (JobId(1), 1500, Some(250))
+        );
+        assert_eq!(j1.pods, [PodRequest::gpus(GpuRequest::Fraction(500))]);
+        assert_eq!(j1.pools.len(), 2);
+        assert_eq!((j1.priority, j1.kind), (100, JobKind::Inference));
+        let j2 = &workload.jobs[0];
+        assert_eq!(
+            (j2.tenant, j2.priority, j2.pods.len()),
+            (TenantId(1), -3, 2)
+        );
+        let j3 = &workload.jobs[2];
+        assert_eq!(
+            (j3.tenant, j3.duration_ms, j3.kind),
+            (TenantId(0), Some(10_001), JobKind::Unknown)
+        );
+        assert!(j3.pods[0].gpu.is_none() && j3.pools.is_empty());
+
+        let mut out = Vec::new();
+        write_jobs_to(&mut out, &workload, &cluster).expect("write");
+        let written = String::from_utf8(out).expect("utf-8");
+        assert!(
+            written.contains("j1,,1.5,0.25,0.5,1,H100|A100,100,inference\n"),
+            "{written}"
+        );
+        assert!(
+            written.contains("j3,,1.5,10.001,0,1,,0,unknown\n"),
+            "{written}"
+        );
+        let back =
+            parse_jobs("again.csv", written.as_bytes(), &cluster, &options()).expect("read back");
+        assert_eq!(back.tenants, workload.tenants);
+        for (x, y) in workload.jobs.iter().zip(&back.jobs) {
+            assert_eq!(
+                (
+                    &x.name,
+                    x.tenant,
+                    x.priority,
+                    &x.pools,
+                    &x.pods,
+                    x.submit_ms,
+                    x.duration_ms
+                ),
+                (
+                    &y.name,
+                    y.tenant,
+                    y.priority,
+                    &y.pools,
+                    &y.pods,
+                    y.submit_ms,
+                    y.duration_ms
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn empty_durations_are_skipped_and_counted() {
+        let workload = jobs("a,,0,,1,1,,,\nb,,5,60,1,1,,,\nc,t,9,,0.5,1,,BE,\n").expect("parse");
+        assert_eq!(workload.skipped_no_duration, 2);
+        assert_eq!(workload.jobs.len(), 1);
+        assert_eq!(workload.jobs[0].name, "b");
+        // A skipped row's tenant is not interned.
+        assert_eq!(workload.tenants, ["default"]);
+    }
+
+    #[test]
+    fn non_numeric_fields_are_named() {
+        assert_error(
+            nodes("a,H100,8,1,1\nb,H100,x,1,1\n").unwrap_err(),
+            3,
+            &["nodes.csv", "field gpus", "\"x\" is not a whole number"],
+        );
+        assert_error(
+            nodes("a,H100,8,lots,1\n").unwrap_err(),
+            2,
+            &["field cpu_milli", "\"lots\""],
+        );
+        assert_error(
+            jobs("a,,0,60,1,1,,,\nb,,soon,60,1,1,,,\n").unwrap_err(),
+            3,
+            &["jobs.csv", "field submit_s", "\"soon\""],
+        );
+        assert_error(
+            jobs("a,,-5,60,1,1,,,\n").unwrap_err(),
+            2,
+            &["field submit_s", "negative"],
+        );
+        assert_error(
+            jobs("a,,0,1e3,1,1,,,\n").unwrap_err(),
+            2,
+            &["field duration_s", "1e3"],
+        );
+        assert_error(
+            jobs("a,,0,60,1.5,1,,,\n").unwrap_err(),
+            2,
+            &["field gpus_per_pod", "whole number of GPUs"],
+        );
+        assert_error(
+            jobs("a,,0,60,1,0,,,\n").unwrap_err(),
+            2,
+            &["field pods", "0 pods"],
+        );
+        assert_error(
+            jobs("a,,0,60,1,two,,,\n").unwrap_err(),
+            2,
+            &["field pods", "\"two\""],
+        );
+        assert_error(
+            jobs("a,,0,60,1,1,,,serve\n").unwrap_err(),
+            2,
+            &["field kind", "serve"],
+        );
+    }
+
+    #[test]
+    fn unknown_gpu_model_lists_the_known_ones() {
+        let err = jobs("a,,0,60,1,1,H100,,\nb,,0,60,1,1,A100|V100,,\n").unwrap_err();
+        assert_error(
+            err,
+            3,
+            &["jobs.csv", "field gpu_model", "\"V100\"", "H100, A100"],
+        );
+        assert_error(
+            jobs("a,,0,60,1,1,H100|,,\n").unwrap_err(),
+            2,
+            &["field gpu_model"],
+        );
+    }
+
+    #[test]
+    fn unknown_priority_class_lists_the_known_ones() {
+        let err = jobs("a,,0,60,1,1,,LS,\nb,,0,60,1,1,,Burstable,\n").unwrap_err();
+        assert_error(
+            err,
+            3,
+            &["jobs.csv", "field priority", "\"Burstable\"", "BE, LS"],
+        );
+    }
+
+    #[test]
+    fn node_with_gpus_but_no_model_is_rejected() {
+        assert_error(
+            nodes("a,H100,8,1,1\nb,,8,1,1\n").unwrap_err(),
+            3,
+            &["nodes.csv", "field gpu_model", "8 GPUs"],
+        );
+        assert_error(
+            nodes("a,H100,0,1,1\n").unwrap_err(),
+            2,
+            &["field gpus", "H100"],
+        );
+        assert_error(
+            nodes("a,H100,64,1,1\n").unwrap_err(),
+            2,
+            &["field gpus", "64 GPUs"],
+        );
+        assert_error(
+            nodes("a,H100,8,1,1\na,H100,8,1,1\n").unwrap_err(),
+            3,
+            &["field node_id", "duplicate", "line 2"],
+        );
+    }
+
+    #[test]
+    fn missing_columns_are_file_level_errors() {
+        let err = parse_nodes(
+            "nodes.csv",
+            "node_id,gpu_model,cpu_milli,memory_mib\n".as_bytes(),
+            &options(),
+        )
+        .unwrap_err();
+        assert_error(err, 0, &["nodes.csv", "missing column gpus"]);
+        let header = JOBS_HEADER.replace(",priority", "");
+        let err =
+            parse_jobs("jobs.csv", header.as_bytes(), &small_cluster(), &options()).unwrap_err();
+        assert_error(err, 0, &["jobs.csv", "missing column priority"]);
+        let err = parse_nodes("empty.csv", "".as_bytes(), &options()).unwrap_err();
+        assert_error(err, 0, &["empty.csv", "missing column node_id"]);
+    }
+
+    #[test]
+    fn malformed_rows_and_duplicates_are_errors() {
+        assert_error(
+            jobs("a,,0,60,1,1,,\n").unwrap_err(),
+            2,
+            &["8 fields", "header has 9"],
+        );
+        assert_error(
+            jobs("a,,0,60,1,1,,,\na,,1,60,1,1,,,\n").unwrap_err(),
+            3,
+            &["field job_id", "duplicate job \"a\""],
+        );
+        assert_error(
+            jobs(",,0,60,1,1,,,\n").unwrap_err(),
+            2,
+            &["field job_id", "empty"],
+        );
+        let err = read_nodes(Path::new("/nonexistent/kant/nodes.csv"), &options()).unwrap_err();
+        assert_error(err, 0, &["/nonexistent/kant/nodes.csv", "cannot open"]);
+    }
+
+    #[test]
+    fn columns_are_found_by_name_and_topology_is_optional() {
+        let text = "hbd,gpus,node_id,leaf,memory_mib,cpu_milli,gpu_model,spine,superspine\n\
+                    d0,8,x,leaf-0,,, H100 ,p1,s\n\
+                    ,8,y,leaf-0,,,H100,p2,s\n\
+                    ,4,z,,,,T4,p2,s\n\
+                    ,0,cpu,,1,2,,,\n";
+        let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("parse");
+        assert_eq!(
+            cluster.leaves.len(),
+            2,
+            "the same leaf under two spines is two leaves"
+        );
+        assert_eq!(cluster.hbds, ["d0"]);
+        let x = cluster.node(cluster.node_id("x").expect("x"));
+        assert_eq!(x.gpu_model.as_deref(), Some("H100"));
+        assert_eq!((x.cpu_milli, x.memory_mib), (None, None));
+        let z = cluster.node(cluster.node_id("z").expect("z"));
+        assert_eq!(z.topology.leaf, None);
+        // T4 is not in links_by_model: the default profile applies.
+        assert_eq!(
+            *z.links,
+            crate::model::LinkMatrix::from_profile(LinkProfile::Pcie, 4).expect("matrix")
+        );
+        let cpu = cluster.node(cluster.node_id("cpu").expect("cpu"));
+        assert_eq!((cpu.gpu_model.as_deref(), cpu.gpus()), (None, 0));
+        assert_eq!(cluster.total_gpus(), 20);
+        assert!(cluster.has_unknown_capacity());
+    }
+
+    #[test]
+    fn seconds_parse_exactly() {
+        assert_eq!(parse_seconds_as_ms("12"), Ok(12_000));
+        assert_eq!(parse_seconds_as_ms("0.001"), Ok(1));
+        assert_eq!(parse_seconds_as_ms(".5"), Ok(500));
+        assert_eq!(parse_seconds_as_ms("7."), Ok(7_000));
+        assert_eq!(parse_seconds_as_ms("1.0005"), Ok(1_001));
+        assert_eq!(parse_seconds_as_ms("1.0004999"), Ok(1_000));
+        for bad in ["", ".", "-1", "1e3", "abc", "1.2.3", "99999999999999999999"] {
+            assert!(parse_seconds_as_ms(bad).is_err(), "{bad} accepted");
+        }
+        for ms in [0, 1, 10, 1500, 60_000, 123_456] {
+            assert_eq!(parse_seconds_as_ms(&format_seconds(ms)), Ok(ms));
+        }
+        assert_eq!(format_seconds(1500), "1.5");
+        assert_eq!(format_seconds(60_000), "60");
+    }
+}

@@ -1,0 +1,40 @@
+//! Typed data that the plugins of one scheduling cycle share (PreFilter computes, Filter
+//! and Score read). Dropped at the end of the cycle.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+
+#[derive(Default)]
+pub struct CycleState {
+    entries: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+impl CycleState {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
+        self.entries.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    pub fn read<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.entries
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_found_by_type() {
+        struct Pools(Vec<u16>);
+        let mut state = CycleState::new();
+        assert!(state.read::<Pools>().is_none());
+        state.write(Pools(vec![1, 2]));
+        assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(2));
+    }
+}

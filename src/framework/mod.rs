@@ -1,0 +1,20 @@
+//! The scheduling framework: extension-point traits, statuses, the cycle state, profiles,
+//! the two-level search and the scheduler that runs cycles over jobs. It owns how a job is
+//! placed; the plugins own why a node is good or bad; the worlds own time and I/O.
+
+mod cycle_state;
+mod plugin;
+mod profile;
+mod scheduler;
+mod search;
+mod status;
+
+pub use cycle_state::CycleState;
+pub use plugin::{
+    Allocate, Bind, Filter, JobPlan, MAX_NODE_SCORE, NodeView, Permit, Plugin, PodContext,
+    PostFilter, PostFilterResult, PreFilter, QueueSort, Reserve, Score,
+};
+pub use profile::{Profile, SearchMode, SearchOptions};
+pub use scheduler::{Decision, Scheduler};
+pub use search::{diagnose, place_job, pools_for};
+pub use status::{Code, Diagnosis, Status};

@@ -1,0 +1,142 @@
+//! The extension points, one small trait each, in the order a job meets them:
+//! `QueueSort` → `PreFilter` → `Filter` → `Score` → `Reserve`/`Unreserve` → `Permit` →
+//! `Bind`, with `PostFilter` (preemption) after a failed search and `Allocate` choosing the
+//! exact devices on the chosen node. The unit of scheduling is a job: PreFilter, Reserve
+//! and Permit see the whole job; Filter and Score see one pod against one node.
+
+use std::cmp::Ordering;
+
+use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
+use crate::model::{GroupId, Job, NodeId, NodeSpec, PodRequest};
+
+use super::{CycleState, Diagnosis, Status};
+
+/// The highest score a plugin gives a node (kube-scheduler's `MaxNodeScore`).
+pub const MAX_NODE_SCORE: i64 = 100;
+
+/// Every plugin has a name, the one the configuration file uses.
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+}
+
+/// One node as a Filter or Score plugin sees it: its spec and its current state (which
+/// includes the pods of the same job already placed in this cycle).
+#[derive(Clone, Copy)]
+pub struct NodeView<'a> {
+    pub id: NodeId,
+    pub spec: &'a NodeSpec,
+    pub state: &'a NodeState,
+}
+
+/// One pod of the job being placed.
+#[derive(Clone, Copy)]
+pub struct PodContext<'a> {
+    pub job: &'a Job,
+    pub index: u32,
+    pub request: &'a PodRequest,
+}
+
+/// A whole job's placement: every pod with its exact node and devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobPlan {
+    pub pods: Vec<(PodKey, Placement)>,
+}
+
+/// Orders the pending jobs: `Less` means `a` is tried first.
+pub trait QueueSort: Plugin {
+    fn compare(&self, a: &Job, b: &Job) -> Ordering;
+}
+
+/// Job-level checks and precomputation before any node is visited.
+pub trait PreFilter: Plugin {
+    fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status;
+}
+
+/// Whether a pod can go on a node. `filter_group` is the first level of the two-level
+/// search: it judges a whole search group from its aggregate alone, without visiting nodes.
+pub trait Filter: Plugin {
+    fn filter_group(
+        &self,
+        _job: &Job,
+        _state: &CycleState,
+        _group: GroupId,
+        _aggregate: &GpuAggregate,
+    ) -> Status {
+        Status::SUCCESS
+    }
+
+    fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status;
+}
+
+/// How good a node is for a pod, `0..=MAX_NODE_SCORE`. `score_group` ranks search groups
+/// from their aggregates (higher first) for the first level of the search.
+pub trait Score: Plugin {
+    fn score_group(
+        &self,
+        _job: &Job,
+        _state: &CycleState,
+        _group: GroupId,
+        _aggregate: &GpuAggregate,
+    ) -> i64 {
+        0
+    }
+
+    fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64;
+
+    /// Rescales the scores of all feasible nodes for one pod; scores already in
+    /// `0..=MAX_NODE_SCORE` need nothing.
+    fn normalize(&self, _scores: &mut [i64]) {}
+
+    /// Whether `normalize` must be called (it costs a pass over the feasible nodes).
+    fn normalizes(&self) -> bool {
+        false
+    }
+}
+
+/// Chooses the exact devices for a pod on the node the search chose. A profile has
+/// exactly one.
+pub trait Allocate: Plugin {
+    fn allocate(&self, pod: &PodContext, node: NodeView) -> Option<DeviceAlloc>;
+}
+
+/// Runs when a job's placement is reserved in the cache; `unreserve` undoes it and must be
+/// idempotent.
+pub trait Reserve: Plugin {
+    fn reserve(&self, job: &Job, plan: &JobPlan, state: &mut CycleState) -> Status;
+    fn unreserve(&self, job: &Job, plan: &JobPlan, state: &mut CycleState);
+}
+
+/// The last word before binding: `Success`, `Wait` (hold the reservation, e.g. until a
+/// gang is complete) or a rejection (the reservation is undone).
+pub trait Permit: Plugin {
+    fn permit(&self, job: &Job, plan: &JobPlan, state: &CycleState) -> Status;
+}
+
+/// Carries a reserved placement out to the world. `Success` means bound now; `Wait` means
+/// the world will report the outcome later.
+pub trait Bind: Plugin {
+    fn bind(&self, job: &Job, plan: &JobPlan) -> Status;
+}
+
+/// What a PostFilter plugin proposes after a failed search.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostFilterResult {
+    /// Nothing to do; the job waits.
+    None,
+    /// Evict these pods (of whole jobs) so the job can be placed in a later cycle.
+    Preempt {
+        victims: Vec<PodKey>,
+        reason: String,
+    },
+}
+
+/// Runs after the search failed; preemption lives here.
+pub trait PostFilter: Plugin {
+    fn post_filter(
+        &self,
+        job: &Job,
+        snapshot: &ClusterState,
+        diagnosis: &Diagnosis,
+        state: &CycleState,
+    ) -> PostFilterResult;
+}

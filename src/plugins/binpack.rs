@@ -1,0 +1,26 @@
+//! `binpack` (Score): most-allocated first. Nodes that are already full get the next pod,
+//! and busy groups are tried first, so whole nodes and groups stay free for large jobs.
+
+use crate::cache::GpuAggregate;
+use crate::framework::{CycleState, NodeView, Plugin, PodContext, Score};
+use crate::model::{GroupId, Job};
+
+use super::utilization;
+
+pub struct Binpack;
+
+impl Plugin for Binpack {
+    fn name(&self) -> &'static str {
+        "binpack"
+    }
+}
+
+impl Score for Binpack {
+    fn score_group(&self, _: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
+        utilization::group_used(aggregate)
+    }
+
+    fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
+        utilization::node_after(pod, node)
+    }
+}

@@ -1,0 +1,106 @@
+//! The plugins, one file each, and the registry that builds a profile from its
+//! configuration. A plugin owns one judgement (fit, pool, devices, packing); the framework
+//! decides how they combine.
+
+mod binpack;
+mod gang;
+mod gpu_devices;
+mod node_pool;
+mod priority_sort;
+mod resource_fit;
+mod spread;
+mod utilization;
+
+use std::sync::Arc;
+
+pub use binpack::Binpack;
+pub use gang::Gang;
+pub use gpu_devices::GpuDevices;
+pub use node_pool::NodePool;
+pub use priority_sort::PrioritySort;
+pub use resource_fit::ResourceFit;
+pub use spread::Spread;
+
+use crate::config::ProfileConfig;
+use crate::framework::{Profile, QueueSort, Score, SearchOptions};
+
+/// Every plugin name the configuration may use.
+pub const PLUGIN_NAMES: [&str; 7] = [
+    "priority-sort",
+    "node-pool",
+    "resource-fit",
+    "gpu-devices",
+    "gang",
+    "binpack",
+    "spread",
+];
+
+/// Builds a profile's plugin objects. The error names the profile and what is wrong.
+pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Profile, String> {
+    let error = |m: String| format!("profile {}: {m}", config.name);
+    let mut queue_sort: Option<Arc<dyn QueueSort>> = None;
+    let mut profile = Profile {
+        name: config.name.clone(),
+        queueing: config.queueing,
+        search: config.search,
+        search_options: search,
+        queue_sort: Arc::new(PrioritySort),
+        pre_filters: Vec::new(),
+        filters: Vec::new(),
+        scores: Vec::new(),
+        allocate: Arc::new(GpuDevices),
+        reserves: Vec::new(),
+        permits: Vec::new(),
+        post_filters: Vec::new(),
+    };
+    let mut has_allocator = false;
+    for plugin in &config.plugins {
+        let name = plugin.name();
+        let weight = plugin.weight();
+        if let Some(w) = weight.filter(|w| *w < 0) {
+            return Err(error(format!("weight {w} of `{name}` is negative")));
+        }
+        let scorer = |score: Arc<dyn Score>| (score, weight.unwrap_or(1));
+        match name {
+            "priority-sort" => queue_sort = Some(Arc::new(PrioritySort)),
+            "node-pool" => {
+                let p = Arc::new(NodePool);
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p);
+            }
+            "resource-fit" => {
+                let p = Arc::new(ResourceFit);
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p);
+            }
+            "gpu-devices" => {
+                let p = Arc::new(GpuDevices);
+                profile.filters.push(p.clone());
+                profile.allocate = p;
+                has_allocator = true;
+            }
+            "gang" => profile.permits.push(Arc::new(Gang)),
+            "binpack" => profile.scores.push(scorer(Arc::new(Binpack))),
+            "spread" => profile.scores.push(scorer(Arc::new(Spread))),
+            _ => {
+                return Err(error(format!(
+                    "unknown plugin `{name}` (known: {})",
+                    PLUGIN_NAMES.join(", ")
+                )));
+            }
+        }
+        if weight.is_some() && !matches!(name, "binpack" | "spread") {
+            return Err(error(format!(
+                "`{name}` is not a score plugin and takes no weight"
+            )));
+        }
+    }
+    if !has_allocator {
+        return Err(error(
+            "no plugin assigns GPU devices: enable `gpu-devices`".into(),
+        ));
+    }
+    profile.queue_sort =
+        queue_sort.ok_or_else(|| error("no queue-sort plugin: enable `priority-sort`".into()))?;
+    Ok(profile)
+}

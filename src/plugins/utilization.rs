@@ -1,0 +1,40 @@
+//! How full a node or group would be, shared by the `binpack` and `spread` scorers.
+
+use crate::cache::GpuAggregate;
+use crate::framework::{MAX_NODE_SCORE, NodeView, PodContext};
+
+/// The node's utilization after the pod lands, scaled to `0..=MAX_NODE_SCORE`: GPUs for a
+/// GPU pod, else CPU (or the pod count, when the node's CPU is unknown).
+pub fn node_after(pod: &PodContext, node: NodeView) -> i64 {
+    let request = pod.request;
+    let (used, capacity) = if request.gpu.milli() > 0 {
+        (
+            node.state.used_milli() + request.gpu.milli(),
+            node.spec.gpu_capacity_milli(),
+        )
+    } else {
+        match node.spec.cpu_milli {
+            Some(cpu) if cpu > 0 => (node.state.cpu_used + request.cpu_milli, cpu),
+            _ => (
+                u64::from(node.state.pods) + 1,
+                u64::from(node.state.pods) + 2,
+            ),
+        }
+    };
+    scale(used, capacity)
+}
+
+/// The share of a group's GPUs already assigned, `0..=MAX_NODE_SCORE`.
+pub fn group_used(aggregate: &GpuAggregate) -> i64 {
+    scale(
+        aggregate.used_milli,
+        u64::from(aggregate.gpus) * u64::from(crate::model::MILLI_PER_GPU),
+    )
+}
+
+fn scale(used: u64, capacity: u64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    (used.min(capacity) as u128 * MAX_NODE_SCORE as u128 / capacity as u128) as i64
+}

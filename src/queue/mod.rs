@@ -1,0 +1,123 @@
+//! QSCH, the queue side: which pending job may try for resources, and when. Holds the
+//! pending jobs in QueueSort order and applies the queueing policy; it never looks at
+//! nodes (that is the framework's search).
+//!
+//! A job that failed is not tried again until capacity has been freed since (feasibility
+//! only grows when resources are returned), which keeps a long backlog cheap.
+
+use std::sync::Arc;
+
+use crate::framework::QueueSort;
+use crate::model::{Job, JobId};
+
+/// What happens behind a job that cannot be placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueueingPolicy {
+    /// Nothing behind a blocked head is placed.
+    StrictFifo,
+    /// Later jobs that fit go ahead of a blocked head.
+    BestEffortFifo,
+}
+
+impl QueueingPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueingPolicy::StrictFifo => "strict-fifo",
+            QueueingPolicy::BestEffortFifo => "best-effort-fifo",
+        }
+    }
+}
+
+struct Pending {
+    job: Arc<Job>,
+    /// The capacity epoch at which the job last failed to place.
+    failed_at: Option<u64>,
+}
+
+/// The pending jobs, in QueueSort order.
+pub struct JobQueue {
+    policy: QueueingPolicy,
+    sort: Arc<dyn QueueSort>,
+    pending: Vec<Pending>,
+}
+
+/// What the scheduler did with the job the queue offered.
+pub enum Attempted {
+    Placed,
+    Failed,
+}
+
+impl JobQueue {
+    pub fn new(policy: QueueingPolicy, sort: Arc<dyn QueueSort>) -> Self {
+        Self {
+            policy,
+            sort,
+            pending: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    pub fn contains(&self, job: JobId) -> bool {
+        self.pending.iter().any(|p| p.job.id == job)
+    }
+
+    /// Adds a job in QueueSort order (after the jobs it compares equal to).
+    pub fn push(&mut self, job: Arc<Job>) {
+        let at = self
+            .pending
+            .partition_point(|p| self.sort.compare(&p.job, &job).is_le());
+        self.pending.insert(
+            at,
+            Pending {
+                job,
+                failed_at: None,
+            },
+        );
+    }
+
+    /// Removes a pending job (deleted by its owner); returns it if it was pending.
+    pub fn remove(&mut self, job: JobId) -> Option<Arc<Job>> {
+        let at = self.pending.iter().position(|p| p.job.id == job)?;
+        Some(self.pending.remove(at).job)
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> {
+        self.pending.iter().map(|p| &p.job)
+    }
+
+    /// Offers the jobs worth trying at capacity `epoch` to `attempt`, in order and as the
+    /// policy allows. Placed jobs leave the queue.
+    pub fn run(&mut self, epoch: u64, mut attempt: impl FnMut(&Arc<Job>) -> Attempted) {
+        let mut index = 0;
+        while let Some(entry) = self.pending.get_mut(index) {
+            if entry.failed_at == Some(epoch) {
+                // Nothing was freed since it failed: it would fail again.
+                if self.policy == QueueingPolicy::StrictFifo {
+                    return;
+                }
+                index += 1;
+                continue;
+            }
+            match attempt(&entry.job) {
+                Attempted::Placed => {
+                    self.pending.remove(index);
+                }
+                Attempted::Failed => {
+                    entry.failed_at = Some(epoch);
+                    if self.policy == QueueingPolicy::StrictFifo {
+                        return;
+                    }
+                    index += 1;
+                }
+            }
+        }
+    }
+}

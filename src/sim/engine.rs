@@ -1,0 +1,288 @@
+//! The discrete-event loop on a virtual clock: arrivals from the workload, completions a
+//! job's duration after all its pods are placed, and a scheduling round after each instant's
+//! events. It drives the very same `Scheduler` the Kubernetes world does; the binder
+//! here binds at once.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::framework::{Bind, Decision, JobPlan, Plugin, Profile, Scheduler, Status};
+use crate::metrics::{MetricsCollector, MetricsReport, PlacementSpread};
+use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU};
+
+use super::events::EventLog;
+use super::trace::Workload;
+
+/// The simulator's binder: a pod is bound the moment it is placed.
+struct InstantBinder;
+
+impl Plugin for InstantBinder {
+    fn name(&self) -> &'static str {
+        "instant-binder"
+    }
+}
+
+impl Bind for InstantBinder {
+    fn bind(&self, _job: &Job, _plan: &JobPlan) -> Status {
+        Status::SUCCESS
+    }
+}
+
+/// What one replay measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunReport {
+    pub profile: String,
+    #[serde(flatten)]
+    pub metrics: MetricsReport,
+    /// Jobs read from the workload, skipped rows included.
+    pub jobs_total: u64,
+    pub jobs_skipped: u64,
+    /// Virtual time from the first submission to the last event (the drain included).
+    pub sim_span_s: f64,
+    /// Wall-clock seconds the replay took.
+    pub wall_s: f64,
+    /// Pods placed per wall-clock second.
+    pub placements_per_s: f64,
+    pub pods_placed: u64,
+    pub preemptions: u64,
+}
+
+/// Replays `workload` on `cluster` under `profile`.
+pub fn run(
+    cluster: Arc<ClusterSpec>,
+    workload: &Workload,
+    profile: Profile,
+    events: &mut EventLog,
+    progress: bool,
+) -> io::Result<RunReport> {
+    let started = Instant::now();
+    let profile_name = profile.name.clone();
+    let mut sim = Simulation::new(cluster, workload, profile, events);
+    let bar = progress_bar(workload.jobs.len() as u64, progress);
+    while let Some(now) = sim.next_instant() {
+        let submitted = sim.step(now)?;
+        bar.inc(submitted);
+    }
+    bar.finish_and_clear();
+    sim.events.flush()?;
+    let wall_s = started.elapsed().as_secs_f64();
+    let last = sim.clock_ms;
+    let first = workload.jobs.first().map_or(0, |j| j.submit_ms);
+    Ok(RunReport {
+        profile: profile_name,
+        metrics: sim.metrics.report(last),
+        jobs_total: workload.jobs.len() as u64 + workload.skipped_no_duration,
+        jobs_skipped: workload.skipped_no_duration,
+        sim_span_s: last.saturating_sub(first) as f64 / 1000.0,
+        wall_s,
+        placements_per_s: sim.pods_placed as f64 / wall_s.max(1e-9),
+        pods_placed: sim.pods_placed,
+        preemptions: sim.preemptions,
+    })
+}
+
+fn progress_bar(len: u64, enabled: bool) -> ProgressBar {
+    if !enabled {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} replay [{bar:40}] {pos}/{len} jobs submitted, {elapsed} elapsed, ~{eta} left",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}
+
+struct Simulation<'w, 'e> {
+    cluster: Arc<ClusterSpec>,
+    workload: &'w Workload,
+    events: &'e mut EventLog,
+    scheduler: Scheduler,
+    metrics: MetricsCollector,
+    clock_ms: u64,
+    next_arrival: usize,
+    /// Completions: (time, job). A job preempted before its completion is no longer in
+    /// `running` with that time, and the entry is skipped.
+    completions: BinaryHeap<Reverse<(u64, JobId)>>,
+    running: HashMap<JobId, u64>,
+    /// Jobs that have been fully placed at least once (JWTD and JTTED count the first).
+    ever_placed: HashSet<JobId>,
+    run_milli: u64,
+    pods_placed: u64,
+    preemptions: u64,
+}
+
+impl<'w, 'e> Simulation<'w, 'e> {
+    fn new(
+        cluster: Arc<ClusterSpec>,
+        workload: &'w Workload,
+        profile: Profile,
+        events: &'e mut EventLog,
+    ) -> Self {
+        let window_end = workload.jobs.last().map(|j| j.submit_ms);
+        let metrics = MetricsCollector::new(
+            cluster.total_gpus() * u64::from(MILLI_PER_GPU),
+            cluster.gpu_nodes() as u32,
+            window_end,
+        );
+        Self {
+            scheduler: Scheduler::new(profile, Box::new(InstantBinder), cluster.clone()),
+            cluster,
+            workload,
+            events,
+            metrics,
+            clock_ms: 0,
+            next_arrival: 0,
+            completions: BinaryHeap::new(),
+            running: HashMap::new(),
+            ever_placed: HashSet::new(),
+            run_milli: 0,
+            pods_placed: 0,
+            preemptions: 0,
+        }
+    }
+
+    fn job(&self, id: JobId) -> &'w Job {
+        &self.workload.jobs[id.index()]
+    }
+
+    fn next_instant(&self) -> Option<u64> {
+        let arrival = self
+            .workload
+            .jobs
+            .get(self.next_arrival)
+            .map(|j| j.submit_ms);
+        let completion = self.completions.peek().map(|Reverse((t, _))| *t);
+        match (arrival, completion) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        }
+    }
+
+    /// Completions, then arrivals, at `now`; then one scheduling round. Returns the number
+    /// of jobs submitted.
+    fn step(&mut self, now: u64) -> io::Result<u64> {
+        self.clock_ms = now;
+        while let Some(&Reverse((t, id))) = self.completions.peek() {
+            if t != now {
+                break;
+            }
+            self.completions.pop();
+            if self.running.get(&id) == Some(&t) {
+                self.running.remove(&id);
+                self.scheduler.finish(id);
+                self.run_milli -= self.job(id).total_milli();
+                self.events.finish(now, self.job(id))?;
+            }
+        }
+        let mut submitted = 0;
+        while let Some(job) = self.workload.jobs.get(self.next_arrival) {
+            if job.submit_ms != now {
+                break;
+            }
+            self.next_arrival += 1;
+            submitted += 1;
+            let tenant = self
+                .workload
+                .tenants
+                .get(job.tenant.index())
+                .map_or("", String::as_str);
+            self.events.submit(now, job, tenant, &self.cluster)?;
+            self.metrics.job_submitted(now);
+            self.scheduler.submit(job.clone());
+        }
+        for decision in self.scheduler.schedule() {
+            match decision {
+                Decision::Placed { job, plan, .. } => self.placed(now, job, &plan)?,
+                Decision::Preempted {
+                    victims,
+                    by,
+                    reason,
+                } => {
+                    for victim in victims {
+                        self.preempted(now, victim, by, &reason)?;
+                    }
+                }
+            }
+        }
+        let total = self.scheduler.state().total();
+        self.metrics.observe(
+            now,
+            total.used_milli,
+            self.run_milli,
+            total.fragmented_nodes,
+        );
+        Ok(submitted)
+    }
+
+    fn placed(&mut self, now: u64, id: JobId, plan: &JobPlan) -> io::Result<()> {
+        let job = self.job(id);
+        self.events.place(now, job, plan, &self.cluster)?;
+        self.pods_placed += plan.pods.len() as u64;
+        self.run_milli += job.total_milli();
+        if self.ever_placed.insert(id) {
+            let spread = (job.total_milli() >= u64::from(MILLI_PER_GPU))
+                .then(|| placement_spread(&self.cluster, job, plan));
+            self.metrics
+                .job_first_placed(now, job.submit_ms, job.total_milli(), spread);
+        }
+        // Every simulated job has a duration: rows without one were skipped on reading.
+        let end = now + job.duration_ms.unwrap_or(0);
+        self.running.insert(id, end);
+        self.completions.push(Reverse((end, id)));
+        Ok(())
+    }
+
+    fn preempted(&mut self, now: u64, victim: JobId, by: JobId, reason: &str) -> io::Result<()> {
+        if self.running.remove(&victim).is_some() {
+            self.run_milli -= self.job(victim).total_milli();
+        }
+        self.preemptions += 1;
+        self.events
+            .preempt(now, self.job(victim), self.job(by), reason)
+    }
+}
+
+/// Nodes and leaf groups a job's placement spans, against the ideal for its pool.
+fn placement_spread(cluster: &ClusterSpec, job: &Job, plan: &JobPlan) -> PlacementSpread {
+    let mut nodes: Vec<u32> = plan.pods.iter().map(|(_, p)| p.node.0).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let leaves: Option<Vec<u32>> = nodes
+        .iter()
+        .map(|&n| cluster.nodes[n as usize].topology.leaf.map(|l| l.0))
+        .collect();
+    let groups_used = leaves.map(|mut l| {
+        l.sort_unstable();
+        l.dedup();
+        l.len() as u32
+    });
+    let pool = nodes
+        .first()
+        .map(|&n| cluster.pool(cluster.nodes[n as usize].pool));
+    PlacementSpread::new(
+        job.total_milli(),
+        nodes.len() as u32,
+        pool.map_or(0, |p| p.gpus_per_node),
+        groups_used,
+        pool.and_then(|p| p.largest_leaf_gpus),
+    )
+}
+
+/// Divides every inter-arrival time by `factor` (> 1 compresses the arrivals, raising the
+/// offered load), keeping the first submission where it is. Durations are unchanged.
+pub fn scale_arrivals(workload: &mut Workload, factor: f64) {
+    let Some(first) = workload.jobs.first().map(|j| j.submit_ms) else {
+        return;
+    };
+    for job in &mut workload.jobs {
+        let offset = (job.submit_ms - first) as f64 / factor;
+        job.submit_ms = first + offset.round() as u64;
+    }
+}

@@ -1,0 +1,171 @@
+//! The event log (`--events FILE`): one JSON object per line, in time order, so that any
+//! figure of a run can be recomputed by an independent tool. Node ids are the trace's node
+//! names; device ids are indices `0..n-1` on the node.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::cache::Placement;
+use crate::framework::JobPlan;
+use crate::model::{ClusterSpec, Job, bits};
+
+/// One device given to a pod.
+#[derive(Serialize)]
+pub struct DeviceShare {
+    pub id: usize,
+    pub milli: u32,
+}
+
+/// One pod's placement as written to the log.
+#[derive(Serialize)]
+pub struct PodPlacement<'a> {
+    pub node: &'a str,
+    pub devices: Vec<DeviceShare>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Event<'a> {
+    Submit {
+        t: f64,
+        job: &'a str,
+        tenant: &'a str,
+        pods: usize,
+        gpus_per_pod: String,
+        gpu_model: String,
+        priority: i32,
+        kind: &'static str,
+    },
+    Place {
+        t: f64,
+        job: &'a str,
+        pods: Vec<PodPlacement<'a>>,
+    },
+    Finish {
+        t: f64,
+        job: &'a str,
+    },
+    Preempt {
+        t: f64,
+        job: &'a str,
+        by: &'a str,
+        reason: &'a str,
+    },
+}
+
+/// Writes events as JSON Lines; a no-op when there is no file.
+pub struct EventLog {
+    out: Option<Box<dyn Write + Send>>,
+}
+
+fn seconds(t_ms: u64) -> f64 {
+    t_ms as f64 / 1000.0
+}
+
+impl EventLog {
+    pub fn new(out: Option<Box<dyn Write + Send>>) -> Self {
+        Self { out }
+    }
+
+    pub fn disabled() -> Self {
+        Self { out: None }
+    }
+
+    fn write(&mut self, event: &Event) -> io::Result<()> {
+        if let Some(out) = &mut self.out {
+            serde_json::to_writer(&mut *out, event)?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.out.is_some()
+    }
+
+    pub fn submit(
+        &mut self,
+        t_ms: u64,
+        job: &Job,
+        tenant: &str,
+        cluster: &ClusterSpec,
+    ) -> io::Result<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let models: Vec<&str> = job
+            .pools
+            .iter()
+            .filter_map(|&p| cluster.pool(p).gpu_model.as_deref())
+            .collect();
+        self.write(&Event::Submit {
+            t: seconds(t_ms),
+            job: &job.name,
+            tenant,
+            pods: job.pods.len(),
+            gpus_per_pod: job.pods.first().map_or("0".into(), |p| p.gpu.to_string()),
+            gpu_model: models.join("|"),
+            priority: job.priority,
+            kind: job.kind.name(),
+        })
+    }
+
+    pub fn place(
+        &mut self,
+        t_ms: u64,
+        job: &Job,
+        plan: &JobPlan,
+        cluster: &ClusterSpec,
+    ) -> io::Result<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let pods = plan
+            .pods
+            .iter()
+            .map(|(_, p)| pod_placement(p, cluster))
+            .collect();
+        self.write(&Event::Place {
+            t: seconds(t_ms),
+            job: &job.name,
+            pods,
+        })
+    }
+
+    pub fn finish(&mut self, t_ms: u64, job: &Job) -> io::Result<()> {
+        self.write(&Event::Finish {
+            t: seconds(t_ms),
+            job: &job.name,
+        })
+    }
+
+    pub fn preempt(&mut self, t_ms: u64, job: &Job, by: &Job, reason: &str) -> io::Result<()> {
+        self.write(&Event::Preempt {
+            t: seconds(t_ms),
+            job: &job.name,
+            by: &by.name,
+            reason,
+        })
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        match &mut self.out {
+            Some(out) => out.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A pod's node name and exact device shares.
+pub fn pod_placement<'a>(placement: &Placement, cluster: &'a ClusterSpec) -> PodPlacement<'a> {
+    PodPlacement {
+        node: &cluster.node(placement.node).name,
+        devices: bits(placement.gpus.devices)
+            .map(|id| DeviceShare {
+                id,
+                milli: placement.gpus.milli_each,
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,134 @@
+//! The replay's output: a readable table with the runs side by side, or one JSON object
+//! (the main run, with the baseline run under `baseline`).
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+
+use crate::metrics::SizeBucket;
+
+use super::RunReport;
+
+/// The JSON document: the main run's figures at the top level, the baseline's below.
+#[derive(Serialize)]
+pub struct JsonReport<'a> {
+    #[serde(flatten)]
+    pub main: &'a RunReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<&'a RunReport>,
+}
+
+/// A duration in seconds as people read it: `42s`, `7.5m`, `3.2h`, `2.1d`.
+pub fn human_duration(seconds: f64) -> String {
+    match seconds {
+        s if s < 60.0 => format!("{s:.0}s"),
+        s if s < 3600.0 => format!("{:.1}m", s / 60.0),
+        s if s < 86_400.0 => format!("{:.1}h", s / 3600.0),
+        s => format!("{:.1}d", s / 86_400.0),
+    }
+}
+
+fn percent(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+fn optional(x: Option<f64>, show: impl Fn(f64) -> String) -> String {
+    x.map_or_else(|| "-".into(), show)
+}
+
+/// The runs side by side, one column each.
+pub fn table(title: &str, runs: &[&RunReport]) -> String {
+    let mut table = Table::new();
+    table
+        .load_style(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    let mut header = vec![Cell::new("metric")];
+    header.extend(
+        runs.iter()
+            .map(|r| Cell::new(format!("profile {}", r.profile))),
+    );
+    table.set_header(header);
+    let mut row = |label: String, value: &dyn Fn(&RunReport) -> String| {
+        let mut cells = vec![Cell::new(label)];
+        cells.extend(
+            runs.iter()
+                .map(|r| Cell::new(value(r)).set_alignment(CellAlignment::Right)),
+        );
+        table.add_row(cells);
+    };
+    row("GAR mean (GPUs assigned)".into(), &|r| {
+        percent(r.metrics.gar_mean)
+    });
+    row("GAR p50".into(), &|r| percent(r.metrics.gar_p50));
+    row("SOR (GPUs of running jobs)".into(), &|r| {
+        percent(r.metrics.sor)
+    });
+    row("GFR mean (fragmented nodes)".into(), &|r| {
+        percent(r.metrics.gfr_mean)
+    });
+    row("jobs placed / total".into(), &|r| {
+        format!("{} / {}", r.metrics.jobs_placed, r.jobs_total)
+    });
+    row("jobs never placed".into(), &|r| {
+        r.metrics.jobs_never_placed.to_string()
+    });
+    row("jobs skipped (no duration)".into(), &|r| {
+        r.jobs_skipped.to_string()
+    });
+    row("preemptions".into(), &|r| r.preemptions.to_string());
+    for bucket in SizeBucket::ALL {
+        if runs.iter().all(|r| r.metrics.jwtd.get(bucket).count == 0) {
+            continue;
+        }
+        row(
+            format!("wait {} GPUs: mean / p50 / p95", bucket.label()),
+            &|r| {
+                let w = r.metrics.jwtd.get(bucket);
+                format!(
+                    "{} / {} / {} (n={})",
+                    optional(w.mean, human_duration),
+                    optional(w.p50, human_duration),
+                    optional(w.p95, human_duration),
+                    w.count
+                )
+            },
+        );
+    }
+    for bucket in SizeBucket::ALL {
+        if runs.iter().all(|r| r.metrics.jtted.get(bucket).count == 0) {
+            continue;
+        }
+        row(
+            format!("spread {} GPUs: node / leaf dev", bucket.label()),
+            &|r| {
+                let s = r.metrics.jtted.get(bucket);
+                format!(
+                    "{} / {}",
+                    optional(s.node_dev, |x| format!("{x:.2}")),
+                    optional(s.group_dev, |x| format!("{x:.2}"))
+                )
+            },
+        );
+    }
+    row("window (first to last submit)".into(), &|r| {
+        human_duration(r.metrics.window_s)
+    });
+    row("simulated span".into(), &|r| human_duration(r.sim_span_s));
+    row("wall time".into(), &|r| format!("{:.2}s", r.wall_s));
+    row("pods placed per second".into(), &|r| {
+        format!("{:.0}", r.placements_per_s)
+    });
+    format!("{title}\n{table}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(42.0), "42s");
+        assert_eq!(human_duration(450.0), "7.5m");
+        assert_eq!(human_duration(3.0 * 3600.0), "3.0h");
+        assert_eq!(human_duration(2.0 * 86_400.0), "2.0d");
+    }
+}
