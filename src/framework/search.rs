@@ -325,7 +325,7 @@ pub fn diagnose(
         .count() as u32;
     if outside_pools > 0 {
         diagnosis.add(
-            &"node(s) didn't match the job's GPU model".into(),
+            "node(s) didn't match the job's GPU model".into(),
             outside_pools,
         );
     }
@@ -342,8 +342,8 @@ pub fn diagnose(
                 .map(|f| f.filter(&pod, state, view))
                 .find(|s| !s.is_success())
             {
-                Some(status) => diagnosis.add(&status.reason, 1),
-                None => diagnosis.add(&"node(s) could not hold the whole gang".into(), 1),
+                Some(status) => diagnosis.add(status.reason, 1),
+                None => diagnosis.add("node(s) could not hold the whole gang".into(), 1),
             }
         }
     }

@@ -74,10 +74,10 @@ impl Diagnosis {
         }
     }
 
-    pub fn add(&mut self, reason: &Cow<'static, str>, nodes: u32) {
-        match self.reasons.iter_mut().find(|(r, _)| r == reason) {
+    pub fn add(&mut self, reason: Cow<'static, str>, nodes: u32) {
+        match self.reasons.iter_mut().find(|(r, _)| *r == reason) {
             Some((_, count)) => *count += nodes,
-            None => self.reasons.push((reason.clone(), nodes)),
+            None => self.reasons.push((reason, nodes)),
         }
     }
 
@@ -109,11 +109,11 @@ mod tests {
             ..Diagnosis::default()
         };
         d.add(
-            &"node(s) didn't match Pod's node affinity/selector".into(),
+            "node(s) didn't match Pod's node affinity/selector".into(),
             1000,
         );
-        d.add(&"Insufficient nvidia.com/gpu".into(), 3000);
-        d.add(&"Insufficient nvidia.com/gpu".into(), 1000);
+        d.add("Insufficient nvidia.com/gpu".into(), 3000);
+        d.add("Insufficient nvidia.com/gpu".into(), 1000);
         assert_eq!(
             d.message(),
             "0/5000 nodes are available: 4000 Insufficient nvidia.com/gpu, \
