@@ -226,13 +226,14 @@ impl Scheduler {
         Some(released)
     }
 
-    /// Why a pending job cannot be placed now, in kube-scheduler's words.
+    /// Why a pending job cannot be placed now, in kube-scheduler's words: node by node,
+    /// unless a PreFilter found the job unresolvable as a whole.
     pub fn diagnose(&self, job: JobId) -> Option<Diagnosis> {
         let job = self.queue.jobs().find(|j| j.id == job)?;
         let mut cycle = CycleState::new();
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
-            if !status.is_success() {
+            if status.code == Code::UnschedulableAndUnresolvable {
                 return Some(Diagnosis::job_level(status));
             }
         }

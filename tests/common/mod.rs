@@ -1,0 +1,95 @@
+//! Builders shared by the integration tests: small clusters, jobs and schedulers.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::sync::Arc;
+
+use kant::config::Config;
+use kant::framework::{Bind, JobPlan, Plugin, Profile, Scheduler, SearchMode, Status};
+use kant::model::{
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, LinkProfile,
+    NodeRow, PodRequest, PoolId, TenantId,
+};
+use kant::queue::QueueingPolicy;
+
+/// `nodes` nodes of `gpus` GPUs of one model, `per_leaf` to a leaf group.
+pub fn cluster(nodes: usize, gpus: usize, per_leaf: usize, links: LinkProfile) -> Arc<ClusterSpec> {
+    let mut builder = ClusterSpecBuilder::new();
+    for i in 0..nodes {
+        let row = NodeRow {
+            name: format!("node-{i:03}"),
+            gpu_model: Some("H100".into()),
+            gpus,
+            cpu_milli: Some(128_000),
+            memory_mib: Some(1 << 20),
+            leaf: Some(LeafPath {
+                superspine: "ss".into(),
+                spine: "sp".into(),
+                leaf: format!("leaf-{}", i / per_leaf),
+            }),
+            hbd: None,
+        };
+        builder.add(row, links).expect("valid test node");
+    }
+    Arc::new(builder.build())
+}
+
+pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64) -> Job {
+    Job {
+        id: JobId(id),
+        name: format!("job-{id}"),
+        tenant: TenantId(0),
+        priority,
+        kind: JobKind::Train,
+        pools: vec![PoolId(0)],
+        pods: vec![PodRequest::gpus(gpus); pods],
+        submit_ms: submit_s * 1000,
+        duration_ms: Some(3_600_000),
+    }
+}
+
+pub fn whole(n: u32) -> GpuRequest {
+    GpuRequest::Whole(n)
+}
+
+/// A binder that binds at once, or refuses every binding.
+pub struct TestBinder {
+    pub refuse: bool,
+}
+
+impl Plugin for TestBinder {
+    fn name(&self) -> &'static str {
+        "test-binder"
+    }
+}
+
+impl Bind for TestBinder {
+    fn bind(&self, _job: &Job, _plan: &JobPlan) -> Status {
+        if self.refuse {
+            Status::new(kant::framework::Code::Error, "binding refused")
+        } else {
+            Status::SUCCESS
+        }
+    }
+}
+
+/// A profile of the embedded configuration, optionally with another queueing policy or
+/// search.
+pub fn profile(
+    name: &str,
+    queueing: Option<QueueingPolicy>,
+    search: Option<SearchMode>,
+) -> Profile {
+    let config = Config::embedded();
+    let mut profile = config.profile(name).expect("profile exists").clone();
+    if let Some(q) = queueing {
+        profile.queueing = q;
+    }
+    if let Some(s) = search {
+        profile.search = s;
+    }
+    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+}
+
+pub fn scheduler(profile: Profile, spec: Arc<ClusterSpec>) -> Scheduler {
+    Scheduler::new(profile, Box::new(TestBinder { refuse: false }), spec)
+}

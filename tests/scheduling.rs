@@ -1,0 +1,226 @@
+//! Scheduling scenarios through the public scheduler: device choice, gangs, queueing
+//! policies, packing, binding failures and the invariants under random workloads.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::*;
+use kant::cache::{ClusterState, PlacementPhase};
+use kant::framework::{Decision, Scheduler, SearchMode};
+use kant::model::{GpuRequest, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, bits};
+use kant::queue::QueueingPolicy;
+use proptest::prelude::*;
+
+fn placed_jobs(decisions: &[Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Placed { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn two_gpu_pod_takes_an_nvlink_pair() {
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkPairs);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 1, whole(1), 0, 0));
+    s.submit(job(1, 1, whole(2), 0, 1));
+    let decisions = s.schedule();
+    assert_eq!(placed_jobs(&decisions), [JobId(0), JobId(1)]);
+    for (_, placed) in s.state().placements() {
+        let class = s.state().link_class_of(&placed.placement);
+        assert_eq!(class, LinkClass::NvLink, "{placed:?}");
+        assert_eq!(placed.phase, PlacementPhase::Bound);
+    }
+    // The lone GPU did not break a pair that the 2-GPU pod could have used: after both,
+    // three NVLink pairs minus one are still whole.
+    let node = s.state().node(NodeId(0));
+    assert_eq!(node.free_whole_count(), 5);
+}
+
+#[test]
+fn gang_is_placed_whole_or_not_at_all() {
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 1, whole(8), 0, 0));
+    // 4 pods of 8 GPUs need all four nodes; one is taken, so nothing of it is placed.
+    s.submit(job(1, 4, whole(8), 0, 1));
+    // 3 pods of 8 fit on the three free nodes, across two leaf groups.
+    s.submit(job(2, 3, whole(8), 0, 2));
+    let decisions = s.schedule();
+    assert_eq!(placed_jobs(&decisions), [JobId(0), JobId(2)]);
+    let pods_of = |job: JobId| s.state().placements().filter(|(k, _)| k.job == job).count();
+    assert_eq!(pods_of(JobId(1)), 0);
+    assert_eq!(pods_of(JobId(2)), 3);
+    assert_eq!(s.pending(), 1);
+}
+
+#[test]
+fn strict_fifo_blocks_behind_its_head_and_best_effort_does_not() {
+    for (policy, expected) in [
+        (QueueingPolicy::StrictFifo, vec![JobId(0)]),
+        (QueueingPolicy::BestEffortFifo, vec![JobId(0), JobId(2)]),
+    ] {
+        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+        let mut s = scheduler(profile("default", Some(policy), None), spec);
+        s.submit(job(0, 1, whole(8), 0, 0));
+        s.submit(job(1, 2, whole(8), 0, 1)); // needs both nodes: blocked
+        s.submit(job(2, 1, whole(4), 0, 2));
+        assert_eq!(placed_jobs(&s.schedule()), expected, "{policy:?}");
+        // Once the first job finishes, the head goes first in both policies.
+        s.finish(JobId(0));
+        let next = placed_jobs(&s.schedule());
+        match policy {
+            QueueingPolicy::StrictFifo => assert_eq!(next, [JobId(1)]),
+            // Job 2 holds half a node, so the two-node gang still waits.
+            QueueingPolicy::BestEffortFifo => assert!(next.is_empty()),
+        }
+    }
+}
+
+#[test]
+fn priority_goes_before_submission_order() {
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::StrictFifo), None),
+        spec,
+    );
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(8), 10, 5));
+    assert_eq!(placed_jobs(&s.schedule()), [JobId(1)]);
+}
+
+#[test]
+fn binpack_fills_a_node_spread_balances() {
+    for (name, expected_nodes) in [("default", 1), ("native", 2)] {
+        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+        let mut s = scheduler(profile(name, None, None), spec);
+        s.submit(job(0, 1, whole(2), 0, 0));
+        s.submit(job(1, 1, whole(2), 0, 1));
+        s.schedule();
+        let nodes: HashSet<NodeId> = s
+            .state()
+            .placements()
+            .map(|(_, p)| p.placement.node)
+            .collect();
+        assert_eq!(nodes.len(), expected_nodes, "profile {name}");
+    }
+}
+
+#[test]
+fn fractions_share_a_device_exactly() {
+    let spec = cluster(1, 1, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    for (id, milli) in [(0, 100), (1, 200), (2, 700), (3, 1)] {
+        s.submit(job(id, 1, GpuRequest::Fraction(milli), 0, u64::from(id)));
+    }
+    // 0.1 + 0.2 + 0.7 fill the device exactly; the milli-GPU left over does not fit.
+    assert_eq!(placed_jobs(&s.schedule()), [JobId(0), JobId(1), JobId(2)]);
+    assert_eq!(s.state().total().used_milli, u64::from(MILLI_PER_GPU));
+}
+
+#[test]
+fn a_failed_binding_forgets_every_pod_and_requeues_the_job() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = Scheduler::new(
+        profile("default", None, None),
+        Box::new(TestBinder { refuse: true }),
+        spec.clone(),
+    );
+    s.submit(job(0, 2, whole(8), 0, 0));
+    assert!(placed_jobs(&s.schedule()).is_empty());
+    assert_eq!(s.state().placed_pods(), 0);
+    assert_eq!(s.state().total().free_gpus, 16);
+    assert_eq!(s.pending(), 1);
+}
+
+#[test]
+fn unschedulable_job_is_explained_in_kube_scheduler_words() {
+    let spec = cluster(3, 8, 3, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 1, whole(4), 0, 0));
+    s.submit(job(1, 1, whole(8), 0, 1));
+    s.submit(job(2, 1, whole(8), 0, 2));
+    s.submit(job(3, 1, whole(8), 0, 3));
+    s.schedule();
+    let diagnosis = s.diagnose(JobId(3)).expect("job 3 is pending");
+    assert_eq!(
+        diagnosis.message(),
+        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    );
+}
+
+#[test]
+fn flat_and_two_level_searches_agree_on_feasibility() {
+    for search in [SearchMode::Flat, SearchMode::TwoLevel] {
+        let spec = cluster(6, 8, 2, LinkProfile::NvlinkAll);
+        let mut s = scheduler(profile("default", None, Some(search)), spec);
+        s.submit(job(0, 5, whole(8), 0, 0));
+        s.submit(job(1, 2, whole(4), 0, 1));
+        s.submit(job(2, 1, whole(8), 0, 2));
+        assert_eq!(
+            placed_jobs(&s.schedule()),
+            [JobId(0), JobId(1)],
+            "{search:?}"
+        );
+    }
+}
+
+/// No device past capacity, no whole GPU shared, every placed job complete.
+fn assert_invariants(
+    state: &ClusterState,
+    placed: &HashSet<JobId>,
+    pods_of: &dyn Fn(JobId) -> usize,
+) {
+    let mut used = std::collections::HashMap::new();
+    let mut per_job = std::collections::HashMap::new();
+    for (key, placed_pod) in state.placements() {
+        *per_job.entry(key.job).or_insert(0usize) += 1;
+        let p = placed_pod.placement;
+        for d in bits(p.gpus.devices) {
+            let entry: &mut (u32, bool) = used.entry((p.node, d)).or_default();
+            assert!(!entry.1, "a whole GPU shared");
+            entry.0 += p.gpus.milli_each;
+            entry.1 |= p.gpus.milli_each == MILLI_PER_GPU;
+            assert!(entry.0 <= MILLI_PER_GPU, "device past capacity");
+        }
+    }
+    for (job, count) in &per_job {
+        assert!(placed.contains(job));
+        assert_eq!(*count, pods_of(*job), "gang {job:?} partly placed");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn random_workloads_keep_gangs_whole_and_devices_single(
+        jobs in proptest::collection::vec((1usize..6, prop_oneof![Just(0u32), 1u32..9], 0u32..1000, any::<bool>()), 1..40),
+        two_level in any::<bool>(),
+    ) {
+        let spec = cluster(8, 8, 3, LinkProfile::NvlinkPairs);
+        let search = if two_level { SearchMode::TwoLevel } else { SearchMode::Flat };
+        let mut s = scheduler(profile("default", None, Some(search)), spec);
+        let mut placed = HashSet::new();
+        let mut sizes = Vec::new();
+        for (i, &(pods, gpus, milli, finish_one)) in jobs.iter().enumerate() {
+            let request = if gpus == 0 { GpuRequest::Fraction(milli.max(1)) } else { GpuRequest::Whole(gpus) };
+            let pods = if gpus == 0 { 1 } else { pods };
+            sizes.push(pods);
+            s.submit(job(i as u32, pods, request, 0, i as u64));
+            for id in placed_jobs(&s.schedule()) {
+                placed.insert(id);
+            }
+            if finish_one {
+                if let Some(&done) = placed.iter().min() {
+                    s.finish(done);
+                    placed.remove(&done);
+                }
+            }
+            assert_invariants(s.state(), &placed, &|j: JobId| sizes[j.index()]);
+        }
+    }
+}

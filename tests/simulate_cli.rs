@@ -1,0 +1,289 @@
+//! End to end: the `kant` binary replays small hand-made traces and the JSON report holds
+//! the hand-computed metric values; bad input exits 2 and writes nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kant-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn kant(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kant"))
+        .args(args)
+        .output()
+        .expect("the kant binary runs")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path.display().to_string()
+}
+
+const NODES: &str = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n\
+    node-a,H100,8,64000,524288,l1,s1,ss,\n\
+    node-b,H100,8,64000,524288,l1,s1,ss,\n";
+
+/// j1 (4 GPUs) runs 0-100 s and leaves node-a half used; j2 (2 x 8 GPUs) must wait for it
+/// and runs 100-200 s; j3 (4 GPUs) arrives at 100 s behind j2 and runs 200-210 s; j4 never
+/// ran in the original trace and is skipped.
+const JOBS: &str = "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+    j1,,0,100,4,1,H100,0,train\n\
+    j2,team-a,50,100,8,2,H100,0,train\n\
+    j3,,100,10,4,1,,0,train\n\
+    j4,,60,,1,1,,0,train\n";
+
+fn close(value: &Value, expected: f64) -> bool {
+    value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-9)
+}
+
+#[test]
+fn hand_made_trace_gives_hand_computed_metrics() {
+    let dir = temp_dir("metrics");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let events = dir.join("events.jsonl").display().to_string();
+    let out = dir.join("report.json").display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--format",
+        "json",
+        "--baseline",
+        "none",
+        "--events",
+        &events,
+        "--out",
+        &out,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let from_file: Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("--out written")).unwrap();
+    assert_eq!(report, from_file);
+
+    for key in [
+        "gar_mean",
+        "gar_p50",
+        "sor",
+        "gfr_mean",
+        "jwtd",
+        "jtted",
+        "jobs_total",
+        "jobs_placed",
+        "jobs_skipped",
+        "jobs_never_placed",
+        "sim_span_s",
+        "wall_s",
+        "placements_per_s",
+    ] {
+        assert!(report.get(key).is_some(), "missing key {key}");
+    }
+    // Window 0..100 s: 4 of 16 GPUs assigned throughout, node-a fragmented (1 of 2 nodes).
+    assert!(close(&report["gar_mean"], 0.25), "{}", report["gar_mean"]);
+    assert!(close(&report["gar_p50"], 0.25));
+    assert!(close(&report["sor"], 0.25));
+    assert!(close(&report["gfr_mean"], 0.5));
+    assert_eq!(report["jobs_total"], 4);
+    assert_eq!(report["jobs_skipped"], 1);
+    assert_eq!(report["jobs_placed"], 3);
+    assert_eq!(report["jobs_never_placed"], 0);
+    assert!(close(&report["sim_span_s"], 210.0));
+    // Waits: j1 0 s and j3 100 s in 2-8; j2 50 s in 9-64. Nearest rank: p50 of two is the
+    // first, p95 the second.
+    let small = &report["jwtd"]["2-8"];
+    assert_eq!(small["count"], 2);
+    assert!(
+        close(&small["mean"], 50.0) && close(&small["p50"], 0.0) && close(&small["p95"], 100.0)
+    );
+    let gang = &report["jwtd"]["9-64"];
+    assert_eq!(gang["count"], 1);
+    assert!(close(&gang["mean"], 50.0) && close(&gang["p95"], 50.0));
+    assert_eq!(report["jwtd"]["1"]["count"], 0);
+    assert!(report["jwtd"]["1"]["mean"].is_null());
+    let spread = &report["jtted"]["9-64"];
+    assert!(close(&spread["node_dev"], 1.0) && close(&spread["group_dev"], 1.0));
+
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .expect("--events written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let count = |kind: &str| lines.iter().filter(|e| e["type"] == kind).count();
+    assert_eq!(
+        (count("submit"), count("place"), count("finish")),
+        (3, 3, 3)
+    );
+    let times: Vec<f64> = lines.iter().map(|e| e["t"].as_f64().unwrap()).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "events out of time order"
+    );
+    let gang_place = lines
+        .iter()
+        .find(|e| e["type"] == "place" && e["job"] == "j2")
+        .expect("j2 placed");
+    assert!(close(&gang_place["t"], 100.0));
+    let pods = gang_place["pods"].as_array().unwrap();
+    let mut nodes: Vec<&str> = pods.iter().map(|p| p["node"].as_str().unwrap()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["node-a", "node-b"]);
+    for pod in pods {
+        let devices = pod["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 8);
+        assert!(devices.iter().all(|d| d["milli"] == 1000));
+    }
+    let submit = lines
+        .iter()
+        .find(|e| e["type"] == "submit" && e["job"] == "j2")
+        .unwrap();
+    assert_eq!(submit["tenant"], "team-a");
+    assert_eq!(submit["gpus_per_pod"], "8");
+    assert_eq!(submit["gpu_model"], "H100");
+}
+
+fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
+    let output = kant(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one-line error: {stderr}");
+    assert!(stderr.contains(needle), "{stderr} lacks {needle}");
+    assert!(!unwritten.exists(), "{} was written", unwritten.display());
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
+    let dir = temp_dir("bad");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let out_path = dir.join("out.json");
+    let out = out_path.display().to_string();
+    let bad_jobs = write(
+        &dir,
+        "bad_jobs.csv",
+        &JOBS.replace("j3,,100,10,4", "j3,,100,10,four"),
+    );
+    assert_rejected(
+        &[
+            "simulate", "--nodes", &nodes, "--jobs", &bad_jobs, "--out", &out,
+        ],
+        "bad_jobs.csv:4: field gpus_per_pod",
+        &out_path,
+    );
+    let unknown_model = write(
+        &dir,
+        "model_jobs.csv",
+        &JOBS.replace(",H100,0,train\nj2", ",B200,0,train\nj2"),
+    );
+    assert_rejected(
+        &[
+            "simulate",
+            "--nodes",
+            &nodes,
+            "--jobs",
+            &unknown_model,
+            "--out",
+            &out,
+        ],
+        "B200",
+        &out_path,
+    );
+    let bad_nodes = write(
+        &dir,
+        "bad_nodes.csv",
+        &NODES.replace("node-b,H100,8", "node-b,,8"),
+    );
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    assert_rejected(
+        &[
+            "simulate", "--nodes", &bad_nodes, "--jobs", &jobs, "--out", &out,
+        ],
+        "bad_nodes.csv:3",
+        &out_path,
+    );
+    let config = write(
+        &dir,
+        "kant.yaml",
+        "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
+         search: flat\n    plugins: [priority-sort, gpu-devices, {name: binpack, weight: -1}]\n",
+    );
+    assert_rejected(
+        &[
+            "simulate",
+            "--config",
+            &config,
+            "--synthetic-jobs",
+            "10",
+            "--out",
+            &out,
+        ],
+        "weight -1 of `binpack` is negative",
+        &out_path,
+    );
+    assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
+}
+
+#[test]
+fn written_trace_replays_to_the_same_figures() {
+    let dir = temp_dir("replay");
+    let trace = dir.join("trace");
+    let trace_arg = trace.display().to_string();
+    let first = kant(&[
+        "simulate",
+        "--synthetic-jobs",
+        "300",
+        "--seed",
+        "7",
+        "--format",
+        "json",
+        "--write-trace",
+        &trace_arg,
+    ]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let nodes = trace.join("nodes.csv").display().to_string();
+    let jobs = trace.join("jobs.csv").display().to_string();
+    let replay = kant(&[
+        "simulate", "--nodes", &nodes, "--jobs", &jobs, "--format", "json",
+    ]);
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    let a: Value = serde_json::from_slice(&first.stdout).unwrap();
+    let b: Value = serde_json::from_slice(&replay.stdout).unwrap();
+    for key in [
+        "gar_mean",
+        "gar_p50",
+        "sor",
+        "gfr_mean",
+        "jwtd",
+        "jtted",
+        "jobs_placed",
+    ] {
+        assert_eq!(a[key], b[key], "{key} differs after replay");
+        assert_eq!(
+            a["baseline"][key], b["baseline"][key],
+            "baseline {key} differs"
+        );
+    }
+    assert_eq!(a["jobs_total"], 300);
+    assert_eq!(a["baseline"]["profile"], "native");
+}
