@@ -54,40 +54,40 @@ enum Format {
 #[derive(Args)]
 struct SimulateArgs {
     /// Trace nodes.csv (with --jobs); without both, the embedded default cluster.
-    #[arg(long, requires = "jobs")]
+    #[arg(long, value_name = "FILE", requires = "jobs")]
     nodes: Option<PathBuf>,
     /// Trace jobs.csv (with --nodes); without both, a synthetic workload.
-    #[arg(long, requires = "nodes")]
+    #[arg(long, value_name = "FILE", requires = "nodes")]
     jobs: Option<PathBuf>,
     /// Seed of the synthetic workload.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
     /// Number of jobs in the synthetic workload.
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, value_name = "N", default_value_t = 4000)]
     synthetic_jobs: usize,
     /// Divide inter-arrival times by X (2 doubles the offered load).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
     load_factor: f64,
     /// Configuration file (YAML); the embedded default otherwise.
-    #[arg(long, env = "KANT_CONFIG")]
+    #[arg(long, value_name = "FILE", env = "KANT_CONFIG")]
     config: Option<PathBuf>,
     /// Profile to run; the configuration's default_profile otherwise.
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Profile to run beside it on the same workload, or `none`.
-    #[arg(long, default_value = "native")]
+    #[arg(long, value_name = "NAME", default_value = "native")]
     baseline: String,
     /// Output format on standard output.
     #[arg(long, value_enum, default_value = "table")]
     format: Format,
     /// Also write the JSON report to FILE.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Write every event of the main run as JSON Lines to FILE.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     events: Option<PathBuf>,
     /// Write the simulated cluster and workload as nodes.csv and jobs.csv into DIR.
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     write_trace: Option<PathBuf>,
 }
 
