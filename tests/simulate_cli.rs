@@ -168,71 +168,60 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
 #[test]
 fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     let dir = temp_dir("bad");
-    let nodes = write(&dir, "nodes.csv", NODES);
     let out_path = dir.join("out.json");
     let out = out_path.display().to_string();
-    let bad_jobs = write(
-        &dir,
-        "bad_jobs.csv",
-        &JOBS.replace("j3,,100,10,4", "j3,,100,10,four"),
-    );
-    assert_rejected(
-        &[
-            "simulate", "--nodes", &nodes, "--jobs", &bad_jobs, "--out", &out,
-        ],
-        "bad_jobs.csv:4: field gpus_per_pod",
-        &out_path,
-    );
-    let unknown_model = write(
-        &dir,
-        "model_jobs.csv",
-        &JOBS.replace(",H100,0,train\nj2", ",B200,0,train\nj2"),
-    );
-    assert_rejected(
-        &[
-            "simulate",
-            "--nodes",
-            &nodes,
-            "--jobs",
-            &unknown_model,
-            "--out",
-            &out,
-        ],
-        "B200",
-        &out_path,
-    );
-    let bad_nodes = write(
-        &dir,
-        "bad_nodes.csv",
-        &NODES.replace("node-b,H100,8", "node-b,,8"),
-    );
+    let nodes = write(&dir, "nodes.csv", NODES);
     let jobs = write(&dir, "jobs.csv", JOBS);
-    assert_rejected(
-        &[
-            "simulate", "--nodes", &bad_nodes, "--jobs", &jobs, "--out", &out,
-        ],
-        "bad_nodes.csv:3",
-        &out_path,
-    );
+    let trace_cases = [
+        // (nodes, jobs, what the error must name)
+        (
+            nodes.clone(),
+            write(
+                &dir,
+                "bad_jobs.csv",
+                &JOBS.replace("j3,,100,10,4", "j3,,100,10,four"),
+            ),
+            "bad_jobs.csv:4: field gpus_per_pod",
+        ),
+        (
+            nodes.clone(),
+            write(
+                &dir,
+                "model_jobs.csv",
+                &JOBS.replace(",H100,0,train\nj2", ",B200,0,train\nj2"),
+            ),
+            "B200",
+        ),
+        (
+            write(
+                &dir,
+                "bad_nodes.csv",
+                &NODES.replace("node-b,H100,8", "node-b,,8"),
+            ),
+            jobs.clone(),
+            "bad_nodes.csv:3",
+        ),
+    ];
+    for (nodes, jobs, needle) in &trace_cases {
+        let args = ["simulate", "--nodes", nodes, "--jobs", jobs, "--out", &out];
+        assert_rejected(&args, needle, &out_path);
+    }
     let config = write(
         &dir,
         "kant.yaml",
         "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
          search: flat\n    plugins: [priority-sort, gpu-devices, {name: binpack, weight: -1}]\n",
     );
-    assert_rejected(
-        &[
-            "simulate",
-            "--config",
-            &config,
-            "--synthetic-jobs",
-            "10",
-            "--out",
-            &out,
-        ],
-        "weight -1 of `binpack` is negative",
-        &out_path,
-    );
+    let args = [
+        "simulate",
+        "--config",
+        &config,
+        "--synthetic-jobs",
+        "10",
+        "--out",
+        &out,
+    ];
+    assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
 }
 
