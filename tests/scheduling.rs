@@ -82,6 +82,16 @@ fn strict_fifo_blocks_behind_its_head_and_best_effort_does_not() {
 }
 
 #[test]
+fn a_job_no_pool_can_hold_does_not_block_strict_fifo() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("native", None, None), spec);
+    s.submit(job(0, 3, whole(8), 0, 0)); // 24 GPUs on a 16-GPU cluster: never
+    s.submit(job(1, 1, whole(8), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule()), [JobId(1)]);
+    assert_eq!(s.pending(), 1);
+}
+
+#[test]
 fn priority_goes_before_submission_order() {
     let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
     let mut s = scheduler(

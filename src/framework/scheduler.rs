@@ -86,12 +86,7 @@ impl Scheduler {
             &mut self.queue,
             JobQueue::new(self.profile.queueing, self.profile.queue_sort.clone()),
         );
-        queue.run(self.capacity_epoch, |job| {
-            match self.cycle(job, &mut decisions) {
-                true => Attempted::Placed,
-                false => Attempted::Failed,
-            }
-        });
+        queue.run(self.capacity_epoch, |job| self.cycle(job, &mut decisions));
         // Jobs preempted during the round went back to the (temporary) queue.
         for job in self.queue.jobs() {
             queue.push(job.clone());
@@ -101,17 +96,20 @@ impl Scheduler {
     }
 
     /// One scheduling cycle for one job: PreFilter, search, (PostFilter), Reserve, Permit,
-    /// Bind. Returns whether the job was placed.
-    fn cycle(&mut self, job: &Arc<Job>, decisions: &mut Vec<Decision>) -> bool {
+    /// Bind.
+    fn cycle(&mut self, job: &Arc<Job>, decisions: &mut Vec<Decision>) -> Attempted {
         let mut cycle = CycleState::new();
         for plugin in &self.profile.pre_filters {
-            if !plugin.pre_filter(job, &self.state, &mut cycle).is_success() {
-                return false;
+            let status = plugin.pre_filter(job, &self.state, &mut cycle);
+            match status.code {
+                Code::Success => {}
+                Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
+                _ => return Attempted::Failed,
             }
         }
         let Some(found) = place_job(&self.profile, job, &self.state, &cycle) else {
             self.post_filter(job, &cycle, decisions);
-            return false;
+            return Attempted::Failed;
         };
         // Reserve: the search's state already holds the job's placements as assumed; it
         // becomes the cache's root (a statement commit), the old root is the rollback.
@@ -123,7 +121,7 @@ impl Scheduler {
                     undo.unreserve(job, &plan, &mut cycle);
                 }
                 self.state = rollback;
-                return false;
+                return Attempted::Failed;
             }
         }
         // Permit. A `Wait` is not held in this scheduler: nothing here needs it, since a
@@ -139,7 +137,7 @@ impl Scheduler {
                 undo.unreserve(job, &plan, &mut cycle);
             }
             self.state = rollback;
-            return false;
+            return Attempted::Failed;
         }
         let status = self.binder.bind(job, &plan);
         let bound = match status.code {
@@ -153,7 +151,7 @@ impl Scheduler {
             Code::Wait => false,
             _ => {
                 self.state = rollback;
-                return false;
+                return Attempted::Failed;
             }
         };
         self.placed.insert(job.id, job.clone());
@@ -162,7 +160,7 @@ impl Scheduler {
             plan,
             bound,
         });
-        true
+        Attempted::Placed
     }
 
     /// Asks the PostFilter plugins (preemption) for room; evicts the first proposal.

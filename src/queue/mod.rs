@@ -33,6 +33,8 @@ struct Pending {
     job: Arc<Job>,
     /// The capacity epoch at which the job last failed to place.
     failed_at: Option<u64>,
+    /// Its last failure was unresolvable.
+    unresolvable: bool,
 }
 
 /// The pending jobs, in QueueSort order.
@@ -45,7 +47,11 @@ pub struct JobQueue {
 /// What the scheduler did with the job the queue offered.
 pub enum Attempted {
     Placed,
+    /// Not now; under strict FIFO it blocks the jobs behind it.
     Failed,
+    /// Can never be placed as the cluster is (no pool could hold it): it waits, but blocks
+    /// no one.
+    Unresolvable,
 }
 
 impl JobQueue {
@@ -79,6 +85,7 @@ impl JobQueue {
             Pending {
                 job,
                 failed_at: None,
+                unresolvable: false,
             },
         );
     }
@@ -104,7 +111,7 @@ impl JobQueue {
             }
             if entry.failed_at == Some(epoch) {
                 // Nothing was freed since it failed: it would fail again.
-                blocked = strict;
+                blocked = strict && !entry.unresolvable;
                 return true;
             }
             match attempt(&entry.job) {
@@ -112,6 +119,11 @@ impl JobQueue {
                 Attempted::Failed => {
                     entry.failed_at = Some(epoch);
                     blocked = strict;
+                    true
+                }
+                Attempted::Unresolvable => {
+                    entry.failed_at = Some(epoch);
+                    entry.unresolvable = true;
                     true
                 }
             }
