@@ -224,8 +224,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         Format::Table => {
             let mut runs = vec![&main_run];
             runs.extend(baseline_run.as_ref());
+            let unknown = if cluster.has_unknown_capacity() {
+                " (CPU or memory unknown on some nodes: counted as unlimited)"
+            } else {
+                ""
+            };
             let title = format!(
-                "{source}: {} nodes, {} GPUs; {} jobs",
+                "{source}: {} nodes, {} GPUs{unknown}; {} jobs",
                 cluster.nodes.len(),
                 cluster.total_gpus(),
                 main_run.jobs_total

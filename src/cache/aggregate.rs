@@ -53,14 +53,6 @@ impl GpuAggregate {
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
     }
 
-    /// Nodes with at least `k` free whole devices.
-    #[inline]
-    pub fn nodes_with_free(&self, k: u32) -> u32 {
-        self.free_histogram[(k as usize).min(MAX_GPUS_PER_NODE)..]
-            .iter()
-            .sum()
-    }
-
     /// How many pods of `per_pod` whole GPUs fit on free devices, each pod inside one node.
     #[inline]
     pub fn pods_that_fit(&self, per_pod: u32) -> u64 {

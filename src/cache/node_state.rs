@@ -55,16 +55,6 @@ impl NodeState {
     }
 
     #[inline]
-    pub fn busy(&self) -> u32 {
-        self.busy
-    }
-
-    #[inline]
-    pub fn unhealthy(&self) -> u32 {
-        self.unhealthy
-    }
-
-    #[inline]
     pub fn device_count(&self) -> u32 {
         self.devices.count_ones()
     }

@@ -57,10 +57,6 @@ impl Scheduler {
         }
     }
 
-    pub fn profile(&self) -> &Profile {
-        &self.profile
-    }
-
     /// The current cluster state (clone it for an O(1) snapshot).
     pub fn state(&self) -> &ClusterState {
         &self.state
@@ -68,10 +64,6 @@ impl Scheduler {
 
     pub fn pending(&self) -> usize {
         self.queue.len()
-    }
-
-    pub fn placed_job(&self, job: JobId) -> Option<&Arc<Job>> {
-        self.placed.get(&job)
     }
 
     /// A new job enters its queue.

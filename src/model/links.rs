@@ -168,11 +168,6 @@ impl LinkMatrix {
         self.classes[a * self.devices() + b]
     }
 
-    #[inline]
-    pub fn numa(&self, device: usize) -> u8 {
-        self.numa[device]
-    }
-
     /// The RDMA NIC nearest `device`.
     #[inline]
     pub fn nic(&self, device: usize) -> u8 {

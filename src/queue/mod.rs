@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::framework::QueueSort;
-use crate::model::{Job, JobId};
+use crate::model::Job;
 
 /// What happens behind a job that cannot be placed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -71,10 +71,6 @@ impl JobQueue {
         self.pending.is_empty()
     }
 
-    pub fn contains(&self, job: JobId) -> bool {
-        self.pending.iter().any(|p| p.job.id == job)
-    }
-
     /// Adds a job in QueueSort order (after the jobs it compares equal to).
     pub fn push(&mut self, job: Arc<Job>) {
         let at = self
@@ -88,12 +84,6 @@ impl JobQueue {
                 unresolvable: false,
             },
         );
-    }
-
-    /// Removes a pending job (deleted by its owner); returns it if it was pending.
-    pub fn remove(&mut self, job: JobId) -> Option<Arc<Job>> {
-        let at = self.pending.iter().position(|p| p.job.id == job)?;
-        Some(self.pending.remove(at).job)
     }
 
     pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> {
