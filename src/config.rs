@@ -125,9 +125,6 @@ impl Config {
                 config.default_profile
             )));
         }
-        if config.search.groups_per_batch == 0 {
-            return Err(error("search.groups_per_batch must be at least 1".into()));
-        }
         Ok(config)
     }
 

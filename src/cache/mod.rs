@@ -148,6 +148,23 @@ impl ClusterState {
         &self.groups[id.index()]
     }
 
+    /// The groups of a pool with their aggregates, in id order, read sequentially (the
+    /// builder numbers a pool's groups consecutively).
+    pub fn pool_groups(&self, pool: PoolId) -> impl Iterator<Item = (GroupId, &GpuAggregate)> {
+        let groups = &self.spec.pool(pool).groups;
+        let range = match (groups.first(), groups.last()) {
+            (Some(first), Some(last)) => first.index()..last.index() + 1,
+            _ => 0..0,
+        };
+        let start = range.start;
+        self.groups
+            .focus()
+            .narrow(range)
+            .into_iter()
+            .enumerate()
+            .map(move |(i, aggregate)| (GroupId((start + i) as u32), aggregate))
+    }
+
     #[inline]
     pub fn pool(&self, id: PoolId) -> &GpuAggregate {
         &self.pools[id.index()]

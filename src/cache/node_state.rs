@@ -14,6 +14,8 @@ pub struct NodeState {
     unhealthy: u32,
     /// Devices in the node (a mask).
     devices: u32,
+    /// Milli-GPUs assigned on the whole node: the sum of `used`.
+    used_total: u32,
     pub cpu_used: u64,
     pub memory_used: u64,
     pub pods: u32,
@@ -26,6 +28,7 @@ impl NodeState {
             busy: 0,
             unhealthy: 0,
             devices: spec.all_devices(),
+            used_total: 0,
             cpu_used: 0,
             memory_used: 0,
             pods: 0,
@@ -60,8 +63,9 @@ impl NodeState {
     }
 
     /// Milli-GPUs assigned on the whole node.
+    #[inline]
     pub fn used_milli(&self) -> u64 {
-        self.used.iter().map(|&m| u64::from(m)).sum()
+        u64::from(self.used_total)
     }
 
     /// Assigned milli-GPUs above 0 and below capacity.
@@ -96,6 +100,7 @@ impl NodeState {
     pub(super) fn add(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
         for d in crate::model::bits(set) {
             self.used[d] += milli as u16;
+            self.used_total += milli;
         }
         self.busy |= set;
         self.cpu_used += cpu;
@@ -106,6 +111,7 @@ impl NodeState {
     pub(super) fn remove(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
         for d in crate::model::bits(set) {
             self.used[d] -= milli as u16;
+            self.used_total -= milli;
             if self.used[d] == 0 {
                 self.busy &= !(1 << d);
             }

@@ -24,8 +24,8 @@ pub enum SearchMode {
 pub struct SearchOptions {
     /// Evaluate candidate groups in parallel (rayon).
     pub parallel: bool,
-    /// Candidate groups evaluated together, best ranked first; the best feasible of a
-    /// batch wins.
+    /// Candidate groups evaluated together when the search is parallel; the first
+    /// feasible in rank order wins. 0: one per rayon thread.
     pub groups_per_batch: usize,
     /// Jobs with fewer pods than this evaluate their groups one at a time: for them the
     /// cost of a parallel fork exceeds the work.
@@ -36,7 +36,7 @@ impl Default for SearchOptions {
     fn default() -> Self {
         Self {
             parallel: true,
-            groups_per_batch: 4,
+            groups_per_batch: 0,
             parallel_min_pods: 4,
         }
     }

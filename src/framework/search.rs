@@ -66,8 +66,7 @@ fn two_level(
     let spec = snapshot.spec();
     let mut ranked: Vec<(i64, GroupId)> = Vec::new();
     for &pool in pools {
-        for &group in &spec.pool(pool).groups {
-            let aggregate = snapshot.group(group);
+        for (group, aggregate) in snapshot.pool_groups(pool) {
             let passes = profile
                 .filters
                 .iter()
@@ -82,27 +81,45 @@ fn two_level(
             }
         }
     }
-    ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
 
-    let whole: Vec<GroupId> = ranked
-        .iter()
-        .map(|&(_, g)| g)
-        .filter(|&g| may_hold_whole_job(job, snapshot, g))
-        .collect();
     let options = profile.search_options;
-    let batch = options.groups_per_batch.max(1);
-    let parallel = options.parallel && job.pods.len() >= options.parallel_min_pods && batch > 1;
-    for chunk in whole.chunks(if parallel { batch } else { 1 }) {
-        let attempt = |&group: &GroupId| {
-            let nodes = [spec.group(group).nodes.as_slice()];
-            try_nodes(profile, job, snapshot, state, &nodes)
-        };
-        let found = if parallel && chunk.len() > 1 {
-            // The first feasible group in rank order wins, whichever thread finishes first.
-            let mut results: Vec<Option<Found>> = chunk.par_iter().map(attempt).collect();
+    let parallel = options.parallel && job.pods.len() >= options.parallel_min_pods;
+    let batch = match options.groups_per_batch {
+        _ if !parallel => 1,
+        0 => rayon::current_num_threads(),
+        n => n,
+    };
+    // Most jobs fit in one of the first groups tried: rank only the head of the list, and
+    // sort the rest only if the head fails.
+    let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+    let head = batch.min(ranked.len());
+    if head < ranked.len() && head > 0 {
+        ranked.select_nth_unstable_by(head - 1, by_rank);
+    }
+    ranked[..head].sort_unstable_by(by_rank);
+    let attempt = |&group: &GroupId| {
+        let nodes = [spec.group(group).nodes.as_slice()];
+        try_nodes(profile, job, snapshot, state, &nodes)
+    };
+    let mut tried = 0;
+    while tried < ranked.len() {
+        if tried == head {
+            ranked[head..].sort_unstable_by(by_rank);
+        }
+        let end = if tried < head { head } else { (tried + batch).min(ranked.len()) };
+        let candidates: Vec<GroupId> = ranked[tried..end]
+            .iter()
+            .map(|&(_, g)| g)
+            .filter(|&g| may_hold_whole_job(job, snapshot, g))
+            .collect();
+        tried = end;
+        let found = if candidates.len() > 1 {
+            // Speculative: the first feasible group in rank order wins, whichever thread
+            // finishes first, so the result is the same as trying them one by one.
+            let mut results: Vec<Option<Found>> = candidates.par_iter().map(attempt).collect();
             results.iter_mut().find_map(Option::take)
         } else {
-            chunk.iter().find_map(attempt)
+            candidates.iter().find_map(attempt)
         };
         if found.is_some() {
             return found;

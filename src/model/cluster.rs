@@ -18,6 +18,7 @@ pub struct Pool {
     /// The GPU model, `None` for the CPU-only pool.
     pub gpu_model: Option<String>,
     pub nodes: Vec<NodeId>,
+    /// The pool's search groups, numbered consecutively.
     pub groups: Vec<GroupId>,
     /// The most GPUs on one node of the pool: the ideal node count of a job is
     /// `ceil(job GPUs / gpus_per_node)`.
