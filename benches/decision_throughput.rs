@@ -33,7 +33,7 @@
 //! explicit): single-pod jobs never fork (parallel group evaluation starts at
 //! `parallel_min_pods`, 4 pods), so this is the single-thread decision rate.
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target-bench cargo bench --bench decision_throughput`
+//! Run: `cargo bench --bench decision_throughput`
 //! (add `-- --quick` for a short run). The machine is shared: compare figures side by side
 //! from one run, not across runs.
 

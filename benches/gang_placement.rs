@@ -11,11 +11,11 @@
 //!
 //! Note on this state: binpack fills nodes in id order, so the pre-fill leaves leaf groups
 //! 0-31 full and 32-63 empty, and the first candidate group holds the gang whole. The
-//! sequential search therefore tries one group; the parallel one tries a batch of
-//! `groups_per_batch` (4) groups at once and keeps the first, i.e. about four times the work
-//! spread over the pool's threads.
+//! sequential search therefore tries one group; the parallel one tries a batch of one
+//! group per rayon thread at once and keeps the first in rank order, i.e. the same result
+//! for more work spread over the pool's threads plus the fork.
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target-bench cargo bench --bench gang_placement` (add
+//! Run: `cargo bench --bench gang_placement` (add
 //! `-- --quick` for a short run). The machine is shared: compare figures side by side from
 //! one run, not across runs.
 

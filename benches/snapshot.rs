@@ -28,7 +28,7 @@
 //! ms, deep copy 2.67 ms, over 40% of the persistent profile in the kernel). The placement
 //! map keeps `PlacedPod` (placement and phase), the value type the cache keeps.
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target-bench cargo bench --bench snapshot` (add
+//! Run: `cargo bench --bench snapshot` (add
 //! `-- --quick` for a short run). The machine is shared: compare figures side by side from
 //! one run, not across runs.
 

@@ -106,7 +106,11 @@ fn two_level(
         if tried == head {
             ranked[head..].sort_unstable_by(by_rank);
         }
-        let end = if tried < head { head } else { (tried + batch).min(ranked.len()) };
+        let end = if tried < head {
+            head
+        } else {
+            (tried + batch).min(ranked.len())
+        };
         let candidates: Vec<GroupId> = ranked[tried..end]
             .iter()
             .map(|&(_, g)| g)
