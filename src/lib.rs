@@ -3,6 +3,55 @@
 //! The core (`model`, `cache`, `queue`, `framework`, `plugins`, `metrics`) takes events and
 //! returns decisions; it knows nothing of Kubernetes, HTTP or wall-clock time. Worlds feed
 //! it: `sim` replays traces on a virtual clock.
+//!
+//! A two-node cluster, a gang of two 8-GPU pods, one scheduling round:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kant::config::Config;
+//! use kant::framework::{Bind, Decision, JobPlan, Plugin, Scheduler, Status};
+//! use kant::model::*;
+//!
+//! struct BindAtOnce;
+//! impl Plugin for BindAtOnce {
+//!     fn name(&self) -> &'static str { "bind-at-once" }
+//! }
+//! impl Bind for BindAtOnce {
+//!     fn bind(&self, _: &Job, _: &JobPlan) -> Status { Status::SUCCESS }
+//! }
+//!
+//! let mut cluster = ClusterSpecBuilder::new();
+//! for name in ["node-a", "node-b"] {
+//!     let row = NodeRow {
+//!         name: name.into(),
+//!         gpu_model: Some("H100".into()),
+//!         gpus: 8,
+//!         cpu_milli: None,
+//!         memory_mib: None,
+//!         leaf: None,
+//!         hbd: None,
+//!     };
+//!     cluster.add(row, LinkProfile::NvlinkAll).unwrap();
+//! }
+//! let config = Config::embedded();
+//! let profile = kant::plugins::build_profile(config.profile("default").unwrap(), config.search)
+//!     .unwrap();
+//! let mut scheduler = Scheduler::new(profile, Box::new(BindAtOnce), Arc::new(cluster.build()));
+//! scheduler.submit(Job {
+//!     id: JobId(0),
+//!     name: "train".into(),
+//!     tenant: TenantId(0),
+//!     priority: 0,
+//!     kind: JobKind::Train,
+//!     pools: vec![],
+//!     pods: vec![PodRequest::gpus(GpuRequest::parse("8").unwrap()); 2],
+//!     submit_ms: 0,
+//!     duration_ms: None,
+//! });
+//! let decisions = scheduler.schedule();
+//! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));
+//! assert_eq!(scheduler.state().total().free_gpus, 0);
+//! ```
 
 pub mod cache;
 pub mod config;
