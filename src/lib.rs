@@ -47,6 +47,7 @@
 //!     pods: vec![PodRequest::gpus(GpuRequest::parse("8").unwrap()); 2],
 //!     submit_ms: 0,
 //!     duration_ms: None,
+//!     topology: None,
 //! });
 //! let decisions = scheduler.schedule();
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));

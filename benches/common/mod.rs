@@ -99,6 +99,7 @@ pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
         pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods],
         submit_ms: u64::from(id),
         duration_ms: None,
+        topology: None,
     }
 }
 

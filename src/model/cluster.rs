@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{
     GroupId, LeafId, LinkMatrix, LinkProfile, ModelError, NodeId, NodeSpec, NodeTopology, PoolId,
+    Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -50,7 +51,13 @@ pub struct ClusterSpec {
     pub nodes: Vec<NodeSpec>,
     pub pools: Vec<Pool>,
     pub leaves: Vec<LeafPath>,
+    /// The spine of each leaf, a dense id over (superspine, spine) paths.
+    pub leaf_spine: Vec<u32>,
+    /// The superspine of each leaf, a dense id over superspine names.
+    pub leaf_superspine: Vec<u32>,
     pub hbds: Vec<String>,
+    /// The nodes of each scale-up domain.
+    pub hbd_nodes: Vec<Vec<NodeId>>,
     pub groups: Vec<SearchGroup>,
     /// The search group of each node.
     pub node_group: Vec<GroupId>,
@@ -78,6 +85,18 @@ impl ClusterSpec {
 
     pub fn group(&self, id: GroupId) -> &SearchGroup {
         &self.groups[id.index()]
+    }
+
+    /// The domain (a dense id per tier) a search group belongs to at `tier`; `None` for a
+    /// block of nodes without a leaf group, or for the HBD tier (HBDs cut across groups).
+    pub fn group_domain(&self, id: GroupId, tier: Tier) -> Option<u32> {
+        let leaf = self.groups[id.index()].leaf?;
+        match tier {
+            Tier::Hbd => None,
+            Tier::Leaf => Some(leaf.0),
+            Tier::Spine => Some(self.leaf_spine[leaf.index()]),
+            Tier::Superspine => Some(self.leaf_superspine[leaf.index()]),
+        }
     }
 
     /// GPUs of GPU nodes in all.
@@ -221,6 +240,25 @@ impl ClusterSpecBuilder {
     /// Forms the search groups and pool figures and returns the finished spec.
     pub fn build(mut self) -> ClusterSpec {
         let spec = &mut self.spec;
+        let mut spines: HashMap<(&str, &str), u32> = HashMap::new();
+        let mut superspines: HashMap<&str, u32> = HashMap::new();
+        for path in &spec.leaves {
+            let next = spines.len() as u32;
+            spec.leaf_spine.push(
+                *spines
+                    .entry((&path.superspine, &path.spine))
+                    .or_insert(next),
+            );
+            let next = superspines.len() as u32;
+            spec.leaf_superspine
+                .push(*superspines.entry(&path.superspine).or_insert(next));
+        }
+        spec.hbd_nodes = vec![Vec::new(); spec.hbds.len()];
+        for (index, node) in spec.nodes.iter().enumerate() {
+            if let Some(hbd) = node.topology.hbd {
+                spec.hbd_nodes[hbd as usize].push(NodeId(index as u32));
+            }
+        }
         spec.node_group = vec![GroupId(0); spec.nodes.len()];
         for pool_index in 0..spec.pools.len() {
             let pool_id = PoolId(pool_index as u16);
@@ -324,6 +362,43 @@ mod tests {
         assert_eq!(spec.pool(a100).gpus_per_node, 8);
         assert_eq!(spec.pool(a100).largest_leaf_gpus, Some(8));
         assert_eq!(spec.total_gpus(), 28);
+    }
+
+    #[test]
+    fn domains_follow_whole_paths() {
+        let mut b = ClusterSpecBuilder::new();
+        let at = |name: &str, superspine: &str, spine: &str, leaf: &str| NodeRow {
+            leaf: Some(LeafPath {
+                superspine: superspine.into(),
+                spine: spine.into(),
+                leaf: leaf.into(),
+            }),
+            hbd: Some(format!("hbd-{spine}")),
+            ..row(name, Some("H100"), 8, None)
+        };
+        for (name, ss, sp, leaf) in [
+            ("a", "ss0", "p0", "l0"),
+            ("b", "ss0", "p1", "l0"),
+            ("c", "ss1", "p0", "l0"),
+            ("d", "ss0", "p0", "l0"),
+        ] {
+            b.add(at(name, ss, sp, leaf), LinkProfile::NvlinkAll)
+                .unwrap();
+        }
+        let spec = b.build();
+        assert_eq!(spec.leaves.len(), 3, "leaf l0 under three different spines");
+        let group_of = |n: &str| spec.node_group[spec.node_id(n).unwrap().index()];
+        let domain = |n: &str, t: Tier| spec.group_domain(group_of(n), t);
+        assert_eq!(domain("a", Tier::Leaf), domain("d", Tier::Leaf));
+        assert_ne!(domain("a", Tier::Spine), domain("b", Tier::Spine));
+        assert_eq!(domain("a", Tier::Superspine), domain("b", Tier::Superspine));
+        assert_ne!(
+            domain("a", Tier::Spine),
+            domain("c", Tier::Spine),
+            "p0 under ss1 differs"
+        );
+        assert_eq!(spec.hbd_nodes.len(), 2);
+        assert_eq!(spec.hbd_nodes[0].len(), 3);
     }
 
     #[test]

@@ -52,6 +52,75 @@ impl JobKind {
     }
 }
 
+/// A level of the network that a job's pods can be asked to stay within.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tier {
+    /// One scale-up domain (HBD): the nodes of one NVLink fabric.
+    Hbd,
+    /// One leaf switch group (NodeNetGroup).
+    Leaf,
+    /// One spine.
+    Spine,
+    /// One superspine.
+    Superspine,
+}
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Hbd => "hbd",
+            Tier::Leaf => "leaf",
+            Tier::Spine => "spine",
+            Tier::Superspine => "superspine",
+        }
+    }
+}
+
+/// A job's topology need: `required` never crosses the tier (the job waits instead);
+/// preferred is best effort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TopologyNeed {
+    pub tier: Tier,
+    pub required: bool,
+}
+
+impl TopologyNeed {
+    /// Parses `required:TIER` or `preferred:TIER` (TIER: hbd, leaf, spine, superspine);
+    /// an empty text is no need.
+    pub fn parse(text: &str) -> Result<Option<TopologyNeed>, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let (mode, tier) = text
+            .split_once(':')
+            .ok_or_else(|| format!("`{text}` is not `required:TIER` or `preferred:TIER`"))?;
+        let required = match mode {
+            "required" => true,
+            "preferred" => false,
+            _ => return Err(format!("`{mode}` is neither `required` nor `preferred`")),
+        };
+        let tier = [Tier::Hbd, Tier::Leaf, Tier::Spine, Tier::Superspine]
+            .into_iter()
+            .find(|t| t.name() == tier)
+            .ok_or_else(|| {
+                format!("unknown tier `{tier}` (known: hbd, leaf, spine, superspine)")
+            })?;
+        Ok(Some(TopologyNeed { tier, required }))
+    }
+}
+
+impl std::fmt::Display for TopologyNeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = if self.required {
+            "required"
+        } else {
+            "preferred"
+        };
+        write!(f, "{mode}:{}", self.tier.name())
+    }
+}
+
 /// A job: a gang of pods with one owner, priority and GPU-model choice.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -67,6 +136,8 @@ pub struct Job {
     pub submit_ms: u64,
     /// Run time once every pod is placed; `None` when unknown.
     pub duration_ms: Option<u64>,
+    /// Where its pods must or should stay; `None`: as close as the search can.
+    pub topology: Option<TopologyNeed>,
 }
 
 impl Job {
@@ -81,5 +152,39 @@ impl Job {
 
     pub fn is_gang(&self) -> bool {
         self.pods.len() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topology_needs_parse_and_print() {
+        for text in [
+            "required:leaf",
+            "preferred:spine",
+            "required:hbd",
+            "preferred:superspine",
+        ] {
+            let need = TopologyNeed::parse(text).unwrap().unwrap();
+            assert_eq!(need.to_string(), text);
+        }
+        assert_eq!(TopologyNeed::parse(""), Ok(None));
+        assert!(
+            TopologyNeed::parse("leaf")
+                .unwrap_err()
+                .contains("required:TIER")
+        );
+        assert!(
+            TopologyNeed::parse("must:leaf")
+                .unwrap_err()
+                .contains("must")
+        );
+        assert!(
+            TopologyNeed::parse("required:rack")
+                .unwrap_err()
+                .contains("rack")
+        );
     }
 }

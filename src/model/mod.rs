@@ -15,7 +15,7 @@ pub use cluster::{
     ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
-pub use job::{Job, JobKind, PodRequest};
+pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};
 pub use links::{LinkClass, LinkMatrix, LinkProfile, bits};
 pub use node::{MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask};
 pub use resources::{GpuRequest, MILLI_PER_GPU, Milli};

@@ -32,7 +32,8 @@
 //! Train sizes in total GPUs (weights): 1 (30), 2 (10), 4 (12), 8 (25), 16 (8), 32 (6),
 //! 64 (4), 128 (2.5), 256 (1.5), 512 (0.7), 1024 (0.3). Up to 8 GPUs a job is one pod of that
 //! size; above, a gang of 8-GPU pods. Train durations: up to 8 GPUs 5 min–4 h, 16–32 GPUs
-//! 30 min–8 h, 64 GPUs and more 1–12 h. Durations are whole seconds.
+//! 30 min–8 h, 64 GPUs and more 1–12 h. Durations are whole seconds. Train jobs of exactly
+//! 64 GPUs prefer one scale-up domain (`preferred:hbd`) when the cluster has HBDs.
 //!
 //! Tenants: `default` is index 0 and owns no generated job; `team-nlp` (40%),
 //! `team-vision` (25%), `team-speech` (20%), `team-research` (15%).
@@ -59,7 +60,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, LinkProfile,
-    NodeRow, PodRequest, PoolId, TenantId,
+    NodeRow, PodRequest, PoolId, TenantId, Tier, TopologyNeed,
 };
 
 use super::trace::{DEFAULT_TENANT, Workload};
@@ -211,6 +212,9 @@ const TRAIN_SIZES: [(u32, f64); 11] = [
 
 /// Train jobs of at least this many GPUs always ask for the primary pool.
 const LARGE_TRAIN_GPUS: u32 = 64;
+/// Train jobs of exactly this many GPUs prefer one scale-up domain (`preferred:hbd`) when
+/// the cluster has HBDs.
+const HBD_TRAIN_GPUS: u32 = 64;
 /// GPUs per pod of a gang.
 const GANG_POD_GPUS: u32 = 8;
 /// Share of train jobs at priority 50.
@@ -400,6 +404,13 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
             pods: vec![PodRequest::gpus(gpu); pod_count],
             submit_ms: 0,
             duration_ms: Some(duration_ms),
+            topology: (kind == JobKind::Train
+                && pod_count as u32 * gpu.whole() == HBD_TRAIN_GPUS
+                && !cluster.hbds.is_empty())
+            .then_some(TopologyNeed {
+                tier: Tier::Hbd,
+                required: false,
+            }),
         });
     }
 

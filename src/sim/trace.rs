@@ -15,7 +15,7 @@ use std::path::Path;
 use crate::model::LinkProfile;
 use crate::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
-    NodeRow, PodRequest, PoolId, TenantId,
+    NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
 };
 
 /// A bad trace: the message names the file, the 1-based line and the field.
@@ -93,6 +93,9 @@ pub const MAX_PODS_PER_JOB: u64 = 100_000;
 
 const NODE_COLUMNS: [&str; 5] = ["node_id", "gpu_model", "gpus", "cpu_milli", "memory_mib"];
 const TOPOLOGY_COLUMNS: [&str; 4] = ["leaf", "spine", "superspine", "hbd"];
+/// An optional jobs.csv column beyond the neutral format: `required:TIER` or
+/// `preferred:TIER` (TIER: hbd, leaf, spine, superspine), empty for no need.
+const JOB_TOPOLOGY_COLUMN: &str = "topology";
 const JOB_COLUMNS: [&str; 9] = [
     "job_id",
     "tenant",
@@ -229,6 +232,7 @@ pub fn parse_jobs(
         priority,
         kind,
     ] = header.require(&JOB_COLUMNS)?;
+    let [topology] = header.optional(&[JOB_TOPOLOGY_COLUMN])?;
 
     let mut jobs = Vec::new();
     let mut tenants = vec![DEFAULT_TENANT.to_owned()];
@@ -276,6 +280,9 @@ pub fn parse_jobs(
             )
         })?;
 
+        let topology = TopologyNeed::parse(row.text(topology))
+            .map_err(|message| row.error(JOB_TOPOLOGY_COLUMN, message))?;
+
         let Some(duration_ms) = duration_ms else {
             skipped_no_duration += 1;
             continue;
@@ -308,6 +315,7 @@ pub fn parse_jobs(
             pods: vec![PodRequest::gpus(gpu); pod_count as usize],
             submit_ms,
             duration_ms: Some(duration_ms),
+            topology,
         });
     }
     jobs.sort_by_key(|job| job.submit_ms);
@@ -639,7 +647,7 @@ pub fn write_jobs_to(
     cluster: &ClusterSpec,
 ) -> io::Result<()> {
     let mut csv = csv::Writer::from_writer(writer);
-    csv.write_record(JOB_COLUMNS)?;
+    csv.write_record(JOB_COLUMNS.iter().chain(&[JOB_TOPOLOGY_COLUMN]))?;
     for job in &workload.jobs {
         let Some(first) = job.pods.first() else {
             return Err(invalid(format!("job {}: no pods", job.name)));
@@ -684,6 +692,7 @@ pub fn write_jobs_to(
             &models.join("|"),
             &job.priority.to_string(),
             job.kind.name(),
+            &job.topology.map(|t| t.to_string()).unwrap_or_default(),
         ])?;
     }
     csv.flush()
@@ -894,11 +903,11 @@ mod tests {
         write_jobs_to(&mut out, &workload, &cluster).expect("write");
         let written = String::from_utf8(out).expect("utf-8");
         assert!(
-            written.contains("j1,,1.5,0.25,0.5,1,H100|A100,100,inference\n"),
+            written.contains("j1,,1.5,0.25,0.5,1,H100|A100,100,inference,\n"),
             "{written}"
         );
         assert!(
-            written.contains("j3,,1.5,10.001,0,1,,0,unknown\n"),
+            written.contains("j3,,1.5,10.001,0,1,,0,unknown,\n"),
             "{written}"
         );
         let back =
@@ -936,6 +945,35 @@ mod tests {
         assert_eq!(workload.jobs[0].name, "b");
         // A skipped row's tenant is not interned.
         assert_eq!(workload.tenants, ["default"]);
+    }
+
+    #[test]
+    fn topology_column_is_optional_and_round_trips() {
+        let cluster = parse_nodes(
+            "nodes.csv",
+            "node_id,gpu_model,gpus,cpu_milli,memory_mib\nn,H100,8,,\n".as_bytes(),
+            &options(),
+        )
+        .expect("nodes");
+        let text = format!(
+            "{},topology\na,,0,60,8,4,,,train,required:leaf\nb,,0,60,8,1,,,train,\n",
+            JOB_COLUMNS.join(",")
+        );
+        let workload = parse_jobs("jobs.csv", text.as_bytes(), &cluster, &options()).expect("jobs");
+        let need = workload.jobs[0].topology.expect("a need");
+        assert_eq!(need.to_string(), "required:leaf");
+        assert_eq!(workload.jobs[1].topology, None);
+        let mut out = Vec::new();
+        write_jobs_to(&mut out, &workload, &cluster).expect("write");
+        let written = String::from_utf8(out).expect("utf-8");
+        assert!(written.contains(",train,required:leaf\n"), "{written}");
+        let bad = text.replace("required:leaf", "required:rack");
+        let err = parse_jobs("jobs.csv", bad.as_bytes(), &cluster, &options()).unwrap_err();
+        assert_eq!(
+            (err.line, err.message.contains("field topology")),
+            (2, true),
+            "{err}"
+        );
     }
 
     #[test]
