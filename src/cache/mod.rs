@@ -95,6 +95,7 @@ pub struct ClusterState {
     nodes: Vector<NodeState>,
     groups: Vector<GpuAggregate>,
     pools: Vector<GpuAggregate>,
+    hbds: Vector<GpuAggregate>,
     total: GpuAggregate,
     /// An ordered map rather than a hash map: its 16-entry nodes copy less per change than
     /// a hash trie's 32-entry ones (measured in `benches/snapshot.rs`: about half the cost).
@@ -107,17 +108,22 @@ impl ClusterState {
         let nodes: Vector<NodeState> = spec.nodes.iter().map(NodeState::new).collect();
         let mut groups = vec![GpuAggregate::default(); spec.groups.len()];
         let mut pools = vec![GpuAggregate::default(); spec.pools.len()];
+        let mut hbds = vec![GpuAggregate::default(); spec.hbds.len()];
         let mut total = GpuAggregate::default();
         for (index, state) in nodes.iter().enumerate() {
             let node = &spec.nodes[index];
             groups[spec.node_group[index].index()].apply(state, 1);
             pools[node.pool.index()].apply(state, 1);
+            if let Some(hbd) = node.topology.hbd {
+                hbds[hbd as usize].apply(state, 1);
+            }
             total.apply(state, 1);
         }
         Self {
             nodes,
             groups: groups.into_iter().collect(),
             pools: pools.into_iter().collect(),
+            hbds: hbds.into_iter().collect(),
             total,
             placements: OrdMap::new(),
             spec,
@@ -170,6 +176,12 @@ impl ClusterState {
     #[inline]
     pub fn pool(&self, id: PoolId) -> &GpuAggregate {
         &self.pools[id.index()]
+    }
+
+    /// A scale-up domain's aggregate.
+    #[inline]
+    pub fn hbd(&self, id: u32) -> &GpuAggregate {
+        &self.hbds[id as usize]
     }
 
     /// The whole cluster's aggregate.
@@ -275,16 +287,22 @@ impl ClusterState {
     fn update_node(&mut self, node: NodeId, change: impl FnOnce(&mut NodeState)) {
         let index = node.index();
         let group = self.spec.node_group[index];
-        let pool = self.spec.nodes[index].pool;
+        let node = &self.spec.nodes[index];
+        let (pool, hbd) = (node.pool, node.topology.hbd);
         let slot = &mut self.nodes[index];
         let before = *slot;
         change(slot);
         let after = *slot;
+        let hbd = hbd.map(|h| &mut self.hbds[h as usize]);
         for aggregate in [
-            &mut self.groups[group.index()],
-            &mut self.pools[pool.index()],
-            &mut self.total,
-        ] {
+            Some(&mut self.groups[group.index()]),
+            Some(&mut self.pools[pool.index()]),
+            hbd,
+            Some(&mut self.total),
+        ]
+        .into_iter()
+        .flatten()
+        {
             aggregate.apply(&before, -1);
             aggregate.apply(&after, 1);
         }

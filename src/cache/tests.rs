@@ -19,7 +19,7 @@ fn cluster(nodes: &[(usize, Option<&str>)]) -> Arc<ClusterSpec> {
                 spine: "p".into(),
                 leaf: l.into(),
             }),
-            hbd: None,
+            hbd: (i % 3 != 2).then(|| format!("hbd-{}", i % 2)),
         };
         b.add(row, LinkProfile::NvlinkPairs).unwrap();
     }
@@ -50,11 +50,18 @@ fn assert_aggregates_match(state: &ClusterState) {
     let spec = state.spec().clone();
     let mut groups = vec![GpuAggregate::default(); spec.groups.len()];
     let mut pools = vec![GpuAggregate::default(); spec.pools.len()];
+    let mut hbds = vec![GpuAggregate::default(); spec.hbds.len()];
     let mut total = GpuAggregate::default();
     for (id, node) in state.nodes() {
         groups[spec.node_group[id.index()].index()].apply(node, 1);
         pools[spec.node(id).pool.index()].apply(node, 1);
+        if let Some(hbd) = spec.node(id).topology.hbd {
+            hbds[hbd as usize].apply(node, 1);
+        }
         total.apply(node, 1);
+    }
+    for (i, h) in hbds.iter().enumerate() {
+        assert_eq!(state.hbd(i as u32), h, "hbd {i}");
     }
     for (i, g) in groups.iter().enumerate() {
         assert_eq!(state.group(GroupId(i as u32)), g, "group {i}");

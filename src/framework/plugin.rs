@@ -34,6 +34,15 @@ pub struct PodContext<'a> {
     pub job: &'a Job,
     pub index: u32,
     pub request: &'a PodRequest,
+    /// The job's pods already placed in this attempt.
+    pub placed: &'a [(PodKey, Placement)],
+}
+
+impl PodContext<'_> {
+    /// Whether another pod of the same job is already on `node` in this attempt.
+    pub fn shares_node(&self, node: NodeId) -> bool {
+        self.placed.iter().any(|(_, p)| p.node == node)
+    }
 }
 
 /// A whole job's placement: every pod with its exact node and devices.

@@ -1,16 +1,19 @@
 //! The search for a job's nodes. Two-level (the default): candidate search groups of the
 //! job's pools are filtered and ranked from their aggregates alone, then the job is placed
-//! inside the best group that holds it whole, groups evaluated in parallel batches; a gang
-//! that no single group holds is spread over the fewest groups. Flat (the baseline): every
-//! node of the job's pools is scored for every pod.
+//! inside the best group that holds it whole, groups evaluated in parallel batches. A gang
+//! that no single group (leaf) holds goes to the tightest domain that does: one spine, else
+//! one superspine, else anywhere, never past a tier the job requires; a job that asks for
+//! a scale-up domain (HBD) is placed inside one. Domains are chosen from aggregates, so no
+//! node combination is tried blindly. Flat (the baseline): every node of the job's pools
+//! is scored for every pod.
 //!
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
 
 use rayon::prelude::*;
 
-use crate::cache::{ClusterState, Placement, PodKey};
-use crate::model::{GroupId, Job, NodeId, PoolId};
+use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
+use crate::model::{GroupId, Job, NodeId, PoolId, Tier};
 
 use super::plugin::{JobPlan, NodeView, PodContext};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
@@ -63,8 +66,42 @@ fn two_level(
     state: &CycleState,
     pools: &[PoolId],
 ) -> Option<Found> {
-    let spec = snapshot.spec();
-    let mut ranked: Vec<(i64, GroupId)> = Vec::new();
+    let mut ranked = rank_groups(profile, job, snapshot, state, pools);
+    let need = job.topology;
+    if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {
+        let found = within_one_hbd(profile, job, snapshot, state, pools);
+        if found.is_some() || need.required {
+            return found;
+        }
+    }
+    if let Some(found) = within_one_group(profile, job, snapshot, state, &mut ranked) {
+        return Some(found);
+    }
+    if job.pods.len() == 1 {
+        return None;
+    }
+    // A gang no single group holds: the tightest domain that does, tier by tier, never past
+    // a required tier. `None` is the whole of the job's pools.
+    let widest = match need {
+        Some(n) if n.required => Some(n.tier),
+        _ => None,
+    };
+    [Some(Tier::Spine), Some(Tier::Superspine), None]
+        .into_iter()
+        .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
+        .find_map(|tier| within_one_domain(profile, job, snapshot, state, &ranked, tier))
+}
+
+/// The search groups of the job's pools that pass every group filter, with their weighted
+/// group scores (unsorted).
+fn rank_groups(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+    pools: &[PoolId],
+) -> Vec<(i64, GroupId)> {
+    let mut ranked = Vec::new();
     for &pool in pools {
         for (group, aggregate) in snapshot.pool_groups(pool) {
             let passes = profile
@@ -81,7 +118,19 @@ fn two_level(
             }
         }
     }
+    ranked
+}
 
+/// The whole job inside the best-ranked group that holds it. Candidate groups are tried in
+/// rank order, in parallel batches for large jobs.
+fn within_one_group(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+    ranked: &mut [(i64, GroupId)],
+) -> Option<Found> {
+    let spec = snapshot.spec();
     let options = profile.search_options;
     let parallel = options.parallel && job.pods.len() >= options.parallel_min_pods;
     let batch = match options.groups_per_batch {
@@ -97,6 +146,7 @@ fn two_level(
         ranked.select_nth_unstable_by(head - 1, by_rank);
     }
     ranked[..head].sort_unstable_by(by_rank);
+    let demand = Demand::of(job);
     let attempt = |&group: &GroupId| {
         let nodes = [spec.group(group).nodes.as_slice()];
         try_nodes(profile, job, snapshot, state, &nodes)
@@ -114,7 +164,7 @@ fn two_level(
         let candidates: Vec<GroupId> = ranked[tried..end]
             .iter()
             .map(|&(_, g)| g)
-            .filter(|&g| may_hold_whole_job(job, snapshot, g))
+            .filter(|&g| demand.may_fit(snapshot.group(g)))
             .collect();
         tried = end;
         let found = if candidates.len() > 1 {
@@ -129,54 +179,149 @@ fn two_level(
             return found;
         }
     }
-    if job.pods.len() > 1 {
-        spread_over_groups(profile, job, snapshot, state, &ranked)
-    } else {
-        None
-    }
+    None
 }
 
-/// Whether a group's aggregate can hold every pod of the job at once (whole GPUs only;
-/// fractions and CPU are left to the node filters).
-fn may_hold_whole_job(job: &Job, snapshot: &ClusterState, group: GroupId) -> bool {
-    let aggregate = snapshot.group(group);
-    let whole: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
-    if whole > u64::from(aggregate.free_gpus) {
-        return false;
-    }
-    match job.pods.first() {
-        Some(first) if job.pods.iter().all(|p| p.gpu == first.gpu) && first.gpu.whole() > 0 => {
-            aggregate.pods_that_fit(first.gpu.whole()) >= job.pods.len() as u64
+/// What a job asks of an aggregate: how many pods, of how many whole GPUs each when they
+/// are alike (the only case an aggregate answers exactly).
+struct Demand {
+    pods: u64,
+    whole_gpus: u64,
+    /// Whole GPUs of every pod, when all pods ask for the same whole GPUs.
+    uniform_whole: Option<u32>,
+}
+
+impl Demand {
+    fn of(job: &Job) -> Self {
+        let first = job.pods.first().map(|p| p.gpu);
+        let uniform = job.pods.iter().all(|p| Some(p.gpu) == first);
+        Self {
+            pods: job.pods.len() as u64,
+            whole_gpus: job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum(),
+            uniform_whole: first.map(|g| g.whole()).filter(|&w| uniform && w > 0),
         }
-        _ => true,
+    }
+
+    /// Pods of the job an aggregate can hold at once; `u64::MAX` when it cannot say.
+    fn capacity(&self, aggregate: &GpuAggregate) -> u64 {
+        match self.uniform_whole {
+            Some(per_pod) => aggregate.pods_that_fit(per_pod),
+            None if u64::from(aggregate.free_gpus) < self.whole_gpus => 0,
+            None => u64::MAX,
+        }
+    }
+
+    /// Whether the aggregate may hold the whole job (exact for alike whole-GPU pods;
+    /// fractions, CPU and memory are left to the node filters).
+    fn may_fit(&self, aggregate: &GpuAggregate) -> bool {
+        self.whole_gpus <= u64::from(aggregate.free_gpus) && self.capacity(aggregate) >= self.pods
     }
 }
 
-/// A gang no single group holds: fill the groups that hold the most of it first, so the
-/// job spans as few groups as possible.
-fn spread_over_groups(
+/// A gang inside one domain of `tier` (`None`: anywhere in the job's pools). The domains
+/// that hold the job are read from the group aggregates and taken best fit first (the
+/// least room left over, so larger domains stay whole); inside one, the groups that hold
+/// the most of the job are filled first, so it spans the fewest groups. No node
+/// combination is tried blindly.
+fn within_one_domain(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     state: &CycleState,
     ranked: &[(i64, GroupId)],
+    tier: Option<Tier>,
 ) -> Option<Found> {
-    let per_pod = job.pods.iter().map(|p| p.gpu.whole()).max().unwrap_or(0);
-    let mut groups: Vec<(u64, i64, GroupId)> = ranked
-        .iter()
-        .map(|&(score, g)| (snapshot.group(g).pods_that_fit(per_pod), score, g))
-        .filter(|&(fit, _, _)| fit > 0)
-        .collect();
-    groups.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
     let spec = snapshot.spec();
-    let mut attempt = Attempt::new(snapshot);
-    for &(_, _, group) in &groups {
-        attempt.fill(profile, job, state, &[spec.group(group).nodes.as_slice()]);
-        if attempt.is_complete(job) {
-            return Some(attempt.finish());
+    let demand = Demand::of(job);
+    let mut members: Vec<DomainMember> = ranked
+        .iter()
+        .filter_map(|&(score, group)| {
+            let domain = match tier {
+                Some(t) => spec.group_domain(group, t)?,
+                None => 0,
+            };
+            let room = demand.capacity(snapshot.group(group));
+            (room > 0).then_some(DomainMember {
+                domain,
+                room,
+                score,
+                group,
+            })
+        })
+        .collect();
+    members.sort_unstable_by(|a, b| {
+        a.domain
+            .cmp(&b.domain)
+            .then(b.room.cmp(&a.room))
+            .then(b.score.cmp(&a.score))
+            .then(a.group.cmp(&b.group))
+    });
+    let mut domains: Vec<(u64, &[DomainMember])> = members
+        .chunk_by(|a, b| a.domain == b.domain)
+        .map(|groups| {
+            let room = groups
+                .iter()
+                .fold(0u64, |sum, m| sum.saturating_add(m.room));
+            (room, groups)
+        })
+        .filter(|&(room, _)| room >= demand.pods)
+        .collect();
+    domains.sort_by_key(|&(room, groups)| (room - demand.pods, groups[0].domain));
+    domains.into_iter().find_map(|(_, groups)| {
+        let mut attempt = Attempt::new(snapshot);
+        for member in groups {
+            attempt.fill(
+                profile,
+                job,
+                state,
+                &[spec.group(member.group).nodes.as_slice()],
+            );
+            if attempt.is_complete(job) {
+                return Some(attempt.finish());
+            }
         }
-    }
-    None
+        None
+    })
+}
+
+/// A search group as a member of a domain, with the pods of the job it can hold.
+struct DomainMember {
+    domain: u32,
+    room: u64,
+    score: i64,
+    group: GroupId,
+}
+
+/// A job inside one scale-up domain of its pools, best fit first.
+fn within_one_hbd(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+    pools: &[PoolId],
+) -> Option<Found> {
+    let spec = snapshot.spec();
+    let demand = Demand::of(job);
+    let mut domains: Vec<(u64, u32)> = (0..spec.hbds.len() as u32)
+        .filter(|&h| {
+            let nodes = &spec.hbd_nodes[h as usize];
+            nodes
+                .first()
+                .is_some_and(|n| pools.contains(&spec.node(*n).pool))
+        })
+        .filter(|&h| demand.may_fit(snapshot.hbd(h)))
+        .map(|h| {
+            (
+                demand.capacity(snapshot.hbd(h)).saturating_sub(demand.pods),
+                h,
+            )
+        })
+        .collect();
+    domains.sort_unstable();
+    domains.into_iter().find_map(|(_, h)| {
+        let nodes = [spec.hbd_nodes[h as usize].as_slice()];
+        try_nodes(profile, job, snapshot, state, &nodes)
+    })
 }
 
 fn try_nodes(
@@ -223,28 +368,14 @@ impl Attempt {
                 job,
                 index: self.plan.len() as u32,
                 request,
+                placed: &self.plan,
             };
-            let Some(node) = best_node(profile, &pod, cycle, &self.state, nodes) else {
-                return;
-            };
-            let spec = self.state.spec().clone();
-            let view = NodeView {
-                id: node,
-                spec: spec.node(node),
-                state: self.state.node(node),
-            };
-            let Some(gpus) = profile.allocate.allocate(&pod, view) else {
+            let Some(placement) = place_pod(profile, &pod, cycle, &self.state, nodes) else {
                 return;
             };
             let key = PodKey {
                 job: job.id,
                 pod: pod.index,
-            };
-            let placement = Placement {
-                node,
-                gpus,
-                cpu_milli: request.cpu_milli,
-                memory_mib: request.memory_mib,
             };
             if self.state.assume(key, placement).is_err() {
                 return;
@@ -252,6 +383,29 @@ impl Attempt {
             self.plan.push((key, placement));
         }
     }
+}
+
+/// The best node for one pod and the devices it gets there.
+fn place_pod(
+    profile: &Profile,
+    pod: &PodContext,
+    cycle: &CycleState,
+    state: &ClusterState,
+    nodes: &[&[NodeId]],
+) -> Option<Placement> {
+    let node = best_node(profile, pod, cycle, state, nodes)?;
+    let view = NodeView {
+        id: node,
+        spec: state.spec().node(node),
+        state: state.node(node),
+    };
+    let gpus = profile.allocate.allocate(pod, view)?;
+    Some(Placement {
+        node,
+        gpus,
+        cpu_milli: pod.request.cpu_milli,
+        memory_mib: pod.request.memory_mib,
+    })
 }
 
 /// The feasible node with the highest weighted score (the lowest id among equals).
@@ -337,6 +491,7 @@ pub fn diagnose(
         job,
         index: 0,
         request,
+        placed: &[],
     };
     let pools = pools_for(job, snapshot);
     let outside_pools = spec

@@ -3,6 +3,7 @@
 //! decides how they combine.
 
 mod binpack;
+mod e_binpack;
 mod gang;
 mod gpu_devices;
 mod node_pool;
@@ -14,6 +15,7 @@ mod utilization;
 use std::sync::Arc;
 
 pub use binpack::Binpack;
+pub use e_binpack::EBinpack;
 pub use gang::Gang;
 pub use gpu_devices::GpuDevices;
 pub use node_pool::NodePool;
@@ -25,13 +27,14 @@ use crate::config::ProfileConfig;
 use crate::framework::{Profile, QueueSort, Score, SearchOptions};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 7] = [
+pub const PLUGIN_NAMES: [&str; 8] = [
     "priority-sort",
     "node-pool",
     "resource-fit",
     "gpu-devices",
     "gang",
     "binpack",
+    "e-binpack",
     "spread",
 ];
 
@@ -81,6 +84,7 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
             }
             "gang" => profile.permits.push(Arc::new(Gang)),
             "binpack" => profile.scores.push(scorer(Arc::new(Binpack))),
+            "e-binpack" => profile.scores.push(scorer(Arc::new(EBinpack))),
             "spread" => profile.scores.push(scorer(Arc::new(Spread))),
             _ => {
                 return Err(error(format!(
@@ -89,7 +93,7 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
                 )));
             }
         }
-        if weight.is_some() && !matches!(name, "binpack" | "spread") {
+        if weight.is_some() && !matches!(name, "binpack" | "e-binpack" | "spread") {
             return Err(error(format!(
                 "`{name}` is not a score plugin and takes no weight"
             )));
