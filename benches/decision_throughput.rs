@@ -95,7 +95,7 @@ fn timed_round(scheduler: &mut Scheduler, ids: Range<u32>) -> Duration {
         scheduler.submit(job);
     }
     let start = Instant::now();
-    let decisions = scheduler.schedule();
+    let decisions = scheduler.schedule(0);
     let elapsed = start.elapsed();
     assert_eq!(
         common::placed_pods(&decisions),

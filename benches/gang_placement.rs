@@ -75,7 +75,7 @@ fn gang_placement(c: &mut Criterion) {
                 for _ in 0..iters {
                     scheduler.submit(common::job(GANG_ID, GANG_PODS, GANG_GPUS_PER_POD));
                     let start = Instant::now();
-                    let decisions = scheduler.schedule();
+                    let decisions = scheduler.schedule(0);
                     total += start.elapsed();
                     assert_eq!(common::placed_pods(&decisions), GANG_PODS);
                     common::release(scheduler, GANG_ID..GANG_ID + 1);

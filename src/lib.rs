@@ -49,7 +49,7 @@
 //!     duration_ms: None,
 //!     topology: None,
 //! });
-//! let decisions = scheduler.schedule();
+//! let decisions = scheduler.schedule(0);
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));
 //! assert_eq!(scheduler.state().total().free_gpus, 0);
 //! ```

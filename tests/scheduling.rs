@@ -28,7 +28,7 @@ fn two_gpu_pod_takes_an_nvlink_pair() {
     let mut s = scheduler(profile("default", None, None), spec);
     s.submit(job(0, 1, whole(1), 0, 0));
     s.submit(job(1, 1, whole(2), 0, 1));
-    let decisions = s.schedule();
+    let decisions = s.schedule(0);
     assert_eq!(placed_jobs(&decisions), [JobId(0), JobId(1)]);
     for (_, placed) in s.state().placements() {
         let class = s.state().link_class_of(&placed.placement);
@@ -50,7 +50,7 @@ fn gang_is_placed_whole_or_not_at_all() {
     s.submit(job(1, 4, whole(8), 0, 1));
     // 3 pods of 8 fit on the three free nodes, across two leaf groups.
     s.submit(job(2, 3, whole(8), 0, 2));
-    let decisions = s.schedule();
+    let decisions = s.schedule(0);
     assert_eq!(placed_jobs(&decisions), [JobId(0), JobId(2)]);
     let pods_of = |job: JobId| s.state().placements().filter(|(k, _)| k.job == job).count();
     assert_eq!(pods_of(JobId(1)), 0);
@@ -69,10 +69,10 @@ fn strict_fifo_blocks_behind_its_head_and_best_effort_does_not() {
         s.submit(job(0, 1, whole(8), 0, 0));
         s.submit(job(1, 2, whole(8), 0, 1)); // needs both nodes: blocked
         s.submit(job(2, 1, whole(4), 0, 2));
-        assert_eq!(placed_jobs(&s.schedule()), expected, "{policy:?}");
+        assert_eq!(placed_jobs(&s.schedule(0)), expected, "{policy:?}");
         // Once the first job finishes, the head goes first in both policies.
         s.finish(JobId(0));
-        let next = placed_jobs(&s.schedule());
+        let next = placed_jobs(&s.schedule(0));
         match policy {
             QueueingPolicy::StrictFifo => assert_eq!(next, [JobId(1)]),
             // Job 2 holds half a node, so the two-node gang still waits.
@@ -87,7 +87,7 @@ fn a_job_no_pool_can_hold_does_not_block_strict_fifo() {
     let mut s = scheduler(profile("native", None, None), spec);
     s.submit(job(0, 3, whole(8), 0, 0)); // 24 GPUs on a 16-GPU cluster: never
     s.submit(job(1, 1, whole(8), 0, 1));
-    assert_eq!(placed_jobs(&s.schedule()), [JobId(1)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
     assert_eq!(s.pending(), 1);
 }
 
@@ -100,7 +100,7 @@ fn priority_goes_before_submission_order() {
     );
     s.submit(job(0, 1, whole(8), 0, 0));
     s.submit(job(1, 1, whole(8), 10, 5));
-    assert_eq!(placed_jobs(&s.schedule()), [JobId(1)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn binpack_fills_a_node_spread_balances() {
         let mut s = scheduler(profile(name, None, None), spec);
         s.submit(job(0, 1, whole(2), 0, 0));
         s.submit(job(1, 1, whole(2), 0, 1));
-        s.schedule();
+        s.schedule(0);
         let nodes: HashSet<NodeId> = s
             .state()
             .placements()
@@ -128,7 +128,7 @@ fn fractions_share_a_device_exactly() {
         s.submit(job(id, 1, GpuRequest::Fraction(milli), 0, u64::from(id)));
     }
     // 0.1 + 0.2 + 0.7 fill the device exactly; the milli-GPU left over does not fit.
-    assert_eq!(placed_jobs(&s.schedule()), [JobId(0), JobId(1), JobId(2)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1), JobId(2)]);
     assert_eq!(s.state().total().used_milli, u64::from(MILLI_PER_GPU));
 }
 
@@ -141,7 +141,7 @@ fn a_failed_binding_forgets_every_pod_and_requeues_the_job() {
         spec.clone(),
     );
     s.submit(job(0, 2, whole(8), 0, 0));
-    assert!(placed_jobs(&s.schedule()).is_empty());
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
     assert_eq!(s.state().placed_pods(), 0);
     assert_eq!(s.state().total().free_gpus, 16);
     assert_eq!(s.pending(), 1);
@@ -155,8 +155,8 @@ fn unschedulable_job_is_explained_in_kube_scheduler_words() {
     s.submit(job(1, 1, whole(8), 0, 1));
     s.submit(job(2, 1, whole(8), 0, 2));
     s.submit(job(3, 1, whole(8), 0, 3));
-    s.schedule();
-    let diagnosis = s.diagnose(JobId(3)).expect("job 3 is pending");
+    s.schedule(0);
+    let diagnosis = s.diagnose(JobId(3), 0).expect("job 3 is pending");
     assert_eq!(
         diagnosis.message(),
         "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
@@ -172,7 +172,7 @@ fn flat_and_two_level_searches_agree_on_feasibility() {
         s.submit(job(1, 2, whole(4), 0, 1));
         s.submit(job(2, 1, whole(8), 0, 2));
         assert_eq!(
-            placed_jobs(&s.schedule()),
+            placed_jobs(&s.schedule(0)),
             [JobId(0), JobId(1)],
             "{search:?}"
         );
@@ -221,7 +221,7 @@ proptest! {
             let pods = if gpus == 0 { 1 } else { pods };
             sizes.push(pods);
             s.submit(job(i as u32, pods, request, 0, i as u64));
-            for id in placed_jobs(&s.schedule()) {
+            for id in placed_jobs(&s.schedule(0)) {
                 placed.insert(id);
             }
             if finish_one {

@@ -118,7 +118,7 @@ pub fn submit_and_schedule(scheduler: &mut Scheduler, jobs: Vec<Job>) -> Vec<Dec
     for job in jobs {
         scheduler.submit(job);
     }
-    scheduler.schedule()
+    scheduler.schedule(0)
 }
 
 /// Pods placed by a round's decisions.

@@ -1,17 +1,26 @@
 //! Typed data that the plugins of one scheduling cycle share (PreFilter computes, Filter
-//! and Score read). Dropped at the end of the cycle.
+//! and Score read), and the world's time the cycle runs at. Dropped at the end of the
+//! cycle.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 
-#[derive(Default)]
 pub struct CycleState {
+    now_ms: u64,
     entries: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
 }
 
 impl CycleState {
-    pub fn new() -> Self {
-        Self::default()
+    /// A cycle at `now_ms` on the world's clock (virtual in the simulator).
+    pub fn new(now_ms: u64) -> Self {
+        Self {
+            now_ms,
+            entries: HashMap::new(),
+        }
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.now_ms
     }
 
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
@@ -32,7 +41,7 @@ mod tests {
     #[test]
     fn values_are_found_by_type() {
         struct Pools(Vec<u16>);
-        let mut state = CycleState::new();
+        let mut state = CycleState::new(0);
         assert!(state.read::<Pools>().is_none());
         state.write(Pools(vec![1, 2]));
         assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(2));

@@ -10,7 +10,7 @@ use crate::model::{ClusterSpec, Job, JobId};
 use crate::queue::{Attempted, JobQueue};
 
 use super::plugin::{Bind, JobPlan, PostFilterResult};
-use super::search::{diagnose, place_job};
+use super::search::{TightWaitSince, diagnose, place_job, tight_wait_ends};
 use super::{Code, CycleState, Diagnosis, Profile};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -42,6 +42,8 @@ pub struct Scheduler {
     /// Bumped whenever capacity is returned: a job that failed at the current epoch would
     /// fail again and is not retried.
     capacity_epoch: u64,
+    /// Gangs waiting only for a tight placement, since when (world clock).
+    tight_waits: HashMap<JobId, u64>,
 }
 
 impl Scheduler {
@@ -54,6 +56,7 @@ impl Scheduler {
             queue,
             placed: HashMap::new(),
             capacity_epoch: 0,
+            tight_waits: HashMap::new(),
         }
     }
 
@@ -71,14 +74,17 @@ impl Scheduler {
         self.queue.push(Arc::new(job));
     }
 
-    /// Runs cycles for the jobs the queueing policy offers; returns what was decided.
-    pub fn schedule(&mut self) -> Vec<Decision> {
+    /// Runs cycles at `now_ms` (the world's clock) for the jobs the queueing policy
+    /// offers; returns what was decided.
+    pub fn schedule(&mut self, now_ms: u64) -> Vec<Decision> {
         let mut decisions = Vec::new();
         let mut queue = std::mem::replace(
             &mut self.queue,
             JobQueue::new(self.profile.queueing, self.profile.queue_sort.clone()),
         );
-        queue.run(self.capacity_epoch, |job| self.cycle(job, &mut decisions));
+        queue.run(self.capacity_epoch, now_ms, |job| {
+            self.cycle(job, now_ms, &mut decisions)
+        });
         // Jobs preempted during the round went back to the (temporary) queue.
         for job in self.queue.jobs() {
             queue.push(job.clone());
@@ -89,20 +95,33 @@ impl Scheduler {
 
     /// One scheduling cycle for one job: PreFilter, search, (PostFilter), Reserve, Permit,
     /// Bind.
-    fn cycle(&mut self, job: &Arc<Job>, decisions: &mut Vec<Decision>) -> Attempted {
-        let mut cycle = CycleState::new();
+    fn cycle(&mut self, job: &Arc<Job>, now_ms: u64, decisions: &mut Vec<Decision>) -> Attempted {
+        let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
             match status.code {
                 Code::Success => {}
                 Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
-                _ => return Attempted::Failed,
+                _ => return Attempted::Failed { retry_at: None },
             }
+        }
+        let since = self.tight_waits.get(&job.id).copied();
+        if let Some(since) = since {
+            cycle.write(TightWaitSince(since));
         }
         let Some(found) = place_job(&self.profile, job, &self.state, &cycle) else {
             self.post_filter(job, &cycle, decisions);
-            return Attempted::Failed;
+            let since = since.unwrap_or(now_ms);
+            let retry_at = tight_wait_ends(&self.profile, job, &self.state, since);
+            match retry_at {
+                Some(_) => self.tight_waits.insert(job.id, since),
+                None => self.tight_waits.remove(&job.id),
+            };
+            return Attempted::Failed {
+                retry_at: retry_at.filter(|&t| t > now_ms),
+            };
         };
+        self.tight_waits.remove(&job.id);
         // Reserve: the search's state already holds the job's placements as assumed; it
         // becomes the cache's root (a statement commit), the old root is the rollback.
         let rollback = std::mem::replace(&mut self.state, found.state);
@@ -113,7 +132,7 @@ impl Scheduler {
                     undo.unreserve(job, &plan, &mut cycle);
                 }
                 self.state = rollback;
-                return Attempted::Failed;
+                return Attempted::Failed { retry_at: None };
             }
         }
         // Permit. A `Wait` is not held in this scheduler: nothing here needs it, since a
@@ -129,7 +148,7 @@ impl Scheduler {
                 undo.unreserve(job, &plan, &mut cycle);
             }
             self.state = rollback;
-            return Attempted::Failed;
+            return Attempted::Failed { retry_at: None };
         }
         let status = self.binder.bind(job, &plan);
         let bound = match status.code {
@@ -143,7 +162,7 @@ impl Scheduler {
             Code::Wait => false,
             _ => {
                 self.state = rollback;
-                return Attempted::Failed;
+                return Attempted::Failed { retry_at: None };
             }
         };
         self.placed.insert(job.id, job.clone());
@@ -216,11 +235,17 @@ impl Scheduler {
         Some(released)
     }
 
+    /// When a job that failed only for want of time should be tried again although no
+    /// capacity was freed (the earliest, in the world's clock).
+    pub fn next_retry_ms(&self) -> Option<u64> {
+        self.queue.next_retry_ms(self.capacity_epoch)
+    }
+
     /// Why a pending job cannot be placed now, in kube-scheduler's words: node by node,
     /// unless a PreFilter found the job unresolvable as a whole.
-    pub fn diagnose(&self, job: JobId) -> Option<Diagnosis> {
+    pub fn diagnose(&self, job: JobId, now_ms: u64) -> Option<Diagnosis> {
         let job = self.queue.jobs().find(|j| j.id == job)?;
-        let mut cycle = CycleState::new();
+        let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
             if status.code == Code::UnschedulableAndUnresolvable {

@@ -81,15 +81,87 @@ fn two_level(
         return None;
     }
     // A gang no single group holds: the tightest domain that does, tier by tier, never past
-    // a required tier. `None` is the whole of the job's pools.
+    // a required tier, nor, while the job is within its patience, past the tightest tier
+    // that could ever hold it. `None` is the whole of the job's pools.
     let widest = match need {
         Some(n) if n.required => Some(n.tier),
+        _ if is_patient(profile, job, state) => tightest_possible_tier(job, snapshot, pools),
         _ => None,
     };
     [Some(Tier::Spine), Some(Tier::Superspine), None]
         .into_iter()
         .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
         .find_map(|tier| within_one_domain(profile, job, snapshot, state, &ranked, tier))
+}
+
+/// Written into the cycle state by the scheduler: since when (world clock) the job has
+/// been waiting only for a tight placement, its pools having had room for it spread.
+pub struct TightWaitSince(pub u64);
+
+/// Whether a gang without a required tier still holds out for a tight placement: its
+/// patience runs from the first time it could have been placed spread.
+fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
+    let since = state
+        .read::<TightWaitSince>()
+        .map_or(state.now_ms(), |s| s.0);
+    patience_applies(profile, job) && state.now_ms() < patience_end(profile, since)
+}
+
+fn patience_applies(profile: &Profile, job: &Job) -> bool {
+    let required = job.topology.is_some_and(|n| n.required);
+    job.pods.len() > 1
+        && !required
+        && profile.search == SearchMode::TwoLevel
+        && profile.search_options.topology_patience_s > 0
+}
+
+fn patience_end(profile: &Profile, since_ms: u64) -> u64 {
+    let patience_ms = profile
+        .search_options
+        .topology_patience_s
+        .saturating_mul(1000);
+    since_ms.saturating_add(patience_ms)
+}
+
+/// After a failed search: whether the job is now waiting only for a tight placement (its
+/// pools hold it spread, from their aggregates) and, if so, when its patience ends,
+/// counted from `since_ms` (the first such failure).
+pub fn tight_wait_ends(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    since_ms: u64,
+) -> Option<u64> {
+    if !patience_applies(profile, job) {
+        return None;
+    }
+    let demand = Demand::of(job);
+    let room = pools_for(job, snapshot).iter().fold(0u64, |sum, &p| {
+        sum.saturating_add(demand.capacity(snapshot.pool(p)))
+    });
+    (room >= demand.pods).then(|| patience_end(profile, since_ms))
+}
+
+/// The tightest tier with one domain whose GPUs, all free, would hold the job's whole GPUs
+/// (`None`: only the whole pools would).
+fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) -> Option<Tier> {
+    let spec = snapshot.spec();
+    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
+    [Tier::Leaf, Tier::Spine, Tier::Superspine]
+        .into_iter()
+        .find(|&tier| {
+            let mut capacity: Vec<(u32, u64)> = pools
+                .iter()
+                .flat_map(|&p| snapshot.pool_groups(p))
+                .filter_map(|(g, aggregate)| {
+                    Some((spec.group_domain(g, tier)?, u64::from(aggregate.gpus)))
+                })
+                .collect();
+            capacity.sort_unstable_by_key(|&(domain, _)| domain);
+            capacity
+                .chunk_by(|a, b| a.0 == b.0)
+                .any(|domain| domain.iter().map(|&(_, gpus)| gpus).sum::<u64>() >= needed)
+        })
 }
 
 /// The search groups of the job's pools that pass every group filter, with their weighted

@@ -33,6 +33,8 @@ struct Pending {
     job: Arc<Job>,
     /// The capacity epoch at which the job last failed to place.
     failed_at: Option<u64>,
+    /// When to try it again even if no capacity is freed.
+    retry_at: Option<u64>,
     /// Its last failure was unresolvable.
     unresolvable: bool,
 }
@@ -47,8 +49,11 @@ pub struct JobQueue {
 /// What the scheduler did with the job the queue offered.
 pub enum Attempted {
     Placed,
-    /// Not now; under strict FIFO it blocks the jobs behind it.
-    Failed,
+    /// Not now; under strict FIFO it blocks the jobs behind it. It is tried again when
+    /// capacity is freed, or at `retry_at` on the world's clock.
+    Failed {
+        retry_at: Option<u64>,
+    },
     /// Can never be placed as the cluster is (no pool could hold it): it waits, but blocks
     /// no one.
     Unresolvable,
@@ -81,6 +86,7 @@ impl JobQueue {
             Pending {
                 job,
                 failed_at: None,
+                retry_at: None,
                 unresolvable: false,
             },
         );
@@ -90,29 +96,47 @@ impl JobQueue {
         self.pending.iter().map(|p| &p.job)
     }
 
-    /// Offers the jobs worth trying at capacity `epoch` to `attempt`, in order and as the
-    /// policy allows. Placed jobs leave the queue (in one pass: O(pending) per round).
-    pub fn run(&mut self, epoch: u64, mut attempt: impl FnMut(&Arc<Job>) -> Attempted) {
+    /// The earliest retry time of a job that failed at capacity `epoch`.
+    pub fn next_retry_ms(&self, epoch: u64) -> Option<u64> {
+        self.pending
+            .iter()
+            .filter(|p| p.failed_at == Some(epoch))
+            .filter_map(|p| p.retry_at)
+            .min()
+    }
+
+    /// Offers the jobs worth trying at capacity `epoch` and time `now_ms` to `attempt`, in
+    /// order and as the policy allows. Placed jobs leave the queue (in one pass:
+    /// O(pending) per round).
+    pub fn run(
+        &mut self,
+        epoch: u64,
+        now_ms: u64,
+        mut attempt: impl FnMut(&Arc<Job>) -> Attempted,
+    ) {
         let strict = self.policy == QueueingPolicy::StrictFifo;
         let mut blocked = false;
         self.pending.retain_mut(|entry| {
             if blocked {
                 return true;
             }
-            if entry.failed_at == Some(epoch) {
+            let due = entry.retry_at.is_some_and(|t| t <= now_ms);
+            if entry.failed_at == Some(epoch) && !due {
                 // Nothing was freed since it failed: it would fail again.
                 blocked = strict && !entry.unresolvable;
                 return true;
             }
             match attempt(&entry.job) {
                 Attempted::Placed => false,
-                Attempted::Failed => {
+                Attempted::Failed { retry_at } => {
                     entry.failed_at = Some(epoch);
+                    entry.retry_at = retry_at;
                     blocked = strict;
                     true
                 }
                 Attempted::Unresolvable => {
                     entry.failed_at = Some(epoch);
+                    entry.retry_at = None;
                     entry.unresolvable = true;
                     true
                 }

@@ -111,6 +111,9 @@ struct Simulation<'w, 'e> {
     /// `running` with that time, and the entry is skipped.
     completions: BinaryHeap<Reverse<(u64, JobId)>>,
     running: HashMap<JobId, u64>,
+    /// The next time the scheduler asked to run again although nothing happens then (a job
+    /// whose wait for a tight placement ends).
+    wakeup: Option<u64>,
     /// Jobs that have been fully placed at least once (JWTD and JTTED count the first).
     ever_placed: HashSet<JobId>,
     run_milli: u64,
@@ -141,6 +144,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             next_arrival: 0,
             completions: BinaryHeap::new(),
             running: HashMap::new(),
+            wakeup: None,
             ever_placed: HashSet::new(),
             run_milli: 0,
             pods_placed: 0,
@@ -197,7 +201,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.metrics.job_submitted(now);
             self.scheduler.submit(job.clone());
         }
-        for decision in self.scheduler.schedule() {
+        for decision in self.scheduler.schedule(now) {
             match decision {
                 Decision::Placed { job, plan, .. } => self.placed(now, job, &plan)?,
                 Decision::Preempted {
@@ -211,6 +215,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
                 }
             }
         }
+        self.wakeup = self.scheduler.next_retry_ms().filter(|&t| t > now);
         let total = self.scheduler.state().total();
         self.metrics.observe(
             now,
