@@ -45,6 +45,57 @@ pub struct ProfileConfig {
     pub plugins: Vec<PluginConfig>,
 }
 
+/// The placement strategies `--placement` chooses between: each is a score plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Placement {
+    /// Most-allocated first.
+    Binpack,
+    /// Kant's enhanced binpack: fill holes of busy leaf groups, keep a job's pods together.
+    EBinpack,
+    /// Least-allocated first.
+    Spread,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 3] = [Placement::Binpack, Placement::EBinpack, Placement::Spread];
+
+    /// The score plugin that implements it.
+    pub fn plugin(self) -> &'static str {
+        match self {
+            Placement::Binpack => "binpack",
+            Placement::EBinpack => "e-binpack",
+            Placement::Spread => "spread",
+        }
+    }
+}
+
+impl ProfileConfig {
+    /// The profile with its placement scorers replaced by `placement`'s, at the weight of
+    /// the first one replaced (1 if the profile had none).
+    pub fn with_placement(&self, placement: Placement) -> ProfileConfig {
+        let is_placement = |p: &PluginConfig| Placement::ALL.iter().any(|s| s.plugin() == p.name());
+        let weight = self
+            .plugins
+            .iter()
+            .find(|p| is_placement(p))
+            .and_then(PluginConfig::weight);
+        let mut plugins: Vec<PluginConfig> = self
+            .plugins
+            .iter()
+            .filter(|p| !is_placement(p))
+            .cloned()
+            .collect();
+        plugins.push(PluginConfig::Weighted {
+            name: placement.plugin().to_owned(),
+            weight,
+        });
+        ProfileConfig {
+            plugins,
+            ..self.clone()
+        }
+    }
+}
+
 /// A plugin by name, or with a score weight.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -153,6 +204,27 @@ mod tests {
             "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
              search: flat\n    plugins: {plugins}\n"
         )
+    }
+
+    #[test]
+    fn placement_replaces_the_scorer_only() {
+        let config = Config::embedded();
+        let default = config.profile("default").unwrap();
+        let spread = default.with_placement(Placement::Spread);
+        let names: Vec<&str> = spread.plugins.iter().map(PluginConfig::name).collect();
+        assert_eq!(
+            names,
+            [
+                "priority-sort",
+                "node-pool",
+                "resource-fit",
+                "gpu-devices",
+                "gang",
+                "spread"
+            ]
+        );
+        assert_eq!(spread.plugins[5].weight(), Some(1));
+        assert!(crate::plugins::build_profile(&spread, config.search).is_ok());
     }
 
     #[test]

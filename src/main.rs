@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use kant::config::Config;
+use kant::config::{Config, Placement};
 use kant::model::ClusterSpec;
 use kant::plugins::build_profile;
 use kant::sim::report::{JsonReport, table};
@@ -74,6 +74,9 @@ struct SimulateArgs {
     /// Profile to run; the configuration's default_profile otherwise.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
+    /// Placement strategy of the profile run (replaces its placement scorer).
+    #[arg(long, value_enum)]
+    placement: Option<Placement>,
     /// Profile to run beside it on the same workload, or `none`.
     #[arg(long, value_name = "NAME", default_value = "native")]
     baseline: String,
@@ -142,21 +145,25 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         Some(path) => Config::load(path).map_err(|e| input(e.to_string()))?,
         None => Config::embedded(),
     };
-    let profile_named = |name: &str| {
+    let profile_named = |name: &str, placement: Option<Placement>| {
         let profile = config.profile(name).ok_or_else(|| {
             input(format!(
                 "no profile `{name}` in the configuration (profiles: {})",
                 config.profile_names().join(", ")
             ))
         })?;
-        build_profile(profile, config.search).map_err(input)
+        let profile = match placement {
+            Some(p) => profile.with_placement(p),
+            None => profile.clone(),
+        };
+        build_profile(&profile, config.search).map_err(input)
     };
     let main_name = args.profile.as_deref().unwrap_or(&config.default_profile);
-    let main_profile = profile_named(main_name)?;
+    let main_profile = profile_named(main_name, args.placement)?;
     let baseline = match args.baseline.as_str() {
         "none" => None,
-        name if name == main_name => None,
-        name => Some(profile_named(name)?),
+        name if name == main_name && args.placement.is_none() => None,
+        name => Some(profile_named(name, None)?),
     };
     if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
         return Err(input(format!(

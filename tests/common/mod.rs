@@ -11,22 +11,37 @@ use kant::model::{
 };
 use kant::queue::QueueingPolicy;
 
-/// `nodes` nodes of `gpus` GPUs of one model, `per_leaf` to a leaf group.
+/// `nodes` nodes of `gpus` GPUs of one model, `per_leaf` to a leaf group, all under one
+/// spine.
 pub fn cluster(nodes: usize, gpus: usize, per_leaf: usize, links: LinkProfile) -> Arc<ClusterSpec> {
+    fabric(nodes, gpus, per_leaf, usize::MAX, 0, links)
+}
+
+/// Like [`cluster`], with `leaves_per_spine` leaves under each spine and, when `per_hbd`
+/// is not 0, every `per_hbd` consecutive nodes in one scale-up domain.
+pub fn fabric(
+    nodes: usize,
+    gpus: usize,
+    per_leaf: usize,
+    leaves_per_spine: usize,
+    per_hbd: usize,
+    links: LinkProfile,
+) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
     for i in 0..nodes {
+        let leaf = i / per_leaf;
         let row = NodeRow {
-            name: format!("node-{i:03}"),
+            name: format!("node-{i:04}"),
             gpu_model: Some("H100".into()),
             gpus,
             cpu_milli: Some(128_000),
             memory_mib: Some(1 << 20),
             leaf: Some(LeafPath {
                 superspine: "ss".into(),
-                spine: "sp".into(),
-                leaf: format!("leaf-{}", i / per_leaf),
+                spine: format!("spine-{}", leaf / leaves_per_spine),
+                leaf: format!("leaf-{leaf}"),
             }),
-            hbd: None,
+            hbd: (per_hbd > 0).then(|| format!("hbd-{}", i / per_hbd)),
         };
         builder.add(row, links).expect("valid test node");
     }
@@ -88,6 +103,16 @@ pub fn profile(
     if let Some(s) = search {
         profile.search = s;
     }
+    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+}
+
+/// The default profile with another placement scorer.
+pub fn placement_profile(placement: kant::config::Placement) -> Profile {
+    let config = Config::embedded();
+    let profile = config
+        .profile("default")
+        .expect("default profile")
+        .with_placement(placement);
     kant::plugins::build_profile(&profile, config.search).expect("valid profile")
 }
 

@@ -1,0 +1,206 @@
+//! Topology-aware placement across nodes: the fewest nodes and leaf groups for a large
+//! gang, required tiers never crossed, scale-up domains, patience before spreading, and
+//! E-Binpack keeping whole leaf groups free.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::*;
+use kant::config::Placement;
+use kant::framework::{Decision, Scheduler};
+use kant::model::{JobId, LinkProfile, NodeId, Tier, TopologyNeed};
+
+fn placed(decisions: &[Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Placed { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
+    s.state()
+        .placements()
+        .filter(|(k, _)| k.job == job)
+        .map(|(_, p)| p.placement.node)
+        .collect()
+}
+
+/// Leaves, spines and HBDs a job's nodes span.
+fn spans(s: &Scheduler, job: JobId) -> (usize, usize, usize) {
+    let spec = s.state().spec();
+    let nodes = nodes_of(s, job);
+    let count = |tier: Tier| {
+        nodes
+            .iter()
+            .filter_map(|&n| spec.group_domain(spec.node_group[n.index()], tier))
+            .collect::<HashSet<_>>()
+            .len()
+    };
+    let hbds: HashSet<_> = nodes
+        .iter()
+        .filter_map(|&n| spec.node(n).topology.hbd)
+        .collect();
+    (count(Tier::Leaf), count(Tier::Spine), hbds.len())
+}
+
+fn needing(mut job: kant::model::Job, tier: Tier, required: bool) -> kant::model::Job {
+    job.topology = Some(TopologyNeed { tier, required });
+    job
+}
+
+#[test]
+fn a_2048_gpu_gang_on_an_empty_8192_gpu_cluster_takes_256_nodes_in_8_leaves() {
+    // 1,024 nodes of 8 GPUs, leaves of 32 nodes, 4 leaves to a spine.
+    let spec = fabric(1024, 8, 32, 4, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 256, whole(8), 0, 0));
+    assert_eq!(placed(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(nodes_of(&s, JobId(0)).len(), 256);
+    let (leaves, spines, _) = spans(&s, JobId(0));
+    assert_eq!((leaves, spines), (8, 2));
+}
+
+#[test]
+fn a_gang_that_fits_one_leaf_stays_in_it() {
+    let spec = fabric(64, 8, 16, 2, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 3, whole(8), 0, 0)); // a small job opens leaf 0
+    s.submit(job(1, 16, whole(8), 0, 0)); // a whole leaf
+    s.submit(job(2, 10, whole(8), 0, 0));
+    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1), JobId(2)]);
+    assert_eq!(spans(&s, JobId(1)).0, 1);
+    assert_eq!(spans(&s, JobId(2)).0, 1);
+}
+
+/// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the
+/// nodes in `free`.
+fn cluster_with_free_nodes(free: &[u32]) -> Scheduler {
+    let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    for i in 0..8 {
+        s.submit(job(i, 1, whole(8), 0, 0));
+    }
+    s.schedule(0);
+    for &i in free {
+        assert_eq!(
+            nodes_of(&s, JobId(i)),
+            HashSet::from([NodeId(i)]),
+            "E-Binpack fills in order"
+        );
+        s.finish(JobId(i));
+    }
+    s
+}
+
+#[test]
+fn a_required_leaf_waits_rather_than_spills_and_a_preferred_one_spreads() {
+    // Leaf 0 has one free node, leaf 1 four: a 5-node gang fits only across both.
+    let mut s = cluster_with_free_nodes(&[3, 4, 5, 6, 7]);
+    s.submit(needing(job(10, 5, whole(8), 0, 0), Tier::Leaf, true));
+    assert!(placed(&s.schedule(0)).is_empty());
+    assert!(nodes_of(&s, JobId(10)).is_empty());
+    assert_eq!(
+        s.next_retry_ms(),
+        None,
+        "a required tier is not retried on time alone"
+    );
+    s.submit(needing(job(11, 5, whole(8), 0, 0), Tier::Leaf, false));
+    // Two leaves of 4 nodes cannot hold 5 nodes on an empty cluster either: the tightest
+    // possible domain is the spine, so no patience applies.
+    assert_eq!(placed(&s.schedule(0)), [JobId(11)]);
+    assert_eq!(spans(&s, JobId(11)).0, 2);
+}
+
+#[test]
+fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
+    // Two free nodes in each leaf: a 3-node gang could fit one leaf once more is freed.
+    let mut s = cluster_with_free_nodes(&[0, 1, 4, 5]);
+    s.submit(job(10, 3, whole(8), 0, 0));
+    assert!(placed(&s.schedule(0)).is_empty());
+    let patience_ms = 600_000;
+    assert_eq!(s.next_retry_ms(), Some(patience_ms));
+    assert!(placed(&s.schedule(patience_ms - 1)).is_empty());
+    assert_eq!(placed(&s.schedule(patience_ms)), [JobId(10)]);
+    assert_eq!(spans(&s, JobId(10)).0, 2);
+}
+
+#[test]
+fn a_patient_gang_takes_one_leaf_as_soon_as_it_frees() {
+    let mut s = cluster_with_free_nodes(&[0, 1, 4, 5]);
+    s.submit(job(10, 3, whole(8), 0, 0));
+    assert!(placed(&s.schedule(0)).is_empty());
+    s.finish(JobId(2));
+    assert_eq!(placed(&s.schedule(1_000)), [JobId(10)]);
+    assert_eq!(
+        nodes_of(&s, JobId(10)),
+        HashSet::from([NodeId(0), NodeId(1), NodeId(2)])
+    );
+}
+
+#[test]
+fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
+    // 16 nodes in one leaf; scale-up domains of 4 nodes.
+    let spec = fabric(16, 8, 16, 1, 4, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, 1, whole(8), 0, 0)); // breaks HBD 0
+    s.submit(needing(job(1, 4, whole(8), 0, 1), Tier::Hbd, true));
+    s.submit(needing(job(2, 5, whole(8), 0, 2), Tier::Hbd, true)); // larger than any HBD
+    s.submit(needing(job(3, 3, whole(8), 0, 3), Tier::Hbd, false));
+    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1), JobId(3)]);
+    assert_eq!(spans(&s, JobId(1)).2, 1);
+    assert_eq!(spans(&s, JobId(3)).2, 1);
+    assert!(nodes_of(&s, JobId(2)).is_empty());
+}
+
+#[test]
+fn e_binpack_keeps_whole_leaf_groups_free_that_spread_breaks() {
+    let untouched_leaves = |placement: Placement| {
+        let spec = fabric(16, 8, 4, 4, 0, LinkProfile::NvlinkAll);
+        let mut s = scheduler(placement_profile(placement), spec.clone());
+        for i in 0..8 {
+            s.submit(job(i, 1, whole(1), 0, u64::from(i)));
+        }
+        assert_eq!(placed(&s.schedule(0)).len(), 8);
+        let used: HashSet<_> = s
+            .state()
+            .placements()
+            .map(|(_, p)| spec.node_group[p.placement.node.index()])
+            .collect();
+        4 - used.len()
+    };
+    assert_eq!(untouched_leaves(Placement::EBinpack), 3);
+    assert_eq!(untouched_leaves(Placement::Spread), 0);
+}
+
+#[test]
+fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
+    let node_for_half_gpu_pod = |placement: Placement| {
+        // Two leaves of two nodes. A, B: 4 GPUs each; C, D: a whole node each.
+        let spec = fabric(4, 8, 2, 2, 0, LinkProfile::NvlinkAll);
+        let mut s = scheduler(placement_profile(placement), spec);
+        for (id, gpus) in [(0, 4), (1, 4), (2, 8), (3, 8)] {
+            s.submit(job(id, 1, whole(gpus), 0, u64::from(id)));
+            s.schedule(0);
+        }
+        let slots: Vec<_> = (0..4).map(|j| nodes_of(&s, JobId(j))).collect();
+        assert_eq!(slots[0], slots[1], "{placement:?}: A and B share a node");
+        // Leaf 0 keeps a half-used node and a free one (25% used); leaf 1 a full node and a
+        // free one (50% used).
+        s.finish(JobId(1));
+        s.finish(JobId(2));
+        s.submit(job(4, 1, whole(4), 0, 4));
+        assert_eq!(placed(&s.schedule(0)), [JobId(4)]);
+        let node = nodes_of(&s, JobId(4));
+        (node == slots[0], node == slots[2] || node == slots[3])
+    };
+    assert_eq!(node_for_half_gpu_pod(Placement::EBinpack), (true, false));
+    let (fills_hole, _) = node_for_half_gpu_pod(Placement::Binpack);
+    assert!(
+        !fills_hole,
+        "plain binpack goes to the busier leaf and breaks its free node"
+    );
+}
