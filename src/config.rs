@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use crate::framework::{SearchMode, SearchOptions};
 use crate::model::LinkProfile;
+use crate::plugins::ZoneConfig;
 use crate::queue::QueueingPolicy;
 
 /// The configuration compiled into the binary.
@@ -43,6 +44,9 @@ pub struct ProfileConfig {
     pub queueing: QueueingPolicy,
     pub search: SearchMode,
     pub plugins: Vec<PluginConfig>,
+    /// The inference dedicated zone of the `e-spread` plugin.
+    #[serde(default)]
+    pub inference_zone: Option<ZoneConfig>,
 }
 
 /// The placement strategies `--placement` chooses between: each is a score plugin.
@@ -54,10 +58,17 @@ pub enum Placement {
     EBinpack,
     /// Least-allocated first.
     Spread,
+    /// E-Binpack, with inference spread over the profile's inference zone.
+    ESpread,
 }
 
 impl Placement {
-    pub const ALL: [Placement; 3] = [Placement::Binpack, Placement::EBinpack, Placement::Spread];
+    pub const ALL: [Placement; 4] = [
+        Placement::Binpack,
+        Placement::EBinpack,
+        Placement::Spread,
+        Placement::ESpread,
+    ];
 
     /// The score plugin that implements it.
     pub fn plugin(self) -> &'static str {
@@ -65,6 +76,7 @@ impl Placement {
             Placement::Binpack => "binpack",
             Placement::EBinpack => "e-binpack",
             Placement::Spread => "spread",
+            Placement::ESpread => "e-spread",
         }
     }
 }

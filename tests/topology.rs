@@ -204,3 +204,60 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
         "plain binpack goes to the busier leaf and breaks its free node"
     );
 }
+
+fn zone_profile(zone_nodes: &[&str]) -> kant::framework::Profile {
+    let config = kant::config::Config::embedded();
+    let mut profile = config
+        .profile("default")
+        .expect("default")
+        .with_placement(Placement::ESpread);
+    profile.inference_zone = Some(kant::plugins::ZoneConfig {
+        nodes: zone_nodes.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    });
+    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+}
+
+fn inference(mut job: kant::model::Job) -> kant::model::Job {
+    job.kind = kant::model::JobKind::Inference;
+    job
+}
+
+#[test]
+fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
+    let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
+    let zone = [
+        "node-0004",
+        "node-0005",
+        "node-0006",
+        "node-0007",
+        "no-such-node",
+    ];
+    let mut s = scheduler(zone_profile(&zone), spec);
+    s.submit(job(0, 2, whole(8), 0, 0)); // training: kept out of the zone
+    s.submit(inference(job(1, 6, whole(1), 0, 1)));
+    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1)]);
+    let zone_nodes: HashSet<NodeId> = (4..8).map(NodeId).collect();
+    assert!(nodes_of(&s, JobId(0)).is_disjoint(&zone_nodes));
+    let replicas: Vec<NodeId> = s
+        .state()
+        .placements()
+        .filter(|(k, _)| k.job == JobId(1))
+        .map(|(_, p)| p.placement.node)
+        .collect();
+    let in_zone: HashSet<_> = replicas.iter().filter(|n| zone_nodes.contains(n)).collect();
+    assert_eq!(
+        in_zone.len(),
+        4,
+        "one replica on each zone node: {replicas:?}"
+    );
+    let outside: HashSet<_> = replicas
+        .iter()
+        .filter(|n| !zone_nodes.contains(n))
+        .collect();
+    assert_eq!(
+        outside.len(),
+        1,
+        "the two extra replicas share one general node: {replicas:?}"
+    );
+}

@@ -16,5 +16,5 @@ pub use plugin::{
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Decision, Scheduler};
-pub use search::{diagnose, place_job, pools_for};
+pub use search::{AnyGroup, diagnose, place_job, pools_for};
 pub use status::{Code, Diagnosis, Status};

@@ -67,6 +67,15 @@ fn two_level(
     pools: &[PoolId],
 ) -> Option<Found> {
     let mut ranked = rank_groups(profile, job, snapshot, state, pools);
+    if state.read::<AnyGroup>().is_some() {
+        ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let spec = snapshot.spec();
+        let nodes: Vec<&[NodeId]> = ranked
+            .iter()
+            .map(|&(_, g)| spec.group(g).nodes.as_slice())
+            .collect();
+        return try_nodes(profile, job, snapshot, state, &nodes);
+    }
     let need = job.topology;
     if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {
         let found = within_one_hbd(profile, job, snapshot, state, pools);
@@ -97,6 +106,11 @@ fn two_level(
 /// Written into the cycle state by the scheduler: since when (world clock) the job has
 /// been waiting only for a tight placement, its pools having had room for it spread.
 pub struct TightWaitSince(pub u64);
+
+/// Written into the cycle state by a PreFilter plugin when the job gains nothing from
+/// staying inside one group (replicas that should spread): its pods then go to the best
+/// nodes of all candidate groups at once.
+pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
 /// patience runs from the first time it could have been placed spread.

@@ -4,6 +4,7 @@
 
 mod binpack;
 mod e_binpack;
+mod e_spread;
 mod gang;
 mod gpu_devices;
 mod node_pool;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 pub use binpack::Binpack;
 pub use e_binpack::EBinpack;
+pub use e_spread::{ESpread, ZoneConfig};
 pub use gang::Gang;
 pub use gpu_devices::GpuDevices;
 pub use node_pool::NodePool;
@@ -27,7 +29,7 @@ use crate::config::ProfileConfig;
 use crate::framework::{Profile, QueueSort, Score, SearchOptions};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 8] = [
+pub const PLUGIN_NAMES: [&str; 9] = [
     "priority-sort",
     "node-pool",
     "resource-fit",
@@ -35,6 +37,7 @@ pub const PLUGIN_NAMES: [&str; 8] = [
     "gang",
     "binpack",
     "e-binpack",
+    "e-spread",
     "spread",
 ];
 
@@ -85,6 +88,12 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
             "gang" => profile.permits.push(Arc::new(Gang)),
             "binpack" => profile.scores.push(scorer(Arc::new(Binpack))),
             "e-binpack" => profile.scores.push(scorer(Arc::new(EBinpack))),
+            "e-spread" => {
+                let p = Arc::new(ESpread::new(config.inference_zone.clone()));
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p.clone());
+                profile.scores.push(scorer(p));
+            }
             "spread" => profile.scores.push(scorer(Arc::new(Spread))),
             _ => {
                 return Err(error(format!(
@@ -93,7 +102,8 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
                 )));
             }
         }
-        if weight.is_some() && !matches!(name, "binpack" | "e-binpack" | "spread") {
+        let scores = ["binpack", "e-binpack", "e-spread", "spread"];
+        if weight.is_some() && !scores.contains(&name) {
             return Err(error(format!(
                 "`{name}` is not a score plugin and takes no weight"
             )));

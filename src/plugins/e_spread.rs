@@ -1,0 +1,203 @@
+//! `e-spread` (Filter, Score): Kant's inference dedicated zone. Inference pods smaller than
+//! a node go to the zone's nodes, spread one replica per node where possible and least
+//! allocated first, for availability; replicas beyond the zone's room, and every other
+//! job, are placed by E-Binpack in the general pool. Other jobs stay out of the zone
+//! unless the zone allows training. Without a zone it is E-Binpack.
+//!
+//! The zone is named in the profile by node names and GPU models, and resolved once per
+//! cluster shape; names that match no node are reported (a warning) and skipped.
+
+use std::sync::{Arc, Mutex};
+
+use crate::cache::{ClusterState, GpuAggregate};
+use crate::framework::{
+    AnyGroup, CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score,
+    Status,
+};
+use crate::model::{ClusterSpec, GroupId, Job, JobKind};
+
+use super::{EBinpack, utilization};
+
+/// Which nodes form the inference zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneConfig {
+    /// Nodes by name.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    /// Every node of these GPU models.
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
+    /// Whether jobs other than inference may use the zone's nodes.
+    #[serde(default)]
+    pub allow_training: bool,
+}
+
+/// The zone resolved against one cluster shape.
+struct Resolved {
+    spec: Arc<ClusterSpec>,
+    in_zone: Vec<bool>,
+    /// Zone nodes per search group.
+    group_zone_nodes: Vec<u32>,
+}
+
+pub struct ESpread {
+    zone: Option<ZoneConfig>,
+    resolved: Mutex<Option<Arc<Resolved>>>,
+    binpack: EBinpack,
+}
+
+impl ESpread {
+    pub fn new(zone: Option<ZoneConfig>) -> Self {
+        Self {
+            zone,
+            resolved: Mutex::new(None),
+            binpack: EBinpack,
+        }
+    }
+
+    /// The zone for `spec`, resolved on first use and again when the cluster changes.
+    fn zone_for(&self, spec: &Arc<ClusterSpec>) -> Option<Arc<Resolved>> {
+        let zone = self.zone.as_ref()?;
+        let mut cached = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(resolved) = cached.as_ref().filter(|r| Arc::ptr_eq(&r.spec, spec)) {
+            return Some(resolved.clone());
+        }
+        let resolved = Arc::new(resolve(zone, spec));
+        *cached = Some(resolved.clone());
+        Some(resolved)
+    }
+}
+
+fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
+    let mut in_zone = vec![false; spec.nodes.len()];
+    let mut unknown = Vec::new();
+    for name in &zone.nodes {
+        match spec.node_id(name) {
+            Some(id) => in_zone[id.index()] = true,
+            None => unknown.push(name.as_str()),
+        }
+    }
+    for model in &zone.gpu_models {
+        match spec.pool_of_model(Some(model)) {
+            Some(pool) => spec
+                .pool(pool)
+                .nodes
+                .iter()
+                .for_each(|n| in_zone[n.index()] = true),
+            None => unknown.push(model.as_str()),
+        }
+    }
+    if !unknown.is_empty() {
+        tracing::warn!(
+            unknown = unknown.join(", "),
+            "inference zone: these node names and GPU models match no node; the zone is \
+             the rest"
+        );
+    }
+    let mut group_zone_nodes = vec![0u32; spec.groups.len()];
+    for (index, &zoned) in in_zone.iter().enumerate() {
+        group_zone_nodes[spec.node_group[index].index()] += u32::from(zoned);
+    }
+    Resolved {
+        spec: spec.clone(),
+        in_zone,
+        group_zone_nodes,
+    }
+}
+
+/// The resolved zone, shared with Filter and Score through the cycle state.
+struct ZoneView(Arc<Resolved>);
+
+/// Whether a pod is one the zone is for: inference, with GPUs, smaller than the node.
+fn wants_zone(pod: &PodContext, node_gpus: usize) -> bool {
+    pod.job.kind == JobKind::Inference
+        && pod.request.gpu.milli() > 0
+        && (pod.request.gpu.whole() as usize) < node_gpus
+}
+
+impl Plugin for ESpread {
+    fn name(&self) -> &'static str {
+        "e-spread"
+    }
+}
+
+impl PreFilter for ESpread {
+    fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
+        if let Some(zone) = self.zone_for(snapshot.spec()) {
+            state.write(ZoneView(zone));
+            if job.kind == JobKind::Inference {
+                // Replicas spread over the zone and overflow to the general pool: no
+                // single group is the goal.
+                state.write(AnyGroup);
+            }
+        }
+        Status::SUCCESS
+    }
+}
+
+impl Filter for ESpread {
+    fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
+        let (Some(zone), Some(ZoneView(resolved))) = (&self.zone, state.read::<ZoneView>()) else {
+            return Status::SUCCESS;
+        };
+        let outsider = pod.job.kind != JobKind::Inference && !zone.allow_training;
+        if outsider && resolved.in_zone[node.id.index()] {
+            Status::unresolvable("node(s) are in the inference zone")
+        } else {
+            Status::SUCCESS
+        }
+    }
+}
+
+/// Half the score range: zone choices score above it, the general pool below.
+const HALF: i64 = MAX_NODE_SCORE / 2;
+
+/// `score` (0..=MAX_NODE_SCORE) squeezed into the lower half, below every zone choice.
+fn below_zone(score: i64) -> i64 {
+    score * (HALF - 1) / MAX_NODE_SCORE
+}
+
+/// The least used first, in the upper half.
+fn in_zone_by_free(used: i64) -> i64 {
+    HALF + (MAX_NODE_SCORE - used) * HALF / MAX_NODE_SCORE
+}
+
+impl Score for ESpread {
+    fn score_group(
+        &self,
+        job: &Job,
+        state: &CycleState,
+        group: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64 {
+        let binpack = self.binpack.score_group(job, state, group, aggregate);
+        match state.read::<ZoneView>() {
+            Some(ZoneView(resolved)) if job.kind == JobKind::Inference => {
+                if resolved.group_zone_nodes[group.index()] > 0 {
+                    in_zone_by_free(utilization::group_used(aggregate))
+                } else {
+                    below_zone(binpack)
+                }
+            }
+            _ => binpack,
+        }
+    }
+
+    fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
+        let binpack = self.binpack.score(pod, state, node);
+        let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
+            return binpack;
+        };
+        if !wants_zone(pod, node.spec.gpus()) {
+            return binpack;
+        }
+        match resolved.in_zone[node.id.index()] {
+            // The zone's room is one replica per node: another replica of the job goes to
+            // the general pool, and back here only when that is full.
+            true if pod.shares_node(node.id) => 0,
+            true => in_zone_by_free(utilization::node_after(pod, node)),
+            false => below_zone(binpack),
+        }
+    }
+}
