@@ -5,11 +5,12 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use crate::framework::{SearchMode, SearchOptions};
-use crate::model::LinkProfile;
+use crate::model::{LinkMatrix, LinkProfile, parse_topo_matrix};
 use crate::plugins::ZoneConfig;
 use crate::queue::QueueingPolicy;
 
@@ -141,6 +142,9 @@ pub struct LinksConfig {
     pub default: LinkProfile,
     #[serde(default)]
     pub by_model: HashMap<String, LinkProfile>,
+    /// Exact layouts by GPU model, as `nvidia-smi topo -m` prints them.
+    #[serde(default)]
+    pub topologies: HashMap<String, String>,
 }
 
 impl Default for LinksConfig {
@@ -148,7 +152,22 @@ impl Default for LinksConfig {
         Self {
             default: LinkProfile::NvlinkAll,
             by_model: HashMap::new(),
+            topologies: HashMap::new(),
         }
+    }
+}
+
+impl LinksConfig {
+    /// The `topologies` parsed; the error names the GPU model and what is wrong.
+    pub fn parsed_topologies(&self) -> Result<HashMap<String, Arc<LinkMatrix>>, String> {
+        self.topologies
+            .iter()
+            .map(|(model, text)| {
+                let owner = format!("links.topologies.{model}");
+                let matrix = parse_topo_matrix(&owner, text).map_err(|e| e.to_string())?;
+                Ok((model.clone(), Arc::new(matrix)))
+            })
+            .collect()
     }
 }
 
@@ -182,6 +201,7 @@ impl Config {
         for profile in &config.profiles {
             crate::plugins::build_profile(profile, config.search).map_err(error)?;
         }
+        config.links.parsed_topologies().map_err(error)?;
         if config.profile(&config.default_profile).is_none() {
             return Err(error(format!(
                 "default_profile `{}` is not one of the profiles",
@@ -254,6 +274,21 @@ mod tests {
         let text = with_plugins("[priority-sort, gpu-devices, {name: binpack, weight: -2}]");
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
         assert!(err.contains("weight -2 of `binpack` is negative"), "{err}");
+    }
+
+    #[test]
+    fn a_malformed_topology_names_its_model() {
+        let matrix = r#""\tGPU0\tGPU1\nGPU0\t X \tNVX\nGPU1\tNVX\t X \n""#;
+        let text = format!("{DEFAULT_CONFIG}  topologies:\n    L40S: {matrix}\n");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("links.topologies.L40S") && err.contains("NVX"),
+            "{err}"
+        );
+        let good = text.replace("NVX", "NV4");
+        let config = Config::parse("kant.yaml", &good).expect("valid topology");
+        let topologies = config.links.parsed_topologies().expect("parsed");
+        assert_eq!(topologies["L40S"].devices(), 2);
     }
 
     #[test]

@@ -257,6 +257,8 @@ fn load_workload(
     let options = TraceOptions {
         links_by_model: config.links.by_model.clone(),
         default_links: config.links.default,
+        // Validated when the configuration was parsed.
+        topologies: config.links.parsed_topologies().map_err(Failure::Input)?,
         priority_classes: config.priority_classes.clone(),
     };
     match (&args.nodes, &args.jobs) {

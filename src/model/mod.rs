@@ -10,6 +10,7 @@ mod job;
 mod links;
 mod node;
 mod resources;
+mod topo_matrix;
 
 pub use cluster::{
     ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
@@ -19,6 +20,7 @@ pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};
 pub use links::{LinkClass, LinkMatrix, LinkProfile, bits};
 pub use node::{MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask};
 pub use resources::{GpuRequest, MILLI_PER_GPU, Milli};
+pub use topo_matrix::{parse_topo_matrix, parse_topo_matrix_expecting};
 
 /// A domain object that failed validation; the message names the object and the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

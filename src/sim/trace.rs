@@ -11,12 +11,13 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::model::LinkProfile;
 use crate::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
     NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
 };
+use crate::model::{LinkMatrix, LinkProfile};
 
 /// A bad trace: the message names the file, the 1-based line and the field.
 ///
@@ -45,6 +46,9 @@ pub struct TraceOptions {
     /// Link layout of a node by GPU model; models not listed use `default_links`.
     pub links_by_model: HashMap<String, LinkProfile>,
     pub default_links: LinkProfile,
+    /// Exact link matrices by GPU model (parsed `nvidia-smi topo -m` output); they take
+    /// precedence over `links_by_model`.
+    pub topologies: HashMap<String, Arc<LinkMatrix>>,
     /// Priority class names (e.g. LS, BE) to integers; an integer priority is taken as is;
     /// empty is 0.
     pub priority_classes: HashMap<String, i32>,
@@ -57,6 +61,7 @@ impl Default for TraceOptions {
         Self {
             links_by_model: HashMap::new(),
             default_links: LinkProfile::NvlinkAll,
+            topologies: HashMap::new(),
             priority_classes: HashMap::new(),
         }
     }
@@ -202,9 +207,11 @@ pub fn parse_nodes(
             leaf: leaf_path,
             hbd: non_empty(row.text(hbd)).map(str::to_owned),
         };
-        builder
-            .add(node, options.links_for(model))
-            .map_err(|e| TraceError::new(name, row.line, e.to_string()))?;
+        let added = match model.and_then(|m| options.topologies.get(m)) {
+            Some(matrix) => builder.add_with_links(node, matrix.clone()),
+            None => builder.add(node, options.links_for(model)),
+        };
+        added.map_err(|e| TraceError::new(name, row.line, e.to_string()))?;
     }
     Ok(builder.build())
 }
@@ -753,8 +760,28 @@ mod tests {
         TraceOptions {
             links_by_model: default_links_by_model(),
             default_links: LinkProfile::Pcie,
+            topologies: HashMap::new(),
             priority_classes: HashMap::from([("LS".to_owned(), 100), ("BE".to_owned(), -10)]),
         }
+    }
+
+    #[test]
+    fn a_topology_matrix_applies_to_its_model_and_must_match_the_gpu_count() {
+        let matrix = "\tGPU0\tGPU1\nGPU0\t X \tPIX\nGPU1\tPIX\t X \n";
+        let mut options = options();
+        let parsed = crate::model::parse_topo_matrix("L40S", matrix).expect("matrix");
+        options.topologies.insert("L40S".into(), Arc::new(parsed));
+        let text = format!("{NODES_HEADER}a,L40S,2,,\n");
+        let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options).expect("nodes");
+        let links = &cluster.nodes[0].links;
+        assert_eq!(links.class(0, 1), crate::model::LinkClass::Pcie);
+        let text = format!("{NODES_HEADER}a,L40S,2,,\nb,L40S,4,,\n");
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options).unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(
+            err.message.contains("node b") && err.message.contains("covers 2 GPUs"),
+            "{err}"
+        );
     }
 
     fn small_cluster() -> ClusterSpec {
