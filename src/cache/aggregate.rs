@@ -21,6 +21,9 @@ pub struct GpuAggregate {
     pub used_milli: u64,
     /// Nodes with assigned milli-GPUs above 0 and below capacity.
     pub fragmented_nodes: u32,
+    /// `nvlink_histogram[k]`: nodes whose largest NVLink-connected set of free devices
+    /// has exactly `k` devices.
+    pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
 }
 
 impl Default for GpuAggregate {
@@ -33,6 +36,7 @@ impl Default for GpuAggregate {
             free_histogram: [0; MAX_GPUS_PER_NODE + 1],
             used_milli: 0,
             fragmented_nodes: 0,
+            nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
         }
     }
 }
@@ -50,6 +54,7 @@ impl GpuAggregate {
         step(&mut self.free_nodes, u32::from(node.is_fully_free()));
         step(&mut self.free_histogram[free as usize], 1);
         step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
+        step(&mut self.nvlink_histogram[node.nvlink_island() as usize], 1);
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
     }
 
@@ -65,6 +70,15 @@ impl GpuAggregate {
             .skip(per_pod as usize)
             .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(per_pod)))
             .sum()
+    }
+
+    /// The most free devices connected by NVLink on any one node.
+    #[inline]
+    pub fn max_nvlink_island(&self) -> u32 {
+        self.nvlink_histogram
+            .iter()
+            .rposition(|&n| n > 0)
+            .unwrap_or(0) as u32
     }
 
     /// The most free whole devices on any one node.

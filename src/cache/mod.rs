@@ -292,6 +292,7 @@ impl ClusterState {
         let slot = &mut self.nodes[index];
         let before = *slot;
         change(slot);
+        slot.set_nvlink_island(node.links.largest_nvlink_island(slot.free_whole()));
         let after = *slot;
         let hbd = hbd.map(|h| &mut self.hbds[h as usize]);
         for aggregate in [

@@ -19,6 +19,8 @@ pub struct NodeState {
     pub cpu_used: u64,
     pub memory_used: u64,
     pub pods: u32,
+    /// The most free devices connected by NVLink (kept by the cache on every change).
+    nvlink_island: u8,
 }
 
 impl NodeState {
@@ -32,6 +34,7 @@ impl NodeState {
             cpu_used: 0,
             memory_used: 0,
             pods: 0,
+            nvlink_island: spec.links.largest_nvlink_island(spec.all_devices()) as u8,
         }
     }
 
@@ -39,6 +42,16 @@ impl NodeState {
     #[inline]
     pub fn free_whole(&self) -> u32 {
         self.devices & !self.busy & !self.unhealthy
+    }
+
+    /// The most free devices connected by NVLink.
+    #[inline]
+    pub fn nvlink_island(&self) -> u32 {
+        u32::from(self.nvlink_island)
+    }
+
+    pub(super) fn set_nvlink_island(&mut self, size: u32) {
+        self.nvlink_island = size as u8;
     }
 
     #[inline]

@@ -211,10 +211,28 @@ impl LinkMatrix {
     /// The smallest connected component of `free` under links of `class` or better that
     /// holds at least `count` devices.
     fn smallest_island(&self, free: u32, count: u32, class: LinkClass) -> Option<u32> {
+        self.islands(free, class)
+            .filter(|island| island.count_ones() >= count)
+            .min_by_key(|island| island.count_ones())
+    }
+
+    /// The size of the largest component of `free` connected by NVLink.
+    pub fn largest_nvlink_island(&self, free: u32) -> u32 {
+        self.islands(free, LinkClass::NvLink)
+            .map(u32::count_ones)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The connected components of `free` under links of `class` or better, lowest
+    /// device first.
+    fn islands(&self, free: u32, class: LinkClass) -> impl Iterator<Item = u32> + '_ {
         let within = &self.within[class as usize];
         let mut unvisited = free;
-        let mut best: Option<u32> = None;
-        while unvisited != 0 {
+        std::iter::from_fn(move || {
+            if unvisited == 0 {
+                return None;
+            }
             let seed = unvisited.trailing_zeros() as usize;
             let mut island = 1u32 << seed;
             let mut frontier = island;
@@ -226,12 +244,8 @@ impl LinkMatrix {
                 frontier |= reached;
             }
             unvisited &= !island;
-            let size = island.count_ones();
-            if size >= count && best.is_none_or(|b| size < b.count_ones()) {
-                best = Some(island);
-            }
-        }
-        best
+            Some(island)
+        })
     }
 
     fn greedy_pick(&self, island: u32, count: u32) -> u32 {

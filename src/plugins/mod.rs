@@ -5,8 +5,10 @@
 mod binpack;
 mod e_binpack;
 mod e_spread;
+mod first_fit_devices;
 mod gang;
 mod gpu_devices;
+mod gpu_topology;
 mod node_pool;
 mod priority_sort;
 mod resource_fit;
@@ -18,8 +20,10 @@ use std::sync::Arc;
 pub use binpack::Binpack;
 pub use e_binpack::EBinpack;
 pub use e_spread::{ESpread, ZoneConfig};
+pub use first_fit_devices::FirstFitDevices;
 pub use gang::Gang;
 pub use gpu_devices::GpuDevices;
+pub use gpu_topology::GpuTopology;
 pub use node_pool::NodePool;
 pub use priority_sort::PrioritySort;
 pub use resource_fit::ResourceFit;
@@ -29,11 +33,13 @@ use crate::config::ProfileConfig;
 use crate::framework::{Profile, QueueSort, Score, SearchOptions};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 9] = [
+pub const PLUGIN_NAMES: [&str; 11] = [
     "priority-sort",
     "node-pool",
     "resource-fit",
     "gpu-devices",
+    "first-fit-devices",
+    "gpu-topology",
     "gang",
     "binpack",
     "e-binpack",
@@ -85,7 +91,14 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
                 profile.allocate = p;
                 has_allocator = true;
             }
+            "first-fit-devices" => {
+                let p = Arc::new(FirstFitDevices);
+                profile.filters.push(p.clone());
+                profile.allocate = p;
+                has_allocator = true;
+            }
             "gang" => profile.permits.push(Arc::new(Gang)),
+            "gpu-topology" => profile.scores.push(scorer(Arc::new(GpuTopology))),
             "binpack" => profile.scores.push(scorer(Arc::new(Binpack))),
             "e-binpack" => profile.scores.push(scorer(Arc::new(EBinpack))),
             "e-spread" => {
@@ -102,7 +115,7 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
                 )));
             }
         }
-        let scores = ["binpack", "e-binpack", "e-spread", "spread"];
+        let scores = ["binpack", "e-binpack", "e-spread", "spread", "gpu-topology"];
         if weight.is_some() && !scores.contains(&name) {
             return Err(error(format!(
                 "`{name}` is not a score plugin and takes no weight"
@@ -111,7 +124,7 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
     }
     if !has_allocator {
         return Err(error(
-            "no plugin assigns GPU devices: enable `gpu-devices`".into(),
+            "no plugin assigns GPU devices: enable `gpu-devices` or `first-fit-devices`".into(),
         ));
     }
     profile.queue_sort =

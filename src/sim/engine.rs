@@ -11,11 +11,13 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::cache::PodKey;
 use crate::framework::{Bind, Decision, JobPlan, Plugin, Profile, Scheduler, Status};
 use crate::metrics::{MetricsCollector, MetricsReport, PlacementSpread};
 use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU};
 
 use super::events::EventLog;
+use super::link_audit::LinkAudit;
 use super::trace::Workload;
 
 /// The simulator's binder: a pod is bound the moment it is placed.
@@ -50,6 +52,8 @@ pub struct RunReport {
     pub placements_per_s: f64,
     pub pods_placed: u64,
     pub preemptions: u64,
+    /// Multi-GPU pods off NVLink while an NVLink set was free.
+    pub nvlink: LinkAudit,
 }
 
 /// Replays `workload` on `cluster` under `profile`.
@@ -83,6 +87,7 @@ pub fn run(
         placements_per_s: sim.pods_placed as f64 / wall_s.max(1e-9),
         pods_placed: sim.pods_placed,
         preemptions: sim.preemptions,
+        nvlink: sim.nvlink,
     })
 }
 
@@ -119,6 +124,7 @@ struct Simulation<'w, 'e> {
     run_milli: u64,
     pods_placed: u64,
     preemptions: u64,
+    nvlink: LinkAudit,
 }
 
 impl<'w, 'e> Simulation<'w, 'e> {
@@ -149,6 +155,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             run_milli: 0,
             pods_placed: 0,
             preemptions: 0,
+            nvlink: LinkAudit::default(),
         }
     }
 
@@ -201,15 +208,23 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.metrics.job_submitted(now);
             self.scheduler.submit(job.clone());
         }
+        // The state each decision of the round met, for the NVLink audit (an O(1) snapshot).
+        let mut before = self.scheduler.state().snapshot();
         for decision in self.scheduler.schedule(now) {
             match decision {
-                Decision::Placed { job, plan, .. } => self.placed(now, job, &plan)?,
+                Decision::Placed { job, plan, .. } => {
+                    self.nvlink.placed(&mut before, self.job(job), &plan);
+                    self.placed(now, job, &plan)?;
+                }
                 Decision::Preempted {
                     victims,
                     by,
                     reason,
                 } => {
                     for victim in victims {
+                        for pod in 0..self.job(victim).pods.len() as u32 {
+                            let _ = before.forget(PodKey { job: victim, pod });
+                        }
                         self.preempted(now, victim, by, &reason)?;
                     }
                 }

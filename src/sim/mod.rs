@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod events;
+pub mod link_audit;
 pub mod report;
 pub mod synthetic;
 pub mod trace;

@@ -75,6 +75,9 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
         r.jobs_skipped.to_string()
     });
     row("preemptions".into(), &|r| r.preemptions.to_string());
+    row("multi-GPU pods off NVLink, NVLink free".into(), &|r| {
+        format!("{} of {}", r.nvlink.exceptions, r.nvlink.multi_gpu_pods)
+    });
     for bucket in SizeBucket::ALL {
         if runs.iter().all(|r| r.metrics.jwtd.get(bucket).count == 0) {
             continue;
