@@ -252,10 +252,11 @@ mod tests {
                 "resource-fit",
                 "gpu-devices",
                 "gang",
+                "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[5].weight(), Some(1));
+        assert_eq!(spread.plugins[6].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, config.search).is_ok());
     }
 
