@@ -145,6 +145,8 @@ fn hand_made_trace_gives_hand_computed_metrics() {
         let devices = pod["devices"].as_array().unwrap();
         assert_eq!(devices.len(), 8);
         assert!(devices.iter().all(|d| d["milli"] == 1000));
+        // All-NVLink nodes pair NIC i with GPU i: the pod's first device is 0.
+        assert_eq!(pod["nic"], 0);
     }
     let submit = lines
         .iter()

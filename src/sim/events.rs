@@ -22,6 +22,9 @@ pub struct DeviceShare {
 pub struct PodPlacement<'a> {
     pub node: &'a str,
     pub devices: Vec<DeviceShare>,
+    /// The RDMA NIC paired with the pod's first device (none for a CPU-only pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<u8>,
 }
 
 #[derive(Serialize)]
@@ -158,9 +161,12 @@ impl EventLog {
 }
 
 /// A pod's node name and exact device shares.
-pub fn pod_placement<'a>(placement: &Placement, cluster: &'a ClusterSpec) -> PodPlacement<'a> {
+fn pod_placement<'a>(placement: &Placement, cluster: &'a ClusterSpec) -> PodPlacement<'a> {
+    let node = cluster.node(placement.node);
+    let first = bits(placement.gpus.devices).next();
     PodPlacement {
-        node: &cluster.node(placement.node).name,
+        node: &node.name,
+        nic: first.map(|device| node.links.nic(device)),
         devices: bits(placement.gpus.devices)
             .map(|id| DeviceShare {
                 id,
