@@ -92,6 +92,47 @@ fn a_job_no_pool_can_hold_does_not_block_strict_fifo() {
 }
 
 #[test]
+fn a_gang_accepting_two_models_never_mixes_them() {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, model) in ["H100", "H100", "A100", "A100"].into_iter().enumerate() {
+        let row = kant::model::NodeRow {
+            name: format!("n{i}"),
+            gpu_model: Some(model.into()),
+            gpus: 8,
+            cpu_milli: None,
+            memory_mib: None,
+            leaf: None,
+            hbd: None,
+        };
+        builder.add(row, LinkProfile::NvlinkAll).unwrap();
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    let mut h100 = job(0, 1, whole(8), 0, 0);
+    h100.pools = vec![kant::model::PoolId(0)];
+    let mut other = job(1, 1, whole(8), 0, 0);
+    other.pools = vec![kant::model::PoolId(1)];
+    s.submit(h100);
+    s.submit(other);
+    s.schedule(0);
+    // One H100 node and one A100 node are free: two nodes, but not of one model, so the
+    // gang waits until a second node of one model frees.
+    let mut gang = job(2, 2, whole(8), 0, 1);
+    gang.pools = vec![kant::model::PoolId(0), kant::model::PoolId(1)];
+    s.submit(gang);
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    s.finish(JobId(0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
+    let models: HashSet<_> = s
+        .state()
+        .placements()
+        .filter(|(k, _)| k.job == JobId(2))
+        .map(|(_, p)| spec.node(p.placement.node).pool)
+        .collect();
+    assert_eq!(models.len(), 1);
+}
+
+#[test]
 fn priority_goes_before_submission_order() {
     let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
     let mut s = scheduler(

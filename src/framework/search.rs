@@ -304,7 +304,8 @@ impl Demand {
     }
 }
 
-/// A gang inside one domain of `tier` (`None`: anywhere in the job's pools). The domains
+/// A gang inside one domain of `tier` (`None`: anywhere in one of the job's pools, since a
+/// gang never mixes GPU models). The domains
 /// that hold the job are read from the group aggregates and taken best fit first (the
 /// least room left over, so larger domains stay whole); inside one, the groups that hold
 /// the most of the job are filled first, so it spans the fewest groups. No node
@@ -324,7 +325,7 @@ fn within_one_domain(
         .filter_map(|&(score, group)| {
             let domain = match tier {
                 Some(t) => spec.group_domain(group, t)?,
-                None => 0,
+                None => u32::from(spec.group(group).pool.0),
             };
             let room = demand.capacity(snapshot.group(group));
             (room > 0).then_some(DomainMember {
