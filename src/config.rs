@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::framework::{SearchMode, SearchOptions};
 use crate::model::{LinkMatrix, LinkProfile, parse_topo_matrix};
 use crate::plugins::ZoneConfig;
-use crate::queue::QueueingPolicy;
+use crate::queue::{QueueingPolicy, TenantConfig};
 
 /// The configuration compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("default_config.yaml");
@@ -33,6 +33,12 @@ pub struct Config {
     #[serde(default)]
     pub search: SearchOptions,
     #[serde(default)]
+    pub queueing: QueueSettings,
+    /// Tenants with their quotas; none: every job in the default tenant, which may use
+    /// the whole cluster.
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    #[serde(default)]
     pub priority_classes: HashMap<String, i32>,
     #[serde(default)]
     pub links: LinksConfig,
@@ -48,6 +54,88 @@ pub struct ProfileConfig {
     /// The inference dedicated zone of the `e-spread` plugin.
     #[serde(default)]
     pub inference_zone: Option<ZoneConfig>,
+}
+
+/// Settings of the queue side shared by every profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueSettings {
+    /// How long the head of a backfill queue waits, blocked, before room is made for it
+    /// (a duration: `30m`, `1800s`, `2h`).
+    #[serde(deserialize_with = "duration_ms")]
+    pub backfill_threshold: u64,
+    /// A job placed less than this long ago is never preempted, so preemption cannot
+    /// cascade.
+    #[serde(deserialize_with = "duration_ms")]
+    pub min_runtime: u64,
+    /// The first wait of a job requeued after a failed binding; it doubles per failure.
+    #[serde(deserialize_with = "duration_ms")]
+    pub requeue_backoff: u64,
+    /// The longest such wait.
+    #[serde(deserialize_with = "duration_ms")]
+    pub requeue_backoff_max: u64,
+    /// Between jobs of equal priority and submission time, which size goes first.
+    pub size_order: SizeOrder,
+}
+
+/// The tie-break of the queue order on job size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SizeOrder {
+    SmallerFirst,
+    LargerFirst,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            backfill_threshold: 30 * 60 * 1000,
+            min_runtime: 10 * 60 * 1000,
+            requeue_backoff: 10 * 1000,
+            requeue_backoff_max: 10 * 60 * 1000,
+            size_order: SizeOrder::SmallerFirst,
+        }
+    }
+}
+
+/// Parses a duration such as `30m`, `1800s`, `2h`, `1d`, `250ms` or a plain number of
+/// seconds, into milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit.trim() {
+        "ms" => 1.0,
+        "" | "s" => 1e3,
+        "m" | "min" => 60e3,
+        "h" => 3600e3,
+        "d" => 86_400e3,
+        _ => f64::NAN,
+    };
+    let value: f64 = number.parse().unwrap_or(f64::NAN);
+    let ms = value * scale;
+    if ms.is_finite() && ms >= 0.0 && ms < u64::MAX as f64 {
+        Ok(ms.round() as u64)
+    } else {
+        Err(format!(
+            "`{text}` is not a duration (for example 30m, 1800s, 2h, 250ms)"
+        ))
+    }
+}
+
+fn duration_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Number(u64),
+        Text(String),
+    }
+    match Text::deserialize(deserializer)? {
+        Text::Number(seconds) => Ok(seconds.saturating_mul(1000)),
+        Text::Text(text) => parse_duration_ms(&text).map_err(serde::de::Error::custom),
+    }
 }
 
 /// The placement strategies `--placement` chooses between: each is a score plugin.
@@ -199,7 +287,10 @@ impl Config {
             return Err(error("no profiles".into()));
         }
         for profile in &config.profiles {
-            crate::plugins::build_profile(profile, config.search).map_err(error)?;
+            crate::plugins::build_profile(profile, &config).map_err(error)?;
+        }
+        for tenant in &config.tenants {
+            tenant.validate().map_err(error)?;
         }
         config.links.parsed_topologies().map_err(error)?;
         if config.profile(&config.default_profile).is_none() {
@@ -257,7 +348,34 @@ mod tests {
             ]
         );
         assert_eq!(spread.plugins[6].weight(), Some(1));
-        assert!(crate::plugins::build_profile(&spread, config.search).is_ok());
+        assert!(crate::plugins::build_profile(&spread, &config).is_ok());
+    }
+
+    #[test]
+    fn durations_parse_or_say_why_not() {
+        assert_eq!(parse_duration_ms("30m"), Ok(1_800_000));
+        assert_eq!(parse_duration_ms("1800"), Ok(1_800_000));
+        assert_eq!(parse_duration_ms("1.5h"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms("250ms"), Ok(250));
+        for bad in ["", "soon", "-5m", "3 weeks", "m"] {
+            assert!(parse_duration_ms(bad).is_err(), "{bad} accepted");
+        }
+        let text = format!("{DEFAULT_CONFIG}queueing:\n  backfill_threshold: half an hour\n");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("half an hour") && err.contains("not a duration"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_negative_quota_is_refused() {
+        let text = format!("{DEFAULT_CONFIG}tenants:\n  - name: team-a\n    quota: {{H100: -8}}\n");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("tenant team-a: quota -8 of H100 is negative"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@
 //!     cluster.add(row, LinkProfile::NvlinkAll).unwrap();
 //! }
 //! let config = Config::embedded();
-//! let profile = kant::plugins::build_profile(config.profile("default").unwrap(), config.search)
+//! let profile = kant::plugins::build_profile(config.profile("default").unwrap(), &config)
 //!     .unwrap();
 //! let mut scheduler = Scheduler::new(profile, Box::new(BindAtOnce), Arc::new(cluster.build()));
 //! scheduler.submit(Job {

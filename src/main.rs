@@ -156,7 +156,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             Some(p) => profile.with_placement(p),
             None => profile.clone(),
         };
-        build_profile(&profile, config.search).map_err(input)
+        build_profile(&profile, &config).map_err(input)
     };
     let main_name = args.profile.as_deref().unwrap_or(&config.default_profile);
     let main_profile = profile_named(main_name, args.placement)?;

@@ -71,7 +71,8 @@ fn a_gang_that_fits_one_leaf_stays_in_it() {
     s.submit(job(0, 3, whole(8), 0, 0)); // a small job opens leaf 0
     s.submit(job(1, 16, whole(8), 0, 0)); // a whole leaf
     s.submit(job(2, 10, whole(8), 0, 0));
-    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1), JobId(2)]);
+    // Equal priority and submission: the smaller job goes first.
+    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(2), JobId(1)]);
     assert_eq!(spans(&s, JobId(1)).0, 1);
     assert_eq!(spans(&s, JobId(2)).0, 1);
 }
@@ -104,7 +105,7 @@ fn a_required_leaf_waits_rather_than_spills_and_a_preferred_one_spreads() {
     assert!(placed(&s.schedule(0)).is_empty());
     assert!(nodes_of(&s, JobId(10)).is_empty());
     assert_eq!(
-        s.next_retry_ms(),
+        s.next_retry_ms(0),
         None,
         "a required tier is not retried on time alone"
     );
@@ -122,7 +123,7 @@ fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
     s.submit(job(10, 3, whole(8), 0, 0));
     assert!(placed(&s.schedule(0)).is_empty());
     let patience_ms = 600_000;
-    assert_eq!(s.next_retry_ms(), Some(patience_ms));
+    assert_eq!(s.next_retry_ms(0), Some(patience_ms));
     assert!(placed(&s.schedule(patience_ms - 1)).is_empty());
     assert_eq!(placed(&s.schedule(patience_ms)), [JobId(10)]);
     assert_eq!(spans(&s, JobId(10)).0, 2);
@@ -215,7 +216,7 @@ fn zone_profile(zone_nodes: &[&str]) -> kant::framework::Profile {
         nodes: zone_nodes.iter().map(|n| n.to_string()).collect(),
         ..Default::default()
     });
-    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+    kant::plugins::build_profile(&profile, &config).expect("valid profile")
 }
 
 fn inference(mut job: kant::model::Job) -> kant::model::Job {

@@ -49,17 +49,17 @@ pub fn cluster(nodes: usize) -> Arc<ClusterSpec> {
     Arc::new(builder.build())
 }
 
-/// The embedded `default` profile (best-effort FIFO, binpack) with the given search mode and
-/// options. Only `search` of the profile's configuration is changed, so two profiles built
-/// from here differ in the search alone.
+/// The embedded `default` profile with the given search mode and options. Only the search
+/// is changed, so two profiles built from here differ in the search alone.
 pub fn default_profile(search: SearchMode, options: SearchOptions) -> Profile {
-    let config = Config::embedded();
+    let mut config = Config::embedded();
+    config.search = options;
     let mut profile_config = config
         .profile("default")
         .expect("the embedded configuration has a `default` profile")
         .clone();
     profile_config.search = search;
-    kant::plugins::build_profile(&profile_config, options).expect("the default profile builds")
+    kant::plugins::build_profile(&profile_config, &config).expect("the default profile builds")
 }
 
 /// The search options of the embedded configuration.
@@ -127,7 +127,7 @@ pub fn placed_pods(decisions: &[Decision]) -> usize {
         .iter()
         .map(|d| match d {
             Decision::Placed { plan, .. } => plan.pods.len(),
-            Decision::Preempted { .. } => 0,
+            Decision::Preempted { .. } | Decision::Requeued { .. } => 0,
         })
         .sum()
 }

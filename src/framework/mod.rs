@@ -12,9 +12,10 @@ mod status;
 pub use cycle_state::CycleState;
 pub use plugin::{
     Allocate, Bind, Filter, JobPlan, MAX_NODE_SCORE, NodeView, Permit, Plugin, PodContext,
-    PostFilter, PostFilterResult, PreFilter, QueueSort, Reserve, Score,
+    PostFilter, PostFilterResult, PreFilter, PreemptionContext, PreemptionKind, QueueSort, Reserve,
+    RunningJob, Score,
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Decision, Scheduler};
-pub use search::{AnyGroup, diagnose, place_job, pools_for};
+pub use search::{AnyGroup, Found, diagnose, place_job, pools_for};
 pub use status::{Code, Diagnosis, Status};

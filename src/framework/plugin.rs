@@ -5,11 +5,14 @@
 //! and Permit see the whole job; Filter and Score see one pod against one node.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
-use crate::model::{GroupId, Job, NodeId, NodeSpec, PodRequest};
+use crate::model::{GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId};
+use crate::queue::Tenants;
 
-use super::{CycleState, Diagnosis, Status};
+use super::{CycleState, Status};
 
 /// The highest score a plugin gives a node (kube-scheduler's `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -127,25 +130,66 @@ pub trait Bind: Plugin {
     fn bind(&self, job: &Job, plan: &JobPlan) -> Status;
 }
 
+/// Why a job is preempted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreemptionKind {
+    /// A job of higher priority takes its resources.
+    Priority,
+    /// Its tenant borrowed quota that the owner reclaims.
+    QuotaReclaim,
+    /// It was placed after a backfill head blocked, and the head has waited long enough.
+    Backfill,
+}
+
+impl PreemptionKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptionKind::Priority => "priority",
+            PreemptionKind::QuotaReclaim => "quota-reclaim",
+            PreemptionKind::Backfill => "backfill",
+        }
+    }
+}
+
+/// A job holding resources, as preemption sees it.
+#[derive(Debug, Clone)]
+pub struct RunningJob {
+    pub job: Arc<Job>,
+    pub tenant: usize,
+    /// When all its pods were placed (world clock).
+    pub started_ms: u64,
+    /// Milli-GPUs it holds per pool.
+    pub pools: Vec<(PoolId, u64)>,
+}
+
+/// What a PostFilter plugin may look at to make room for a job.
+pub struct PreemptionContext<'a> {
+    pub snapshot: &'a ClusterState,
+    pub now_ms: u64,
+    /// The preemptor's tenant.
+    pub tenant: usize,
+    pub tenants: &'a Tenants,
+    pub running: &'a HashMap<JobId, RunningJob>,
+    /// Set when the job is a backfill head blocked past the threshold: since when.
+    pub backfill_since: Option<u64>,
+    /// Whether the job would be placed on a state (the snapshot with victims removed).
+    pub fits: &'a dyn Fn(&ClusterState) -> bool,
+}
+
 /// What a PostFilter plugin proposes after a failed search.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PostFilterResult {
     /// Nothing to do; the job waits.
     None,
-    /// Evict these pods (of whole jobs) so the job can be placed in a later cycle.
+    /// Evict these whole jobs; the job then fits (checked on the state without them).
     Preempt {
-        victims: Vec<PodKey>,
-        reason: String,
+        victims: Vec<JobId>,
+        kind: PreemptionKind,
     },
 }
 
 /// Runs after the search failed; preemption lives here.
 pub trait PostFilter: Plugin {
-    fn post_filter(
-        &self,
-        job: &Job,
-        snapshot: &ClusterState,
-        diagnosis: &Diagnosis,
-        state: &CycleState,
-    ) -> PostFilterResult;
+    fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult;
 }

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::config::QueueSettings;
 use crate::queue::QueueingPolicy;
 
 use super::plugin::{Allocate, Filter, Permit, PostFilter, PreFilter, QueueSort, Reserve, Score};
@@ -52,6 +53,7 @@ impl Default for SearchOptions {
 pub struct Profile {
     pub name: String,
     pub queueing: QueueingPolicy,
+    pub queue_settings: QueueSettings,
     pub search: SearchMode,
     pub search_options: SearchOptions,
     pub queue_sort: Arc<dyn QueueSort>,

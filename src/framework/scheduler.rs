@@ -1,16 +1,23 @@
 //! The scheduler object both worlds drive: it takes events (a job submitted, finished,
 //! bound or failed to bind) and returns decisions, running one scheduling cycle per job
-//! the queue offers. It owns the cluster state; the world owns time and I/O.
+//! the queues offer. It owns the cluster state, the tenants' quota accounting and the
+//! running jobs; the world owns time and I/O.
+//!
+//! A cycle: static quota admission (no search when the tenant's quota cannot cover the
+//! job), PreFilter (dynamic admission from aggregates), the search, PostFilter
+//! (preemption, then one more search), Reserve, Permit, Bind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, PodKey};
-use crate::model::{ClusterSpec, Job, JobId};
-use crate::queue::{Attempted, JobQueue};
+use crate::model::{ClusterSpec, Job, JobId, PoolId};
+use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants};
 
-use super::plugin::{Bind, JobPlan, PostFilterResult};
-use super::search::{TightWaitSince, diagnose, place_job, tight_wait_ends};
+use super::plugin::{
+    Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
+};
+use super::search::{Found, TightWaitSince, diagnose, place_job, tight_wait_ends};
 use super::{Code, CycleState, Diagnosis, Profile};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -23,40 +30,70 @@ pub enum Decision {
         plan: JobPlan,
         bound: bool,
     },
-    /// These jobs were evicted whole to make room for `by`; they are back in the queue.
+    /// These jobs were evicted whole to make room for `by`; they are back in their queues.
     Preempted {
         victims: Vec<JobId>,
         by: JobId,
+        kind: PreemptionKind,
+    },
+    /// Binding failed: every reservation of the job was forgotten; it is tried again from
+    /// `retry_at` (exponential backoff).
+    Requeued {
+        job: JobId,
         reason: String,
+        retry_at: u64,
     },
 }
 
-/// The scheduler: one profile, one cluster state, one queue.
+/// The scheduler: one profile, one cluster state, one queue per tenant.
 pub struct Scheduler {
     profile: Profile,
     binder: Box<dyn Bind>,
     state: ClusterState,
-    queue: JobQueue,
+    queues: Queues,
+    tenants: Tenants,
     /// Jobs with every pod reserved or bound.
-    placed: HashMap<JobId, Arc<Job>>,
+    running: HashMap<JobId, RunningJob>,
     /// Bumped whenever capacity is returned: a job that failed at the current epoch would
     /// fail again and is not retried.
     capacity_epoch: u64,
     /// Gangs waiting only for a tight placement, since when (world clock).
     tight_waits: HashMap<JobId, u64>,
+    /// Failed bindings per job, for the backoff.
+    bind_failures: HashMap<JobId, u32>,
+    /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
+    evicted: Vec<(Arc<Job>, usize)>,
+    decisions: Vec<Decision>,
 }
 
 impl Scheduler {
+    /// A scheduler with the default tenant alone, which may use the whole cluster.
     pub fn new(profile: Profile, binder: Box<dyn Bind>, spec: Arc<ClusterSpec>) -> Self {
-        let queue = JobQueue::new(profile.queueing, profile.queue_sort.clone());
+        let tenants = Tenants::resolve(&[], &spec).expect("no tenants: nothing to resolve");
+        Self::with_tenants(profile, binder, spec, tenants)
+    }
+
+    /// A scheduler with `tenants` (resolved against `spec`). A job's `tenant` is an index
+    /// into them; one out of range goes to the default tenant (index 0).
+    pub fn with_tenants(
+        profile: Profile,
+        binder: Box<dyn Bind>,
+        spec: Arc<ClusterSpec>,
+        tenants: Tenants,
+    ) -> Self {
+        let queues = empty_queues(&profile, tenants.len());
         Self {
             profile,
             binder,
             state: ClusterState::new(spec),
-            queue,
-            placed: HashMap::new(),
+            queues,
+            tenants,
+            running: HashMap::new(),
             capacity_epoch: 0,
             tight_waits: HashMap::new(),
+            bind_failures: HashMap::new(),
+            evicted: Vec::new(),
+            decisions: Vec::new(),
         }
     }
 
@@ -65,42 +102,71 @@ impl Scheduler {
         &self.state
     }
 
-    pub fn pending(&self) -> usize {
-        self.queue.len()
+    pub fn tenants(&self) -> &Tenants {
+        &self.tenants
     }
 
-    /// A new job enters its queue.
+    /// Jobs holding resources.
+    pub fn running(&self) -> &HashMap<JobId, RunningJob> {
+        &self.running
+    }
+
+    pub fn pending(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Pending jobs of one tenant.
+    pub fn pending_of(&self, tenant: usize) -> usize {
+        self.queues.pending(tenant)
+    }
+
+    /// A new job enters its tenant's queue.
     pub fn submit(&mut self, job: Job) {
-        self.queue.push(Arc::new(job));
+        let tenant = self.tenant_of(&job);
+        self.queues.push(Arc::new(job), tenant, 0);
+    }
+
+    fn tenant_of(&self, job: &Job) -> usize {
+        Some(job.tenant.index())
+            .filter(|&t| t < self.tenants.len())
+            .unwrap_or(0)
     }
 
     /// Runs cycles at `now_ms` (the world's clock) for the jobs the queueing policy
     /// offers; returns what was decided.
     pub fn schedule(&mut self, now_ms: u64) -> Vec<Decision> {
-        let mut decisions = Vec::new();
-        let mut queue = std::mem::replace(
-            &mut self.queue,
-            JobQueue::new(self.profile.queueing, self.profile.queue_sort.clone()),
+        let placeholder = empty_queues(&self.profile, self.tenants.len());
+        let mut queues = std::mem::replace(&mut self.queues, placeholder);
+        let epoch = self.capacity_epoch;
+        queues.run(
+            epoch,
+            now_ms,
+            &mut Round {
+                scheduler: self,
+                now_ms,
+            },
         );
-        queue.run(self.capacity_epoch, now_ms, |job| {
-            self.cycle(job, now_ms, &mut decisions)
-        });
-        // Jobs preempted during the round went back to the (temporary) queue.
-        for job in self.queue.jobs() {
-            queue.push(job.clone());
+        for (job, tenant) in self.evicted.drain(..) {
+            queues.push(job, tenant, now_ms);
         }
-        self.queue = queue;
-        decisions
+        self.queues = queues;
+        std::mem::take(&mut self.decisions)
     }
 
-    /// One scheduling cycle for one job: PreFilter, search, (PostFilter), Reserve, Permit,
-    /// Bind.
-    fn cycle(&mut self, job: &Arc<Job>, now_ms: u64, decisions: &mut Vec<Decision>) -> Attempted {
+    /// One scheduling cycle for the job the queue offers.
+    fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
+        let job = offer.job;
+        if self.tenants.admit(offer.tenant, job) == Admission::Denied {
+            return if self.tenants.could_ever_admit(offer.tenant, job) {
+                Attempted::Failed { retry_at: None }
+            } else {
+                Attempted::Unresolvable
+            };
+        }
         let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
-            let status = plugin.pre_filter(job, &self.state, &mut cycle);
-            match status.code {
-                Code::Success => {}
+            match plugin.pre_filter(job, &self.state, &mut cycle).code {
+                Code::Success | Code::Skip => {}
                 Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
                 _ => return Attempted::Failed { retry_at: None },
             }
@@ -109,8 +175,12 @@ impl Scheduler {
         if let Some(since) = since {
             cycle.write(TightWaitSince(since));
         }
-        let Some(found) = place_job(&self.profile, job, &self.state, &cycle) else {
-            self.post_filter(job, &cycle, decisions);
+        let found = place_job(&self.profile, job, &self.state, &cycle).or_else(|| {
+            self.preempt(job, offer.tenant, &cycle, offer.backfill_since, now_ms)
+                .then(|| place_job(&self.profile, job, &self.state, &cycle))
+                .flatten()
+        });
+        let Some(found) = found else {
             let since = since.unwrap_or(now_ms);
             let retry_at = tight_wait_ends(&self.profile, job, &self.state, since);
             match retry_at {
@@ -122,51 +192,82 @@ impl Scheduler {
             };
         };
         self.tight_waits.remove(&job.id);
+        self.commit(job, offer.tenant, found, &mut cycle, now_ms)
+    }
+
+    /// Reserve, Permit and Bind a found placement. Any refusal undoes the reservation; a
+    /// failed binding requeues the job with backoff.
+    fn commit(
+        &mut self,
+        job: &Arc<Job>,
+        tenant: usize,
+        found: Found,
+        cycle: &mut CycleState,
+        now_ms: u64,
+    ) -> Attempted {
         // Reserve: the search's state already holds the job's placements as assumed; it
         // becomes the cache's root (a statement commit), the old root is the rollback.
         let rollback = std::mem::replace(&mut self.state, found.state);
         let plan = found.plan;
-        for (index, plugin) in self.profile.reserves.iter().enumerate() {
-            if !plugin.reserve(job, &plan, &mut cycle).is_success() {
-                for undo in self.profile.reserves[..=index].iter().rev() {
-                    undo.unreserve(job, &plan, &mut cycle);
-                }
-                self.state = rollback;
-                return Attempted::Failed { retry_at: None };
-            }
-        }
-        // Permit. A `Wait` is not held in this scheduler: nothing here needs it, since a
-        // job's whole gang is known when it is submitted, so any verdict but Success
-        // undoes the reservation.
-        let permitted = self
+        let reserved = self
             .profile
-            .permits
+            .reserves
             .iter()
-            .all(|p| p.permit(job, &plan, &cycle).is_success());
-        if !permitted {
-            for undo in self.profile.reserves.iter().rev() {
-                undo.unreserve(job, &plan, &mut cycle);
-            }
-            self.state = rollback;
-            return Attempted::Failed { retry_at: None };
-        }
-        let status = self.binder.bind(job, &plan);
+            .position(|plugin| !plugin.reserve(job, &plan, cycle).is_success());
+        let permitted = reserved.is_none()
+            && self
+                .profile
+                .permits
+                .iter()
+                .all(|p| p.permit(job, &plan, cycle).is_success());
+        let status = if permitted {
+            self.binder.bind(job, &plan)
+        } else {
+            super::Status::unschedulable("not permitted")
+        };
         let bound = match status.code {
-            Code::Success => {
-                for (key, _) in &plan.pods {
-                    // The plan's pods were assumed just above.
-                    let _ = self.state.confirm(*key);
-                }
-                true
-            }
+            Code::Success => true,
             Code::Wait => false,
             _ => {
+                let undo = reserved.map_or(self.profile.reserves.len(), |i| i + 1);
+                for plugin in self.profile.reserves[..undo].iter().rev() {
+                    plugin.unreserve(job, &plan, cycle);
+                }
                 self.state = rollback;
-                return Attempted::Failed { retry_at: None };
+                if !permitted {
+                    return Attempted::Failed { retry_at: None };
+                }
+                let retry_at = now_ms + self.backoff(job.id);
+                self.decisions.push(Decision::Requeued {
+                    job: job.id,
+                    reason: status.reason.to_string(),
+                    retry_at,
+                });
+                return Attempted::Failed {
+                    retry_at: Some(retry_at),
+                };
             }
         };
-        self.placed.insert(job.id, job.clone());
-        decisions.push(Decision::Placed {
+        if bound {
+            for (key, _) in &plan.pods {
+                // The plan's pods were assumed by the search.
+                let _ = self.state.confirm(*key);
+            }
+        }
+        let pools = self.pools_held(&plan);
+        for &(pool, milli) in &pools {
+            self.tenants.charge(tenant, pool, milli as i64);
+        }
+        self.running.insert(
+            job.id,
+            RunningJob {
+                job: job.clone(),
+                tenant,
+                started_ms: now_ms,
+                pools,
+            },
+        );
+        self.decisions.push(Decision::Placed {
             job: job.id,
             plan,
             bound,
@@ -174,77 +275,130 @@ impl Scheduler {
         Attempted::Placed
     }
 
-    /// Asks the PostFilter plugins (preemption) for room; evicts the first proposal.
-    fn post_filter(&mut self, job: &Arc<Job>, cycle: &CycleState, decisions: &mut Vec<Decision>) {
-        if self.profile.post_filters.is_empty() {
-            return;
-        }
-        let diagnosis = Diagnosis::default();
-        for plugin in &self.profile.post_filters {
-            if let PostFilterResult::Preempt { victims, reason } =
-                plugin.post_filter(job, &self.state, &diagnosis, cycle)
-            {
-                let mut jobs: Vec<JobId> = victims.iter().map(|k| k.job).collect();
-                jobs.sort_unstable();
-                jobs.dedup();
-                for &victim in &jobs {
-                    if let Some(evicted) = self.release(victim) {
-                        self.queue.push(evicted);
-                    }
-                }
-                decisions.push(Decision::Preempted {
-                    victims: jobs,
-                    by: job.id,
-                    reason,
-                });
-                return;
+    /// Milli-GPUs a plan holds per pool.
+    fn pools_held(&self, plan: &JobPlan) -> Vec<(PoolId, u64)> {
+        let spec = self.state.spec();
+        let mut pools: Vec<(PoolId, u64)> = Vec::new();
+        for (_, placement) in &plan.pods {
+            let pool = spec.node(placement.node).pool;
+            let milli = placement.gpus.total_milli();
+            match pools.iter_mut().find(|(p, _)| *p == pool) {
+                Some((_, held)) => *held += milli,
+                None => pools.push((pool, milli)),
             }
         }
+        pools
+    }
+
+    /// The wait before the next attempt after a failed binding: doubling per failure,
+    /// capped.
+    fn backoff(&mut self, job: JobId) -> u64 {
+        let failures = self.bind_failures.entry(job).or_insert(0);
+        *failures += 1;
+        let settings = &self.profile.queue_settings;
+        let doubled = settings
+            .requeue_backoff
+            .saturating_mul(1u64 << (*failures - 1).min(32));
+        doubled.min(settings.requeue_backoff_max)
+    }
+
+    /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal;
+    /// returns whether anything was evicted.
+    fn preempt(
+        &mut self,
+        job: &Arc<Job>,
+        tenant: usize,
+        cycle: &CycleState,
+        backfill_since: Option<u64>,
+        now_ms: u64,
+    ) -> bool {
+        let proposal = {
+            let fits = |state: &ClusterState| place_job(&self.profile, job, state, cycle).is_some();
+            let context = PreemptionContext {
+                snapshot: &self.state,
+                now_ms,
+                tenant,
+                tenants: &self.tenants,
+                running: &self.running,
+                backfill_since,
+                fits: &fits,
+            };
+            self.profile.post_filters.iter().find_map(|plugin| {
+                match plugin.post_filter(job, &context) {
+                    PostFilterResult::Preempt { victims, kind } => Some((victims, kind)),
+                    PostFilterResult::None => None,
+                }
+            })
+        };
+        let Some((victims, kind)) = proposal else {
+            return false;
+        };
+        for &victim in &victims {
+            if let Some(evicted) = self.release(victim) {
+                self.evicted.push((evicted.job, evicted.tenant));
+            }
+        }
+        self.decisions.push(Decision::Preempted {
+            victims,
+            by: job.id,
+            kind,
+        });
+        true
     }
 
     /// The world reports a job's pods bound (after a binder answered `Wait`).
     pub fn bound(&mut self, job: JobId) -> Result<(), CacheError> {
-        let pods = self.placed.get(&job).map_or(0, |j| j.pods.len());
-        for pod in 0..pods as u32 {
+        let running = self
+            .running
+            .get(&job)
+            .ok_or(CacheError::NotPlaced(PodKey { job, pod: 0 }))?;
+        for pod in 0..running.job.pods.len() as u32 {
             self.state.confirm(PodKey { job, pod })?;
         }
+        self.bind_failures.remove(&job);
         Ok(())
     }
 
     /// The job ran to completion: its resources return to the cluster.
     pub fn finish(&mut self, job: JobId) -> Option<Arc<Job>> {
-        self.release(job)
+        self.bind_failures.remove(&job);
+        self.release(job).map(|r| r.job)
     }
 
-    /// Binding failed: every reservation of the job is forgotten and it re-enters its
-    /// queue.
-    pub fn bind_failed(&mut self, job: JobId) {
-        if let Some(job) = self.release(job) {
-            self.queue.push(job);
-        }
+    /// Binding failed after the binder answered `Wait`: every reservation of the job is
+    /// forgotten and it re-enters its queue after a backoff. Returns when it is tried
+    /// again.
+    pub fn bind_failed(&mut self, job: JobId, now_ms: u64) -> Option<u64> {
+        let released = self.release(job)?;
+        let retry_at = now_ms + self.backoff(job);
+        self.queues.push(released.job, released.tenant, retry_at);
+        Some(retry_at)
     }
 
-    /// Forgets every pod of a placed job and returns its capacity.
-    fn release(&mut self, job: JobId) -> Option<Arc<Job>> {
-        let released = self.placed.remove(&job)?;
-        for pod in 0..released.pods.len() as u32 {
+    /// Forgets every pod of a running job, returns its capacity and its tenant's quota.
+    fn release(&mut self, job: JobId) -> Option<RunningJob> {
+        let released = self.running.remove(&job)?;
+        for pod in 0..released.job.pods.len() as u32 {
             // A pod may already be gone (its node vanished); the rest are still released.
             let _ = self.state.forget(PodKey { job, pod });
+        }
+        for &(pool, milli) in &released.pools {
+            self.tenants.charge(released.tenant, pool, -(milli as i64));
         }
         self.capacity_epoch += 1;
         Some(released)
     }
 
-    /// When a job that failed only for want of time should be tried again although no
-    /// capacity was freed (the earliest, in the world's clock).
-    pub fn next_retry_ms(&self) -> Option<u64> {
-        self.queue.next_retry_ms(self.capacity_epoch)
+    /// When the scheduler should run again although nothing happens before: a gang's wait
+    /// for a tight placement ends, a backoff ends, a backfill head's threshold passes.
+    pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
+        self.queues.next_retry_ms(self.capacity_epoch, now_ms)
     }
 
     /// Why a pending job cannot be placed now, in kube-scheduler's words: node by node,
     /// unless a PreFilter found the job unresolvable as a whole.
     pub fn diagnose(&self, job: JobId, now_ms: u64) -> Option<Diagnosis> {
-        let job = self.queue.jobs().find(|j| j.id == job)?;
+        let job = self.queues.jobs().find(|j| j.id == job)?;
         let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
@@ -253,5 +407,30 @@ impl Scheduler {
             }
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
+    }
+}
+
+fn empty_queues(profile: &Profile, tenants: usize) -> Queues {
+    Queues::new(
+        profile.queueing,
+        profile.queue_sort.clone(),
+        profile.queue_settings.backfill_threshold,
+        tenants,
+    )
+}
+
+/// The scheduler as the queues see it during one round.
+struct Round<'a> {
+    scheduler: &'a mut Scheduler,
+    now_ms: u64,
+}
+
+impl Driver for Round<'_> {
+    fn share(&self, tenant: usize) -> f64 {
+        self.scheduler.tenants.share(tenant)
+    }
+
+    fn attempt(&mut self, offer: Offer) -> Attempted {
+        self.scheduler.cycle(offer, self.now_ms)
     }
 }

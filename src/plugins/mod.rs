@@ -10,6 +10,7 @@ mod gang;
 mod gpu_devices;
 mod gpu_topology;
 mod node_pool;
+mod preemption;
 mod priority_sort;
 mod resource_fit;
 mod spread;
@@ -25,15 +26,16 @@ pub use gang::Gang;
 pub use gpu_devices::GpuDevices;
 pub use gpu_topology::GpuTopology;
 pub use node_pool::NodePool;
+pub use preemption::Preemption;
 pub use priority_sort::PrioritySort;
 pub use resource_fit::ResourceFit;
 pub use spread::Spread;
 
-use crate::config::ProfileConfig;
-use crate::framework::{Profile, QueueSort, Score, SearchOptions};
+use crate::config::{Config, ProfileConfig};
+use crate::framework::{Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 11] = [
+pub const PLUGIN_NAMES: [&str; 12] = [
     "priority-sort",
     "node-pool",
     "resource-fit",
@@ -41,6 +43,7 @@ pub const PLUGIN_NAMES: [&str; 11] = [
     "first-fit-devices",
     "gpu-topology",
     "gang",
+    "preemption",
     "binpack",
     "e-binpack",
     "e-spread",
@@ -48,15 +51,19 @@ pub const PLUGIN_NAMES: [&str; 11] = [
 ];
 
 /// Builds a profile's plugin objects. The error names the profile and what is wrong.
-pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Profile, String> {
+pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profile, String> {
     let error = |m: String| format!("profile {}: {m}", config.name);
+    let search = settings.search;
     let mut queue_sort: Option<Arc<dyn QueueSort>> = None;
     let mut profile = Profile {
         name: config.name.clone(),
         queueing: config.queueing,
+        queue_settings: settings.queueing,
         search: config.search,
         search_options: search,
-        queue_sort: Arc::new(PrioritySort),
+        queue_sort: Arc::new(PrioritySort {
+            size_order: settings.queueing.size_order,
+        }),
         pre_filters: Vec::new(),
         filters: Vec::new(),
         scores: Vec::new(),
@@ -74,7 +81,14 @@ pub fn build_profile(config: &ProfileConfig, search: SearchOptions) -> Result<Pr
         }
         let scorer = |score: Arc<dyn Score>| (score, weight.unwrap_or(1));
         match name {
-            "priority-sort" => queue_sort = Some(Arc::new(PrioritySort)),
+            "priority-sort" => {
+                queue_sort = Some(Arc::new(PrioritySort {
+                    size_order: settings.queueing.size_order,
+                }))
+            }
+            "preemption" => profile.post_filters.push(Arc::new(Preemption {
+                min_runtime_ms: settings.queueing.min_runtime,
+            })),
             "node-pool" => {
                 let p = Arc::new(NodePool);
                 profile.pre_filters.push(p.clone());

@@ -1,23 +1,34 @@
-//! QSCH, the queue side: which pending job may try for resources, and when. Holds the
-//! pending jobs in QueueSort order and applies the queueing policy; it never looks at
-//! nodes (that is the framework's search).
+//! QSCH, the queue side: which pending job may try for resources, and when. One queue per
+//! tenant in QueueSort order; across tenants, the one furthest below its weighted quota
+//! share is served next; inside a queue, the queueing policy decides what happens behind a
+//! head that cannot be placed. It never looks at nodes (that is the framework's search).
 //!
 //! A job that failed is not tried again until capacity has been freed since (feasibility
-//! only grows when resources are returned), which keeps a long backlog cheap.
+//! only grows when resources are returned), or until a time it asked for, which keeps a
+//! long backlog cheap. A requeued job waits out its backoff before it is tried again.
+
+mod tenants;
 
 use std::sync::Arc;
+
+pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
 use crate::model::Job;
 
 /// What happens behind a job that cannot be placed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueueingPolicy {
     /// Nothing behind a blocked head is placed.
     StrictFifo,
     /// Later jobs that fit go ahead of a blocked head.
     BestEffortFifo,
+    /// As best-effort, but once the head has waited past the backfill threshold, room is
+    /// made for it by preempting the jobs that were placed after it blocked.
+    Backfill,
 }
 
 impl QueueingPolicy {
@@ -25,6 +36,7 @@ impl QueueingPolicy {
         match self {
             QueueingPolicy::StrictFifo => "strict-fifo",
             QueueingPolicy::BestEffortFifo => "best-effort-fifo",
+            QueueingPolicy::Backfill => "backfill",
         }
     }
 }
@@ -35,15 +47,16 @@ struct Pending {
     failed_at: Option<u64>,
     /// When to try it again even if no capacity is freed.
     retry_at: Option<u64>,
+    /// Not tried before this time (a requeue's backoff).
+    not_before: u64,
     /// Its last failure was unresolvable.
     unresolvable: bool,
-}
-
-/// The pending jobs, in QueueSort order.
-pub struct JobQueue {
-    policy: QueueingPolicy,
-    sort: Arc<dyn QueueSort>,
-    pending: Vec<Pending>,
+    /// When it first failed as the head of its queue.
+    blocked_since: Option<u64>,
+    /// The capacity epoch at which making room for it (backfill) last failed.
+    backfill_failed_at: Option<u64>,
+    /// Placed during the current round (removed at its end).
+    placed: bool,
 }
 
 /// What the scheduler did with the job the queue offered.
@@ -59,88 +72,172 @@ pub enum Attempted {
     Unresolvable,
 }
 
-impl JobQueue {
-    pub fn new(policy: QueueingPolicy, sort: Arc<dyn QueueSort>) -> Self {
+/// A job the queue offers, with what the policy allows for it.
+pub struct Offer<'a> {
+    pub job: &'a Arc<Job>,
+    pub tenant: usize,
+    /// Set for the head of a backfill queue that has been blocked past the threshold:
+    /// since when. The scheduler may preempt jobs placed after that time for it.
+    pub backfill_since: Option<u64>,
+}
+
+/// The scheduler, as the queue sees it during a round.
+pub trait Driver {
+    /// The tenant's use against its weighted quota share (lower is served first).
+    fn share(&self, tenant: usize) -> f64;
+    fn attempt(&mut self, offer: Offer) -> Attempted;
+}
+
+/// The pending jobs, one queue per tenant, each in QueueSort order.
+pub struct Queues {
+    policy: QueueingPolicy,
+    sort: Arc<dyn QueueSort>,
+    backfill_threshold_ms: u64,
+    queues: Vec<Vec<Pending>>,
+}
+
+impl Queues {
+    pub fn new(
+        policy: QueueingPolicy,
+        sort: Arc<dyn QueueSort>,
+        backfill_threshold_ms: u64,
+        tenants: usize,
+    ) -> Self {
         Self {
             policy,
             sort,
-            pending: Vec::new(),
+            backfill_threshold_ms,
+            queues: (0..tenants).map(|_| Vec::new()).collect(),
         }
     }
 
+    /// Pending jobs in all.
     pub fn len(&self) -> usize {
-        self.pending.len()
+        self.queues.iter().map(Vec::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.len() == 0
     }
 
-    /// Adds a job in QueueSort order (after the jobs it compares equal to).
-    pub fn push(&mut self, job: Arc<Job>) {
-        let at = self
-            .pending
-            .partition_point(|p| self.sort.compare(&p.job, &job).is_le());
-        self.pending.insert(
+    /// Pending jobs of one tenant.
+    pub fn pending(&self, tenant: usize) -> usize {
+        self.queues.get(tenant).map_or(0, Vec::len)
+    }
+
+    /// Adds a job to its tenant's queue in QueueSort order, not to be tried before
+    /// `not_before`.
+    pub fn push(&mut self, job: Arc<Job>, tenant: usize, not_before: u64) {
+        let queue = &mut self.queues[tenant];
+        let at = queue.partition_point(|p| self.sort.compare(&p.job, &job).is_le());
+        queue.insert(
             at,
             Pending {
                 job,
                 failed_at: None,
                 retry_at: None,
+                not_before,
                 unresolvable: false,
+                blocked_since: None,
+                backfill_failed_at: None,
+                placed: false,
             },
         );
     }
 
     pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> {
-        self.pending.iter().map(|p| &p.job)
+        self.queues.iter().flatten().map(|p| &p.job)
     }
 
-    /// The earliest retry time of a job that failed at capacity `epoch`.
-    pub fn next_retry_ms(&self, epoch: u64) -> Option<u64> {
-        self.pending
+    /// The earliest time a pending job asked to be tried again although nothing was freed
+    /// since it failed at capacity `epoch`: a retry time, or the end of a backoff.
+    pub fn next_retry_ms(&self, epoch: u64, now_ms: u64) -> Option<u64> {
+        let retries = self
+            .queues
             .iter()
+            .flatten()
             .filter(|p| p.failed_at == Some(epoch))
-            .filter_map(|p| p.retry_at)
-            .min()
+            .filter_map(|p| p.retry_at);
+        let backoffs = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|p| p.not_before)
+            .filter(|&t| t > now_ms);
+        let backfill = self.backfill_deadlines().filter(|&t| t > now_ms);
+        retries.chain(backoffs).chain(backfill).min()
     }
 
-    /// Offers the jobs worth trying at capacity `epoch` and time `now_ms` to `attempt`, in
-    /// order and as the policy allows. Placed jobs leave the queue (in one pass:
-    /// O(pending) per round).
-    pub fn run(
-        &mut self,
-        epoch: u64,
-        now_ms: u64,
-        mut attempt: impl FnMut(&Arc<Job>) -> Attempted,
-    ) {
+    /// When each blocked backfill head's threshold runs out.
+    fn backfill_deadlines(&self) -> impl Iterator<Item = u64> + '_ {
+        let backfill = self.policy == QueueingPolicy::Backfill;
+        self.queues
+            .iter()
+            .filter(move |_| backfill)
+            .filter_map(|q| q.first()?.blocked_since)
+            .map(|since| since.saturating_add(self.backfill_threshold_ms))
+    }
+
+    /// One round at capacity `epoch` and time `now_ms`: offers the jobs worth trying to
+    /// the driver, serving next the tenant furthest below its share, each queue as the
+    /// policy allows. Placed jobs leave their queue.
+    pub fn run(&mut self, epoch: u64, now_ms: u64, driver: &mut dyn Driver) {
         let strict = self.policy == QueueingPolicy::StrictFifo;
-        let mut blocked = false;
-        self.pending.retain_mut(|entry| {
-            if blocked {
-                return true;
-            }
+        let mut cursor = vec![0usize; self.queues.len()];
+        let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
+        while let Some(tenant) = (0..self.queues.len())
+            .filter(|&t| !done[t])
+            .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
+        {
+            let queue = &mut self.queues[tenant];
+            let Some(index) = (cursor[tenant]..queue.len()).find(|&i| !queue[i].placed) else {
+                done[tenant] = true;
+                continue;
+            };
+            cursor[tenant] = index + 1;
+            let is_head = queue[..index].iter().all(|p| p.placed);
+            let entry = &mut queue[index];
             let due = entry.retry_at.is_some_and(|t| t <= now_ms);
-            if entry.failed_at == Some(epoch) && !due {
-                // Nothing was freed since it failed: it would fail again.
-                blocked = strict && !entry.unresolvable;
-                return true;
+            let backfill_since = entry
+                .blocked_since
+                .filter(|_| is_head && self.policy == QueueingPolicy::Backfill)
+                .filter(|&since| now_ms >= since.saturating_add(self.backfill_threshold_ms))
+                .filter(|_| entry.backfill_failed_at != Some(epoch));
+            let waiting = now_ms < entry.not_before
+                || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
+            if waiting {
+                // Nothing was freed since it failed, or its backoff runs: it would fail.
+                done[tenant] = strict && !entry.unresolvable;
+                continue;
             }
-            match attempt(&entry.job) {
-                Attempted::Placed => false,
+            let offer = Offer {
+                job: &entry.job,
+                tenant,
+                backfill_since,
+            };
+            match driver.attempt(offer) {
+                Attempted::Placed => entry.placed = true,
                 Attempted::Failed { retry_at } => {
+                    if backfill_since.is_some() {
+                        entry.backfill_failed_at = Some(epoch);
+                    }
                     entry.failed_at = Some(epoch);
                     entry.retry_at = retry_at;
-                    blocked = strict;
-                    true
+                    entry.unresolvable = false;
+                    if is_head && entry.blocked_since.is_none() {
+                        entry.blocked_since = Some(now_ms);
+                    }
+                    done[tenant] = strict;
                 }
                 Attempted::Unresolvable => {
                     entry.failed_at = Some(epoch);
                     entry.retry_at = None;
                     entry.unresolvable = true;
-                    true
                 }
             }
-        });
+        }
+        for queue in &mut self.queues {
+            queue.retain(|p| !p.placed);
+        }
     }
 }

@@ -12,7 +12,9 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cache::PodKey;
-use crate::framework::{Bind, Decision, JobPlan, Plugin, Profile, Scheduler, Status};
+use crate::framework::{
+    Bind, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler, Status,
+};
 use crate::metrics::{MetricsCollector, MetricsReport, PlacementSpread};
 use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU};
 
@@ -51,7 +53,7 @@ pub struct RunReport {
     /// Pods placed per wall-clock second.
     pub placements_per_s: f64,
     pub pods_placed: u64,
-    pub preemptions: u64,
+    pub preemptions: PreemptionStats,
     /// Multi-GPU pods off NVLink while an NVLink set was free.
     pub nvlink: LinkAudit,
 }
@@ -123,7 +125,7 @@ struct Simulation<'w, 'e> {
     ever_placed: HashSet<JobId>,
     run_milli: u64,
     pods_placed: u64,
-    preemptions: u64,
+    preemptions: PreemptionStats,
     nvlink: LinkAudit,
 }
 
@@ -154,7 +156,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             ever_placed: HashSet::new(),
             run_milli: 0,
             pods_placed: 0,
-            preemptions: 0,
+            preemptions: PreemptionStats::default(),
             nvlink: LinkAudit::default(),
         }
     }
@@ -216,21 +218,20 @@ impl<'w, 'e> Simulation<'w, 'e> {
                     self.nvlink.placed(&mut before, self.job(job), &plan);
                     self.placed(now, job, &plan)?;
                 }
-                Decision::Preempted {
-                    victims,
-                    by,
-                    reason,
-                } => {
+                Decision::Preempted { victims, by, kind } => {
                     for victim in victims {
                         for pod in 0..self.job(victim).pods.len() as u32 {
                             let _ = before.forget(PodKey { job: victim, pod });
                         }
-                        self.preempted(now, victim, by, &reason)?;
+                        self.preempted(now, victim, by, kind)?;
                     }
+                }
+                Decision::Requeued { job, reason, .. } => {
+                    self.events.requeue(now, self.job(job), &reason)?;
                 }
             }
         }
-        self.wakeup = self.scheduler.next_retry_ms().filter(|&t| t > now);
+        self.wakeup = self.scheduler.next_retry_ms(now).filter(|&t| t > now);
         let total = self.scheduler.state().total();
         self.metrics.observe(
             now,
@@ -259,13 +260,53 @@ impl<'w, 'e> Simulation<'w, 'e> {
         Ok(())
     }
 
-    fn preempted(&mut self, now: u64, victim: JobId, by: JobId, reason: &str) -> io::Result<()> {
-        if self.running.remove(&victim).is_some() {
-            self.run_milli -= self.job(victim).total_milli();
+    fn preempted(
+        &mut self,
+        now: u64,
+        victim: JobId,
+        by: JobId,
+        kind: PreemptionKind,
+    ) -> io::Result<()> {
+        let job = self.job(victim);
+        if let Some(end) = self.running.remove(&victim) {
+            self.run_milli -= job.total_milli();
+            let started = end.saturating_sub(job.duration_ms.unwrap_or(0));
+            self.preemptions
+                .record(kind, job.total_milli(), now.saturating_sub(started));
         }
-        self.preemptions += 1;
-        self.events
-            .preempt(now, self.job(victim), self.job(by), reason)
+        self.events.preempt(now, job, self.job(by), kind.name())
+    }
+}
+
+/// Preemptions by kind, with the GPU-hours of work they threw away (what the victims had
+/// run since they started).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PreemptionStats {
+    pub priority: PreemptionCount,
+    pub quota_reclaim: PreemptionCount,
+    pub backfill: PreemptionCount,
+}
+
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct PreemptionCount {
+    pub count: u64,
+    pub gpu_hours_lost: f64,
+}
+
+impl PreemptionStats {
+    fn record(&mut self, kind: PreemptionKind, milli: u64, ran_ms: u64) {
+        let slot = match kind {
+            PreemptionKind::Priority => &mut self.priority,
+            PreemptionKind::QuotaReclaim => &mut self.quota_reclaim,
+            PreemptionKind::Backfill => &mut self.backfill,
+        };
+        slot.count += 1;
+        slot.gpu_hours_lost += milli as f64 / 1000.0 * ran_ms as f64 / 3_600_000.0;
+    }
+
+    /// Preemptions of every kind.
+    pub fn total(&self) -> u64 {
+        self.priority.count + self.quota_reclaim.count + self.backfill.count
     }
 }
 

@@ -55,6 +55,11 @@ enum Event<'a> {
         by: &'a str,
         reason: &'a str,
     },
+    Requeue {
+        t: f64,
+        job: &'a str,
+        reason: &'a str,
+    },
 }
 
 /// Writes events as JSON Lines; a no-op when there is no file.
@@ -148,6 +153,14 @@ impl EventLog {
             t: seconds(t_ms),
             job: &job.name,
             by: &by.name,
+            reason,
+        })
+    }
+
+    pub fn requeue(&mut self, t_ms: u64, job: &Job, reason: &str) -> io::Result<()> {
+        self.write(&Event::Requeue {
+            t: seconds(t_ms),
+            job: &job.name,
             reason,
         })
     }

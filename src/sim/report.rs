@@ -74,7 +74,19 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
     row("jobs skipped (no duration)".into(), &|r| {
         r.jobs_skipped.to_string()
     });
-    row("preemptions".into(), &|r| r.preemptions.to_string());
+    row("preemptions: priority / reclaim / backfill".into(), &|r| {
+        let p = &r.preemptions;
+        format!(
+            "{} / {} / {}",
+            p.priority.count, p.quota_reclaim.count, p.backfill.count
+        )
+    });
+    row("GPU-hours lost to preemption".into(), &|r| {
+        let p = &r.preemptions;
+        let lost =
+            p.priority.gpu_hours_lost + p.quota_reclaim.gpu_hours_lost + p.backfill.gpu_hours_lost;
+        format!("{lost:.1}")
+    });
     row("multi-GPU pods off NVLink, NVLink free".into(), &|r| {
         format!("{} of {}", r.nvlink.exceptions, r.nvlink.multi_gpu_pods)
     });

@@ -103,7 +103,7 @@ pub fn profile(
     if let Some(s) = search {
         profile.search = s;
     }
-    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+    kant::plugins::build_profile(&profile, &config).expect("valid profile")
 }
 
 /// The default profile with another placement scorer.
@@ -113,7 +113,7 @@ pub fn placement_profile(placement: kant::config::Placement) -> Profile {
         .profile("default")
         .expect("default profile")
         .with_placement(placement);
-    kant::plugins::build_profile(&profile, config.search).expect("valid profile")
+    kant::plugins::build_profile(&profile, &config).expect("valid profile")
 }
 
 pub fn scheduler(profile: Profile, spec: Arc<ClusterSpec>) -> Scheduler {

@@ -1,0 +1,290 @@
+//! Tenants and their quotas per GPU model: static quota admission and the accounting of
+//! what each tenant uses, owns and borrows. Quotas are in GPUs in the configuration and in
+//! milli-GPUs here.
+//!
+//! A `shared` tenant may borrow what other shared tenants leave idle, and the capacity no
+//! tenant's quota covers; it lends its own idle quota. An `isolated` tenant never goes past
+//! its quota and lends nothing: its quota is held for it alone. The `default` tenant takes
+//! jobs that name none; it is shared with no quota of its own unless configured.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::model::{ClusterSpec, Job, MILLI_PER_GPU, PoolId};
+
+/// The name of the tenant that takes jobs naming none.
+pub const DEFAULT_TENANT: &str = "default";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TenantMode {
+    Shared,
+    Isolated,
+}
+
+/// One tenant as the configuration declares it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub name: String,
+    #[serde(default = "shared")]
+    pub mode: TenantMode,
+    /// Weight of its fair share across tenants (default 1).
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// GPUs per GPU model.
+    #[serde(default)]
+    pub quota: BTreeMap<String, i64>,
+}
+
+fn shared() -> TenantMode {
+    TenantMode::Shared
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl TenantConfig {
+    /// Checks what can be checked without a cluster: the weight and quota signs.
+    pub fn validate(&self) -> Result<(), String> {
+        let name = &self.name;
+        if name.is_empty() {
+            return Err("a tenant has an empty name".into());
+        }
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            return Err(format!(
+                "tenant {name}: weight {} must be positive",
+                self.weight
+            ));
+        }
+        if let Some((model, gpus)) = self.quota.iter().find(|(_, g)| **g < 0) {
+            return Err(format!(
+                "tenant {name}: quota {gpus} of {model} is negative"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What static admission decided for a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The tenant's own idle quota covers it.
+    Own,
+    /// It needs idle quota of others (a shared tenant only).
+    Borrow,
+    /// Neither covers it now.
+    Denied,
+}
+
+/// The tenants resolved against one cluster, with what each uses per pool.
+#[derive(Debug, Clone)]
+pub struct Tenants {
+    names: Vec<String>,
+    modes: Vec<TenantMode>,
+    weights: Vec<f64>,
+    /// `[tenant][pool]` quota, milli-GPUs.
+    quota: Vec<Vec<u64>>,
+    /// `[tenant][pool]` in use by placed jobs, milli-GPUs.
+    used: Vec<Vec<u64>>,
+    /// Milli-GPUs per pool.
+    capacity: Vec<u64>,
+}
+
+impl Tenants {
+    /// Resolves the configured tenants against the cluster's GPU models. The default
+    /// tenant is index 0 (added if not configured). Fails on a quota for a GPU model the
+    /// cluster does not have.
+    pub fn resolve(configs: &[TenantConfig], cluster: &ClusterSpec) -> Result<Tenants, String> {
+        let pools = cluster.pools.len();
+        let mut tenants = Tenants {
+            names: vec![DEFAULT_TENANT.to_owned()],
+            modes: vec![TenantMode::Shared],
+            weights: vec![1.0],
+            quota: vec![vec![0; pools]],
+            used: vec![vec![0; pools]],
+            capacity: cluster
+                .pools
+                .iter()
+                .map(|p| {
+                    p.nodes
+                        .iter()
+                        .map(|&n| cluster.node(n).gpu_capacity_milli())
+                        .sum()
+                })
+                .collect(),
+        };
+        for config in configs {
+            config.validate()?;
+            let index = match tenants.names.iter().position(|n| *n == config.name) {
+                Some(0) => 0,
+                Some(_) => return Err(format!("tenant {} is declared twice", config.name)),
+                None => {
+                    tenants.names.push(config.name.clone());
+                    tenants.modes.push(config.mode);
+                    tenants.weights.push(config.weight);
+                    tenants.quota.push(vec![0; pools]);
+                    tenants.used.push(vec![0; pools]);
+                    tenants.names.len() - 1
+                }
+            };
+            tenants.modes[index] = config.mode;
+            tenants.weights[index] = config.weight;
+            for (model, &gpus) in &config.quota {
+                let pool = cluster.pool_of_model(Some(model)).ok_or_else(|| {
+                    let known: Vec<&str> = cluster.gpu_models().collect();
+                    format!(
+                        "tenant {}: quota for unknown GPU model {model} (the cluster has {})",
+                        config.name,
+                        known.join(", ")
+                    )
+                })?;
+                tenants.quota[index][pool.index()] = gpus as u64 * u64::from(MILLI_PER_GPU);
+            }
+        }
+        Ok(tenants)
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    pub fn name(&self, tenant: usize) -> &str {
+        &self.names[tenant]
+    }
+
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    pub fn mode(&self, tenant: usize) -> TenantMode {
+        self.modes[tenant]
+    }
+
+    /// The pools a job's quota is counted in: the ones it names, or every GPU pool.
+    fn pools_of(&self, job: &Job) -> Vec<usize> {
+        if job.pools.is_empty() {
+            (0..self.capacity.len())
+                .filter(|&p| self.capacity[p] > 0)
+                .collect()
+        } else {
+            job.pools.iter().map(|p| p.index()).collect()
+        }
+    }
+
+    /// Milli-GPUs the tenant may still use on `pool` from its own quota.
+    fn own_room(&self, tenant: usize, pool: usize) -> u64 {
+        self.quota[tenant][pool].saturating_sub(self.used[tenant][pool])
+    }
+
+    /// Milli-GPUs a shared tenant may take on `pool` beyond its own quota: the pool less
+    /// what isolated tenants hold (their quota) and what shared tenants use or keep as own
+    /// room.
+    fn borrowable(&self, tenant: usize, pool: usize) -> u64 {
+        let held: u64 = (0..self.len())
+            .map(|t| match self.modes[t] {
+                TenantMode::Isolated => self.quota[t][pool].max(self.used[t][pool]),
+                TenantMode::Shared if t == tenant => self.used[t][pool].max(self.quota[t][pool]),
+                TenantMode::Shared => self.used[t][pool],
+            })
+            .sum();
+        self.capacity[pool].saturating_sub(held)
+    }
+
+    /// Static quota admission: does the tenant's quota, or what it may borrow, cover the
+    /// job on the GPU models it accepts (jointly, for several)? CPU-only jobs always pass.
+    pub fn admit(&self, tenant: usize, job: &Job) -> Admission {
+        let need = job.total_milli();
+        if need == 0 {
+            return Admission::Own;
+        }
+        let pools = self.pools_of(job);
+        let own: u64 = pools.iter().map(|&p| self.own_room(tenant, p)).sum();
+        if own >= need {
+            return Admission::Own;
+        }
+        if self.modes[tenant] == TenantMode::Isolated {
+            return Admission::Denied;
+        }
+        let with_borrowing: u64 = pools
+            .iter()
+            .map(|&p| self.own_room(tenant, p) + self.borrowable(tenant, p))
+            .sum();
+        if with_borrowing >= need {
+            Admission::Borrow
+        } else {
+            Admission::Denied
+        }
+    }
+
+    /// Whether the job could be admitted were nothing else running: its tenant's quota (if
+    /// isolated) or the pools less the isolated tenants' quotas (if shared) cover it.
+    pub fn could_ever_admit(&self, tenant: usize, job: &Job) -> bool {
+        let need = job.total_milli();
+        let ceiling: u64 = self
+            .pools_of(job)
+            .iter()
+            .map(|&p| match self.modes[tenant] {
+                TenantMode::Isolated => self.quota[tenant][p],
+                TenantMode::Shared => {
+                    let isolated: u64 = (0..self.len())
+                        .filter(|&t| self.modes[t] == TenantMode::Isolated)
+                        .map(|t| self.quota[t][p])
+                        .sum();
+                    self.capacity[p]
+                        .saturating_sub(isolated)
+                        .max(self.quota[tenant][p])
+                }
+            })
+            .sum();
+        ceiling >= need
+    }
+
+    /// Records `milli` more (or, negative, less) in use by the tenant on a pool.
+    pub fn charge(&mut self, tenant: usize, pool: PoolId, milli: i64) {
+        let used = &mut self.used[tenant][pool.index()];
+        *used = (*used as i64 + milli).max(0) as u64;
+    }
+
+    pub fn used(&self, tenant: usize, pool: PoolId) -> u64 {
+        self.used[tenant][pool.index()]
+    }
+
+    pub fn quota(&self, tenant: usize, pool: PoolId) -> u64 {
+        self.quota[tenant][pool.index()]
+    }
+
+    /// Milli-GPUs the tenant uses beyond its quota on a pool.
+    pub fn borrowed(&self, tenant: usize, pool: PoolId) -> u64 {
+        self.used(tenant, pool)
+            .saturating_sub(self.quota(tenant, pool))
+    }
+
+    /// Whether the tenant is below its quota on a pool (and so may reclaim it).
+    pub fn under_quota(&self, tenant: usize, pool: PoolId) -> bool {
+        self.used(tenant, pool) < self.quota(tenant, pool)
+    }
+
+    /// The tenant's use against its weighted quota share: who is furthest below its share
+    /// is served first. A tenant without quota counts its use against one GPU.
+    pub fn share(&self, tenant: usize) -> f64 {
+        let used: u64 = self.used[tenant].iter().sum();
+        let quota: u64 = self.quota[tenant].iter().sum();
+        used as f64 / quota.max(u64::from(MILLI_PER_GPU)) as f64 / self.weights[tenant]
+    }
+
+    /// Milli-GPUs in use and borrowed by a tenant, over all pools.
+    pub fn totals(&self, tenant: usize) -> (u64, u64) {
+        let used = self.used[tenant].iter().sum();
+        let borrowed = (0..self.capacity.len())
+            .map(|p| self.used[tenant][p].saturating_sub(self.quota[tenant][p]))
+            .sum();
+        (used, borrowed)
+    }
+}
