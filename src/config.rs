@@ -343,11 +343,12 @@ mod tests {
                 "resource-fit",
                 "gpu-devices",
                 "gang",
+                "preemption",
                 "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[6].weight(), Some(1));
+        assert_eq!(spread.plugins[7].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 
@@ -360,7 +361,7 @@ mod tests {
         for bad in ["", "soon", "-5m", "3 weeks", "m"] {
             assert!(parse_duration_ms(bad).is_err(), "{bad} accepted");
         }
-        let text = format!("{DEFAULT_CONFIG}queueing:\n  backfill_threshold: half an hour\n");
+        let text = DEFAULT_CONFIG.replace("backfill_threshold: 30m", "backfill_threshold: half an hour");
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
         assert!(
             err.contains("half an hour") && err.contains("not a duration"),

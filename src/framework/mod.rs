@@ -17,5 +17,5 @@ pub use plugin::{
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Decision, Scheduler};
-pub use search::{AnyGroup, Found, diagnose, place_job, pools_for};
+pub use search::{AnyGroup, Found, HeldGroups, diagnose, place_job, pools_for, reservation_groups};
 pub use status::{Code, Diagnosis, Status};

@@ -173,6 +173,8 @@ pub struct PreemptionContext<'a> {
     pub running: &'a HashMap<JobId, RunningJob>,
     /// Set when the job is a backfill head blocked past the threshold: since when.
     pub backfill_since: Option<u64>,
+    /// The search groups held for the job (its backfill reservation), sorted.
+    pub reserved: Option<&'a [GroupId]>,
     /// Whether the job would be placed on a state (the snapshot with victims removed).
     pub fits: &'a dyn Fn(&ClusterState) -> bool,
 }

@@ -11,13 +11,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, PodKey};
-use crate::model::{ClusterSpec, Job, JobId, PoolId};
+use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PoolId};
 use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants};
 
 use super::plugin::{
     Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
-use super::search::{Found, TightWaitSince, diagnose, place_job, tight_wait_ends};
+use super::search::{
+    Found, HeldGroups, TightWaitSince, diagnose, place_job, reservation_groups, tight_wait_ends,
+};
 use super::{Code, CycleState, Diagnosis, Profile};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -45,6 +47,18 @@ pub enum Decision {
     },
 }
 
+/// Search groups held for a backfill head: jobs of no higher priority are not placed there
+/// until the head is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub job: JobId,
+    pub priority: i32,
+    /// Sorted.
+    pub groups: Vec<GroupId>,
+    /// Milli-GPUs the head needs.
+    pub need_milli: u64,
+}
+
 /// The scheduler: one profile, one cluster state, one queue per tenant.
 pub struct Scheduler {
     profile: Profile,
@@ -63,6 +77,8 @@ pub struct Scheduler {
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
+    /// Room held for backfill heads that waited past the threshold.
+    reservations: Vec<Reservation>,
     decisions: Vec<Decision>,
 }
 
@@ -93,6 +109,7 @@ impl Scheduler {
             tight_waits: HashMap::new(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
+            reservations: Vec::new(),
             decisions: Vec::new(),
         }
     }
@@ -156,18 +173,33 @@ impl Scheduler {
     /// One scheduling cycle for the job the queue offers.
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let job = offer.job;
-        if self.tenants.admit(offer.tenant, job) == Admission::Denied {
-            return if self.tenants.could_ever_admit(offer.tenant, job) {
-                Attempted::Failed { retry_at: None }
-            } else {
-                Attempted::Unresolvable
-            };
+        let admitted = self.tenants.admit(offer.tenant, job) != Admission::Denied;
+        if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
+            return Attempted::Unresolvable;
+        }
+        // Without room now, only preemption could help: a job that cannot preempt costs
+        // no search.
+        let may_preempt = !self.profile.post_filters.is_empty();
+        if !admitted && !may_preempt {
+            return Attempted::Failed { retry_at: None };
+        }
+        if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.job == job.id) {
+            let mut groups = reservation_groups(job, &self.state);
+            groups.sort_unstable();
+            self.reservations.push(Reservation {
+                job: job.id,
+                priority: job.priority,
+                groups,
+                need_milli: job.total_milli(),
+            });
         }
         let mut cycle = CycleState::new(now_ms);
+        let mut room_now = admitted;
         for plugin in &self.profile.pre_filters {
             match plugin.pre_filter(job, &self.state, &mut cycle).code {
                 Code::Success | Code::Skip => {}
                 Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
+                _ if may_preempt => room_now = false,
                 _ => return Attempted::Failed { retry_at: None },
             }
         }
@@ -175,7 +207,20 @@ impl Scheduler {
         if let Some(since) = since {
             cycle.write(TightWaitSince(since));
         }
-        let found = place_job(&self.profile, job, &self.state, &cycle).or_else(|| {
+        let mut held: Vec<GroupId> = self
+            .reservations
+            .iter()
+            .filter(|r| r.job != job.id && r.priority >= job.priority)
+            .flat_map(|r| r.groups.iter().copied())
+            .collect();
+        if !held.is_empty() {
+            held.sort_unstable();
+            cycle.write(HeldGroups(held));
+        }
+        let searched = room_now
+            .then(|| place_job(&self.profile, job, &self.state, &cycle))
+            .flatten();
+        let found = searched.or_else(|| {
             self.preempt(job, offer.tenant, &cycle, offer.backfill_since, now_ms)
                 .then(|| place_job(&self.profile, job, &self.state, &cycle))
                 .flatten()
@@ -192,7 +237,32 @@ impl Scheduler {
             };
         };
         self.tight_waits.remove(&job.id);
-        self.commit(job, offer.tenant, found, &mut cycle, now_ms)
+        let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
+        if matches!(attempted, Attempted::Placed) {
+            self.reservations.retain(|r| r.job != job.id);
+        }
+        attempted
+    }
+
+    /// Room held for backfill heads.
+    pub fn reservations(&self) -> &[Reservation] {
+        &self.reservations
+    }
+
+    /// Free milli-GPUs held for backfill heads (each holds at most what it needs): room
+    /// that counts as allocated.
+    pub fn held_milli(&self) -> u64 {
+        self.reservations
+            .iter()
+            .map(|r| {
+                let free: u64 = r
+                    .groups
+                    .iter()
+                    .map(|&g| u64::from(self.state.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
+                    .sum();
+                free.min(r.need_milli)
+            })
+            .sum()
     }
 
     /// Reserve, Permit and Bind a found placement. Any refusal undoes the reservation; a
@@ -314,6 +384,11 @@ impl Scheduler {
     ) -> bool {
         let proposal = {
             let fits = |state: &ClusterState| place_job(&self.profile, job, state, cycle).is_some();
+            let reserved = self
+                .reservations
+                .iter()
+                .find(|r| r.job == job.id)
+                .map(|r| r.groups.as_slice());
             let context = PreemptionContext {
                 snapshot: &self.state,
                 now_ms,
@@ -321,6 +396,7 @@ impl Scheduler {
                 tenants: &self.tenants,
                 running: &self.running,
                 backfill_since,
+                reserved,
                 fits: &fits,
             };
             self.profile.post_filters.iter().find_map(|plugin| {

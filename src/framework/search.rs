@@ -49,11 +49,16 @@ pub fn place_job(
     match profile.search {
         SearchMode::Flat => {
             let spec = snapshot.spec();
-            let nodes: Vec<&[NodeId]> = pools
-                .iter()
-                .map(|&p| spec.pool(p).nodes.as_slice())
-                .collect();
-            try_nodes(profile, job, snapshot, state, &nodes)
+            let nodes = |pool: PoolId| spec.pool(pool).nodes.as_slice();
+            if job.pods.len() == 1 {
+                let all: Vec<&[NodeId]> = pools.iter().map(|&p| nodes(p)).collect();
+                try_nodes(profile, job, snapshot, state, &all)
+            } else {
+                // A gang never mixes GPU models: one pool at a time.
+                pools
+                    .iter()
+                    .find_map(|&p| try_nodes(profile, job, snapshot, state, &[nodes(p)]))
+            }
         }
         SearchMode::TwoLevel => two_level(profile, job, snapshot, state, &pools),
     }
@@ -178,6 +183,44 @@ fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) 
         })
 }
 
+/// Written into the cycle state by the scheduler: search groups held for another job (a
+/// backfill head's reservation) that this job must leave alone. Sorted.
+pub struct HeldGroups(pub Vec<GroupId>);
+
+/// The groups to hold for a job that waits too long: the tightest domain that could ever
+/// hold it, of one of its pools, with the most free GPUs now (so it fills first).
+pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
+    let pools = pools_for(job, snapshot);
+    let spec = snapshot.spec();
+    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
+    let tier = tightest_possible_tier(job, snapshot, &pools);
+    // (pool, domain, group, gpus, free)
+    let mut members: Vec<(PoolId, u32, GroupId, u64, u64)> = pools
+        .iter()
+        .flat_map(|&pool| snapshot.pool_groups(pool).map(move |(g, a)| (pool, g, a)))
+        .filter_map(|(pool, group, aggregate)| {
+            let domain = match tier {
+                Some(t) => spec.group_domain(group, t)?,
+                None => 0,
+            };
+            Some((
+                pool,
+                domain,
+                group,
+                u64::from(aggregate.gpus),
+                u64::from(aggregate.free_gpus),
+            ))
+        })
+        .collect();
+    members.sort_unstable_by_key(|&(pool, domain, group, _, _)| (pool, domain, group));
+    members
+        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
+        .filter(|domain| domain.iter().map(|m| m.3).sum::<u64>() >= needed)
+        .max_by_key(|domain| domain.iter().map(|m| m.4).sum::<u64>())
+        .map(|domain| domain.iter().map(|m| m.2).collect())
+        .unwrap_or_default()
+}
+
 /// The search groups of the job's pools that pass every group filter, with their weighted
 /// group scores (unsorted).
 fn rank_groups(
@@ -188,8 +231,14 @@ fn rank_groups(
     pools: &[PoolId],
 ) -> Vec<(i64, GroupId)> {
     let mut ranked = Vec::new();
+    let held = state
+        .read::<HeldGroups>()
+        .map_or(&[][..], |h| h.0.as_slice());
     for &pool in pools {
         for (group, aggregate) in snapshot.pool_groups(pool) {
+            if !held.is_empty() && held.binary_search(&group).is_ok() {
+                continue;
+            }
             let passes = profile
                 .filters
                 .iter()

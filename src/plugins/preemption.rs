@@ -54,6 +54,7 @@ impl Preemption {
         if let Some(since) = context.backfill_since
             && victim.started_ms >= since
             && victim.job.priority <= job.priority
+            && in_reservation(context, victim)
         {
             return Some(PreemptionKind::Backfill);
         }
@@ -73,6 +74,25 @@ impl Preemption {
             None
         }
     }
+}
+
+/// Whether the victim holds a pod in the preemptor's reservation (anywhere, without one).
+fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
+    let Some(groups) = context.reserved else {
+        return true;
+    };
+    let spec = context.snapshot.spec();
+    (0..victim.job.pods.len() as u32).any(|pod| {
+        let key = PodKey {
+            job: victim.job.id,
+            pod,
+        };
+        context.snapshot.placement(key).is_some_and(|p| {
+            groups
+                .binary_search(&spec.node_group[p.placement.node.index()])
+                .is_ok()
+        })
+    })
 }
 
 /// The snapshot with the pods of `victims` removed.

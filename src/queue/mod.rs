@@ -26,8 +26,9 @@ pub enum QueueingPolicy {
     StrictFifo,
     /// Later jobs that fit go ahead of a blocked head.
     BestEffortFifo,
-    /// As best-effort, but once the head has waited past the backfill threshold, room is
-    /// made for it by preempting the jobs that were placed after it blocked.
+    /// As best-effort, but the first job blocked past the backfill threshold becomes the
+    /// head: room is held for it (no job of lower or equal priority is placed there) and
+    /// made by preempting the jobs placed there after it blocked.
     Backfill,
 }
 
@@ -51,7 +52,7 @@ struct Pending {
     not_before: u64,
     /// Its last failure was unresolvable.
     unresolvable: bool,
-    /// When it first failed as the head of its queue.
+    /// When it first failed to place.
     blocked_since: Option<u64>,
     /// The capacity epoch at which making room for it (backfill) last failed.
     backfill_failed_at: Option<u64>,
@@ -76,8 +77,9 @@ pub enum Attempted {
 pub struct Offer<'a> {
     pub job: &'a Arc<Job>,
     pub tenant: usize,
-    /// Set for the head of a backfill queue that has been blocked past the threshold:
-    /// since when. The scheduler may preempt jobs placed after that time for it.
+    /// Set for the backfill head of a queue (its first job blocked past the threshold):
+    /// since when it is blocked. The scheduler holds room for it and may preempt jobs
+    /// placed after that time.
     pub backfill_since: Option<u64>,
 }
 
@@ -168,13 +170,13 @@ impl Queues {
         retries.chain(backoffs).chain(backfill).min()
     }
 
-    /// When each blocked backfill head's threshold runs out.
+    /// When the threshold of each queue's oldest blocked job runs out.
     fn backfill_deadlines(&self) -> impl Iterator<Item = u64> + '_ {
         let backfill = self.policy == QueueingPolicy::Backfill;
         self.queues
             .iter()
             .filter(move |_| backfill)
-            .filter_map(|q| q.first()?.blocked_since)
+            .filter_map(|q| q.iter().filter_map(|p| p.blocked_since).min())
             .map(|since| since.saturating_add(self.backfill_threshold_ms))
     }
 
@@ -185,6 +187,7 @@ impl Queues {
         let strict = self.policy == QueueingPolicy::StrictFifo;
         let mut cursor = vec![0usize; self.queues.len()];
         let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
+        let mut head_taken = vec![false; self.queues.len()];
         while let Some(tenant) = (0..self.queues.len())
             .filter(|&t| !done[t])
             .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
@@ -195,14 +198,18 @@ impl Queues {
                 continue;
             };
             cursor[tenant] = index + 1;
-            let is_head = queue[..index].iter().all(|p| p.placed);
             let entry = &mut queue[index];
             let due = entry.retry_at.is_some_and(|t| t <= now_ms);
+            // The first job of the queue blocked past the threshold is its backfill head.
+            let overdue = self.policy == QueueingPolicy::Backfill
+                && !head_taken[tenant]
+                && entry.blocked_since.is_some_and(|since| {
+                    now_ms >= since.saturating_add(self.backfill_threshold_ms)
+                });
+            head_taken[tenant] |= overdue;
             let backfill_since = entry
                 .blocked_since
-                .filter(|_| is_head && self.policy == QueueingPolicy::Backfill)
-                .filter(|&since| now_ms >= since.saturating_add(self.backfill_threshold_ms))
-                .filter(|_| entry.backfill_failed_at != Some(epoch));
+                .filter(|_| overdue && entry.backfill_failed_at != Some(epoch));
             let waiting = now_ms < entry.not_before
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
             if waiting {
@@ -224,7 +231,7 @@ impl Queues {
                     entry.failed_at = Some(epoch);
                     entry.retry_at = retry_at;
                     entry.unresolvable = false;
-                    if is_head && entry.blocked_since.is_none() {
+                    if entry.blocked_since.is_none() {
                         entry.blocked_since = Some(now_ms);
                     }
                     done[tenant] = strict;

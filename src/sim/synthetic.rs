@@ -26,8 +26,8 @@
 //! | kind | share | pods × GPUs | duration (log-uniform) | priority | GPU model |
 //! |---|---|---|---|---|---|
 //! | inference | 25% | 1 × 0.25 (20%), 0.5 (30%), 1 (35%), 2 (15%) | 2–12 h | 100 | secondary 60%, either 40% |
-//! | dev | 10% | 1 × 0.5 (25%), 1 (50%), 2 (25%) | 10–60 min | 0 | primary 55%, secondary 30%, either 15% |
-//! | train | 65% | total GPUs below | by size, below | 50 for 10%, else 0 | ≥ 64 GPUs: primary; else as dev |
+//! | dev | 10% | 1 × 0.5 (25%), 1 (50%), 2 (25%) | 10–60 min | 0 | balanced, below |
+//! | train | 65% | total GPUs below | by size, below | 50 for 10%, else 0 | balanced, below |
 //!
 //! Train sizes in total GPUs (weights): 1 (30), 2 (10), 4 (12), 8 (25), 16 (8), 32 (6),
 //! 64 (4), 128 (2.5), 256 (1.5), 512 (0.7), 1024 (0.3). Up to 8 GPUs a job is one pod of that
@@ -39,7 +39,11 @@
 //! `team-vision` (25%), `team-speech` (20%), `team-research` (15%).
 //!
 //! GPU models: "primary" is the GPU pool with the most GPUs (`H100` in the default
-//! cluster), "secondary" the next (`A100`), "either" both. On another cluster: with a
+//! cluster), "secondary" the next (`A100`), "either" both. Train and dev jobs accept either
+//! model 15% of the time (never the jobs of 64 GPUs or more); otherwise they name the
+//! primary or the secondary pool in proportion to the pools' GPUs, so each pool is offered
+//! the same share of its capacity; a job larger than half the secondary pool names the
+//! primary. On another cluster: with a
 //! single GPU pool every choice is that pool; train sizes larger than the primary pool are
 //! left out of the mix; gang pods hold at most as many GPUs as the primary pool's nodes
 //! (rounded down to a power of two); a secondary-pool job larger than that pool asks for
@@ -240,11 +244,9 @@ enum ModelChoice {
     Either,
 }
 
-const SMALL_JOB_MODELS: [(ModelChoice, f64); 3] = [
-    (ModelChoice::Primary, 55.0),
-    (ModelChoice::Secondary, 30.0),
-    (ModelChoice::Either, 15.0),
-];
+/// Share of train and dev jobs that accept either GPU model; the rest ask for one model,
+/// chosen in proportion to the pools' GPUs so that each pool is offered the same load.
+const EITHER_MODEL_SHARE: f64 = 0.15;
 
 const INFERENCE_MODELS: [(ModelChoice, f64); 2] =
     [(ModelChoice::Secondary, 60.0), (ModelChoice::Either, 40.0)];
@@ -285,6 +287,32 @@ impl Pools {
                 .map(|(pool, gpus, _)| (pool, gpus))
                 .collect(),
             gang_pod_gpus,
+        }
+    }
+
+    /// A model choice that offers each pool load in proportion to its GPUs: either model
+    /// for a share of jobs (never for `large` ones, which name one), else the primary or
+    /// secondary pool by their GPUs; a job larger than half the secondary pool goes to the
+    /// primary.
+    fn balanced(&self, rng: &mut ChaCha8Rng, large: bool, gpus: u32) -> ModelChoice {
+        let draw: f64 = rng.random();
+        let (primary, secondary) = match self.ranked.as_slice() {
+            [(_, a), (_, b), ..] => (*a as f64, *b as f64),
+            _ => return ModelChoice::Primary,
+        };
+        if !large && draw < EITHER_MODEL_SHARE {
+            return ModelChoice::Either;
+        }
+        let draw = if large {
+            draw
+        } else {
+            (draw - EITHER_MODEL_SHARE) / (1.0 - EITHER_MODEL_SHARE)
+        };
+        let fits_secondary = f64::from(gpus) * 2.0 <= secondary;
+        if fits_secondary && draw * (primary + secondary) >= primary {
+            ModelChoice::Secondary
+        } else {
+            ModelChoice::Primary
         }
     }
 
@@ -366,7 +394,8 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
             JobKind::Dev => {
                 let gpu = pick(&mut rng, &DEV_GPUS);
                 let duration = log_uniform_ms(&mut rng, DEV_DURATION_S);
-                (gpu, 1, duration, 0, pick(&mut rng, &SMALL_JOB_MODELS))
+                let models = pools.balanced(&mut rng, false, gpu.whole());
+                (gpu, 1, duration, 0, models)
             }
             _ => {
                 let gpus = pick(&mut rng, &train_sizes);
@@ -377,11 +406,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
                 } else {
                     0
                 };
-                let models = if gpus >= LARGE_TRAIN_GPUS {
-                    ModelChoice::Primary
-                } else {
-                    pick(&mut rng, &SMALL_JOB_MODELS)
-                };
+                let models = pools.balanced(&mut rng, gpus >= LARGE_TRAIN_GPUS, gpus);
                 let pods = (gpus / pod_gpus) as usize;
                 (
                     GpuRequest::Whole(pod_gpus),
@@ -607,8 +632,11 @@ mod tests {
             assert!(job.duration_ms.is_some_and(|d| d > 0 && d % 1000 == 0));
             assert!(job.tenant.index() >= 1 && job.tenant.index() < 5);
             if job.total_milli() >= 64_000 {
-                assert_eq!(job.pools, [h100]);
+                assert_eq!(job.pools.len(), 1, "a large job names one model");
                 assert_eq!(job.kind, JobKind::Train);
+            }
+            if job.total_milli() > 512_000 {
+                assert_eq!(job.pools, [h100], "larger than half the A100 pool");
             }
             if job.is_gang() {
                 assert!(job.pods.iter().all(|p| p.gpu == GpuRequest::Whole(8)));
