@@ -361,7 +361,10 @@ mod tests {
         for bad in ["", "soon", "-5m", "3 weeks", "m"] {
             assert!(parse_duration_ms(bad).is_err(), "{bad} accepted");
         }
-        let text = DEFAULT_CONFIG.replace("backfill_threshold: 30m", "backfill_threshold: half an hour");
+        let text = DEFAULT_CONFIG.replace(
+            "backfill_threshold: 30m",
+            "backfill_threshold: half an hour",
+        );
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
         assert!(
             err.contains("half an hour") && err.contains("not a duration"),

@@ -12,8 +12,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kant::config::{Config, Placement};
 use kant::model::ClusterSpec;
 use kant::plugins::build_profile;
+use kant::queue::{QueueingPolicy, Tenants};
 use kant::sim::report::{JsonReport, table};
-use kant::sim::synthetic::{SyntheticOptions, default_cluster, generate_workload};
+use kant::sim::synthetic::{
+    SyntheticOptions, assign_tenants, default_cluster, default_tenants, generate_workload,
+};
 use kant::sim::{EventLog, TraceOptions, Workload, run, scale_arrivals, trace};
 
 #[derive(Parser)]
@@ -77,6 +80,14 @@ struct SimulateArgs {
     /// Placement strategy of the profile run (replaces its placement scorer).
     #[arg(long, value_enum)]
     placement: Option<Placement>,
+    /// Queueing policy of the profile run (replaces the profile's).
+    #[arg(long, value_enum)]
+    queueing: Option<QueueingPolicy>,
+    /// Give a trace's jobs that name no tenant to the synthetic tenants (a seeded hash of
+    /// the job name, by the tenants' shares), with the synthetic tenants' quotas. The
+    /// embedded default always has them. Ignored when the configuration declares tenants.
+    #[arg(long)]
+    synthetic_tenants: bool,
     /// Profile to run beside it on the same workload, or `none`.
     #[arg(long, value_name = "NAME", default_value = "native")]
     baseline: String,
@@ -159,10 +170,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         build_profile(&profile, &config).map_err(input)
     };
     let main_name = args.profile.as_deref().unwrap_or(&config.default_profile);
-    let main_profile = profile_named(main_name, args.placement)?;
+    let mut main_profile = profile_named(main_name, args.placement)?;
+    if let Some(queueing) = args.queueing {
+        main_profile.queueing = queueing;
+    }
     let baseline = match args.baseline.as_str() {
         "none" => None,
-        name if name == main_name && args.placement.is_none() => None,
+        name if name == main_name && args.placement.is_none() && args.queueing.is_none() => None,
         name => Some(profile_named(name, None)?),
     };
     if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
@@ -173,6 +187,18 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     }
     let (cluster, mut workload, source) = load_workload(&args, &config)?;
     scale_arrivals(&mut workload, args.load_factor);
+    let synthetic_tenants = args.synthetic_tenants || args.nodes.is_none();
+    let tenant_configs = if !config.tenants.is_empty() {
+        config.tenants.clone()
+    } else if synthetic_tenants {
+        if args.nodes.is_some() {
+            assign_tenants(&mut workload, args.seed);
+        }
+        default_tenants(&cluster)
+    } else {
+        Vec::new()
+    };
+    let tenants = Tenants::resolve(&tenant_configs, &cluster).map_err(input)?;
     let cluster = Arc::new(cluster);
 
     if let Some(dir) = &args.write_trace {
@@ -188,30 +214,30 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     };
     let progress = std::io::stderr().is_terminal();
     let output = |e: std::io::Error| Failure::Output(e.to_string());
-    let (main_run, baseline_run) = rayon::join(
-        || {
+    // One after the other, so that neither run's wall time is measured under the other's
+    // load.
+    let main_run = run(
+        cluster.clone(),
+        &workload,
+        main_profile,
+        tenants.clone(),
+        &mut events,
+        progress,
+    )
+    .map_err(output)?;
+    let baseline_run = baseline
+        .map(|profile| {
             run(
                 cluster.clone(),
                 &workload,
-                main_profile,
-                &mut events,
-                progress,
+                profile,
+                tenants,
+                &mut EventLog::disabled(),
+                false,
             )
-        },
-        || {
-            baseline.map(|profile| {
-                run(
-                    cluster.clone(),
-                    &workload,
-                    profile,
-                    &mut EventLog::disabled(),
-                    false,
-                )
-            })
-        },
-    );
-    let main_run = main_run.map_err(output)?;
-    let baseline_run = baseline_run.transpose().map_err(output)?;
+        })
+        .transpose()
+        .map_err(output)?;
 
     let json = JsonReport {
         main: &main_run,

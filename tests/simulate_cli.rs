@@ -250,8 +250,16 @@ fn written_trace_replays_to_the_same_figures() {
     );
     let nodes = trace.join("nodes.csv").display().to_string();
     let jobs = trace.join("jobs.csv").display().to_string();
+    // The written trace names each job's tenant; their quotas are the synthetic ones.
     let replay = kant(&[
-        "simulate", "--nodes", &nodes, "--jobs", &jobs, "--format", "json",
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--synthetic-tenants",
+        "--format",
+        "json",
     ]);
     assert!(
         replay.status.success(),

@@ -3,7 +3,8 @@
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
 //!   blocked, of no higher priority.
 //! - Quota reclaim: for a tenant below its quota on a pool, jobs of other tenants that
-//!   borrow on that pool, whatever their priority.
+//!   borrow on that pool, whatever their priority, as long as their tenant keeps at least
+//!   its quota without them (only borrowed room is taken back, so reclaims never cascade).
 //! - Priority: jobs of strictly lower priority.
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
@@ -59,12 +60,14 @@ impl Preemption {
             return Some(PreemptionKind::Backfill);
         }
         let tenants = context.tenants;
+        // Only what is borrowed is reclaimed: the victim's tenant stays at or above its
+        // quota once the victim is gone, so a reclaim never starts another.
         let reclaim = victim.tenant != context.tenant
             && tenants.mode(context.tenant) == TenantMode::Shared
-            && victim.pools.iter().any(|&(pool, _)| {
+            && victim.pools.iter().any(|&(pool, milli)| {
                 (job.pools.is_empty() || job.pools.contains(&pool))
                     && tenants.under_quota(context.tenant, pool)
-                    && tenants.borrowed(victim.tenant, pool) > 0
+                    && tenants.borrowed(victim.tenant, pool) >= milli
             });
         if reclaim {
             Some(PreemptionKind::QuotaReclaim)

@@ -16,10 +16,12 @@ use crate::framework::{
     Bind, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler, Status,
 };
 use crate::metrics::{MetricsCollector, MetricsReport, PlacementSpread};
-use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU};
+use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId};
+use crate::queue::Tenants;
 
 use super::events::EventLog;
 use super::link_audit::LinkAudit;
+use super::tenant_report::{TenantReport, TenantSeries};
 use super::trace::Workload;
 
 /// The simulator's binder: a pod is bound the moment it is placed.
@@ -41,6 +43,10 @@ impl Bind for InstantBinder {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RunReport {
     pub profile: String,
+    /// Per tenant: quota, and quota in use, borrowed GPUs and pending jobs over time.
+    pub tenants: Vec<TenantReport>,
+    /// Jobs whose tenant the configuration does not know (they went to the default).
+    pub jobs_unknown_tenant: u64,
     #[serde(flatten)]
     pub metrics: MetricsReport,
     /// Jobs read from the workload, skipped rows included.
@@ -58,17 +64,20 @@ pub struct RunReport {
     pub nvlink: LinkAudit,
 }
 
-/// Replays `workload` on `cluster` under `profile`.
+/// Replays `workload` on `cluster` under `profile`, with `tenants` (the workload's tenants
+/// are matched to them by name; a job of a tenant not among them goes to the default
+/// tenant and is counted).
 pub fn run(
     cluster: Arc<ClusterSpec>,
     workload: &Workload,
     profile: Profile,
+    tenants: Tenants,
     events: &mut EventLog,
     progress: bool,
 ) -> io::Result<RunReport> {
     let started = Instant::now();
     let profile_name = profile.name.clone();
-    let mut sim = Simulation::new(cluster, workload, profile, events);
+    let mut sim = Simulation::new(cluster, workload, profile, tenants, events);
     let bar = progress_bar(workload.jobs.len() as u64, progress);
     while let Some(now) = sim.next_instant() {
         let submitted = sim.step(now)?;
@@ -79,8 +88,11 @@ pub fn run(
     let wall_s = started.elapsed().as_secs_f64();
     let last = sim.clock_ms;
     let first = workload.jobs.first().map_or(0, |j| j.submit_ms);
+    let tenant_reports = sim.tenant_series.report(&sim.scheduler);
     Ok(RunReport {
         profile: profile_name,
+        tenants: tenant_reports,
+        jobs_unknown_tenant: sim.jobs_unknown_tenant,
         metrics: sim.metrics.report(last),
         jobs_total: workload.jobs.len() as u64 + workload.skipped_no_duration,
         jobs_skipped: workload.skipped_no_duration,
@@ -127,6 +139,10 @@ struct Simulation<'w, 'e> {
     pods_placed: u64,
     preemptions: PreemptionStats,
     nvlink: LinkAudit,
+    tenant_series: TenantSeries,
+    /// The scheduler's tenant of each of the workload's tenants.
+    tenant_map: Vec<TenantId>,
+    jobs_unknown_tenant: u64,
 }
 
 impl<'w, 'e> Simulation<'w, 'e> {
@@ -134,16 +150,29 @@ impl<'w, 'e> Simulation<'w, 'e> {
         cluster: Arc<ClusterSpec>,
         workload: &'w Workload,
         profile: Profile,
+        tenants: Tenants,
         events: &'e mut EventLog,
     ) -> Self {
         let window_end = workload.jobs.last().map(|j| j.submit_ms);
+        let first = workload.jobs.first().map_or(0, |j| j.submit_ms);
+        let tenant_series = TenantSeries::new(tenants.len(), first, window_end.unwrap_or(first));
+        let tenant_map = workload
+            .tenants
+            .iter()
+            .map(|name| TenantId(tenants.index(name).unwrap_or(0) as u16))
+            .collect();
         let metrics = MetricsCollector::new(
             cluster.total_gpus() * u64::from(MILLI_PER_GPU),
             cluster.gpu_nodes() as u32,
             window_end,
         );
         Self {
-            scheduler: Scheduler::new(profile, Box::new(InstantBinder), cluster.clone()),
+            scheduler: Scheduler::with_tenants(
+                profile,
+                Box::new(InstantBinder),
+                cluster.clone(),
+                tenants,
+            ),
             cluster,
             workload,
             events,
@@ -158,6 +187,9 @@ impl<'w, 'e> Simulation<'w, 'e> {
             pods_placed: 0,
             preemptions: PreemptionStats::default(),
             nvlink: LinkAudit::default(),
+            tenant_series,
+            tenant_map,
+            jobs_unknown_tenant: 0,
         }
     }
 
@@ -208,7 +240,17 @@ impl<'w, 'e> Simulation<'w, 'e> {
                 .map_or("", String::as_str);
             self.events.submit(now, job, tenant, &self.cluster)?;
             self.metrics.job_submitted(now);
-            self.scheduler.submit(job.clone());
+            let mut job = job.clone();
+            let tenant = self
+                .tenant_map
+                .get(job.tenant.index())
+                .copied()
+                .unwrap_or_default();
+            if tenant == TenantId(0) && job.tenant != TenantId(0) {
+                self.jobs_unknown_tenant += 1;
+            }
+            job.tenant = tenant;
+            self.scheduler.submit(job);
         }
         // The state each decision of the round met, for the NVLink audit (an O(1) snapshot).
         let mut before = self.scheduler.state().snapshot();
@@ -233,12 +275,11 @@ impl<'w, 'e> Simulation<'w, 'e> {
         }
         self.wakeup = self.scheduler.next_retry_ms(now).filter(|&t| t > now);
         let total = self.scheduler.state().total();
-        self.metrics.observe(
-            now,
-            total.used_milli,
-            self.run_milli,
-            total.fragmented_nodes,
-        );
+        // Room held for backfill heads counts as allocated, not as running.
+        let alloc = total.used_milli + self.scheduler.held_milli();
+        self.metrics
+            .observe(now, alloc, self.run_milli, total.fragmented_nodes);
+        self.tenant_series.observe(now, &self.scheduler);
         Ok(submitted)
     }
 

@@ -6,6 +6,7 @@ pub mod events;
 pub mod link_audit;
 pub mod report;
 pub mod synthetic;
+pub mod tenant_report;
 pub mod trace;
 
 pub use engine::{RunReport, run, scale_arrivals};

@@ -124,6 +124,22 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
             },
         );
     }
+    let names: Vec<String> = runs
+        .first()
+        .map(|r| r.tenants.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default();
+    for name in names {
+        let label = format!("tenant {name}: GPUs used / borrowed of quota, pending");
+        row(label, &|r| {
+            let Some(t) = r.tenants.iter().find(|t| t.name == name) else {
+                return "-".into();
+            };
+            format!(
+                "{:.0} / {:.0} of {:.0}, {:.1} (max {})",
+                t.used_gpus_mean, t.borrowed_gpus_mean, t.quota_gpus, t.pending_mean, t.pending_max
+            )
+        });
+    }
     row("window (first to last submit)".into(), &|r| {
         human_duration(r.metrics.window_s)
     });

@@ -67,7 +67,8 @@ use crate::model::{
     NodeRow, PodRequest, PoolId, TenantId, Tier, TopologyNeed,
 };
 
-use super::trace::{DEFAULT_TENANT, Workload};
+use super::trace::Workload;
+use crate::queue::{DEFAULT_TENANT, TenantConfig, TenantMode};
 
 /// How to generate a synthetic workload.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,6 +180,75 @@ const TENANTS: [(&str, f64); 4] = [
     ("team-speech", 20.0),
     ("team-research", 15.0),
 ];
+
+/// Of every GPU model, the share held as quota by the synthetic tenants; the rest is
+/// owned by no one and borrowable by shared tenants.
+const QUOTA_SHARE_OF_POOLS: f64 = 0.8;
+
+/// The synthetic tenants with quotas: each holds, of every GPU model, its job share of
+/// 80% of the pool; `team-research` is isolated, the others shared.
+pub fn default_tenants(cluster: &ClusterSpec) -> Vec<TenantConfig> {
+    let total: f64 = TENANTS.iter().map(|&(_, share)| share).sum();
+    TENANTS
+        .iter()
+        .map(|&(name, share)| TenantConfig {
+            name: name.to_owned(),
+            mode: if name == "team-research" {
+                TenantMode::Isolated
+            } else {
+                TenantMode::Shared
+            },
+            weight: 1.0,
+            quota: cluster
+                .pools
+                .iter()
+                .filter_map(|pool| {
+                    let model = pool.gpu_model.clone()?;
+                    let gpus: usize = pool.nodes.iter().map(|&n| cluster.node(n).gpus()).sum();
+                    let quota = (gpus as f64 * QUOTA_SHARE_OF_POOLS * share / total).floor();
+                    Some((model, quota as i64))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Assigns every job that names no tenant to a synthetic tenant, by a seeded hash of its
+/// name weighted by the tenants' job shares: the same job always goes to the same tenant.
+pub fn assign_tenants(workload: &mut Workload, seed: u64) {
+    let total: f64 = TENANTS.iter().map(|&(_, share)| share).sum();
+    let mut ids = Vec::new();
+    for &(name, _) in &TENANTS {
+        let id = match workload.tenants.iter().position(|t| t == name) {
+            Some(index) => index,
+            None => {
+                workload.tenants.push(name.to_owned());
+                workload.tenants.len() - 1
+            }
+        };
+        ids.push(TenantId(id as u16));
+    }
+    for job in workload.jobs.iter_mut().filter(|j| j.tenant == TenantId(0)) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(job.name.as_bytes()));
+        let mut draw = rng.random::<f64>() * total;
+        let mut chosen = ids[ids.len() - 1];
+        for (&(_, share), &id) in TENANTS.iter().zip(&ids) {
+            if draw < share {
+                chosen = id;
+                break;
+            }
+            draw -= share;
+        }
+        job.tenant = chosen;
+    }
+}
+
+/// FNV-1a: a stable hash of a job name, independent of the platform and of Rust's hasher.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
 
 const KINDS: [(JobKind, f64); 3] = [
     (JobKind::Inference, 25.0),

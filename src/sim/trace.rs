@@ -90,8 +90,8 @@ pub struct Workload {
     pub skipped_no_duration: u64,
 }
 
-/// The name of the default tenant, `TenantId(0)`, written as an empty tenant column.
-pub const DEFAULT_TENANT: &str = "default";
+/// The default tenant, `TenantId(0)`, is written as an empty tenant column.
+use crate::queue::DEFAULT_TENANT;
 
 /// The most pods one job may have: a larger count is taken for a broken row, not a job.
 pub const MAX_PODS_PER_JOB: u64 = 100_000;

@@ -1,0 +1,99 @@
+//! Per-tenant figures of a replay: quota in use, borrowed GPUs and pending jobs, each a
+//! time-average over the metrics window (first to last submission), exact integrals of
+//! the piecewise-constant series like the cluster metrics.
+
+use serde::Serialize;
+
+use crate::framework::Scheduler;
+use crate::model::{MILLI_PER_GPU, PoolId};
+use crate::queue::TenantMode;
+
+/// One tenant's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct TenantReport {
+    pub name: String,
+    pub mode: TenantMode,
+    /// Quota over all GPU models, GPUs.
+    pub quota_gpus: f64,
+    /// Time-average GPUs in use by its jobs.
+    pub used_gpus_mean: f64,
+    /// Time-average GPUs in use beyond its quota.
+    pub borrowed_gpus_mean: f64,
+    /// Time-average jobs waiting in its queue.
+    pub pending_mean: f64,
+    pub pending_max: usize,
+}
+
+/// The integrals, fed after every step of the replay.
+pub struct TenantSeries {
+    window: (u64, u64),
+    since: u64,
+    /// Per tenant, the current (used, borrowed, pending).
+    current: Vec<(u64, u64, u64)>,
+    /// Per tenant, the integrals of the three over the window so far.
+    sums: Vec<(u128, u128, u128)>,
+    pending_max: Vec<usize>,
+}
+
+impl TenantSeries {
+    /// For `tenants` tenants over the window `[first, last]` (milliseconds).
+    pub fn new(tenants: usize, first: u64, last: u64) -> Self {
+        Self {
+            window: (first, last),
+            since: first,
+            current: vec![(0, 0, 0); tenants],
+            sums: vec![(0, 0, 0); tenants],
+            pending_max: vec![0; tenants],
+        }
+    }
+
+    /// The values from `now` on, read off the scheduler.
+    pub fn observe(&mut self, now: u64, scheduler: &Scheduler) {
+        self.integrate_to(now);
+        let tenants = scheduler.tenants();
+        for (t, slot) in self.current.iter_mut().enumerate() {
+            let (used, borrowed) = tenants.totals(t);
+            let pending = scheduler.pending_of(t);
+            *slot = (used, borrowed, pending as u64);
+            self.pending_max[t] = self.pending_max[t].max(pending);
+        }
+    }
+
+    fn integrate_to(&mut self, now: u64) {
+        let (first, last) = self.window;
+        let end = now.clamp(first, last);
+        if end > self.since {
+            let dt = u128::from(end - self.since);
+            for (sum, &(used, borrowed, pending)) in self.sums.iter_mut().zip(&self.current) {
+                sum.0 += u128::from(used) * dt;
+                sum.1 += u128::from(borrowed) * dt;
+                sum.2 += u128::from(pending) * dt;
+            }
+            self.since = end;
+        }
+    }
+
+    /// The figures at the end of the replay.
+    pub fn report(mut self, scheduler: &Scheduler) -> Vec<TenantReport> {
+        self.integrate_to(self.window.1);
+        let span = (self.window.1 - self.window.0).max(1) as f64;
+        let milli = f64::from(MILLI_PER_GPU);
+        let tenants = scheduler.tenants();
+        let pools = scheduler.state().spec().pools.len();
+        (0..tenants.len())
+            .map(|t| {
+                let quota: u64 = (0..pools).map(|p| tenants.quota(t, PoolId(p as u16))).sum();
+                let (used, borrowed, pending) = self.sums[t];
+                TenantReport {
+                    name: tenants.name(t).to_owned(),
+                    mode: tenants.mode(t),
+                    quota_gpus: quota as f64 / milli,
+                    used_gpus_mean: used as f64 / span / milli,
+                    borrowed_gpus_mean: borrowed as f64 / span / milli,
+                    pending_mean: pending as f64 / span,
+                    pending_max: self.pending_max[t],
+                }
+            })
+            .collect()
+    }
+}
