@@ -393,6 +393,15 @@ mod tests {
     }
 
     #[test]
+    fn an_overflowing_weight_is_refused() {
+        let text = with_plugins(
+            "[priority-sort, gpu-devices, {name: binpack, weight: 9223372036854775807}]",
+        );
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert!(err.contains("is above 100"), "{err}");
+    }
+
+    #[test]
     fn negative_weight_is_refused() {
         let text = with_plugins("[priority-sort, gpu-devices, {name: binpack, weight: -2}]");
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();

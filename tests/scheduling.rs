@@ -133,6 +133,37 @@ fn a_gang_accepting_two_models_never_mixes_them() {
 }
 
 #[test]
+fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
+    // One 8-GPU node and four 4-GPU nodes: 24 GPUs, but only one node holds 8.
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, gpus) in [8, 4, 4, 4, 4].into_iter().enumerate() {
+        let row = kant::model::NodeRow {
+            name: format!("n{i}"),
+            gpu_model: Some("V100".into()),
+            gpus,
+            cpu_milli: None,
+            memory_mib: None,
+            leaf: None,
+            hbd: None,
+        };
+        builder.add(row, LinkProfile::NvlinkAll).unwrap();
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    let mut s = scheduler(profile("native", None, None), spec);
+    s.submit(job(0, 2, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(1), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let diagnosis = s.diagnose(JobId(0), 0).expect("pending");
+    assert!(
+        diagnosis
+            .message()
+            .contains("can ever hold 2 pods of 8 GPUs"),
+        "{}",
+        diagnosis.message()
+    );
+}
+
+#[test]
 fn priority_goes_before_submission_order() {
     let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
     let mut s = scheduler(

@@ -61,15 +61,7 @@ impl GpuAggregate {
     /// How many pods of `per_pod` whole GPUs fit on free devices, each pod inside one node.
     #[inline]
     pub fn pods_that_fit(&self, per_pod: u32) -> u64 {
-        if per_pod == 0 {
-            return u64::MAX;
-        }
-        self.free_histogram
-            .iter()
-            .enumerate()
-            .skip(per_pod as usize)
-            .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(per_pod)))
-            .sum()
+        crate::model::pods_that_fit(&self.free_histogram, per_pod)
     }
 
     /// The most free devices connected by NVLink on any one node.

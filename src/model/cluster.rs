@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    GroupId, LeafId, LinkMatrix, LinkProfile, ModelError, NodeId, NodeSpec, NodeTopology, PoolId,
-    Tier,
+    GroupId, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE, ModelError, NodeId, NodeSpec,
+    NodeTopology, PoolId, Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -26,6 +26,8 @@ pub struct Pool {
     pub gpus_per_node: u32,
     /// GPUs of the pool's largest leaf group, `None` when no node of it has a leaf group.
     pub largest_leaf_gpus: Option<u32>,
+    /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
+    pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
 }
 
 /// A leaf switch group's whole path: leaf names repeat under different spines.
@@ -232,6 +234,7 @@ impl ClusterSpecBuilder {
             groups: Vec::new(),
             gpus_per_node: 0,
             largest_leaf_gpus: None,
+            node_sizes: [0; MAX_GPUS_PER_NODE + 1],
         });
         self.spec.pool_by_model.insert(model.clone(), id);
         id
@@ -308,6 +311,9 @@ impl ClusterSpecBuilder {
                 .unwrap_or(0);
             pool.largest_leaf_gpus = largest_leaf;
             pool.groups = groups;
+            for &node in &pool.nodes {
+                pool.node_sizes[spec.nodes[node.index()].gpus()] += 1;
+            }
         }
         self.spec
     }

@@ -42,8 +42,8 @@ impl LinkClass {
 pub enum LinkProfile {
     /// Every pair on NVLink (an NVSwitch baseboard such as HGX H100): one NUMA node per half.
     NvlinkAll,
-    /// NVLink bridges between device pairs (0-1, 2-3, ...), two pairs per PCIe switch, half
-    /// of the devices on each of two NUMA nodes (PCIe cards with bridges).
+    /// NVLink bridges between device pairs (0-1, 2-3, ...), each pair behind its own PCIe
+    /// switch, half of the devices on each of two NUMA nodes (PCIe cards with bridges).
     NvlinkPairs,
     /// No NVLink: two devices per PCIe switch, half of the devices on each NUMA node.
     Pcie,

@@ -18,7 +18,9 @@ pub use cluster::{
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};
 pub use links::{LinkClass, LinkMatrix, LinkProfile, bits};
-pub use node::{MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask};
+pub use node::{
+    MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask, pods_that_fit,
+};
 pub use resources::{GpuRequest, MILLI_PER_GPU, Milli};
 pub use topo_matrix::{parse_topo_matrix, parse_topo_matrix_expecting};
 

@@ -55,3 +55,17 @@ impl NodeSpec {
 pub fn device_mask(n: usize) -> u32 {
     if n >= 32 { u32::MAX } else { (1u32 << n) - 1 }
 }
+
+/// How many pods of `per_pod` whole GPUs fit on nodes counted by free devices
+/// (`histogram[k]`: nodes with `k` free devices), each pod inside one node.
+pub fn pods_that_fit(histogram: &[u32], per_pod: u32) -> u64 {
+    if per_pod == 0 {
+        return u64::MAX;
+    }
+    histogram
+        .iter()
+        .enumerate()
+        .skip(per_pod as usize)
+        .map(|(free, &nodes)| u64::from(nodes) * (free as u64 / u64::from(per_pod)))
+        .sum()
+}

@@ -26,9 +26,9 @@ impl Filter for GpuDevices {
                     Status::unschedulable("no GPU device with room for the fraction")
                 }
             }
-            // Whole devices are counted by `resource-fit`; any free set of that size is
-            // a valid allocation.
-            GpuRequest::Whole(_) => Status::SUCCESS,
+            // Any free set of that size is a valid allocation.
+            GpuRequest::Whole(n) if node.state.free_whole_count() >= n => Status::SUCCESS,
+            GpuRequest::Whole(_) => Status::unschedulable("Insufficient nvidia.com/gpu"),
         }
     }
 }

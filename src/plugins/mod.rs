@@ -50,6 +50,9 @@ pub const PLUGIN_NAMES: [&str; 12] = [
     "spread",
 ];
 
+/// The largest score weight, as in kube-scheduler: weighted sums stay far from overflow.
+pub const MAX_WEIGHT: i64 = 100;
+
 /// Builds a profile's plugin objects. The error names the profile and what is wrong.
 pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profile, String> {
     let error = |m: String| format!("profile {}: {m}", config.name);
@@ -78,6 +81,11 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
         let weight = plugin.weight();
         if let Some(w) = weight.filter(|w| *w < 0) {
             return Err(error(format!("weight {w} of `{name}` is negative")));
+        }
+        if let Some(w) = weight.filter(|w| *w > MAX_WEIGHT) {
+            return Err(error(format!(
+                "weight {w} of `{name}` is above {MAX_WEIGHT}"
+            )));
         }
         let scorer = |score: Arc<dyn Score>| (score, weight.unwrap_or(1));
         match name {

@@ -5,7 +5,7 @@ use crate::cache::ClusterState;
 use crate::framework::{
     CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
 };
-use crate::model::Job;
+use crate::model::{Job, pods_that_fit};
 
 pub struct NodePool;
 
@@ -19,11 +19,14 @@ impl PreFilter for NodePool {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, _state: &mut CycleState) -> Status {
         let pools = pools_for(job, snapshot);
         let spec = snapshot.spec();
+        // Whether the pool, all free, would hold every pod, each inside one node: pods of
+        // the widest size are counted against the pool's node sizes.
         let widest_pod = job.pods.iter().map(|p| p.gpu.whole()).max().unwrap_or(0);
         let fits_some_pool = pools.iter().any(|&p| {
             let pool = spec.pool(p);
             let capacity: u64 = u64::from(snapshot.pool(p).gpus) * 1000;
-            pool.gpus_per_node >= widest_pod && capacity >= job.total_milli()
+            pods_that_fit(&pool.node_sizes, widest_pod) >= job.pods.len() as u64
+                && capacity >= job.total_milli()
         });
         if fits_some_pool {
             Status::SUCCESS

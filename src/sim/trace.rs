@@ -31,11 +31,13 @@ pub struct TraceError {
 }
 
 impl TraceError {
+    /// A field's text may hold a line break (a quoted CSV field): the message is kept on
+    /// one line.
     fn new(file: &str, line: u64, message: impl Into<String>) -> Self {
         Self {
             file: file.to_owned(),
             line,
-            message: message.into(),
+            message: message.into().replace('\n', "\\n").replace('\r', "\\r"),
         }
     }
 }
