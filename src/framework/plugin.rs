@@ -171,6 +171,8 @@ pub struct PreemptionContext<'a> {
     pub tenant: usize,
     pub tenants: &'a Tenants,
     pub running: &'a HashMap<JobId, RunningJob>,
+    /// The lowest priority among the running jobs.
+    pub lowest_running_priority: Option<i32>,
     /// Set when the job is a backfill head blocked past the threshold: since when.
     pub backfill_since: Option<u64>,
     /// The search groups held for the job (its backfill reservation), sorted.

@@ -7,7 +7,7 @@
 //! job), PreFilter (dynamic admission from aggregates), the search, PostFilter
 //! (preemption, then one more search), Reserve, Permit, Bind.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, PodKey};
@@ -68,6 +68,8 @@ pub struct Scheduler {
     tenants: Tenants,
     /// Jobs with every pod reserved or bound.
     running: HashMap<JobId, RunningJob>,
+    /// Running jobs per priority (for a quick "is anyone preemptible" check).
+    running_priorities: BTreeMap<i32, usize>,
     /// Bumped whenever capacity is returned: a job that failed at the current epoch would
     /// fail again and is not retried.
     capacity_epoch: u64,
@@ -105,6 +107,7 @@ impl Scheduler {
             queues,
             tenants,
             running: HashMap::new(),
+            running_priorities: BTreeMap::new(),
             capacity_epoch: 0,
             tight_waits: HashMap::new(),
             bind_failures: HashMap::new(),
@@ -328,6 +331,7 @@ impl Scheduler {
         for &(pool, milli) in &pools {
             self.tenants.charge(tenant, pool, milli as i64);
         }
+        *self.running_priorities.entry(job.priority).or_default() += 1;
         self.running.insert(
             job.id,
             RunningJob {
@@ -395,6 +399,7 @@ impl Scheduler {
                 tenant,
                 tenants: &self.tenants,
                 running: &self.running,
+                lowest_running_priority: self.running_priorities.keys().next().copied(),
                 backfill_since,
                 reserved,
                 fits: &fits,
@@ -454,6 +459,13 @@ impl Scheduler {
     /// Forgets every pod of a running job, returns its capacity and its tenant's quota.
     fn release(&mut self, job: JobId) -> Option<RunningJob> {
         let released = self.running.remove(&job)?;
+        let priority = released.job.priority;
+        if let Some(count) = self.running_priorities.get_mut(&priority) {
+            *count -= 1;
+            if *count == 0 {
+                self.running_priorities.remove(&priority);
+            }
+        }
         for pod in 0..released.job.pods.len() as u32 {
             // A pod may already be gone (its node vanished); the rest are still released.
             let _ = self.state.forget(PodKey { job, pod });

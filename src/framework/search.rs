@@ -10,6 +10,8 @@
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
@@ -20,9 +22,9 @@ use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
 /// with GPUs).
-pub fn pools_for(job: &Job, snapshot: &ClusterState) -> Vec<PoolId> {
+pub fn pools_for<'a>(job: &'a Job, snapshot: &ClusterState) -> Cow<'a, [PoolId]> {
     if !job.pools.is_empty() {
-        return job.pools.clone();
+        return Cow::Borrowed(&job.pools);
     }
     let needs_gpu = job.total_milli() > 0;
     let spec = snapshot.spec();
@@ -641,7 +643,7 @@ pub fn diagnose(
             outside_pools,
         );
     }
-    for &pool in &pools {
+    for &pool in pools.iter() {
         for &id in &spec.pool(pool).nodes {
             let view = NodeView {
                 id,

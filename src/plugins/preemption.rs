@@ -17,11 +17,14 @@ use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
     Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
-use crate::model::{Job, JobId};
+use crate::model::{Job, JobId, PoolId};
 use crate::queue::TenantMode;
 
 /// The most candidates examined for one preemptor: bounds the search's cost.
 const MAX_CANDIDATES: usize = 256;
+
+/// The most victims tried for removal when the greedy set is made minimal.
+const MAX_MINIMIZED: usize = 16;
 
 pub struct Preemption {
     pub min_runtime_ms: u64,
@@ -79,6 +82,15 @@ impl Preemption {
     }
 }
 
+/// The pools a job may use (all of the cluster's when it names none).
+fn job_pools<'a>(job: &'a Job, context: &PreemptionContext) -> impl Iterator<Item = PoolId> + 'a {
+    let all = context.snapshot.spec().pools.len() as u16;
+    let named = !job.pools.is_empty();
+    (0..all)
+        .map(PoolId)
+        .filter(move |p| !named || job.pools.contains(p))
+}
+
 /// Whether the victim holds a pod in the preemptor's reservation (anywhere, without one).
 fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
     let Some(groups) = context.reserved else {
@@ -98,22 +110,29 @@ fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
     })
 }
 
-/// The snapshot with the pods of `victims` removed.
-fn without(snapshot: &ClusterState, running: &[&RunningJob]) -> ClusterState {
-    let mut state = snapshot.snapshot();
-    for victim in running {
-        for pod in 0..victim.job.pods.len() as u32 {
-            let _ = state.forget(PodKey {
-                job: victim.job.id,
-                pod,
-            });
-        }
+/// Removes a running job's pods from a what-if state.
+fn remove(state: &mut ClusterState, victim: &RunningJob) {
+    for pod in 0..victim.job.pods.len() as u32 {
+        let _ = state.forget(PodKey {
+            job: victim.job.id,
+            pod,
+        });
     }
-    state
 }
 
 impl PostFilter for Preemption {
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
+        // Cheap gates first: this runs for every waiting job whenever capacity frees.
+        let may_reclaim = context.tenants.mode(context.tenant) == TenantMode::Shared
+            && context.running.values().len() > 0
+            && job_pools(job, context)
+                .any(|pool| context.tenants.under_quota(context.tenant, pool));
+        let outranks = context
+            .lowest_running_priority
+            .is_some_and(|p| p < job.priority);
+        if context.backfill_since.is_none() && !may_reclaim && !outranks {
+            return PostFilterResult::None;
+        }
         let mut candidates: Vec<(&RunningJob, PreemptionKind)> = context
             .running
             .values()
@@ -136,25 +155,42 @@ impl PostFilter for Preemption {
         });
         candidates.truncate(MAX_CANDIDATES);
 
-        // Take victims in order until the job fits, checking only once they hold enough.
+        // Take victims in order until the job fits, on one state they are removed from as
+        // they are taken, checking only once they hold enough.
         let need = job.total_milli();
+        let freeable: u64 = candidates
+            .iter()
+            .flat_map(|(v, _)| v.pools.iter().map(|(_, m)| m))
+            .sum();
+        if freeable < need {
+            return PostFilterResult::None;
+        }
+        let mut state = context.snapshot.snapshot();
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = 0u64;
         let fitted = candidates.into_iter().any(|candidate| {
             freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
+            remove(&mut state, candidate.0);
             chosen.push(candidate);
-            freed >= need && (context.fits)(&without(context.snapshot, &victims(&chosen)))
+            freed >= need && (context.fits)(&state)
         });
         if !fitted {
             return PostFilterResult::None;
         }
-        // Minimal: spare every victim the job fits without, latest taken first.
+        // Minimal: spare every victim the job fits without, latest taken first (a few
+        // checks at most: the greedy set is small when it is found early).
         let mut index = chosen.len();
-        while index > 0 {
+        let mut checks = 0;
+        while index > 0 && checks < MAX_MINIMIZED {
+            checks += 1;
             index -= 1;
             let mut fewer = chosen.clone();
             fewer.remove(index);
-            if (context.fits)(&without(context.snapshot, &victims(&fewer))) {
+            let mut state = context.snapshot.snapshot();
+            for (victim, _) in &fewer {
+                remove(&mut state, victim);
+            }
+            if (context.fits)(&state) {
                 chosen = fewer;
             }
         }
@@ -173,8 +209,4 @@ impl PostFilter for Preemption {
             kind,
         }
     }
-}
-
-fn victims<'a>(chosen: &[(&'a RunningJob, PreemptionKind)]) -> Vec<&'a RunningJob> {
-    chosen.iter().map(|&(victim, _)| victim).collect()
 }

@@ -34,9 +34,8 @@ impl PreFilter for ResourceFit {
         if free >= needed {
             Status::SUCCESS
         } else {
-            Status::unschedulable(format!(
-                "job needs {needed} free GPUs, its pools have {free}"
-            ))
+            // A fixed reason: this runs for every waiting job whenever capacity frees.
+            Status::unschedulable("Insufficient free nvidia.com/gpu in the job's pools")
         }
     }
 }
