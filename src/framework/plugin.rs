@@ -169,6 +169,9 @@ pub struct PreemptionContext<'a> {
     pub now_ms: u64,
     /// The preemptor's tenant.
     pub tenant: usize,
+    /// Whether static quota admission let the job in now: if not, only victims whose
+    /// going lets it in can help.
+    pub admitted: bool,
     pub tenants: &'a Tenants,
     pub running: &'a HashMap<JobId, RunningJob>,
     /// The lowest priority among the running jobs.

@@ -189,12 +189,19 @@ impl Scheduler {
         if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.job == job.id) {
             let mut groups = reservation_groups(job, &self.state);
             groups.sort_unstable();
-            self.reservations.push(Reservation {
-                job: job.id,
-                priority: job.priority,
-                groups,
-                need_milli: job.total_milli(),
-            });
+            // Reservations never overlap: a later head waits for the earlier one's turn.
+            let taken = self
+                .reservations
+                .iter()
+                .any(|r| r.groups.iter().any(|g| groups.binary_search(g).is_ok()));
+            if !taken && !groups.is_empty() {
+                self.reservations.push(Reservation {
+                    job: job.id,
+                    priority: job.priority,
+                    groups,
+                    need_milli: job.total_milli(),
+                });
+            }
         }
         let mut cycle = CycleState::new(now_ms);
         let mut room_now = admitted;
@@ -224,7 +231,17 @@ impl Scheduler {
             .then(|| place_job(&self.profile, job, &self.state, &cycle))
             .flatten();
         let found = searched.or_else(|| {
-            self.preempt(job, offer.tenant, &cycle, offer.backfill_since, now_ms)
+            let preempted = self.preempt(
+                job,
+                offer.tenant,
+                admitted,
+                &cycle,
+                offer.backfill_since,
+                now_ms,
+            );
+            // The victims' going must have let the job into its quota too.
+            let admitted_now = self.tenants.admit(offer.tenant, job) != Admission::Denied;
+            (preempted && admitted_now)
                 .then(|| place_job(&self.profile, job, &self.state, &cycle))
                 .flatten()
         });
@@ -316,9 +333,7 @@ impl Scheduler {
                     reason: status.reason.to_string(),
                     retry_at,
                 });
-                return Attempted::Failed {
-                    retry_at: Some(retry_at),
-                };
+                return Attempted::Backoff { until: retry_at };
             }
         };
         if bound {
@@ -382,6 +397,7 @@ impl Scheduler {
         &mut self,
         job: &Arc<Job>,
         tenant: usize,
+        admitted: bool,
         cycle: &CycleState,
         backfill_since: Option<u64>,
         now_ms: u64,
@@ -397,6 +413,7 @@ impl Scheduler {
                 snapshot: &self.state,
                 now_ms,
                 tenant,
+                admitted,
                 tenants: &self.tenants,
                 running: &self.running,
                 lowest_running_priority: self.running_priorities.keys().next().copied(),

@@ -189,8 +189,9 @@ fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) 
 /// backfill head's reservation) that this job must leave alone. Sorted.
 pub struct HeldGroups(pub Vec<GroupId>);
 
-/// The groups to hold for a job that waits too long: the tightest domain that could ever
-/// hold it, of one of its pools, with the most free GPUs now (so it fills first).
+/// The groups to hold for a job that waits too long: in the tightest domain that could
+/// ever hold it, of one of its pools, the one with the most free GPUs now (so it fills
+/// first), as few of its groups as hold the job, the freest first.
 pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
@@ -214,13 +215,28 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
             ))
         })
         .collect();
-    members.sort_unstable_by_key(|&(pool, domain, group, _, _)| (pool, domain, group));
-    members
+    // Inside a domain, the groups with the most free GPUs first.
+    members.sort_unstable_by_key(|&(pool, domain, group, _, free)| {
+        (pool, domain, std::cmp::Reverse(free), group)
+    });
+    let Some(domain) = members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
         .filter(|domain| domain.iter().map(|m| m.3).sum::<u64>() >= needed)
         .max_by_key(|domain| domain.iter().map(|m| m.4).sum::<u64>())
-        .map(|domain| domain.iter().map(|m| m.2).collect())
-        .unwrap_or_default()
+    else {
+        return Vec::new();
+    };
+    // Only as many of its groups as the job needs.
+    let mut held = Vec::new();
+    let mut gpus = 0;
+    for member in domain {
+        if gpus >= needed {
+            break;
+        }
+        gpus += member.3;
+        held.push(member.2);
+    }
+    held
 }
 
 /// The search groups of the job's pools that pass every group filter, with their weighted

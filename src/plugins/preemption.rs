@@ -17,8 +17,8 @@ use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
     Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
-use crate::model::{Job, JobId, PoolId};
-use crate::queue::TenantMode;
+use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
+use crate::queue::{Admission, TenantMode};
 
 /// The most candidates examined for one preemptor: bounds the search's cost.
 const MAX_CANDIDATES: usize = 256;
@@ -47,6 +47,19 @@ impl Preemption {
         if context.now_ms < victim.started_ms.saturating_add(self.min_runtime_ms) {
             return None;
         }
+        // Quota: an isolated tenant's quota is held whoever runs, so evicting an isolated
+        // tenant's job never makes room for a shared one; and an isolated tenant at its
+        // quota can only make room among its own jobs.
+        let tenants = context.tenants;
+        let isolated = |t: usize| tenants.mode(t) == TenantMode::Isolated;
+        let helps_quota = if isolated(context.tenant) {
+            context.admitted || victim.tenant == context.tenant
+        } else {
+            !isolated(victim.tenant)
+        };
+        if !helps_quota {
+            return None;
+        }
         let shares_a_pool = victim
             .pools
             .iter()
@@ -55,8 +68,11 @@ impl Preemption {
             return None;
         }
         let lower = victim.job.priority < job.priority;
+        // Backfilled: it was submitted after the head and started while the head waited,
+        // so it overtook the head (a job older than the head never counts: no cascade).
         if let Some(since) = context.backfill_since
             && victim.started_ms >= since
+            && victim.job.submit_ms > job.submit_ms
             && victim.job.priority <= job.priority
             && in_reservation(context, victim)
         {
@@ -110,6 +126,21 @@ fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
     })
 }
 
+/// Whether the job passes static quota admission once `victims` are gone.
+fn admitted_without(
+    job: &Job,
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+) -> bool {
+    let mut tenants = context.tenants.clone();
+    for (victim, _) in victims {
+        for &(pool, milli) in &victim.pools {
+            tenants.charge(victim.tenant, pool, -(milli as i64));
+        }
+    }
+    tenants.admit(context.tenant, job) != Admission::Denied
+}
+
 /// Removes a running job's pods from a what-if state.
 fn remove(state: &mut ClusterState, victim: &RunningJob) {
     for pod in 0..victim.job.pods.len() as u32 {
@@ -158,21 +189,25 @@ impl PostFilter for Preemption {
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough.
         let need = job.total_milli();
+        // Room already free counts too: a victim may only complete it.
+        let free_now: u64 = job_pools(job, context)
+            .map(|p| u64::from(context.snapshot.pool(p).free_gpus) * u64::from(MILLI_PER_GPU))
+            .sum();
         let freeable: u64 = candidates
             .iter()
             .flat_map(|(v, _)| v.pools.iter().map(|(_, m)| m))
             .sum();
-        if freeable < need {
+        if free_now + freeable < need {
             return PostFilterResult::None;
         }
         let mut state = context.snapshot.snapshot();
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
-        let mut freed = 0u64;
+        let mut freed = free_now;
         let fitted = candidates.into_iter().any(|candidate| {
             freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, candidate.0);
             chosen.push(candidate);
-            freed >= need && (context.fits)(&state)
+            freed >= need && admitted_without(job, context, &chosen) && (context.fits)(&state)
         });
         if !fitted {
             return PostFilterResult::None;
@@ -190,9 +225,13 @@ impl PostFilter for Preemption {
             for (victim, _) in &fewer {
                 remove(&mut state, victim);
             }
-            if (context.fits)(&state) {
+            if admitted_without(job, context, &fewer) && (context.fits)(&state) {
                 chosen = fewer;
             }
+        }
+        if chosen.is_empty() {
+            // The job fits without anyone going: nothing to preempt.
+            return PostFilterResult::None;
         }
         // The strongest reason among the victims names the preemption.
         let kind = chosen

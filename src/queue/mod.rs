@@ -71,6 +71,10 @@ pub enum Attempted {
     /// Can never be placed as the cluster is (no pool could hold it): it waits, but blocks
     /// no one.
     Unresolvable,
+    /// Its binding failed: it is not tried again before `until`.
+    Backoff {
+        until: u64,
+    },
 }
 
 /// A job the queue offers, with what the policy allows for it.
@@ -234,6 +238,12 @@ impl Queues {
                     if entry.blocked_since.is_none() {
                         entry.blocked_since = Some(now_ms);
                     }
+                    done[tenant] = strict;
+                }
+                Attempted::Backoff { until } => {
+                    entry.failed_at = Some(epoch);
+                    entry.retry_at = Some(until);
+                    entry.not_before = until;
                     done[tenant] = strict;
                 }
                 Attempted::Unresolvable => {

@@ -183,14 +183,12 @@ impl Tenants {
         self.quota[tenant][pool].saturating_sub(self.used[tenant][pool])
     }
 
-    /// Milli-GPUs a shared tenant may take on `pool` beyond its own quota: the pool less
-    /// what isolated tenants hold (their quota) and what shared tenants use or keep as own
-    /// room.
-    fn borrowable(&self, tenant: usize, pool: usize) -> u64 {
+    /// Milli-GPUs of `pool` free for shared tenants: the pool less what isolated tenants
+    /// hold (their quota, always) and what shared tenants use.
+    fn shared_free(&self, pool: usize) -> u64 {
         let held: u64 = (0..self.len())
             .map(|t| match self.modes[t] {
                 TenantMode::Isolated => self.quota[t][pool].max(self.used[t][pool]),
-                TenantMode::Shared if t == tenant => self.used[t][pool].max(self.quota[t][pool]),
                 TenantMode::Shared => self.used[t][pool],
             })
             .sum();
@@ -198,7 +196,10 @@ impl Tenants {
     }
 
     /// Static quota admission: does the tenant's quota, or what it may borrow, cover the
-    /// job on the GPU models it accepts (jointly, for several)? CPU-only jobs always pass.
+    /// job on the GPU models it accepts (jointly, for several)? An isolated tenant is held
+    /// to its own quota. A shared tenant needs the room free for shared tenants, within
+    /// its own quota (`Own`) or beyond it (`Borrow`); when others borrowed its idle quota,
+    /// it is `Denied` until it reclaims it. CPU-only jobs always pass.
     pub fn admit(&self, tenant: usize, job: &Job) -> Admission {
         let need = job.total_milli();
         if need == 0 {
@@ -206,20 +207,18 @@ impl Tenants {
         }
         let pools = self.pools_of(job);
         let own: u64 = pools.iter().map(|&p| self.own_room(tenant, p)).sum();
-        if own >= need {
-            return Admission::Own;
-        }
         if self.modes[tenant] == TenantMode::Isolated {
-            return Admission::Denied;
+            return if own >= need {
+                Admission::Own
+            } else {
+                Admission::Denied
+            };
         }
-        let with_borrowing: u64 = pools
-            .iter()
-            .map(|&p| self.own_room(tenant, p) + self.borrowable(tenant, p))
-            .sum();
-        if with_borrowing >= need {
-            Admission::Borrow
-        } else {
-            Admission::Denied
+        let room: u64 = pools.iter().map(|&p| self.shared_free(p)).sum();
+        match (room >= need, own >= need) {
+            (true, true) => Admission::Own,
+            (true, false) => Admission::Borrow,
+            (false, _) => Admission::Denied,
         }
     }
 

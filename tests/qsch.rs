@@ -1,0 +1,1081 @@
+//! The queue side (QSCH) through the public scheduler: tenants and their quotas (shared
+//! borrowing, isolated holding, the owner's reclaim), the queueing policies per tenant,
+//! backfill, priority preemption and its minimal victim set, gangs evicted and requeued
+//! whole, the requeue backoff after a failed binding, and the fair order across tenants.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use common::*;
+use kant::config::Config;
+use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler};
+use kant::framework::{SearchMode, Status};
+use kant::model::{ClusterSpec, GpuRequest, Job, JobId, LinkProfile, NodeId, PoolId, TenantId};
+use kant::queue::{QueueingPolicy, TenantConfig, TenantMode, Tenants};
+use proptest::prelude::*;
+
+const SECOND: u64 = 1_000;
+const MINUTE: u64 = 60 * SECOND;
+/// The embedded configuration's queue settings.
+const MIN_RUNTIME: u64 = 10 * MINUTE;
+const BACKFILL_THRESHOLD: u64 = 30 * MINUTE;
+const BACKOFF: u64 = 10 * SECOND;
+const BACKOFF_MAX: u64 = 10 * MINUTE;
+/// The test clusters have one GPU model, H100: pool 0.
+const H100: PoolId = PoolId(0);
+/// Milli-GPUs of `n` whole GPUs.
+const fn gpus(n: u64) -> u64 {
+    n * 1_000
+}
+
+fn tenant(name: &str, mode: TenantMode, h100: i64) -> TenantConfig {
+    TenantConfig {
+        name: name.to_owned(),
+        mode,
+        weight: 1.0,
+        quota: BTreeMap::from([("H100".to_owned(), h100)]),
+    }
+}
+
+/// A scheduler over `spec` with `configs` as tenants 1, 2, ... (0 is `default`).
+fn with_tenants(
+    profile: Profile,
+    spec: Arc<ClusterSpec>,
+    configs: &[TenantConfig],
+    binder: Box<dyn Bind>,
+) -> Scheduler {
+    let tenants = Tenants::resolve(configs, &spec).expect("valid tenants");
+    assert_eq!(tenants.len(), configs.len() + 1);
+    Scheduler::with_tenants(profile, binder, spec, tenants)
+}
+
+fn binds() -> Box<dyn Bind> {
+    Box::new(TestBinder { refuse: false })
+}
+
+/// A job of `pods` pods of `gpus` whole H100 each, in tenant `tenant`.
+fn tjob(id: u32, tenant: u16, pods: usize, gpus: u32, priority: i32, submit_s: u64) -> Job {
+    Job {
+        tenant: TenantId(tenant),
+        ..job(id, pods, whole(gpus), priority, submit_s)
+    }
+}
+
+fn placed(decisions: &[Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Placed { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Preemptions as (victims sorted, preemptor, kind).
+fn preemptions(decisions: &[Decision]) -> Vec<(Vec<JobId>, JobId, PreemptionKind)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Preempted { victims, by, kind } => {
+                let mut victims = victims.clone();
+                victims.sort();
+                Some((victims, *by, *kind))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn requeues(decisions: &[Decision]) -> Vec<(JobId, u64)> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Requeued { job, retry_at, .. } => Some((*job, *retry_at)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ids(ids: &[u32]) -> Vec<JobId> {
+    ids.iter().map(|&i| JobId(i)).collect()
+}
+
+/// The nodes holding the job's pods, sorted, one entry per pod.
+fn nodes_of(s: &Scheduler, job: u32) -> Vec<NodeId> {
+    let mut nodes: Vec<NodeId> = s
+        .state()
+        .placements()
+        .filter(|(k, _)| k.job == JobId(job))
+        .map(|(_, p)| p.placement.node)
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+fn is_running(s: &Scheduler, job: u32) -> bool {
+    s.running().contains_key(&JobId(job))
+}
+
+/// The tenants' accounting agrees with the pods actually placed, every running job is
+/// placed whole (and nothing else is), and no isolated tenant is past its quota.
+fn check_accounting(s: &Scheduler) {
+    let spec = s.state().spec().clone();
+    let tenants = s.tenants();
+    let mut used: HashMap<(usize, PoolId), u64> = HashMap::new();
+    let mut pods: HashMap<JobId, usize> = HashMap::new();
+    for (key, placed) in s.state().placements() {
+        let running = s
+            .running()
+            .get(&key.job)
+            .unwrap_or_else(|| panic!("pod {key:?} placed for a job not running"));
+        let pool = spec.node(placed.placement.node).pool;
+        *used.entry((running.tenant, pool)).or_default() += placed.placement.gpus.total_milli();
+        *pods.entry(key.job).or_default() += 1;
+    }
+    for (id, running) in s.running() {
+        assert_eq!(
+            pods.get(id).copied().unwrap_or(0),
+            running.job.pods.len(),
+            "job {id:?} partly placed"
+        );
+        assert_eq!(running.tenant, running.job.tenant.index(), "job {id:?}");
+    }
+    for t in 0..tenants.len() {
+        for p in 0..spec.pools.len() {
+            let pool = PoolId(p as u16);
+            let placed = used.get(&(t, pool)).copied().unwrap_or(0);
+            assert_eq!(
+                tenants.used(t, pool),
+                placed,
+                "tenant {} on pool {p}: accounted use differs from the placed pods",
+                tenants.name(t)
+            );
+            if tenants.mode(t) == TenantMode::Isolated {
+                assert!(
+                    placed <= tenants.quota(t, pool),
+                    "isolated tenant {} uses {placed} milli-GPUs of pool {p}, quota {}",
+                    tenants.name(t),
+                    tenants.quota(t, pool)
+                );
+            }
+        }
+    }
+}
+
+// 1. An isolated tenant never exceeds its quota ------------------------------------------
+
+/// One job of a random workload: (tenant, pods, GPUs per pod, priority, seconds before it
+/// arrives, whether a running job finishes after it (0)).
+type Arrival = (usize, usize, u32, i32, u64, u8);
+
+fn arrivals(priorities: i32) -> impl Strategy<Value = Vec<Arrival>> {
+    proptest::collection::vec(
+        (
+            0usize..4,
+            1usize..4,
+            1u32..=8,
+            0..priorities,
+            0u64..900,
+            0u8..3,
+        ),
+        1..40,
+    )
+}
+
+fn policies() -> impl Strategy<Value = QueueingPolicy> {
+    prop_oneof![
+        Just(QueueingPolicy::StrictFifo),
+        Just(QueueingPolicy::BestEffortFifo),
+        Just(QueueingPolicy::Backfill),
+    ]
+}
+
+/// What every round must leave true: the accounting (see [`check_accounting`]), and every
+/// preemption names victims that are no longer running.
+fn check_round(s: &Scheduler, decisions: &[Decision]) {
+    check_accounting(s);
+    for (victims, by, _) in preemptions(decisions) {
+        assert!(
+            !victims.is_empty(),
+            "{by:?} preempted no one: {decisions:?}"
+        );
+        for victim in victims {
+            assert!(!s.running().contains_key(&victim), "{victim:?} still runs");
+        }
+    }
+}
+
+/// The embedded default profile with another queueing policy, with or without its
+/// `preemption` plugin.
+fn default_profile(policy: QueueingPolicy, preemption: bool) -> Profile {
+    let config = Config::embedded();
+    let mut profile = config.profile("default").expect("default profile").clone();
+    profile.queueing = policy;
+    profile
+        .plugins
+        .retain(|p| preemption || p.name() != "preemption");
+    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+}
+
+/// Runs a random workload on 4 nodes of 8 H100, with the configured tenants as (isolated,
+/// quota), checking every round.
+fn run_workload(
+    configured: &[(bool, i64)],
+    arrivals: &[Arrival],
+    policy: QueueingPolicy,
+    preemption: bool,
+) {
+    let configs: Vec<TenantConfig> = configured
+        .iter()
+        .enumerate()
+        .map(|(i, &(isolated, quota))| {
+            let mode = if isolated {
+                TenantMode::Isolated
+            } else {
+                TenantMode::Shared
+            };
+            tenant(&format!("t{}", i + 1), mode, quota)
+        })
+        .collect();
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let profile = default_profile(policy, preemption);
+    assert_eq!(profile.post_filters.len(), usize::from(preemption));
+    let mut s = with_tenants(profile, spec, &configs, binds());
+    let mut now = 0u64;
+    for (i, &(tenant, pods, gpus, priority, wait_s, finish)) in arrivals.iter().enumerate() {
+        now += wait_s * SECOND;
+        let tenant = (tenant % (configs.len() + 1)) as u16;
+        s.submit(tjob(i as u32, tenant, pods, gpus, priority, now / SECOND));
+        let decisions = s.schedule(now);
+        check_round(&s, &decisions);
+        if finish == 0 {
+            let first = s.running().keys().min().copied();
+            if let Some(done) = first {
+                s.finish(done);
+                check_accounting(&s);
+                let decisions = s.schedule(now);
+                check_round(&s, &decisions);
+            }
+        }
+        // A time the scheduler asked to be woken at, if it comes before the next job.
+        let wake = s.next_retry_ms(now);
+        if let Some(at) = wake.filter(|&t| t > now && t < now + 600 * SECOND) {
+            now = at;
+            let decisions = s.schedule(now);
+            check_round(&s, &decisions);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(64)
+    })]
+
+    /// Static admission, borrowing and the queueing policies (the default profile
+    /// without its preemption plugin).
+    #[test]
+    fn isolated_tenants_never_exceed_their_quota_and_use_is_accounted_exactly(
+        configured in proptest::collection::vec((any::<bool>(), 0i64..=20), 1..4),
+        arrivals in arrivals(3),
+        policy in policies(),
+    ) {
+        run_workload(&configured, &arrivals, policy, false);
+    }
+
+    /// The same with preemption (priority, quota reclaim, backfill).
+    #[test]
+    fn isolated_tenants_never_exceed_their_quota_with_preemption(
+        configured in proptest::collection::vec((any::<bool>(), 0i64..=20), 1..4),
+        arrivals in arrivals(3),
+        policy in policies(),
+    ) {
+        run_workload(&configured, &arrivals, policy, true);
+    }
+}
+
+/// A deterministic case of the property: an isolated tenant at its quota submits a job of
+/// higher priority. It may make room by evicting its own lower-priority job, but evicting
+/// another tenant's job would put it past its quota.
+#[test]
+fn isolated_tenant_at_quota_does_not_preempt_its_way_past_it() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 8, 0, 0)); // iso fills its quota
+    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 2, 1, 8, 0, 60)); // shared takes the rest, a minute later
+    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[1]));
+    // Iso, higher priority, past its quota. Job 1 would lose the least GPU-time, but
+    // evicting it does not give iso any quota.
+    s.submit(tjob(2, 1, 1, 8, 5, 120));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    check_accounting(&s);
+    assert!(is_running(&s, 1), "{decisions:?}");
+}
+
+// 2. Shared borrowing and the owner's reclaim --------------------------------------------
+
+/// Tenants A (1) and B (2), shared, 8 H100 each, on 16 GPUs. B runs job 10 from t=0 (its
+/// own quota) and job 11 from t=60s (borrowing A's idle quota); A then submits job 20.
+fn borrowed_cluster() -> Scheduler {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(10, 2, 1, 8, 0, 0));
+    assert_eq!(placed(&s.schedule(0)), ids(&[10]));
+    s.submit(tjob(11, 2, 1, 8, 0, 60));
+    assert_eq!(
+        placed(&s.schedule(MINUTE)),
+        ids(&[11]),
+        "B borrows A's idle quota"
+    );
+    assert_eq!(s.tenants().used(2, H100), gpus(16));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    assert_eq!(s.state().total().free_gpus, 0);
+    s.submit(tjob(20, 1, 1, 8, 0, 120));
+    s
+}
+
+#[test]
+fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
+    let mut s = borrowed_cluster();
+    // 11 minutes: both of B's jobs are past the minimum runtime (job 11 exactly).
+    let now = MINUTE + MIN_RUNTIME;
+    let decisions = s.schedule(now);
+    // The victim is B's most recent job (least GPU-time lost): one job, no more.
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[11]), JobId(20), PreemptionKind::QuotaReclaim)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[20]));
+    assert!(is_running(&s, 10), "B's job within its own quota stays");
+    assert!(!is_running(&s, 11));
+    assert!(nodes_of(&s, 11).is_empty());
+    assert_eq!(s.pending_of(2), 1, "B's evicted job is pending again");
+    assert_eq!(s.pending_of(1), 0);
+    assert_eq!(s.tenants().used(1, H100), gpus(8));
+    assert_eq!(s.tenants().used(2, H100), gpus(8));
+    assert_eq!(s.tenants().borrowed(2, H100), 0);
+    check_accounting(&s);
+    // B's evicted job waits: it cannot take the room back (no cascade), not even later.
+    for later in [now, now + MIN_RUNTIME, now + 2 * MIN_RUNTIME] {
+        let decisions = s.schedule(later);
+        assert!(decisions.is_empty(), "at {later}: {decisions:?}");
+    }
+    // Once B's own job ends, its evicted job returns within B's quota.
+    s.finish(JobId(10));
+    assert_eq!(placed(&s.schedule(now + 3 * MIN_RUNTIME)), ids(&[11]));
+    check_accounting(&s);
+}
+
+#[test]
+fn no_reclaim_before_the_borrowers_minimum_runtime() {
+    let mut s = borrowed_cluster();
+    // Both of B's jobs are protected until 10 min (job 10) and 11 min (job 11).
+    let decisions = s.schedule(MIN_RUNTIME - 1);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 10) && is_running(&s, 11));
+    assert_eq!(s.pending_of(1), 1);
+    check_accounting(&s);
+}
+
+/// The owner first blocked while the borrower was protected; once the protection ends,
+/// the reclaim happens without anything else having to finish first.
+#[test]
+#[ignore = "bug: a job blocked only by the minimum-runtime protection is not retried when \
+            it ends (Queues::run skips a job that failed at the current capacity epoch, \
+            and neither retry_at nor next_retry_ms covers the end of the protection)"]
+fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
+    let mut s = borrowed_cluster();
+    assert!(s.schedule(5 * MINUTE).is_empty());
+    // B's jobs become preemptible at 10 min (job 10) and 11 min (job 11): the scheduler
+    // should ask to run again by then.
+    let at = s.next_retry_ms(5 * MINUTE);
+    assert!(
+        at.is_some_and(|t| t > 5 * MINUTE && t <= MINUTE + MIN_RUNTIME),
+        "next_retry_ms: {at:?}"
+    );
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    let reclaims = preemptions(&decisions);
+    assert_eq!(reclaims.len(), 1, "{decisions:?}");
+    let (victims, by, kind) = &reclaims[0];
+    assert_eq!((*by, *kind), (JobId(20), PreemptionKind::QuotaReclaim));
+    assert!(
+        victims == &ids(&[10]) || victims == &ids(&[11]),
+        "{victims:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[20]));
+}
+
+// 3. An isolated tenant never lends ------------------------------------------------------
+
+#[test]
+fn an_isolated_tenants_idle_quota_is_not_lent() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 2, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 8, 0, 1)); // would need the isolated tenant's idle quota
+    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(
+        s.state().total().free_gpus,
+        8,
+        "the isolated quota's room stays free"
+    );
+    // Neither the default tenant (shared, no quota) nor a small job of the shared tenant
+    // gets it.
+    s.submit(tjob(2, 0, 1, 8, 0, 60));
+    assert!(s.schedule(MINUTE).is_empty());
+    s.submit(tjob(3, 2, 1, 2, 0, 120));
+    assert!(s.schedule(2 * MINUTE).is_empty());
+    assert_eq!(s.state().total().free_gpus, 8);
+    assert_eq!((s.pending_of(0), s.pending_of(2)), (1, 2));
+    // The owner gets its quota at once.
+    s.submit(tjob(4, 1, 1, 8, 0, 200));
+    assert_eq!(placed(&s.schedule(3 * BACKFILL_THRESHOLD)), ids(&[4]));
+    assert_eq!(s.tenants().used(1, H100), gpus(8));
+    assert_eq!(s.tenants().used(2, H100), gpus(8));
+    assert_eq!(s.tenants().used(0, H100), 0);
+    check_accounting(&s);
+}
+
+/// The default tenant (no quota) has a 1-GPU job of high priority; static admission denies
+/// it (the only free room is the isolated tenant's). Preemption must not serve as a way
+/// around admission: evicting a lower-priority job that frees nothing it may use, then
+/// placing it in the isolated room.
+#[test]
+fn preemption_does_not_bypass_static_quota_admission() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 2, 1, 8, 0, 0));
+    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(5, 0, 1, 1, 9, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    for (victims, ..) in preemptions(&decisions) {
+        assert!(
+            !victims.is_empty(),
+            "a preemption without victims: {decisions:?}"
+        );
+    }
+    // Evicting job 0 and placing job 5 would be fair; taking the isolated room is not.
+    assert!(
+        s.state().total().free_gpus >= 8,
+        "placed in the isolated tenant's room: {decisions:?}"
+    );
+    check_accounting(&s);
+}
+
+/// The default tenant borrows the shared tenant's idle quota; the shared tenant then asks
+/// for its own quota while only the isolated tenant's room is free. It must not get that
+/// room (it may reclaim from the borrower instead): the isolated tenant's quota is held
+/// for it alone, and an isolated tenant cannot reclaim.
+#[test]
+fn an_isolated_quota_stays_held_when_a_lender_wants_its_own_back() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 0, 1, 8, 0, 0)); // default: borrows shared's idle quota
+    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 2, 1, 8, 0, 60)); // shared: its own quota, but only iso's room is free
+    let decisions = s.schedule(MINUTE);
+    assert!(placed(&decisions).is_empty(), "{decisions:?}");
+    s.submit(tjob(2, 1, 1, 8, 0, 120)); // iso, within its quota
+    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[2]));
+}
+
+#[test]
+fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 0),
+    ];
+    // Strict FIFO: an unresolvable head must not block the queue behind it.
+    let strict = profile("default", Some(QueueingPolicy::StrictFifo), None);
+    let mut s = with_tenants(strict, spec, &configs, binds());
+    s.submit(tjob(0, 2, 2, 8, 0, 0)); // 16 GPUs: only 8 are not held by "iso"
+    s.submit(tjob(1, 2, 1, 8, 0, 1));
+    assert_eq!(placed(&s.schedule(0)), ids(&[1]));
+    assert_eq!(s.pending_of(2), 1);
+}
+
+// 4. Strict FIFO per tenant ---------------------------------------------------------------
+
+#[test]
+fn strict_fifo_blocks_a_tenants_queue_behind_its_head_but_not_other_tenants() {
+    for (policy, expected, pending) in [
+        (QueueingPolicy::StrictFifo, ids(&[0, 10]), 2),
+        (QueueingPolicy::BestEffortFifo, ids(&[0, 10, 2]), 1),
+    ] {
+        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+        let configs = [
+            tenant("a", TenantMode::Shared, 8),
+            tenant("b", TenantMode::Shared, 8),
+        ];
+        let native = profile("native", Some(policy), None);
+        let mut s = with_tenants(native, spec, &configs, binds());
+        s.submit(tjob(0, 1, 1, 8, 0, 0));
+        s.submit(tjob(1, 1, 2, 8, 0, 1)); // 16 GPUs: blocked
+        s.submit(tjob(2, 1, 1, 4, 0, 2)); // fits, behind the blocked head
+        s.submit(tjob(10, 2, 1, 4, 0, 10)); // B's job, submitted after all of A's
+        let decisions = s.schedule(0);
+        assert_eq!(placed(&decisions), expected, "{policy:?}");
+        assert_eq!(s.pending_of(1), pending, "{policy:?}");
+        assert_eq!(s.pending_of(2), 0, "{policy:?}");
+        // Once A's first job ends, strict FIFO places A's head first.
+        s.finish(JobId(0));
+        s.finish(JobId(10));
+        let next = placed(&s.schedule(MINUTE));
+        match policy {
+            QueueingPolicy::StrictFifo => assert_eq!(next, ids(&[1])),
+            // Job 2 holds half a node: the 16-GPU head still waits.
+            _ => assert!(next.is_empty(), "{next:?}"),
+        }
+        check_accounting(&s);
+    }
+}
+
+#[test]
+fn strict_fifo_blocks_behind_a_head_that_waits_for_quota() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("iso", TenantMode::Isolated, 8)];
+    let native = profile("native", Some(QueueingPolicy::StrictFifo), None);
+    let mut s = with_tenants(native, spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    s.submit(tjob(1, 1, 1, 8, 0, 1)); // room, but only 4 GPUs of quota left
+    s.submit(tjob(2, 1, 1, 2, 0, 2)); // within the quota, behind the head
+    s.submit(tjob(3, 0, 1, 4, 0, 3)); // another tenant is not blocked
+    // The default tenant (index 0) is served first at equal shares.
+    assert_eq!(placed(&s.schedule(0)), ids(&[3, 0]));
+    s.finish(JobId(0));
+    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[1]));
+}
+
+// 5. Backfill preempts after the threshold and only then --------------------------------
+
+#[test]
+fn backfill_makes_room_for_the_head_after_the_threshold_and_only_then() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    s.submit(job(0, 1, whole(8), 0, 0)); // a whole node
+    s.submit(job(1, 1, whole(4), 0, 0)); // half of the other
+    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0])); // smaller first
+    // The head: a whole node; it blocks at 60 s.
+    s.submit(job(2, 1, whole(8), 0, 60));
+    assert!(s.schedule(MINUTE).is_empty());
+    // Backfilled after it blocked.
+    s.submit(job(3, 1, whole(4), 0, 120));
+    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    s.finish(JobId(1));
+    assert!(placed(&s.schedule(3 * MINUTE + 20 * SECOND)).is_empty()); // 4 free: not enough
+    s.submit(job(4, 1, whole(4), 0, 300));
+    assert_eq!(placed(&s.schedule(5 * MINUTE)), ids(&[4]));
+    assert_eq!(
+        nodes_of(&s, 3),
+        nodes_of(&s, 4),
+        "both backfilled on one node"
+    );
+    let deadline = MINUTE + BACKFILL_THRESHOLD;
+    assert_eq!(s.next_retry_ms(5 * MINUTE), Some(deadline));
+    // Before the threshold: nothing, though every backfilled job is past its minimum.
+    for now in [deadline - MINUTE, deadline - 1] {
+        let decisions = s.schedule(now);
+        assert!(decisions.is_empty(), "at {now}: {decisions:?}");
+    }
+    let decisions = s.schedule(deadline);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3, 4]), JobId(2), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[2]));
+    assert!(
+        is_running(&s, 0),
+        "placed before the head blocked: not a victim"
+    );
+    assert_eq!(s.pending(), 2, "the victims are pending again");
+    assert!(nodes_of(&s, 3).is_empty() && nodes_of(&s, 4).is_empty());
+    check_accounting(&s);
+}
+
+#[test]
+fn backfill_never_evicts_a_job_placed_before_the_head_blocked() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(4), 0, 0));
+    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0]));
+    s.submit(job(2, 1, whole(8), 0, 60)); // the head
+    assert!(s.schedule(MINUTE).is_empty());
+    s.submit(job(3, 1, whole(4), 0, 120)); // backfilled next to job 1
+    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    // Past the threshold: evicting job 3 alone would not make room, and jobs 0 and 1
+    // were placed before the head blocked.
+    let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    for running in [0, 1, 3] {
+        assert!(is_running(&s, running), "job {running}");
+    }
+    // Once room returns, the head is placed without evicting anyone.
+    s.finish(JobId(0));
+    let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD + MINUTE);
+    assert_eq!(placed(&decisions), ids(&[2]), "{decisions:?}");
+    assert!(preemptions(&decisions).is_empty());
+    assert!(is_running(&s, 1) && is_running(&s, 3));
+}
+
+/// The head needs 8 GPUs on one node: 4 are free there, the other 4 are held by a job
+/// backfilled after it blocked. Evicting that one job makes room.
+#[test]
+fn backfill_counts_the_room_already_free() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(4), 0, 0));
+    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0]));
+    s.submit(job(2, 1, whole(8), 0, 60)); // the head
+    assert!(s.schedule(MINUTE).is_empty());
+    s.submit(job(3, 1, whole(4), 0, 120));
+    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    assert_eq!(nodes_of(&s, 1), nodes_of(&s, 3));
+    s.finish(JobId(1)); // 4 GPUs free next to job 3
+    let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3]), JobId(2), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[2]));
+}
+
+// 6. Priority preemption: the minimal victim set -----------------------------------------
+
+/// A round of lone jobs placed at once: (seconds, [(id, GPUs, priority)]).
+type Round<'a> = (u64, &'a [(u32, u32, i32)]);
+
+/// Runs lone jobs, placed in rounds at the given times, in the default tenant, on two
+/// nodes of 8 GPUs; returns the scheduler and each job's node.
+fn running_jobs(rounds: &[Round]) -> (Scheduler, HashMap<u32, NodeId>) {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    let mut nodes = HashMap::new();
+    for &(at_s, jobs) in rounds {
+        for &(id, gpus, priority) in jobs {
+            s.submit(job(id, 1, whole(gpus), priority, at_s));
+        }
+        let mut expected: Vec<JobId> = jobs.iter().map(|j| JobId(j.0)).collect();
+        expected.sort();
+        let mut got = placed(&s.schedule(at_s * SECOND));
+        got.sort();
+        assert_eq!(got, expected);
+        for &(id, ..) in jobs {
+            nodes.insert(id, nodes_of(&s, id)[0]);
+        }
+    }
+    (s, nodes)
+}
+
+#[test]
+fn priority_preemption_evicts_the_minimal_set() {
+    // Node X: jobs 1 (prio 0, t=0) and 2 (prio 1, t=0); node Y: jobs 3 (prio 0, t=60s)
+    // and 4 (prio 5). Job 9 (prio 5) needs a whole node.
+    let (mut s, nodes) =
+        running_jobs(&[(0, &[(1, 4, 0), (2, 4, 1)]), (60, &[(3, 4, 0), (4, 4, 5)])]);
+    assert_eq!(nodes[&1], nodes[&2], "layout: jobs 1 and 2 share a node");
+    assert_eq!(nodes[&3], nodes[&4], "layout: jobs 3 and 4 share a node");
+    assert_ne!(nodes[&1], nodes[&3]);
+    s.submit(job(9, 1, whole(8), 5, 600));
+    // Taken in order: 3 (prio 0, least GPU-time lost), 1 (prio 0), 2 (prio 1); job 4 has
+    // the preemptor's priority. Job 9 fits once 1 and 2 are gone: job 3 is spared.
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1, 2]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(nodes_of(&s, 9), [nodes[&1]]);
+    assert!(is_running(&s, 3) && is_running(&s, 4));
+    assert_eq!(s.pending(), 2);
+    check_accounting(&s);
+}
+
+#[test]
+fn priority_preemption_takes_the_lowest_priority_first() {
+    // Job 1 (prio 2) ran least, job 2 (prio 1) longest: priority decides.
+    let (mut s, _) = running_jobs(&[(0, &[(2, 8, 1)]), (60, &[(1, 8, 2)])]);
+    s.submit(job(9, 1, whole(8), 5, 600));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[9]));
+}
+
+#[test]
+fn priority_preemption_takes_the_least_gpu_time_lost_then_the_most_recent() {
+    // Equal priority. Job 1: 4 GPUs from t=0; job 2: 8 GPUs from t=600s; job 3 (prio 9)
+    // beside job 1. At t=1200s jobs 1 and 2 would lose the same GPU-time (4 x 1200 =
+    // 8 x 600): the more recent, job 2, goes.
+    let (mut s, nodes) = running_jobs(&[(0, &[(1, 4, 0), (3, 4, 9)]), (600, &[(2, 8, 0)])]);
+    assert_eq!(nodes[&1], nodes[&3]);
+    s.submit(job(9, 1, whole(4), 5, 1000));
+    let decisions = s.schedule(20 * MINUTE);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    // A minute later job 2 would lose more than job 1: job 1 goes.
+    let (mut s, _) = running_jobs(&[(0, &[(1, 4, 0), (3, 4, 9)]), (600, &[(2, 8, 0)])]);
+    s.submit(job(9, 1, whole(4), 5, 1000));
+    let decisions = s.schedule(21 * MINUTE);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(nodes_of(&s, 9), [nodes[&1]]);
+}
+
+#[test]
+fn a_job_never_preempts_one_of_equal_or_higher_priority() {
+    let (mut s, _) = running_jobs(&[(0, &[(1, 8, 5), (2, 4, 7), (3, 4, 5)])]);
+    s.submit(job(9, 1, whole(4), 5, 60));
+    for now in [MIN_RUNTIME + MINUTE, 10 * BACKFILL_THRESHOLD] {
+        let decisions = s.schedule(now);
+        assert!(decisions.is_empty(), "{decisions:?}");
+    }
+    assert_eq!(s.running().len(), 3);
+    assert_eq!(s.pending(), 1);
+}
+
+/// Job 9 needs a whole node: one node has 4 GPUs free and a low-priority 4-GPU job.
+#[test]
+fn priority_preemption_counts_the_room_already_free() {
+    let (mut s, nodes) = running_jobs(&[(0, &[(1, 8, 9), (2, 4, 0)])]);
+    assert_ne!(nodes[&1], nodes[&2]);
+    s.submit(job(9, 1, whole(8), 5, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[9]));
+}
+
+#[test]
+fn preemption_cannot_cascade_within_the_minimum_runtime() {
+    // Job 1 (prio 0) is evicted for job 2 (prio 5); job 3 (prio 9) arrives a minute later:
+    // job 2 is protected, so job 3 waits though it outranks everyone.
+    let (mut s, _) = running_jobs(&[(0, &[(1, 8, 0), (4, 8, 9)])]);
+    s.submit(job(2, 1, whole(8), 5, 600));
+    let decisions = s.schedule(MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1]), JobId(2), PreemptionKind::Priority)]
+    );
+    s.submit(job(3, 1, whole(8), 9, 660));
+    let decisions = s.schedule(MIN_RUNTIME + MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 2));
+    // Room returns elsewhere: job 3 takes it, and job 2 is left alone.
+    s.finish(JobId(4));
+    let decisions = s.schedule(2 * MIN_RUNTIME);
+    assert_eq!(placed(&decisions), ids(&[3]), "{decisions:?}");
+    assert!(preemptions(&decisions).is_empty());
+    assert!(is_running(&s, 2));
+}
+
+// 7. A gang is preempted whole and requeued whole ----------------------------------------
+
+#[test]
+fn a_gang_is_preempted_whole_and_placed_whole_again() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(1, 2, whole(8), 0, 0)); // a gang over both nodes
+    assert_eq!(placed(&s.schedule(0)), ids(&[1]));
+    assert_eq!(nodes_of(&s, 1).len(), 2);
+    s.submit(job(9, 1, whole(4), 5, 60)); // needs half a node
+    let decisions = s.schedule(MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed(&decisions), ids(&[9]));
+    assert!(nodes_of(&s, 1).is_empty(), "no pod of the gang is left");
+    assert!(!is_running(&s, 1));
+    assert_eq!(s.pending(), 1);
+    assert_eq!(s.state().total().free_gpus, 12);
+    assert_eq!(s.tenants().used(0, H100), gpus(4));
+    // It cannot come back partly.
+    assert!(placed(&s.schedule(MIN_RUNTIME + MINUTE)).is_empty());
+    assert!(nodes_of(&s, 1).is_empty());
+    // Room returns: the gang is placed whole.
+    s.finish(JobId(9));
+    let decisions = s.schedule(MIN_RUNTIME + 2 * MINUTE);
+    assert_eq!(placed(&decisions), ids(&[1]));
+    let plan_pods = decisions.iter().find_map(|d| match d {
+        Decision::Placed { job, plan, .. } if *job == JobId(1) => Some(plan.pods.len()),
+        _ => None,
+    });
+    assert_eq!(plan_pods, Some(2));
+    assert_eq!(nodes_of(&s, 1).len(), 2);
+    check_accounting(&s);
+}
+
+#[test]
+fn a_gang_preemptor_evicts_lone_jobs_one_by_one_only_as_needed() {
+    // Four lone 4-GPU jobs; a 2 x 4 gang of higher priority takes exactly two of them.
+    let (mut s, _) = running_jobs(&[(0, &[(1, 4, 0), (2, 4, 0)]), (60, &[(3, 4, 0), (4, 4, 0)])]);
+    s.submit(job(9, 2, whole(4), 5, 120));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    let evicted = preemptions(&decisions);
+    assert_eq!(evicted.len(), 1, "{decisions:?}");
+    // The two most recent (least GPU-time lost).
+    assert_eq!(
+        evicted[0],
+        (ids(&[3, 4]), JobId(9), PreemptionKind::Priority)
+    );
+    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(nodes_of(&s, 9).len(), 2);
+    check_accounting(&s);
+}
+
+// 8. A bind failure requeues the whole job with backoff ----------------------------------
+
+/// Refuses to bind the listed jobs, binds the others.
+struct RefuseJobs(Vec<JobId>);
+
+impl Plugin for RefuseJobs {
+    fn name(&self) -> &'static str {
+        "refuse-jobs"
+    }
+}
+
+impl Bind for RefuseJobs {
+    fn bind(&self, job: &Job, _plan: &JobPlan) -> Status {
+        if self.0.contains(&job.id) {
+            Status::new(Code::Error, "node went away")
+        } else {
+            Status::SUCCESS
+        }
+    }
+}
+
+/// Answers `Wait`: the world binds (or fails) later.
+struct Later;
+
+impl Plugin for Later {
+    fn name(&self) -> &'static str {
+        "later"
+    }
+}
+
+impl Bind for Later {
+    fn bind(&self, _job: &Job, _plan: &JobPlan) -> Status {
+        Status::new(Code::Wait, "binding")
+    }
+}
+
+#[test]
+fn a_bind_failure_requeues_the_whole_job_with_doubling_capped_backoff() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("a", TenantMode::Shared, 16)];
+    let refuse = Box::new(TestBinder { refuse: true });
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, refuse);
+    s.submit(tjob(0, 1, 2, 8, 0, 0)); // a gang over both nodes
+    let mut now = 0;
+    let mut waits = Vec::new();
+    for attempt in 0..9 {
+        let decisions = s.schedule(now);
+        let requeued = requeues(&decisions);
+        assert_eq!(requeued.len(), 1, "attempt {attempt}: {decisions:?}");
+        let (job, retry_at) = requeued[0];
+        assert_eq!(job, JobId(0));
+        assert!(placed(&decisions).is_empty());
+        assert_eq!(s.state().placed_pods(), 0, "every pod forgotten");
+        assert_eq!(s.state().total().free_gpus, 16);
+        assert_eq!(s.tenants().used(1, H100), 0, "tenant usage back to 0");
+        assert!(s.running().is_empty());
+        assert_eq!(s.pending_of(1), 1, "back in its tenant's queue");
+        assert_eq!(s.next_retry_ms(now), Some(retry_at));
+        // Not tried before its retry time.
+        let early = s.schedule(retry_at - 1);
+        assert!(early.is_empty(), "attempt {attempt}: {early:?}");
+        waits.push(retry_at - now);
+        now = retry_at;
+    }
+    let expected: Vec<u64> = [10, 20, 40, 80, 160, 320]
+        .iter()
+        .map(|s| s * SECOND)
+        .chain([BACKOFF_MAX; 3])
+        .collect();
+    assert_eq!(waits, expected);
+    assert_eq!(waits[0], BACKOFF);
+}
+
+#[test]
+fn a_requeued_job_waits_out_its_backoff_even_when_capacity_is_freed() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let binder = Box::new(RefuseJobs(vec![JobId(1)]));
+    let mut s = with_tenants(profile("default", None, None), spec, &[], binder);
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(4), 0, 1));
+    let decisions = s.schedule(0);
+    assert_eq!(placed(&decisions), ids(&[0]));
+    assert_eq!(requeues(&decisions), [(JobId(1), BACKOFF)]);
+    // Capacity is freed during the backoff: the job still waits for its retry time.
+    s.finish(JobId(0));
+    let decisions = s.schedule(SECOND);
+    assert!(
+        requeues(&decisions).is_empty(),
+        "retried during its backoff: {decisions:?}"
+    );
+    assert_eq!(s.next_retry_ms(SECOND), Some(BACKOFF));
+    let decisions = s.schedule(BACKOFF);
+    assert_eq!(requeues(&decisions), [(JobId(1), BACKOFF + 2 * BACKOFF)]);
+}
+
+#[test]
+fn a_binding_that_fails_later_forgets_the_job_and_backs_off() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("a", TenantMode::Shared, 8)];
+    let mut s = with_tenants(
+        profile("default", None, None),
+        spec,
+        &configs,
+        Box::new(Later),
+    );
+    s.submit(tjob(0, 1, 2, 4, 0, 0));
+    let decisions = s.schedule(0);
+    assert!(
+        matches!(
+            &decisions[..],
+            [Decision::Placed {
+                job: JobId(0),
+                bound: false,
+                ..
+            }]
+        ),
+        "{decisions:?}"
+    );
+    assert_eq!(s.tenants().used(1, H100), gpus(8));
+    assert_eq!(
+        s.bind_failed(JobId(0), 5 * SECOND),
+        Some(5 * SECOND + BACKOFF)
+    );
+    assert_eq!(s.state().placed_pods(), 0);
+    assert_eq!(s.tenants().used(1, H100), 0);
+    assert_eq!(s.pending_of(1), 1);
+    assert_eq!(s.next_retry_ms(5 * SECOND), Some(5 * SECOND + BACKOFF));
+    assert!(s.schedule(5 * SECOND + BACKOFF - 1).is_empty());
+    assert_eq!(placed(&s.schedule(5 * SECOND + BACKOFF)), ids(&[0]));
+    // A second failure waits twice as long.
+    assert_eq!(s.bind_failed(JobId(0), MINUTE), Some(MINUTE + 2 * BACKOFF));
+    check_accounting(&s);
+}
+
+// 9. Fairness across tenants --------------------------------------------------------------
+
+#[test]
+fn a_burst_from_one_tenant_does_not_starve_another() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    let policy = profile("native", Some(QueueingPolicy::BestEffortFifo), None);
+    let mut s = with_tenants(policy, spec, &configs, binds());
+    for i in 0..8 {
+        s.submit(tjob(i, 1, 1, 4, 0, u64::from(i)));
+    }
+    // A borrows B's idle quota: the cluster is A's.
+    assert_eq!(placed(&s.schedule(0)), ids(&[0, 1, 2, 3]));
+    for i in 0..4 {
+        s.submit(tjob(10 + i, 2, 1, 4, 0, 100 + u64::from(i)));
+    }
+    assert!(s.schedule(100 * SECOND).is_empty());
+    // Two of A's jobs end: B, furthest below its share, goes first, though A's waiting
+    // jobs were submitted earlier and could borrow the room.
+    s.finish(JobId(0));
+    s.finish(JobId(1));
+    assert_eq!(placed(&s.schedule(200 * SECOND)), ids(&[10, 11]));
+    // Each is at its quota: the next room goes to whoever is below it.
+    s.finish(JobId(10));
+    assert_eq!(placed(&s.schedule(300 * SECOND)), ids(&[12]));
+    s.finish(JobId(2));
+    assert_eq!(placed(&s.schedule(400 * SECOND)), ids(&[4]));
+    assert_eq!(s.tenants().used(1, H100), gpus(8));
+    assert_eq!(s.tenants().used(2, H100), gpus(8));
+    check_accounting(&s);
+}
+
+#[test]
+fn the_weighted_share_orders_tenants() {
+    // Equal quotas, B weighs 3. With A at 4 of 8 GPUs (share 0.5) and B at 8 of 8 (share
+    // 1/3), B is served first and borrows the free room, though A's job was submitted
+    // earlier and is within A's quota. Unweighted, A (0.5 < 1) would go first.
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut b = tenant("b", TenantMode::Shared, 8);
+    b.weight = 3.0;
+    let configs = [tenant("a", TenantMode::Shared, 8), b];
+    // Binpacking (jobs 0 and 11 share a node); all within the minimum runtime, so no
+    // preemption.
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    s.submit(tjob(10, 2, 1, 8, 0, 0));
+    s.submit(tjob(11, 2, 1, 4, 0, 0));
+    // A first (lower index at equal shares); B's smaller job first (smaller-first), then
+    // its 8-GPU job, borrowing 4 of A's idle quota.
+    assert_eq!(placed(&s.schedule(0)), ids(&[0, 11, 10]));
+    s.submit(tjob(1, 1, 1, 4, 0, 10));
+    s.submit(tjob(12, 2, 1, 4, 0, 20));
+    s.finish(JobId(11));
+    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[12]));
+    assert_eq!(s.pending_of(1), 1);
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
+}
+
+#[test]
+fn a_shared_tenant_without_quota_borrows_the_idle_cluster() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("a", TenantMode::Shared, 0)];
+    let flat = profile("default", None, Some(SearchMode::Flat));
+    let mut s = with_tenants(flat, spec, &configs, binds());
+    s.submit(Job {
+        tenant: TenantId(1),
+        ..job(0, 2, GpuRequest::Whole(8), 0, 0)
+    });
+    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(s.tenants().borrowed(1, H100), gpus(16));
+    assert_eq!(s.tenants().totals(1), (gpus(16), gpus(16)));
+}
