@@ -343,12 +343,11 @@ mod tests {
                 "resource-fit",
                 "gpu-devices",
                 "gang",
-                "preemption",
                 "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[7].weight(), Some(1));
+        assert_eq!(spread.plugins[6].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 

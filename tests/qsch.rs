@@ -213,9 +213,38 @@ fn default_profile(policy: QueueingPolicy, preemption: bool) -> Profile {
     let config = Config::embedded();
     let mut profile = config.profile("default").expect("default profile").clone();
     profile.queueing = policy;
-    profile
-        .plugins
-        .retain(|p| preemption || p.name() != "preemption");
+    with_preemption(&mut profile, preemption);
+    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+}
+
+/// Adds the `preemption` plugin after `gang` (the embedded profiles leave it out), or
+/// removes it.
+fn with_preemption(profile: &mut kant::config::ProfileConfig, preemption: bool) {
+    profile.plugins.retain(|p| p.name() != "preemption");
+    if preemption {
+        let at = profile
+            .plugins
+            .iter()
+            .position(|p| p.name() == "gang")
+            .map_or(0, |i| i + 1);
+        profile
+            .plugins
+            .insert(at, kant::config::PluginConfig::Name("preemption".into()));
+    }
+}
+
+/// The embedded profile `name` with preemption, another queueing policy or search (these
+/// tests are about preemption: the embedded `default` leaves it out).
+fn profile(name: &str, queueing: Option<QueueingPolicy>, search: Option<SearchMode>) -> Profile {
+    let config = Config::embedded();
+    let mut profile = config.profile(name).expect("profile exists").clone();
+    if let Some(q) = queueing {
+        profile.queueing = q;
+    }
+    if let Some(s) = search {
+        profile.search = s;
+    }
+    with_preemption(&mut profile, true);
     kant::plugins::build_profile(&profile, &config).expect("valid profile")
 }
 
