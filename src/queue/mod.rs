@@ -192,6 +192,9 @@ impl Queues {
         let mut cursor = vec![0usize; self.queues.len()];
         let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
         let mut head_taken = vec![false; self.queues.len()];
+        // Per tenant, the pools its backfill head holds: nothing behind the head that could
+        // use them is placed (the head's quota and room gather for it). Empty: none held.
+        let mut held_pools: Vec<Option<Vec<crate::model::PoolId>>> = vec![None; self.queues.len()];
         while let Some(tenant) = (0..self.queues.len())
             .filter(|&t| !done[t])
             .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
@@ -203,6 +206,14 @@ impl Queues {
             };
             cursor[tenant] = index + 1;
             let entry = &mut queue[index];
+            if let Some(held) = &held_pools[tenant] {
+                let competes = held.is_empty()
+                    || entry.job.pools.is_empty()
+                    || entry.job.pools.iter().any(|p| held.contains(p));
+                if competes {
+                    continue;
+                }
+            }
             let due = entry.retry_at.is_some_and(|t| t <= now_ms);
             // The first job of the queue blocked past the threshold is its backfill head.
             let overdue = self.policy == QueueingPolicy::Backfill
@@ -231,6 +242,9 @@ impl Queues {
                 Attempted::Failed { retry_at } => {
                     if backfill_since.is_some() {
                         entry.backfill_failed_at = Some(epoch);
+                    }
+                    if overdue {
+                        held_pools[tenant] = Some(entry.job.pools.clone());
                     }
                     entry.failed_at = Some(epoch);
                     entry.retry_at = retry_at;
