@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use common::*;
-use kant::config::Config;
 use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler};
 use kant::framework::{SearchMode, Status};
 use kant::model::{ClusterSpec, GpuRequest, Job, JobId, LinkProfile, NodeId, PoolId, TenantId};
@@ -61,16 +60,6 @@ fn tjob(id: u32, tenant: u16, pods: usize, gpus: u32, priority: i32, submit_s: u
         tenant: TenantId(tenant),
         ..job(id, pods, whole(gpus), priority, submit_s)
     }
-}
-
-fn placed(decisions: &[Decision]) -> Vec<JobId> {
-    decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Placed { job, .. } => Some(*job),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Preemptions as (victims sorted, preemptor, kind).
@@ -210,11 +199,9 @@ fn check_round(s: &Scheduler, decisions: &[Decision]) {
 /// The embedded default profile with another queueing policy, with or without its
 /// `preemption` plugin.
 fn default_profile(policy: QueueingPolicy, preemption: bool) -> Profile {
-    let config = Config::embedded();
-    let mut profile = config.profile("default").expect("default profile").clone();
-    profile.queueing = policy;
+    let mut profile = profile_config("default", Some(policy), None);
     with_preemption(&mut profile, preemption);
-    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+    build(&profile)
 }
 
 /// Adds the `preemption` plugin after `gang` (the embedded profiles leave it out), or
@@ -236,16 +223,9 @@ fn with_preemption(profile: &mut kant::config::ProfileConfig, preemption: bool) 
 /// The embedded profile `name` with preemption, another queueing policy or search (these
 /// tests are about preemption: the embedded `default` leaves it out).
 fn profile(name: &str, queueing: Option<QueueingPolicy>, search: Option<SearchMode>) -> Profile {
-    let config = Config::embedded();
-    let mut profile = config.profile(name).expect("profile exists").clone();
-    if let Some(q) = queueing {
-        profile.queueing = q;
-    }
-    if let Some(s) = search {
-        profile.search = s;
-    }
+    let mut profile = profile_config(name, queueing, search);
     with_preemption(&mut profile, true);
-    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+    build(&profile)
 }
 
 /// Runs a random workload on 4 nodes of 8 H100, with the configured tenants as (isolated,
@@ -338,9 +318,9 @@ fn isolated_tenant_at_quota_does_not_preempt_its_way_past_it() {
     ];
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     s.submit(tjob(0, 1, 1, 8, 0, 0)); // iso fills its quota
-    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     s.submit(tjob(1, 2, 1, 8, 0, 60)); // shared takes the rest, a minute later
-    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[1]));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]));
     // Iso, higher priority, past its quota. Job 1 would lose the least GPU-time, but
     // evicting it does not give iso any quota.
     s.submit(tjob(2, 1, 1, 8, 5, 120));
@@ -361,10 +341,10 @@ fn borrowed_cluster() -> Scheduler {
     ];
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     s.submit(tjob(10, 2, 1, 8, 0, 0));
-    assert_eq!(placed(&s.schedule(0)), ids(&[10]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[10]));
     s.submit(tjob(11, 2, 1, 8, 0, 60));
     assert_eq!(
-        placed(&s.schedule(MINUTE)),
+        placed_jobs(&s.schedule(MINUTE)),
         ids(&[11]),
         "B borrows A's idle quota"
     );
@@ -387,7 +367,7 @@ fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
         [(ids(&[11]), JobId(20), PreemptionKind::QuotaReclaim)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[20]));
+    assert_eq!(placed_jobs(&decisions), ids(&[20]));
     assert!(is_running(&s, 10), "B's job within its own quota stays");
     assert!(!is_running(&s, 11));
     assert!(nodes_of(&s, 11).is_empty());
@@ -404,7 +384,7 @@ fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
     }
     // Once B's own job ends, its evicted job returns within B's quota.
     s.finish(JobId(10));
-    assert_eq!(placed(&s.schedule(now + 3 * MIN_RUNTIME)), ids(&[11]));
+    assert_eq!(placed_jobs(&s.schedule(now + 3 * MIN_RUNTIME)), ids(&[11]));
     check_accounting(&s);
 }
 
@@ -444,7 +424,7 @@ fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
         victims == &ids(&[10]) || victims == &ids(&[11]),
         "{victims:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[20]));
+    assert_eq!(placed_jobs(&decisions), ids(&[20]));
 }
 
 // 3. An isolated tenant never lends ------------------------------------------------------
@@ -459,7 +439,7 @@ fn an_isolated_tenants_idle_quota_is_not_lent() {
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     s.submit(tjob(0, 2, 1, 8, 0, 0));
     s.submit(tjob(1, 2, 1, 8, 0, 1)); // would need the isolated tenant's idle quota
-    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     assert_eq!(
         s.state().total().free_gpus,
         8,
@@ -475,7 +455,7 @@ fn an_isolated_tenants_idle_quota_is_not_lent() {
     assert_eq!((s.pending_of(0), s.pending_of(2)), (1, 2));
     // The owner gets its quota at once.
     s.submit(tjob(4, 1, 1, 8, 0, 200));
-    assert_eq!(placed(&s.schedule(3 * BACKFILL_THRESHOLD)), ids(&[4]));
+    assert_eq!(placed_jobs(&s.schedule(3 * BACKFILL_THRESHOLD)), ids(&[4]));
     assert_eq!(s.tenants().used(1, H100), gpus(8));
     assert_eq!(s.tenants().used(2, H100), gpus(8));
     assert_eq!(s.tenants().used(0, H100), 0);
@@ -495,7 +475,7 @@ fn preemption_does_not_bypass_static_quota_admission() {
     ];
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     s.submit(tjob(0, 2, 1, 8, 0, 0));
-    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     s.submit(tjob(5, 0, 1, 1, 9, 60));
     let decisions = s.schedule(MINUTE + MIN_RUNTIME);
     for (victims, ..) in preemptions(&decisions) {
@@ -525,12 +505,12 @@ fn an_isolated_quota_stays_held_when_a_lender_wants_its_own_back() {
     ];
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     s.submit(tjob(0, 0, 1, 8, 0, 0)); // default: borrows shared's idle quota
-    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     s.submit(tjob(1, 2, 1, 8, 0, 60)); // shared: its own quota, but only iso's room is free
     let decisions = s.schedule(MINUTE);
-    assert!(placed(&decisions).is_empty(), "{decisions:?}");
+    assert!(placed_jobs(&decisions).is_empty(), "{decisions:?}");
     s.submit(tjob(2, 1, 1, 8, 0, 120)); // iso, within its quota
-    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[2]));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[2]));
 }
 
 #[test]
@@ -545,7 +525,7 @@ fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
     let mut s = with_tenants(strict, spec, &configs, binds());
     s.submit(tjob(0, 2, 2, 8, 0, 0)); // 16 GPUs: only 8 are not held by "iso"
     s.submit(tjob(1, 2, 1, 8, 0, 1));
-    assert_eq!(placed(&s.schedule(0)), ids(&[1]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
     assert_eq!(s.pending_of(2), 1);
 }
 
@@ -569,13 +549,13 @@ fn strict_fifo_blocks_a_tenants_queue_behind_its_head_but_not_other_tenants() {
         s.submit(tjob(2, 1, 1, 4, 0, 2)); // fits, behind the blocked head
         s.submit(tjob(10, 2, 1, 4, 0, 10)); // B's job, submitted after all of A's
         let decisions = s.schedule(0);
-        assert_eq!(placed(&decisions), expected, "{policy:?}");
+        assert_eq!(placed_jobs(&decisions), expected, "{policy:?}");
         assert_eq!(s.pending_of(1), pending, "{policy:?}");
         assert_eq!(s.pending_of(2), 0, "{policy:?}");
         // Once A's first job ends, strict FIFO places A's head first.
         s.finish(JobId(0));
         s.finish(JobId(10));
-        let next = placed(&s.schedule(MINUTE));
+        let next = placed_jobs(&s.schedule(MINUTE));
         match policy {
             QueueingPolicy::StrictFifo => assert_eq!(next, ids(&[1])),
             // Job 2 holds half a node: the 16-GPU head still waits.
@@ -596,9 +576,9 @@ fn strict_fifo_blocks_behind_a_head_that_waits_for_quota() {
     s.submit(tjob(2, 1, 1, 2, 0, 2)); // within the quota, behind the head
     s.submit(tjob(3, 0, 1, 4, 0, 3)); // another tenant is not blocked
     // The default tenant (index 0) is served first at equal shares.
-    assert_eq!(placed(&s.schedule(0)), ids(&[3, 0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[3, 0]));
     s.finish(JobId(0));
-    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[1]));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]));
 }
 
 // 5. Backfill preempts after the threshold and only then --------------------------------
@@ -610,17 +590,17 @@ fn backfill_makes_room_for_the_head_after_the_threshold_and_only_then() {
     let mut s = scheduler(backfill, spec);
     s.submit(job(0, 1, whole(8), 0, 0)); // a whole node
     s.submit(job(1, 1, whole(4), 0, 0)); // half of the other
-    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0])); // smaller first
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1, 0])); // smaller first
     // The head: a whole node; it blocks at 60 s.
     s.submit(job(2, 1, whole(8), 0, 60));
     assert!(s.schedule(MINUTE).is_empty());
     // Backfilled after it blocked.
     s.submit(job(3, 1, whole(4), 0, 120));
-    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[3]));
     s.finish(JobId(1));
-    assert!(placed(&s.schedule(3 * MINUTE + 20 * SECOND)).is_empty()); // 4 free: not enough
+    assert!(placed_jobs(&s.schedule(3 * MINUTE + 20 * SECOND)).is_empty()); // 4 free: not enough
     s.submit(job(4, 1, whole(4), 0, 300));
-    assert_eq!(placed(&s.schedule(5 * MINUTE)), ids(&[4]));
+    assert_eq!(placed_jobs(&s.schedule(5 * MINUTE)), ids(&[4]));
     assert_eq!(
         nodes_of(&s, 3),
         nodes_of(&s, 4),
@@ -639,7 +619,7 @@ fn backfill_makes_room_for_the_head_after_the_threshold_and_only_then() {
         [(ids(&[3, 4]), JobId(2), PreemptionKind::Backfill)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[2]));
+    assert_eq!(placed_jobs(&decisions), ids(&[2]));
     assert!(
         is_running(&s, 0),
         "placed before the head blocked: not a victim"
@@ -656,11 +636,11 @@ fn backfill_never_evicts_a_job_placed_before_the_head_blocked() {
     let mut s = scheduler(backfill, spec);
     s.submit(job(0, 1, whole(8), 0, 0));
     s.submit(job(1, 1, whole(4), 0, 0));
-    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1, 0]));
     s.submit(job(2, 1, whole(8), 0, 60)); // the head
     assert!(s.schedule(MINUTE).is_empty());
     s.submit(job(3, 1, whole(4), 0, 120)); // backfilled next to job 1
-    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[3]));
     // Past the threshold: evicting job 3 alone would not make room, and jobs 0 and 1
     // were placed before the head blocked.
     let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD);
@@ -671,7 +651,7 @@ fn backfill_never_evicts_a_job_placed_before_the_head_blocked() {
     // Once room returns, the head is placed without evicting anyone.
     s.finish(JobId(0));
     let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD + MINUTE);
-    assert_eq!(placed(&decisions), ids(&[2]), "{decisions:?}");
+    assert_eq!(placed_jobs(&decisions), ids(&[2]), "{decisions:?}");
     assert!(preemptions(&decisions).is_empty());
     assert!(is_running(&s, 1) && is_running(&s, 3));
 }
@@ -685,11 +665,11 @@ fn backfill_counts_the_room_already_free() {
     let mut s = scheduler(backfill, spec);
     s.submit(job(0, 1, whole(8), 0, 0));
     s.submit(job(1, 1, whole(4), 0, 0));
-    assert_eq!(placed(&s.schedule(0)), ids(&[1, 0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1, 0]));
     s.submit(job(2, 1, whole(8), 0, 60)); // the head
     assert!(s.schedule(MINUTE).is_empty());
     s.submit(job(3, 1, whole(4), 0, 120));
-    assert_eq!(placed(&s.schedule(2 * MINUTE)), ids(&[3]));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[3]));
     assert_eq!(nodes_of(&s, 1), nodes_of(&s, 3));
     s.finish(JobId(1)); // 4 GPUs free next to job 3
     let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD);
@@ -698,7 +678,7 @@ fn backfill_counts_the_room_already_free() {
         [(ids(&[3]), JobId(2), PreemptionKind::Backfill)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[2]));
+    assert_eq!(placed_jobs(&decisions), ids(&[2]));
 }
 
 // 6. Priority preemption: the minimal victim set -----------------------------------------
@@ -718,7 +698,7 @@ fn running_jobs(rounds: &[Round]) -> (Scheduler, HashMap<u32, NodeId>) {
         }
         let mut expected: Vec<JobId> = jobs.iter().map(|j| JobId(j.0)).collect();
         expected.sort();
-        let mut got = placed(&s.schedule(at_s * SECOND));
+        let mut got = placed_jobs(&s.schedule(at_s * SECOND));
         got.sort();
         assert_eq!(got, expected);
         for &(id, ..) in jobs {
@@ -746,7 +726,7 @@ fn priority_preemption_evicts_the_minimal_set() {
         [(ids(&[1, 2]), JobId(9), PreemptionKind::Priority)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
     assert_eq!(nodes_of(&s, 9), [nodes[&1]]);
     assert!(is_running(&s, 3) && is_running(&s, 4));
     assert_eq!(s.pending(), 2);
@@ -764,7 +744,7 @@ fn priority_preemption_takes_the_lowest_priority_first() {
         [(ids(&[2]), JobId(9), PreemptionKind::Priority)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
 }
 
 #[test]
@@ -817,7 +797,7 @@ fn priority_preemption_counts_the_room_already_free() {
         [(ids(&[2]), JobId(9), PreemptionKind::Priority)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
 }
 
 #[test]
@@ -838,7 +818,7 @@ fn preemption_cannot_cascade_within_the_minimum_runtime() {
     // Room returns elsewhere: job 3 takes it, and job 2 is left alone.
     s.finish(JobId(4));
     let decisions = s.schedule(2 * MIN_RUNTIME);
-    assert_eq!(placed(&decisions), ids(&[3]), "{decisions:?}");
+    assert_eq!(placed_jobs(&decisions), ids(&[3]), "{decisions:?}");
     assert!(preemptions(&decisions).is_empty());
     assert!(is_running(&s, 2));
 }
@@ -850,7 +830,7 @@ fn a_gang_is_preempted_whole_and_placed_whole_again() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
     let mut s = scheduler(profile("default", None, None), spec);
     s.submit(job(1, 2, whole(8), 0, 0)); // a gang over both nodes
-    assert_eq!(placed(&s.schedule(0)), ids(&[1]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
     assert_eq!(nodes_of(&s, 1).len(), 2);
     s.submit(job(9, 1, whole(4), 5, 60)); // needs half a node
     let decisions = s.schedule(MIN_RUNTIME);
@@ -859,19 +839,19 @@ fn a_gang_is_preempted_whole_and_placed_whole_again() {
         [(ids(&[1]), JobId(9), PreemptionKind::Priority)],
         "{decisions:?}"
     );
-    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
     assert!(nodes_of(&s, 1).is_empty(), "no pod of the gang is left");
     assert!(!is_running(&s, 1));
     assert_eq!(s.pending(), 1);
     assert_eq!(s.state().total().free_gpus, 12);
     assert_eq!(s.tenants().used(0, H100), gpus(4));
     // It cannot come back partly.
-    assert!(placed(&s.schedule(MIN_RUNTIME + MINUTE)).is_empty());
+    assert!(placed_jobs(&s.schedule(MIN_RUNTIME + MINUTE)).is_empty());
     assert!(nodes_of(&s, 1).is_empty());
     // Room returns: the gang is placed whole.
     s.finish(JobId(9));
     let decisions = s.schedule(MIN_RUNTIME + 2 * MINUTE);
-    assert_eq!(placed(&decisions), ids(&[1]));
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
     let plan_pods = decisions.iter().find_map(|d| match d {
         Decision::Placed { job, plan, .. } if *job == JobId(1) => Some(plan.pods.len()),
         _ => None,
@@ -894,7 +874,7 @@ fn a_gang_preemptor_evicts_lone_jobs_one_by_one_only_as_needed() {
         evicted[0],
         (ids(&[3, 4]), JobId(9), PreemptionKind::Priority)
     );
-    assert_eq!(placed(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
     assert_eq!(nodes_of(&s, 9).len(), 2);
     check_accounting(&s);
 }
@@ -950,7 +930,7 @@ fn a_bind_failure_requeues_the_whole_job_with_doubling_capped_backoff() {
         assert_eq!(requeued.len(), 1, "attempt {attempt}: {decisions:?}");
         let (job, retry_at) = requeued[0];
         assert_eq!(job, JobId(0));
-        assert!(placed(&decisions).is_empty());
+        assert!(placed_jobs(&decisions).is_empty());
         assert_eq!(s.state().placed_pods(), 0, "every pod forgotten");
         assert_eq!(s.state().total().free_gpus, 16);
         assert_eq!(s.tenants().used(1, H100), 0, "tenant usage back to 0");
@@ -980,7 +960,7 @@ fn a_requeued_job_waits_out_its_backoff_even_when_capacity_is_freed() {
     s.submit(job(0, 1, whole(8), 0, 0));
     s.submit(job(1, 1, whole(4), 0, 1));
     let decisions = s.schedule(0);
-    assert_eq!(placed(&decisions), ids(&[0]));
+    assert_eq!(placed_jobs(&decisions), ids(&[0]));
     assert_eq!(requeues(&decisions), [(JobId(1), BACKOFF)]);
     // Capacity is freed during the backoff: the job still waits for its retry time.
     s.finish(JobId(0));
@@ -1027,7 +1007,7 @@ fn a_binding_that_fails_later_forgets_the_job_and_backs_off() {
     assert_eq!(s.pending_of(1), 1);
     assert_eq!(s.next_retry_ms(5 * SECOND), Some(5 * SECOND + BACKOFF));
     assert!(s.schedule(5 * SECOND + BACKOFF - 1).is_empty());
-    assert_eq!(placed(&s.schedule(5 * SECOND + BACKOFF)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(5 * SECOND + BACKOFF)), ids(&[0]));
     // A second failure waits twice as long.
     assert_eq!(s.bind_failed(JobId(0), MINUTE), Some(MINUTE + 2 * BACKOFF));
     check_accounting(&s);
@@ -1048,7 +1028,7 @@ fn a_burst_from_one_tenant_does_not_starve_another() {
         s.submit(tjob(i, 1, 1, 4, 0, u64::from(i)));
     }
     // A borrows B's idle quota: the cluster is A's.
-    assert_eq!(placed(&s.schedule(0)), ids(&[0, 1, 2, 3]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1, 2, 3]));
     for i in 0..4 {
         s.submit(tjob(10 + i, 2, 1, 4, 0, 100 + u64::from(i)));
     }
@@ -1057,12 +1037,12 @@ fn a_burst_from_one_tenant_does_not_starve_another() {
     // jobs were submitted earlier and could borrow the room.
     s.finish(JobId(0));
     s.finish(JobId(1));
-    assert_eq!(placed(&s.schedule(200 * SECOND)), ids(&[10, 11]));
+    assert_eq!(placed_jobs(&s.schedule(200 * SECOND)), ids(&[10, 11]));
     // Each is at its quota: the next room goes to whoever is below it.
     s.finish(JobId(10));
-    assert_eq!(placed(&s.schedule(300 * SECOND)), ids(&[12]));
+    assert_eq!(placed_jobs(&s.schedule(300 * SECOND)), ids(&[12]));
     s.finish(JobId(2));
-    assert_eq!(placed(&s.schedule(400 * SECOND)), ids(&[4]));
+    assert_eq!(placed_jobs(&s.schedule(400 * SECOND)), ids(&[4]));
     assert_eq!(s.tenants().used(1, H100), gpus(8));
     assert_eq!(s.tenants().used(2, H100), gpus(8));
     check_accounting(&s);
@@ -1085,11 +1065,11 @@ fn the_weighted_share_orders_tenants() {
     s.submit(tjob(11, 2, 1, 4, 0, 0));
     // A first (lower index at equal shares); B's smaller job first (smaller-first), then
     // its 8-GPU job, borrowing 4 of A's idle quota.
-    assert_eq!(placed(&s.schedule(0)), ids(&[0, 11, 10]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 11, 10]));
     s.submit(tjob(1, 1, 1, 4, 0, 10));
     s.submit(tjob(12, 2, 1, 4, 0, 20));
     s.finish(JobId(11));
-    assert_eq!(placed(&s.schedule(MINUTE)), ids(&[12]));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[12]));
     assert_eq!(s.pending_of(1), 1);
     assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
 }
@@ -1104,7 +1084,7 @@ fn a_shared_tenant_without_quota_borrows_the_idle_cluster() {
         tenant: TenantId(1),
         ..job(0, 2, GpuRequest::Whole(8), 0, 0)
     });
-    assert_eq!(placed(&s.schedule(0)), ids(&[0]));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     assert_eq!(s.tenants().borrowed(1, H100), gpus(16));
     assert_eq!(s.tenants().totals(1), (gpus(16), gpus(16)));
 }

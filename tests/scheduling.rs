@@ -7,20 +7,10 @@ use std::collections::HashSet;
 
 use common::*;
 use kant::cache::{ClusterState, PlacementPhase};
-use kant::framework::{Decision, Scheduler, SearchMode};
+use kant::framework::{Scheduler, SearchMode};
 use kant::model::{GpuRequest, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, bits};
 use kant::queue::QueueingPolicy;
 use proptest::prelude::*;
-
-fn placed_jobs(decisions: &[Decision]) -> Vec<JobId> {
-    decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Placed { job, .. } => Some(*job),
-            _ => None,
-        })
-        .collect()
-}
 
 #[test]
 fn two_gpu_pod_takes_an_nvlink_pair() {
@@ -93,20 +83,7 @@ fn a_job_no_pool_can_hold_does_not_block_strict_fifo() {
 
 #[test]
 fn a_gang_accepting_two_models_never_mixes_them() {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, model) in ["H100", "H100", "A100", "A100"].into_iter().enumerate() {
-        let row = kant::model::NodeRow {
-            name: format!("n{i}"),
-            gpu_model: Some(model.into()),
-            gpus: 8,
-            cpu_milli: None,
-            memory_mib: None,
-            leaf: None,
-            hbd: None,
-        };
-        builder.add(row, LinkProfile::NvlinkAll).unwrap();
-    }
-    let spec = std::sync::Arc::new(builder.build());
+    let spec = models_cluster(&[("H100", 8), ("H100", 8), ("A100", 8), ("A100", 8)]);
     let mut s = scheduler(profile("default", None, None), spec.clone());
     let mut h100 = job(0, 1, whole(8), 0, 0);
     h100.pools = vec![kant::model::PoolId(0)];
@@ -135,20 +112,13 @@ fn a_gang_accepting_two_models_never_mixes_them() {
 #[test]
 fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
     // One 8-GPU node and four 4-GPU nodes: 24 GPUs, but only one node holds 8.
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, gpus) in [8, 4, 4, 4, 4].into_iter().enumerate() {
-        let row = kant::model::NodeRow {
-            name: format!("n{i}"),
-            gpu_model: Some("V100".into()),
-            gpus,
-            cpu_milli: None,
-            memory_mib: None,
-            leaf: None,
-            hbd: None,
-        };
-        builder.add(row, LinkProfile::NvlinkAll).unwrap();
-    }
-    let spec = std::sync::Arc::new(builder.build());
+    let spec = models_cluster(&[
+        ("V100", 8),
+        ("V100", 4),
+        ("V100", 4),
+        ("V100", 4),
+        ("V100", 4),
+    ]);
     let mut s = scheduler(profile("native", None, None), spec);
     s.submit(job(0, 2, whole(8), 0, 0));
     s.submit(job(1, 1, whole(1), 0, 1));
@@ -165,20 +135,7 @@ fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
 
 #[test]
 fn an_overdue_backfill_head_holds_its_pools_and_not_the_others() {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, model) in ["H100", "H100", "A100"].into_iter().enumerate() {
-        let row = kant::model::NodeRow {
-            name: format!("n{i}"),
-            gpu_model: Some(model.into()),
-            gpus: 8,
-            cpu_milli: None,
-            memory_mib: None,
-            leaf: None,
-            hbd: None,
-        };
-        builder.add(row, LinkProfile::NvlinkAll).unwrap();
-    }
-    let spec = std::sync::Arc::new(builder.build());
+    let spec = models_cluster(&[("H100", 8), ("H100", 8), ("A100", 8)]);
     let h100 = vec![kant::model::PoolId(0)];
     let a100 = vec![kant::model::PoolId(1)];
     let on = |mut j: kant::model::Job, pools: &Vec<kant::model::PoolId>| {

@@ -8,18 +8,8 @@ use std::collections::HashSet;
 
 use common::*;
 use kant::config::Placement;
-use kant::framework::{Decision, Scheduler};
+use kant::framework::Scheduler;
 use kant::model::{JobId, LinkProfile, NodeId, Tier, TopologyNeed};
-
-fn placed(decisions: &[Decision]) -> Vec<JobId> {
-    decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Placed { job, .. } => Some(*job),
-            _ => None,
-        })
-        .collect()
-}
 
 fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
     s.state()
@@ -58,7 +48,7 @@ fn a_2048_gpu_gang_on_an_empty_8192_gpu_cluster_takes_256_nodes_in_8_leaves() {
     let spec = fabric(1024, 8, 32, 4, 0, LinkProfile::NvlinkAll);
     let mut s = scheduler(profile("default", None, None), spec);
     s.submit(job(0, 256, whole(8), 0, 0));
-    assert_eq!(placed(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
     assert_eq!(nodes_of(&s, JobId(0)).len(), 256);
     let (leaves, spines, _) = spans(&s, JobId(0));
     assert_eq!((leaves, spines), (8, 2));
@@ -72,7 +62,7 @@ fn a_gang_that_fits_one_leaf_stays_in_it() {
     s.submit(job(1, 16, whole(8), 0, 0)); // a whole leaf
     s.submit(job(2, 10, whole(8), 0, 0));
     // Equal priority and submission: the smaller job goes first.
-    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(2), JobId(1)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(2), JobId(1)]);
     assert_eq!(spans(&s, JobId(1)).0, 1);
     assert_eq!(spans(&s, JobId(2)).0, 1);
 }
@@ -102,7 +92,7 @@ fn a_required_leaf_waits_rather_than_spills_and_a_preferred_one_spreads() {
     // Leaf 0 has one free node, leaf 1 four: a 5-node gang fits only across both.
     let mut s = cluster_with_free_nodes(&[3, 4, 5, 6, 7]);
     s.submit(needing(job(10, 5, whole(8), 0, 0), Tier::Leaf, true));
-    assert!(placed(&s.schedule(0)).is_empty());
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
     assert!(nodes_of(&s, JobId(10)).is_empty());
     assert_eq!(
         s.next_retry_ms(0),
@@ -112,7 +102,7 @@ fn a_required_leaf_waits_rather_than_spills_and_a_preferred_one_spreads() {
     s.submit(needing(job(11, 5, whole(8), 0, 0), Tier::Leaf, false));
     // Two leaves of 4 nodes cannot hold 5 nodes on an empty cluster either: the tightest
     // possible domain is the spine, so no patience applies.
-    assert_eq!(placed(&s.schedule(0)), [JobId(11)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(11)]);
     assert_eq!(spans(&s, JobId(11)).0, 2);
 }
 
@@ -121,11 +111,11 @@ fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
     // Two free nodes in each leaf: a 3-node gang could fit one leaf once more is freed.
     let mut s = cluster_with_free_nodes(&[0, 1, 4, 5]);
     s.submit(job(10, 3, whole(8), 0, 0));
-    assert!(placed(&s.schedule(0)).is_empty());
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
     let patience_ms = 600_000;
     assert_eq!(s.next_retry_ms(0), Some(patience_ms));
-    assert!(placed(&s.schedule(patience_ms - 1)).is_empty());
-    assert_eq!(placed(&s.schedule(patience_ms)), [JobId(10)]);
+    assert!(placed_jobs(&s.schedule(patience_ms - 1)).is_empty());
+    assert_eq!(placed_jobs(&s.schedule(patience_ms)), [JobId(10)]);
     assert_eq!(spans(&s, JobId(10)).0, 2);
 }
 
@@ -133,9 +123,9 @@ fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
 fn a_patient_gang_takes_one_leaf_as_soon_as_it_frees() {
     let mut s = cluster_with_free_nodes(&[0, 1, 4, 5]);
     s.submit(job(10, 3, whole(8), 0, 0));
-    assert!(placed(&s.schedule(0)).is_empty());
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
     s.finish(JobId(2));
-    assert_eq!(placed(&s.schedule(1_000)), [JobId(10)]);
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(10)]);
     assert_eq!(
         nodes_of(&s, JobId(10)),
         HashSet::from([NodeId(0), NodeId(1), NodeId(2)])
@@ -151,7 +141,7 @@ fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
     s.submit(needing(job(1, 4, whole(8), 0, 1), Tier::Hbd, true));
     s.submit(needing(job(2, 5, whole(8), 0, 2), Tier::Hbd, true)); // larger than any HBD
     s.submit(needing(job(3, 3, whole(8), 0, 3), Tier::Hbd, false));
-    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1), JobId(3)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1), JobId(3)]);
     assert_eq!(spans(&s, JobId(1)).2, 1);
     assert_eq!(spans(&s, JobId(3)).2, 1);
     assert!(nodes_of(&s, JobId(2)).is_empty());
@@ -165,7 +155,7 @@ fn e_binpack_keeps_whole_leaf_groups_free_that_spread_breaks() {
         for i in 0..8 {
             s.submit(job(i, 1, whole(1), 0, u64::from(i)));
         }
-        assert_eq!(placed(&s.schedule(0)).len(), 8);
+        assert_eq!(placed_jobs(&s.schedule(0)).len(), 8);
         let used: HashSet<_> = s
             .state()
             .placements()
@@ -194,7 +184,7 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
         s.finish(JobId(1));
         s.finish(JobId(2));
         s.submit(job(4, 1, whole(4), 0, 4));
-        assert_eq!(placed(&s.schedule(0)), [JobId(4)]);
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(4)]);
         let node = nodes_of(&s, JobId(4));
         (node == slots[0], node == slots[2] || node == slots[3])
     };
@@ -237,7 +227,7 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
     let mut s = scheduler(zone_profile(&zone), spec);
     s.submit(job(0, 2, whole(8), 0, 0)); // training: kept out of the zone
     s.submit(inference(job(1, 6, whole(1), 0, 1)));
-    assert_eq!(placed(&s.schedule(0)), [JobId(0), JobId(1)]);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
     let zone_nodes: HashSet<NodeId> = (4..8).map(NodeId).collect();
     assert!(nodes_of(&s, JobId(0)).is_disjoint(&zone_nodes));
     let replicas: Vec<NodeId> = s

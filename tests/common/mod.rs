@@ -88,6 +88,26 @@ impl Bind for TestBinder {
     }
 }
 
+/// A profile's configuration from the embedded one, optionally with another queueing
+/// policy or search.
+pub fn profile_config(
+    name: &str,
+    queueing: Option<QueueingPolicy>,
+    search: Option<SearchMode>,
+) -> kant::config::ProfileConfig {
+    let mut profile = Config::embedded()
+        .profile(name)
+        .expect("profile exists")
+        .clone();
+    if let Some(q) = queueing {
+        profile.queueing = q;
+    }
+    if let Some(s) = search {
+        profile.search = s;
+    }
+    profile
+}
+
 /// A profile of the embedded configuration, optionally with another queueing policy or
 /// search.
 pub fn profile(
@@ -95,25 +115,48 @@ pub fn profile(
     queueing: Option<QueueingPolicy>,
     search: Option<SearchMode>,
 ) -> Profile {
-    let config = Config::embedded();
-    let mut profile = config.profile(name).expect("profile exists").clone();
-    if let Some(q) = queueing {
-        profile.queueing = q;
+    build(&profile_config(name, queueing, search))
+}
+
+/// The plugins of a profile configuration, with the embedded settings.
+pub fn build(profile: &kant::config::ProfileConfig) -> Profile {
+    kant::plugins::build_profile(profile, &Config::embedded()).expect("valid profile")
+}
+
+/// The jobs a round placed, in order.
+pub fn placed_jobs(decisions: &[kant::framework::Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .filter_map(|d| match d {
+            kant::framework::Decision::Placed { job, .. } => Some(*job),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One node of `gpus` GPUs per entry, of the given GPU model, without topology.
+pub fn models_cluster(nodes: &[(&str, usize)]) -> Arc<ClusterSpec> {
+    let mut builder = ClusterSpecBuilder::new();
+    for (i, &(model, gpus)) in nodes.iter().enumerate() {
+        let row = NodeRow {
+            name: format!("n{i}"),
+            gpu_model: Some(model.into()),
+            gpus,
+            cpu_milli: None,
+            memory_mib: None,
+            leaf: None,
+            hbd: None,
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid test node");
     }
-    if let Some(s) = search {
-        profile.search = s;
-    }
-    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+    Arc::new(builder.build())
 }
 
 /// The default profile with another placement scorer.
 pub fn placement_profile(placement: kant::config::Placement) -> Profile {
-    let config = Config::embedded();
-    let profile = config
-        .profile("default")
-        .expect("default profile")
-        .with_placement(placement);
-    kant::plugins::build_profile(&profile, &config).expect("valid profile")
+    build(&profile_config("default", None, None).with_placement(placement))
 }
 
 pub fn scheduler(profile: Profile, spec: Arc<ClusterSpec>) -> Scheduler {
