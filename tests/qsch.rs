@@ -402,9 +402,6 @@ fn no_reclaim_before_the_borrowers_minimum_runtime() {
 /// The owner first blocked while the borrower was protected; once the protection ends,
 /// the reclaim happens without anything else having to finish first.
 #[test]
-#[ignore = "bug: a job blocked only by the minimum-runtime protection is not retried when \
-            it ends (Queues::run skips a job that failed at the current capacity epoch, \
-            and neither retry_at nor next_retry_ms covers the end of the protection)"]
 fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
     let mut s = borrowed_cluster();
     assert!(s.schedule(5 * MINUTE).is_empty());

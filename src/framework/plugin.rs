@@ -194,6 +194,8 @@ pub enum PostFilterResult {
         victims: Vec<JobId>,
         kind: PreemptionKind,
     },
+    /// Nothing now, but victims become available at this time (their protection ends).
+    RetryAt(u64),
 }
 
 /// Runs after the search failed; preemption lives here.

@@ -230,15 +230,23 @@ impl Scheduler {
         let searched = room_now
             .then(|| place_job(&self.profile, job, &self.state, &cycle))
             .flatten();
+        let mut preemption_retry = None;
         let found = searched.or_else(|| {
-            let preempted = self.preempt(
+            let preempted = match self.preempt(
                 job,
                 offer.tenant,
                 admitted,
                 &cycle,
                 offer.backfill_since,
                 now_ms,
-            );
+            ) {
+                Preempted::Evicted => true,
+                Preempted::RetryAt(at) => {
+                    preemption_retry = Some(at);
+                    false
+                }
+                Preempted::Nothing => false,
+            };
             // The victims' going must have let the job into its quota too.
             let admitted_now = self.tenants.admit(offer.tenant, job) != Admission::Denied;
             (preempted && admitted_now)
@@ -247,14 +255,17 @@ impl Scheduler {
         });
         let Some(found) = found else {
             let since = since.unwrap_or(now_ms);
-            let retry_at = tight_wait_ends(&self.profile, job, &self.state, since);
-            match retry_at {
+            let tight_retry = tight_wait_ends(&self.profile, job, &self.state, since);
+            match tight_retry {
                 Some(_) => self.tight_waits.insert(job.id, since),
                 None => self.tight_waits.remove(&job.id),
             };
-            return Attempted::Failed {
-                retry_at: retry_at.filter(|&t| t > now_ms),
-            };
+            let retry_at = [tight_retry, preemption_retry]
+                .into_iter()
+                .flatten()
+                .filter(|&t| t > now_ms)
+                .min();
+            return Attempted::Failed { retry_at };
         };
         self.tight_waits.remove(&job.id);
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
@@ -391,8 +402,7 @@ impl Scheduler {
         doubled.min(settings.requeue_backoff_max)
     }
 
-    /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal;
-    /// returns whether anything was evicted.
+    /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal.
     fn preempt(
         &mut self,
         job: &Arc<Job>,
@@ -401,7 +411,8 @@ impl Scheduler {
         cycle: &CycleState,
         backfill_since: Option<u64>,
         now_ms: u64,
-    ) -> bool {
+    ) -> Preempted {
+        let mut retry_at: Option<u64> = None;
         let proposal = {
             let fits = |state: &ClusterState| place_job(&self.profile, job, state, cycle).is_some();
             let reserved = self
@@ -424,12 +435,16 @@ impl Scheduler {
             self.profile.post_filters.iter().find_map(|plugin| {
                 match plugin.post_filter(job, &context) {
                     PostFilterResult::Preempt { victims, kind } => Some((victims, kind)),
+                    PostFilterResult::RetryAt(at) => {
+                        retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
+                        None
+                    }
                     PostFilterResult::None => None,
                 }
             })
         };
         let Some((victims, kind)) = proposal else {
-            return false;
+            return retry_at.map_or(Preempted::Nothing, Preempted::RetryAt);
         };
         for &victim in &victims {
             if let Some(evicted) = self.release(victim) {
@@ -441,7 +456,7 @@ impl Scheduler {
             by: job.id,
             kind,
         });
-        true
+        Preempted::Evicted
     }
 
     /// The world reports a job's pods bound (after a binder answered `Wait`).
@@ -513,6 +528,14 @@ impl Scheduler {
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }
+}
+
+/// What asking for preemption came to.
+enum Preempted {
+    Evicted,
+    /// Nothing now; victims become available then.
+    RetryAt(u64),
+    Nothing,
 }
 
 fn empty_queues(profile: &Profile, tenants: usize) -> Queues {

@@ -44,9 +44,6 @@ impl Preemption {
         context: &PreemptionContext,
         victim: &RunningJob,
     ) -> Option<PreemptionKind> {
-        if context.now_ms < victim.started_ms.saturating_add(self.min_runtime_ms) {
-            return None;
-        }
         // Quota: an isolated tenant's quota is held whoever runs, so evicting an isolated
         // tenant's job never makes room for a shared one; and an isolated tenant at its
         // quota can only make room among its own jobs.
@@ -164,13 +161,28 @@ impl PostFilter for Preemption {
         if context.backfill_since.is_none() && !may_reclaim && !outranks {
             return PostFilterResult::None;
         }
+        // Victims still inside their minimum runtime are protected; the earliest end of a
+        // protection is when trying again may help.
+        let mut protected_until: Option<u64> = None;
         let mut candidates: Vec<(&RunningJob, PreemptionKind)> = context
             .running
             .values()
-            .filter_map(|victim| Some((victim, self.kind(job, context, victim)?)))
+            .filter_map(|victim| {
+                let kind = self.kind(job, context, victim)?;
+                let free_at = victim.started_ms.saturating_add(self.min_runtime_ms);
+                if context.now_ms < free_at {
+                    protected_until = Some(protected_until.map_or(free_at, |t| t.min(free_at)));
+                    return None;
+                }
+                Some((victim, kind))
+            })
             .collect();
+        let nothing_now = match protected_until {
+            Some(at) => PostFilterResult::RetryAt(at),
+            None => PostFilterResult::None,
+        };
         if candidates.is_empty() {
-            return PostFilterResult::None;
+            return nothing_now;
         }
         let lost = |victim: &RunningJob| {
             let held: u64 = victim.pools.iter().map(|(_, milli)| milli).sum();
@@ -198,7 +210,7 @@ impl PostFilter for Preemption {
             .flat_map(|(v, _)| v.pools.iter().map(|(_, m)| m))
             .sum();
         if free_now + freeable < need {
-            return PostFilterResult::None;
+            return nothing_now;
         }
         let mut state = context.snapshot.snapshot();
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
@@ -210,7 +222,7 @@ impl PostFilter for Preemption {
             freed >= need && admitted_without(job, context, &chosen) && (context.fits)(&state)
         });
         if !fitted {
-            return PostFilterResult::None;
+            return nothing_now;
         }
         // Minimal: spare every victim the job fits without, latest taken first (a few
         // checks at most: the greedy set is small when it is found early).
