@@ -282,8 +282,14 @@ proptest! {
     fn random_workloads_keep_gangs_whole_and_devices_single(
         jobs in proptest::collection::vec((1usize..6, prop_oneof![Just(0u32), 1u32..9], 0u32..1000, any::<bool>()), 1..40),
         two_level in any::<bool>(),
+        nodes in 1usize..10,
+        gpus in prop_oneof![Just(2usize), Just(4), Just(8), Just(16)],
+        per_leaf in 1usize..5,
+        pairs in any::<bool>(),
     ) {
-        let spec = cluster(8, 8, 3, LinkProfile::NvlinkPairs);
+        // A random cluster: its size, node width, leaf groups and link layout.
+        let links = if pairs { LinkProfile::NvlinkPairs } else { LinkProfile::Pcie };
+        let spec = cluster(nodes, gpus, per_leaf, links);
         let search = if two_level { SearchMode::TwoLevel } else { SearchMode::Flat };
         let mut s = scheduler(profile("default", None, Some(search)), spec);
         let mut placed = HashSet::new();

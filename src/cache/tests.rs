@@ -1,3 +1,4 @@
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -192,23 +193,74 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u32..40, 0u32..6, 1u32..256, prop_oneof![Just(1000u32), 1u32..1000])
+        4 => (0u32..40, 0u32..10, 1u32..65536, prop_oneof![Just(1000u32), 1u32..1000])
             .prop_map(|(job, node, devices, milli)| Op::Assume { job, node, devices, milli }),
         2 => (0u32..40).prop_map(|job| Op::Forget { job }),
-        1 => (0u32..6, 0usize..8, any::<bool>())
+        1 => (0u32..10, 0usize..16, any::<bool>())
             .prop_map(|(node, device, healthy)| Op::Health { node, device, healthy }),
     ]
 }
 
+/// The cluster aggregate computed from first principles: the placements (device use) and
+/// the health the test itself set, not from the cache's node states.
+fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<(u32, usize)>) {
+    let spec = state.spec();
+    let mut used = vec![vec![0u32; 32]; spec.nodes.len()];
+    for (_, placed) in state.placements() {
+        let p = placed.placement;
+        for d in bits(p.gpus.devices) {
+            used[p.node.index()][d] += p.gpus.milli_each;
+        }
+    }
+    let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
+    for (index, node) in spec.nodes.iter().enumerate() {
+        let devices = node.gpus();
+        let free = (0..devices)
+            .filter(|&d| used[index][d] == 0 && !unhealthy.contains(&(index as u32, d)))
+            .count() as u32;
+        let node_used: u64 = used[index].iter().map(|&m| u64::from(m)).sum();
+        free_gpus += free;
+        free_nodes += u32::from(devices > 0 && free == devices as u32);
+        used_milli += node_used;
+        fragmented += u32::from(node_used > 0 && node_used < devices as u64 * 1000);
+    }
+    let total = state.total();
+    assert_eq!(
+        (
+            total.free_gpus,
+            total.free_nodes,
+            total.used_milli,
+            total.fragmented_nodes
+        ),
+        (free_gpus, free_nodes, used_milli, fragmented)
+    );
+}
+
+/// A random cluster: 1 to 10 nodes of 0 to 16 GPUs, some under one of two leaves.
+fn random_cluster() -> impl Strategy<Value = Vec<(usize, Option<&'static str>)>> {
+    proptest::collection::vec(
+        (
+            0usize..=16,
+            prop_oneof![Just(None), Just(Some("a")), Just(Some("b"))],
+        ),
+        1..10,
+    )
+}
+
 proptest! {
     #[test]
-    fn invariants_hold_under_random_changes(ops in proptest::collection::vec(op(), 1..200)) {
-        let spec = cluster(&[(8, Some("a")), (8, Some("a")), (4, Some("b")), (8, None), (2, None), (0, None)]);
+    fn invariants_hold_under_random_changes(
+        nodes in random_cluster(),
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
+        let spec = cluster(&nodes);
         let mut state = ClusterState::new(spec);
+        let mut unhealthy = HashSet::new();
         let mut snapshots = Vec::new();
         for op in ops {
             match op {
                 Op::Assume { job, node, devices, milli } => {
+                    let node = node % nodes.len() as u32;
                     let n = state.spec().node(NodeId(node)).gpus();
                     let devices = devices & crate::model::node_device_mask(n);
                     let devices = if milli < 1000 { devices & devices.wrapping_neg() } else { devices };
@@ -216,11 +268,19 @@ proptest! {
                 }
                 Op::Forget { job } => { let _ = state.forget(key(job, 0)); }
                 Op::Health { node, device, healthy } => {
-                    let _ = state.set_device_health(NodeId(node), device, healthy);
+                    let node = node % nodes.len() as u32;
+                    if state.set_device_health(NodeId(node), device, healthy).is_ok() {
+                        if healthy {
+                            unhealthy.remove(&(node, device));
+                        } else {
+                            unhealthy.insert((node, device));
+                        }
+                    }
                 }
             }
             assert_no_device_overcommitted(&state);
             assert_aggregates_match(&state);
+            assert_total_from_first_principles(&state, &unhealthy);
             if snapshots.len() < 5 { snapshots.push((state.snapshot(), state.total().free_gpus)); }
         }
         for (snapshot, free) in snapshots {
