@@ -31,9 +31,10 @@ pub struct SearchOptions {
     /// Jobs with fewer pods than this evaluate their groups one at a time: for them the
     /// cost of a parallel fork exceeds the work.
     pub parallel_min_pods: usize,
-    /// How long a gang without a required tier waits, from its submission, for room in
-    /// the tightest domain that could ever hold it (one leaf group if one is large enough)
-    /// before it accepts a wider spread. 0: never waits.
+    /// How long a gang without a required tier waits for room in the tightest domain that
+    /// could ever hold it (one leaf group if one is large enough) before it accepts a wider
+    /// spread, counted from the first time its pools could have held it spread. 0: never
+    /// waits.
     pub topology_patience_s: u64,
 }
 

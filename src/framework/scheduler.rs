@@ -186,6 +186,16 @@ impl Scheduler {
         if !admitted && !may_preempt {
             return Attempted::Failed { retry_at: None };
         }
+        let mut cycle = CycleState::new(now_ms);
+        let mut room_now = admitted;
+        for plugin in &self.profile.pre_filters {
+            match plugin.pre_filter(job, &self.state, &mut cycle).code {
+                Code::Success | Code::Skip => {}
+                Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
+                _ if may_preempt => room_now = false,
+                _ => return Attempted::Failed { retry_at: None },
+            }
+        }
         if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.job == job.id) {
             let mut groups = reservation_groups(job, &self.state);
             groups.sort_unstable();
@@ -201,16 +211,6 @@ impl Scheduler {
                     groups,
                     need_milli: job.total_milli(),
                 });
-            }
-        }
-        let mut cycle = CycleState::new(now_ms);
-        let mut room_now = admitted;
-        for plugin in &self.profile.pre_filters {
-            match plugin.pre_filter(job, &self.state, &mut cycle).code {
-                Code::Success | Code::Skip => {}
-                Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
-                _ if may_preempt => room_now = false,
-                _ => return Attempted::Failed { retry_at: None },
             }
         }
         let since = self.tight_waits.get(&job.id).copied();
