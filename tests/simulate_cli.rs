@@ -290,3 +290,53 @@ fn written_trace_replays_to_the_same_figures() {
     assert_eq!(a["jobs_total"], 300);
     assert_eq!(a["baseline"]["profile"], "native");
 }
+
+#[test]
+fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
+    // Two leaf groups of two nodes. One node of each frees at 100 s; the gang (two nodes)
+    // could fit one leaf only once a second node there frees (100,000 s), so it waits its
+    // patience (600 s) and then spreads over both leaves, at 700 s, with nothing happening
+    // at that instant but the wake-up.
+    let dir = temp_dir("wakeup");
+    let nodes = write(
+        &dir,
+        "nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n\
+         a,H100,8,,,l1,s,ss,\nb,H100,8,,,l1,s,ss,\nc,H100,8,,,l2,s,ss,\nd,H100,8,,,l2,s,ss,\n",
+    );
+    let jobs = write(
+        &dir,
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         j0,,0,100,8,1,,0,train\nj1,,0,100000,8,1,,0,train\n\
+         j2,,0,100,8,1,,0,train\nj3,,0,100000,8,1,,0,train\n\
+         gang,,50,10,8,2,,0,train\n",
+    );
+    let events = dir.join("events.jsonl").display().to_string();
+    let args = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+        "--format",
+        "json",
+        "--events",
+        &events,
+    ];
+    let output = kant(&args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let place = std::fs::read_to_string(&events)
+        .expect("events")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .find(|e| e["type"] == "place" && e["job"] == "gang")
+        .expect("the gang is placed");
+    assert!(close(&place["t"], 700.0), "placed at {}", place["t"]);
+}

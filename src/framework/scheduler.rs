@@ -178,6 +178,7 @@ impl Scheduler {
         let job = offer.job;
         let admitted = self.tenants.admit(offer.tenant, job) != Admission::Denied;
         if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
+            self.reservations.retain(|r| r.job != job.id);
             return Attempted::Unresolvable;
         }
         // Without room now, only preemption could help: a job that cannot preempt costs
@@ -191,7 +192,10 @@ impl Scheduler {
         for plugin in &self.profile.pre_filters {
             match plugin.pre_filter(job, &self.state, &mut cycle).code {
                 Code::Success | Code::Skip => {}
-                Code::UnschedulableAndUnresolvable => return Attempted::Unresolvable,
+                Code::UnschedulableAndUnresolvable => {
+                    self.reservations.retain(|r| r.job != job.id);
+                    return Attempted::Unresolvable;
+                }
                 _ if may_preempt => room_now = false,
                 _ => return Attempted::Failed { retry_at: None },
             }

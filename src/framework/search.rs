@@ -456,12 +456,20 @@ fn within_one_hbd(
 ) -> Option<Found> {
     let spec = snapshot.spec();
     let demand = Demand::of(job);
+    let held = state
+        .read::<HeldGroups>()
+        .map_or(&[][..], |h| h.0.as_slice());
     let mut domains: Vec<(u64, u32)> = (0..spec.hbds.len() as u32)
         .filter(|&h| {
             let nodes = &spec.hbd_nodes[h as usize];
-            nodes
+            let in_pools = nodes
                 .first()
-                .is_some_and(|n| pools.contains(&spec.node(*n).pool))
+                .is_some_and(|n| pools.contains(&spec.node(*n).pool));
+            // A domain with a node in room held for a backfill head is left alone.
+            in_pools
+                && !nodes
+                    .iter()
+                    .any(|n| held.binary_search(&spec.node_group[n.index()]).is_ok())
         })
         .filter(|&h| demand.may_fit(snapshot.hbd(h)))
         .map(|h| {

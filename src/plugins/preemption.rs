@@ -215,7 +215,32 @@ impl PostFilter for Preemption {
         let mut state = context.snapshot.snapshot();
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = free_now;
+        // What reclaim takes from each (tenant, pool): never more than it borrowed, so the
+        // tenant keeps its quota and cannot reclaim in turn.
+        let mut reclaimed: Vec<(usize, PoolId, u64)> = Vec::new();
         let fitted = candidates.into_iter().any(|candidate| {
+            if candidate.1 == PreemptionKind::QuotaReclaim {
+                let victim = candidate.0;
+                let over = victim.pools.iter().any(|&(pool, milli)| {
+                    let taken = reclaimed
+                        .iter()
+                        .find(|r| (r.0, r.1) == (victim.tenant, pool))
+                        .map_or(0, |r| r.2);
+                    taken + milli > context.tenants.borrowed(victim.tenant, pool)
+                });
+                if over {
+                    return false;
+                }
+                for &(pool, milli) in &victim.pools {
+                    match reclaimed
+                        .iter_mut()
+                        .find(|r| (r.0, r.1) == (victim.tenant, pool))
+                    {
+                        Some(r) => r.2 += milli,
+                        None => reclaimed.push((victim.tenant, pool, milli)),
+                    }
+                }
+            }
             freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, candidate.0);
             chosen.push(candidate);

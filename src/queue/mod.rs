@@ -193,7 +193,8 @@ impl Queues {
         let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
         let mut head_taken = vec![false; self.queues.len()];
         // Per tenant, the pools its backfill head holds: nothing behind the head that could
-        // use them is placed (the head's quota and room gather for it). Empty: none held.
+        // use them is placed (the head's quota and room gather for it). `None`: nothing
+        // held; an empty list (a head that accepts any pool) holds every pool.
         let mut held_pools: Vec<Option<Vec<crate::model::PoolId>>> = vec![None; self.queues.len()];
         while let Some(tenant) = (0..self.queues.len())
             .filter(|&t| !done[t])
@@ -227,6 +228,10 @@ impl Queues {
                 .filter(|_| overdue && entry.backfill_failed_at != Some(epoch));
             let waiting = now_ms < entry.not_before
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
+            if overdue && !entry.unresolvable {
+                // The head holds its pools whether or not it is tried this round.
+                held_pools[tenant] = Some(entry.job.pools.clone());
+            }
             if waiting {
                 // Nothing was freed since it failed, or its backoff runs: it would fail.
                 done[tenant] = strict && !entry.unresolvable;
@@ -238,14 +243,17 @@ impl Queues {
                 backfill_since,
             };
             match driver.attempt(offer) {
-                Attempted::Placed => entry.placed = true,
+                Attempted::Placed => {
+                    entry.placed = true;
+                    if overdue {
+                        held_pools[tenant] = None;
+                    }
+                }
                 Attempted::Failed { retry_at } => {
                     if backfill_since.is_some() {
                         entry.backfill_failed_at = Some(epoch);
                     }
-                    if overdue {
-                        held_pools[tenant] = Some(entry.job.pools.clone());
-                    }
+
                     entry.failed_at = Some(epoch);
                     entry.retry_at = retry_at;
                     entry.unresolvable = false;

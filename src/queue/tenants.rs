@@ -141,7 +141,14 @@ impl Tenants {
                         known.join(", ")
                     )
                 })?;
-                tenants.quota[index][pool.index()] = gpus as u64 * u64::from(MILLI_PER_GPU);
+                tenants.quota[index][pool.index()] = (gpus as u64)
+                    .checked_mul(u64::from(MILLI_PER_GPU))
+                    .ok_or_else(|| {
+                        format!(
+                            "tenant {}: quota {gpus} of {model} is too large",
+                            config.name
+                        )
+                    })?;
             }
         }
         Ok(tenants)

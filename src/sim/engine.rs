@@ -204,10 +204,12 @@ impl<'w, 'e> Simulation<'w, 'e> {
             .get(self.next_arrival)
             .map(|j| j.submit_ms);
         let completion = self.completions.peek().map(|Reverse((t, _))| *t);
-        match (arrival, completion) {
-            (Some(a), Some(c)) => Some(a.min(c)),
-            (a, c) => a.or(c),
-        }
+        // Only while work remains: a wake-up for a job that can never run must not keep an
+        // empty replay going.
+        let wakeup = self
+            .wakeup
+            .filter(|_| arrival.is_some() || completion.is_some());
+        [arrival, completion, wakeup].into_iter().flatten().min()
     }
 
     /// Completions, then arrivals, at `now`; then one scheduling round. Returns the number
