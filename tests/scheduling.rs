@@ -163,6 +163,36 @@ fn an_overdue_backfill_head_holds_its_pools_and_not_the_others() {
     assert_eq!(placed_jobs(&s.schedule(overdue + 1)), [JobId(1)]);
 }
 
+/// A binder that answers `Wait`: the world reports the outcome later.
+struct LaterBinder;
+
+impl kant::framework::Plugin for LaterBinder {
+    fn name(&self) -> &'static str {
+        "later-binder"
+    }
+}
+
+impl kant::framework::Bind for LaterBinder {
+    fn bind(&self, _: &kant::model::Job, _: &kant::framework::JobPlan) -> kant::framework::Status {
+        kant::framework::Status::new(kant::framework::Code::Wait, "binding in flight")
+    }
+}
+
+#[test]
+fn a_binding_in_flight_stays_assumed_until_the_world_confirms_it() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = Scheduler::new(profile("default", None, None), Box::new(LaterBinder), spec);
+    s.submit(job(0, 2, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    let phases = |s: &Scheduler| -> Vec<PlacementPhase> {
+        s.state().placements().map(|(_, p)| p.phase).collect()
+    };
+    assert_eq!(phases(&s), [PlacementPhase::Assumed; 2]);
+    s.bound(JobId(0)).expect("the job is placed");
+    assert_eq!(phases(&s), [PlacementPhase::Bound; 2]);
+    assert!(s.bound(JobId(7)).is_err(), "an unknown job is not bound");
+}
+
 #[test]
 fn priority_goes_before_submission_order() {
     let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);

@@ -32,16 +32,6 @@ pub enum QueueingPolicy {
     Backfill,
 }
 
-impl QueueingPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            QueueingPolicy::StrictFifo => "strict-fifo",
-            QueueingPolicy::BestEffortFifo => "best-effort-fifo",
-            QueueingPolicy::Backfill => "backfill",
-        }
-    }
-}
-
 struct Pending {
     job: Arc<Job>,
     /// The capacity epoch at which the job last failed to place.
