@@ -39,6 +39,15 @@ const JOBS: &str = "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_mode
     j3,,100,10,4,1,,0,train\n\
     j4,,60,,1,1,,0,train\n";
 
+/// The `--events` log, one JSON object per line.
+fn read_events(path: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("--events written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
 fn close(value: &Value, expected: f64) -> bool {
     value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-9)
 }
@@ -117,11 +126,7 @@ fn hand_made_trace_gives_hand_computed_metrics() {
     let spread = &report["jtted"]["9-64"];
     assert!(close(&spread["node_dev"], 1.0) && close(&spread["group_dev"], 1.0));
 
-    let lines: Vec<Value> = std::fs::read_to_string(&events)
-        .expect("--events written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect();
+    let lines = read_events(&events);
     let count = |kind: &str| lines.iter().filter(|e| e["type"] == kind).count();
     assert_eq!(
         (count("submit"), count("place"), count("finish")),
@@ -332,10 +337,8 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let place = std::fs::read_to_string(&events)
-        .expect("events")
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+    let place = read_events(&events)
+        .into_iter()
         .find(|e| e["type"] == "place" && e["job"] == "gang")
         .expect("the gang is placed");
     assert!(close(&place["t"], 700.0), "placed at {}", place["t"]);
