@@ -340,6 +340,8 @@ mod tests {
             [
                 "priority-sort",
                 "node-pool",
+                "node-affinity",
+                "taint-toleration",
                 "resource-fit",
                 "gpu-devices",
                 "gang",
@@ -347,7 +349,7 @@ mod tests {
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[6].weight(), Some(1));
+        assert_eq!(spread.plugins[8].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 

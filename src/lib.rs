@@ -30,6 +30,7 @@
 //!         memory_mib: None,
 //!         leaf: None,
 //!         hbd: None,
+//!         ..Default::default()
 //!     };
 //!     cluster.add(row, LinkProfile::NvlinkAll).unwrap();
 //! }
@@ -48,6 +49,7 @@
 //!     submit_ms: 0,
 //!     duration_ms: None,
 //!     topology: None,
+//!     constraints: None,
 //! });
 //! let decisions = scheduler.schedule(0);
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));

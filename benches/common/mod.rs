@@ -41,6 +41,7 @@ pub fn cluster(nodes: usize) -> Arc<ClusterSpec> {
                 leaf: format!("leaf-{leaf}"),
             }),
             hbd: None,
+            ..Default::default()
         };
         builder
             .add(row, LinkProfile::NvlinkAll)
@@ -100,6 +101,7 @@ pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
         submit_ms: u64::from(id),
         duration_ms: None,
         topology: None,
+        constraints: None,
     }
 }
 

@@ -203,6 +203,29 @@ impl ClusterState {
 
     /// Assumes a placement: its resources are taken now, before the world confirms it.
     pub fn assume(&mut self, pod: PodKey, placement: Placement) -> Result<(), CacheError> {
+        self.insert(pod, placement, PlacementPhase::Assumed, true)
+    }
+
+    /// Records a placement the world already made (a pod found bound on start, or a
+    /// cluster rebuilt after a node changed). Unlike [`ClusterState::assume`] it accepts
+    /// devices that have turned unhealthy since: the pod keeps them. Capacity still holds:
+    /// no device is given past it.
+    pub fn restore(
+        &mut self,
+        pod: PodKey,
+        placement: Placement,
+        phase: PlacementPhase,
+    ) -> Result<(), CacheError> {
+        self.insert(pod, placement, phase, false)
+    }
+
+    fn insert(
+        &mut self,
+        pod: PodKey,
+        placement: Placement,
+        phase: PlacementPhase,
+        healthy_only: bool,
+    ) -> Result<(), CacheError> {
         if self.placements.contains_key(&pod) {
             return Err(CacheError::AlreadyPlaced(pod));
         }
@@ -211,7 +234,7 @@ impl ClusterState {
             return Err(CacheError::UnknownNode(node));
         }
         let gpus = placement.gpus;
-        if !self.nodes[node.index()].can_take(gpus.devices, gpus.milli_each) {
+        if !self.nodes[node.index()].can_take(gpus.devices, gpus.milli_each, healthy_only) {
             return Err(CacheError::DeviceConflict {
                 node,
                 devices: gpus.devices,
@@ -226,13 +249,7 @@ impl ClusterState {
                 placement.memory_mib,
             )
         });
-        self.placements.insert(
-            pod,
-            PlacedPod {
-                placement,
-                phase: PlacementPhase::Assumed,
-            },
-        );
+        self.placements.insert(pod, PlacedPod { placement, phase });
         Ok(())
     }
 

@@ -28,13 +28,16 @@ impl NodeState {
         Self {
             used: [0; MAX_GPUS_PER_NODE],
             busy: 0,
-            unhealthy: 0,
+            unhealthy: spec.unhealthy,
             devices: spec.all_devices(),
             used_total: 0,
             cpu_used: 0,
             memory_used: 0,
             pods: 0,
-            nvlink_island: spec.links.largest_nvlink_island(spec.all_devices()) as u8,
+            nvlink_island: spec
+                .links
+                .largest_nvlink_island(spec.all_devices() & !spec.unhealthy)
+                as u8,
         }
     }
 
@@ -95,9 +98,9 @@ impl NodeState {
     }
 
     /// Whether `milli` on each device of `set` fits without sharing a whole-GPU device or
-    /// going past a device's capacity, on healthy devices only.
-    pub fn can_take(&self, set: u32, milli: Milli) -> bool {
-        if set & !self.devices != 0 || set & self.unhealthy != 0 {
+    /// going past a device's capacity (on healthy devices only, if `healthy_only`).
+    pub fn can_take(&self, set: u32, milli: Milli, healthy_only: bool) -> bool {
+        if set & !self.devices != 0 || (healthy_only && set & self.unhealthy != 0) {
             return false;
         }
         crate::model::bits(set).all(|d| {

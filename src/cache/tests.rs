@@ -21,6 +21,7 @@ fn cluster(nodes: &[(usize, Option<&str>)]) -> Arc<ClusterSpec> {
                 leaf: l.into(),
             }),
             hbd: (i % 3 != 2).then(|| format!("hbd-{}", i % 2)),
+            ..Default::default()
         };
         b.add(row, LinkProfile::NvlinkPairs).unwrap();
     }

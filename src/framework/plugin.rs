@@ -161,6 +161,9 @@ pub struct RunningJob {
     pub started_ms: u64,
     /// Milli-GPUs it holds per pool.
     pub pools: Vec<(PoolId, u64)>,
+    /// False for pods this scheduler does not manage (placed by another scheduler): they
+    /// count against capacity but are never victims.
+    pub preemptible: bool,
 }
 
 /// What a PostFilter plugin may look at to make room for a job.

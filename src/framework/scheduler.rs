@@ -10,9 +10,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::cache::{CacheError, ClusterState, PodKey};
+use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PoolId};
-use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants};
+use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants, Waiting};
 
 use super::plugin::{
     Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
@@ -138,6 +138,158 @@ impl Scheduler {
     /// Pending jobs of one tenant.
     pub fn pending_of(&self, tenant: usize) -> usize {
         self.queues.pending(tenant)
+    }
+
+    /// Every pending job, with its tenant and since when it is blocked.
+    pub fn waiting(&self) -> impl Iterator<Item = Waiting<'_>> {
+        self.queues.waiting()
+    }
+
+    /// Takes a pending job out of its queue (its pods were deleted or placed elsewhere).
+    pub fn withdraw(&mut self, job: JobId) -> Option<Arc<Job>> {
+        let (job, _) = self.queues.remove(job)?;
+        self.forget_job(job.id);
+        Some(job)
+    }
+
+    /// Drops what the scheduler remembers of a job that is neither pending nor running.
+    fn forget_job(&mut self, job: JobId) {
+        self.reservations.retain(|r| r.job != job);
+        self.tight_waits.remove(&job);
+        self.bind_failures.remove(&job);
+    }
+
+    /// Records a job whose pods the world already placed: pods found bound when the
+    /// scheduler starts (its own, from their device annotations), or pods another
+    /// scheduler placed. `placements[i]` is pod `i`'s. Its tenant is charged; a job that
+    /// is not `preemptible` is never a victim. Fails, changing nothing, when a placement
+    /// does not fit what is already recorded: no device is ever given twice.
+    pub fn adopt(
+        &mut self,
+        job: Job,
+        placements: &[Placement],
+        started_ms: u64,
+        preemptible: bool,
+    ) -> Result<(), CacheError> {
+        let job = Arc::new(job);
+        let mut state = self.state.clone();
+        for (pod, placement) in placements.iter().enumerate() {
+            let key = PodKey {
+                job: job.id,
+                pod: pod as u32,
+            };
+            state.restore(key, *placement, PlacementPhase::Bound)?;
+        }
+        self.state = state;
+        let tenant = self.tenant_of(&job);
+        let plan = JobPlan {
+            pods: placements
+                .iter()
+                .enumerate()
+                .map(|(pod, p)| {
+                    let key = PodKey {
+                        job: job.id,
+                        pod: pod as u32,
+                    };
+                    (key, *p)
+                })
+                .collect(),
+        };
+        self.start_running(job, tenant, &plan, started_ms, preemptible);
+        self.capacity_epoch += 1;
+        Ok(())
+    }
+
+    /// One pod of a running job is gone (deleted, finished, or its node removed): its
+    /// resources and its share of the tenant's quota return. The job stops running when
+    /// its last pod is gone.
+    pub fn release_pod(&mut self, pod: PodKey) -> Option<Placement> {
+        if !self.running.contains_key(&pod.job) {
+            return None;
+        }
+        let placement = self.state.forget(pod).ok()?;
+        let pool = self.state.spec().node(placement.node).pool;
+        self.pod_gone(pod.job, pool, placement.gpus.total_milli());
+        self.capacity_epoch += 1;
+        Some(placement)
+    }
+
+    /// Uncharges a pod of a running job that is no longer in the cluster state; the job
+    /// stops running when none of its pods is left.
+    fn pod_gone(&mut self, job: JobId, pool: PoolId, milli: u64) {
+        let Some(running) = self.running.get_mut(&job) else {
+            return;
+        };
+        self.tenants.charge(running.tenant, pool, -(milli as i64));
+        if let Some((_, held)) = running.pools.iter_mut().find(|(p, _)| *p == pool) {
+            *held = held.saturating_sub(milli);
+        }
+        let members = running.job.pods.len() as u32;
+        let state = &self.state;
+        if !(0..members).any(|pod| state.placement(PodKey { job, pod }).is_some()) {
+            self.release(job);
+        }
+    }
+
+    /// The cluster changed shape (nodes came, went or changed). Every placement whose
+    /// node is still there, by name, and can still hold it is kept. A bound pod whose node
+    /// is gone or cannot hold it is forgotten (its job runs on without it); a job with such
+    /// a pod only reserved is released whole and requeued with backoff. Pool ids must be
+    /// kept (see [`crate::model::ClusterSpecBuilder::with_pools`]).
+    pub fn set_cluster(&mut self, spec: Arc<ClusterSpec>, now_ms: u64) -> Reshaped {
+        let old = std::mem::replace(&mut self.state, ClusterState::new(spec.clone()));
+        self.tenants.follow_cluster(&spec);
+        let mut reshaped = Reshaped::default();
+        let mut lost_reserved: Vec<JobId> = Vec::new();
+        for (&key, placed) in old.placements() {
+            let old_node = old.spec().node(placed.placement.node);
+            let kept = spec.node_id(&old_node.name).is_some_and(|node| {
+                let placement = Placement {
+                    node,
+                    ..placed.placement
+                };
+                self.state.restore(key, placement, placed.phase).is_ok()
+            });
+            match (kept, placed.phase) {
+                (true, _) => {}
+                (false, PlacementPhase::Bound) => reshaped.lost_bound.push(key),
+                (false, PlacementPhase::Assumed) => lost_reserved.push(key.job),
+            }
+        }
+        for &key in &reshaped.lost_bound {
+            if let Some(placed) = old.placement(key) {
+                let pool = old.spec().node(placed.placement.node).pool;
+                self.pod_gone(key.job, pool, placed.placement.gpus.total_milli());
+            }
+        }
+        lost_reserved.dedup();
+        for job in lost_reserved {
+            if self.bind_failed(job, now_ms).is_some() {
+                reshaped.requeued.push(job);
+            }
+        }
+        // Group ids changed: room held for backfill heads is chosen again.
+        self.reservations.clear();
+        self.capacity_epoch += 1;
+        reshaped
+    }
+
+    /// Replaces the tenants (queues were added, removed or changed their quotas), matched
+    /// to the current ones by name; a job of a tenant that is gone moves to the default
+    /// tenant. What running jobs use is charged to the new tenants.
+    pub fn set_tenants(&mut self, mut tenants: Tenants) {
+        tenants.follow_cluster(self.state.spec());
+        let map: Vec<usize> = (0..self.tenants.len())
+            .map(|t| tenants.index(self.tenants.name(t)).unwrap_or(0))
+            .collect();
+        for running in self.running.values_mut() {
+            running.tenant = map[running.tenant];
+            for &(pool, milli) in &running.pools {
+                tenants.charge(running.tenant, pool, milli as i64);
+            }
+        }
+        self.queues.renumber(&map, tenants.len());
+        self.tenants = tenants;
     }
 
     /// A new job enters its tenant's queue.
@@ -357,7 +509,25 @@ impl Scheduler {
                 let _ = self.state.confirm(*key);
             }
         }
-        let pools = self.pools_held(&plan);
+        self.start_running(job.clone(), tenant, &plan, now_ms, true);
+        self.decisions.push(Decision::Placed {
+            job: job.id,
+            plan,
+            bound,
+        });
+        Attempted::Placed
+    }
+
+    /// Records a job as running with the placements of `plan`, charging its tenant.
+    fn start_running(
+        &mut self,
+        job: Arc<Job>,
+        tenant: usize,
+        plan: &JobPlan,
+        started_ms: u64,
+        preemptible: bool,
+    ) {
+        let pools = self.pools_held(plan);
         for &(pool, milli) in &pools {
             self.tenants.charge(tenant, pool, milli as i64);
         }
@@ -365,18 +535,13 @@ impl Scheduler {
         self.running.insert(
             job.id,
             RunningJob {
-                job: job.clone(),
+                job,
                 tenant,
-                started_ms: now_ms,
+                started_ms,
                 pools,
+                preemptible,
             },
         );
-        self.decisions.push(Decision::Placed {
-            job: job.id,
-            plan,
-            bound,
-        });
-        Attempted::Placed
     }
 
     /// Milli-GPUs a plan holds per pool.
@@ -532,6 +697,15 @@ impl Scheduler {
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }
+}
+
+/// What [`Scheduler::set_cluster`] had to give up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reshaped {
+    /// Bound pods whose node is gone or can no longer hold them: forgotten.
+    pub lost_bound: Vec<PodKey>,
+    /// Jobs with a reserved pod on such a node: released whole and requeued with backoff.
+    pub requeued: Vec<JobId>,
 }
 
 /// What asking for preemption came to.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    GroupId, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE, ModelError, NodeId, NodeSpec,
-    NodeTopology, PoolId, Tier,
+    GroupId, Labels, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE, ModelError, NodeId,
+    NodeSpec, NodeTopology, PoolId, Taint, Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -31,7 +31,7 @@ pub struct Pool {
 }
 
 /// A leaf switch group's whole path: leaf names repeat under different spines.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeafPath {
     pub superspine: String,
     pub spine: String,
@@ -121,10 +121,15 @@ impl ClusterSpec {
     pub fn gpu_models(&self) -> impl Iterator<Item = &str> {
         self.pools.iter().filter_map(|p| p.gpu_model.as_deref())
     }
+
+    /// The GPU model of every pool, in pool id order (for [`ClusterSpecBuilder::with_pools`]).
+    pub fn pool_models(&self) -> Vec<Option<String>> {
+        self.pools.iter().map(|p| p.gpu_model.clone()).collect()
+    }
 }
 
-/// One node as read from a trace row or generated.
-#[derive(Debug, Clone)]
+/// One node as read from a trace row, generated, or converted from a Kubernetes node.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct NodeRow {
     pub name: String,
     pub gpu_model: Option<String>,
@@ -133,6 +138,10 @@ pub struct NodeRow {
     pub memory_mib: Option<u64>,
     pub leaf: Option<LeafPath>,
     pub hbd: Option<String>,
+    /// Devices that take no new pod (a bit per device index).
+    pub unhealthy: u32,
+    pub labels: Labels,
+    pub taints: Vec<Taint>,
 }
 
 /// Builds a [`ClusterSpec`] node by node, validating each.
@@ -147,6 +156,17 @@ pub struct ClusterSpecBuilder {
 impl ClusterSpecBuilder {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A builder whose pools start as `models`, in this order and with these ids, even
+    /// those that get no node: a cluster rebuilt after nodes came or went keeps the pool
+    /// ids that pending jobs and tenants' quotas refer to.
+    pub fn with_pools(models: &[Option<String>]) -> Self {
+        let mut builder = Self::default();
+        for model in models {
+            builder.pool_for(model);
+        }
+        builder
     }
 
     /// Adds a node whose devices are linked as `profile` says.
@@ -186,6 +206,12 @@ impl ClusterSpecBuilder {
             }
             _ => {}
         }
+        if row.unhealthy & !super::node::device_mask(row.gpus) != 0 {
+            return Err(err(format!(
+                "unhealthy devices {:#b} beyond its {} GPUs",
+                row.unhealthy, row.gpus
+            )));
+        }
         if links.devices() != row.gpus {
             return Err(err(format!(
                 "link matrix covers {} GPUs, the node has {}",
@@ -219,6 +245,9 @@ impl ClusterSpecBuilder {
             memory_mib: row.memory_mib,
             links,
             topology: NodeTopology { leaf, hbd },
+            unhealthy: row.unhealthy,
+            labels: row.labels,
+            taints: row.taints,
         });
         Ok(id)
     }
@@ -336,6 +365,7 @@ mod tests {
                 leaf: l.into(),
             }),
             hbd: None,
+            ..Default::default()
         }
     }
 

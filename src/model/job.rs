@@ -1,7 +1,9 @@
 //! Jobs and pods. The unit of scheduling is the job: a gang whose pods are placed all or
 //! none (a lone pod is a job of one).
 
-use super::{GpuRequest, JobId, PoolId, TenantId};
+use std::sync::Arc;
+
+use super::{GpuRequest, JobId, NodeConstraints, PoolId, TenantId};
 
 /// What one pod asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +140,8 @@ pub struct Job {
     pub duration_ms: Option<u64>,
     /// Where its pods must or should stay; `None`: as close as the search can.
     pub topology: Option<TopologyNeed>,
+    /// Node selector, required node affinity and tolerations; `None`: any node.
+    pub constraints: Option<Arc<NodeConstraints>>,
 }
 
 impl Job {

@@ -5,6 +5,7 @@
 //! nothing of Kubernetes, files or time sources.
 
 mod cluster;
+mod constraints;
 mod ids;
 mod job;
 mod links;
@@ -14,6 +15,10 @@ mod topo_matrix;
 
 pub use cluster::{
     ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
+};
+pub use constraints::{
+    Labels, NodeConstraints, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
+    untolerated,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{LeafId, LinkMatrix, MILLI_PER_GPU, PoolId};
+use super::{Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PoolId, Taint};
 
 /// The most GPU devices one node may carry (device sets are 32-bit masks).
 pub const MAX_GPUS_PER_NODE: usize = 32;
@@ -29,6 +29,12 @@ pub struct NodeSpec {
     pub memory_mib: Option<u64>,
     pub links: Arc<LinkMatrix>,
     pub topology: NodeTopology,
+    /// Devices that take no new pod when the node is first seen (a bit per device).
+    pub unhealthy: u32,
+    /// Kubernetes labels (empty in traces).
+    pub labels: Labels,
+    /// Kubernetes taints (none in traces).
+    pub taints: Vec<Taint>,
 }
 
 impl NodeSpec {

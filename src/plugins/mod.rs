@@ -9,11 +9,13 @@ mod first_fit_devices;
 mod gang;
 mod gpu_devices;
 mod gpu_topology;
+mod node_affinity;
 mod node_pool;
 mod preemption;
 mod priority_sort;
 mod resource_fit;
 mod spread;
+mod taint_toleration;
 mod utilization;
 
 use std::sync::Arc;
@@ -25,19 +27,23 @@ pub use first_fit_devices::FirstFitDevices;
 pub use gang::Gang;
 pub use gpu_devices::GpuDevices;
 pub use gpu_topology::GpuTopology;
+pub use node_affinity::NodeAffinity;
 pub use node_pool::NodePool;
 pub use preemption::Preemption;
 pub use priority_sort::PrioritySort;
 pub use resource_fit::ResourceFit;
 pub use spread::Spread;
+pub use taint_toleration::TaintToleration;
 
 use crate::config::{Config, ProfileConfig};
 use crate::framework::{Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 12] = [
+pub const PLUGIN_NAMES: [&str; 14] = [
     "priority-sort",
     "node-pool",
+    "node-affinity",
+    "taint-toleration",
     "resource-fit",
     "gpu-devices",
     "first-fit-devices",
@@ -102,6 +108,8 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 profile.pre_filters.push(p.clone());
                 profile.filters.push(p);
             }
+            "node-affinity" => profile.filters.push(Arc::new(NodeAffinity)),
+            "taint-toleration" => profile.filters.push(Arc::new(TaintToleration)),
             "resource-fit" => {
                 let p = Arc::new(ResourceFit);
                 profile.pre_filters.push(p.clone());

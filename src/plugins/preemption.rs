@@ -44,6 +44,9 @@ impl Preemption {
         context: &PreemptionContext,
         victim: &RunningJob,
     ) -> Option<PreemptionKind> {
+        if !victim.preemptible {
+            return None;
+        }
         // Quota: an isolated tenant's quota is held whoever runs, so evicting an isolated
         // tenant's job never makes room for a shared one; and an isolated tenant at its
         // quota can only make room among its own jobs.

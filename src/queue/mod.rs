@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
-use crate::model::Job;
+use crate::model::{Job, JobId};
 
 /// What happens behind a job that cannot be placed.
 #[derive(
@@ -48,6 +48,16 @@ struct Pending {
     backfill_failed_at: Option<u64>,
     /// Placed during the current round (removed at its end).
     placed: bool,
+}
+
+/// A pending job as [`Queues::waiting`] lists it.
+pub struct Waiting<'a> {
+    pub job: &'a Arc<Job>,
+    pub tenant: usize,
+    /// When it first failed to place; `None` if it was never tried.
+    pub blocked_since: Option<u64>,
+    /// Its last attempt found that the cluster as it is can never hold it.
+    pub unresolvable: bool,
 }
 
 /// What the scheduler did with the job the queue offered.
@@ -143,6 +153,46 @@ impl Queues {
 
     pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> {
         self.queues.iter().flatten().map(|p| &p.job)
+    }
+
+    /// The pending jobs with their tenant and, for those that failed to place, since when
+    /// they are blocked.
+    pub fn waiting(&self) -> impl Iterator<Item = Waiting<'_>> {
+        self.queues.iter().enumerate().flat_map(|(tenant, queue)| {
+            queue.iter().map(move |p| Waiting {
+                job: &p.job,
+                tenant,
+                blocked_since: p.blocked_since,
+                unresolvable: p.unresolvable,
+            })
+        })
+    }
+
+    /// Takes a job out of its queue (its pods are gone, or placed by someone else).
+    pub fn remove(&mut self, job: JobId) -> Option<(Arc<Job>, usize)> {
+        self.queues
+            .iter_mut()
+            .enumerate()
+            .find_map(|(tenant, queue)| {
+                let at = queue.iter().position(|p| p.job.id == job)?;
+                Some((queue.remove(at).job, tenant))
+            })
+    }
+
+    /// Moves every queue to a new tenant numbering: `map[old]` is the new index of tenant
+    /// `old`, and there are `tenants` queues after. Queues that land on one tenant merge in
+    /// QueueSort order; what each job learned of its past attempts is kept.
+    pub fn renumber(&mut self, map: &[usize], tenants: usize) {
+        let old = std::mem::replace(&mut self.queues, (0..tenants).map(|_| Vec::new()).collect());
+        for (from, queue) in old.into_iter().enumerate() {
+            let to = map.get(from).copied().unwrap_or(0);
+            for pending in queue {
+                let target = &mut self.queues[to];
+                let at =
+                    target.partition_point(|p| self.sort.compare(&p.job, &pending.job).is_le());
+                target.insert(at, pending);
+            }
+        }
     }
 
     /// The earliest time a pending job asked to be tried again although nothing was freed

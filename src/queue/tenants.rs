@@ -105,16 +105,7 @@ impl Tenants {
             weights: vec![1.0],
             quota: vec![vec![0; pools]],
             used: vec![vec![0; pools]],
-            capacity: cluster
-                .pools
-                .iter()
-                .map(|p| {
-                    p.nodes
-                        .iter()
-                        .map(|&n| cluster.node(n).gpu_capacity_milli())
-                        .sum()
-                })
-                .collect(),
+            capacity: pool_capacities(cluster),
         };
         for config in configs {
             config.validate()?;
@@ -152,6 +143,17 @@ impl Tenants {
             }
         }
         Ok(tenants)
+    }
+
+    /// Follows the cluster to a new shape (nodes came or went): pool capacities are
+    /// recomputed, and pools added since (the cluster keeps pool ids) start with no quota
+    /// and no use.
+    pub fn follow_cluster(&mut self, cluster: &ClusterSpec) {
+        self.capacity = pool_capacities(cluster);
+        let pools = self.capacity.len();
+        for row in self.quota.iter_mut().chain(self.used.iter_mut()) {
+            row.resize(pools.max(row.len()), 0);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -293,4 +295,18 @@ impl Tenants {
             .sum();
         (used, borrowed)
     }
+}
+
+/// Milli-GPUs of each pool of the cluster.
+fn pool_capacities(cluster: &ClusterSpec) -> Vec<u64> {
+    cluster
+        .pools
+        .iter()
+        .map(|p| {
+            p.nodes
+                .iter()
+                .map(|&n| cluster.node(n).gpu_capacity_milli())
+                .sum()
+        })
+        .collect()
 }

@@ -154,6 +154,7 @@ pub fn default_cluster() -> ClusterSpec {
                         leaf: format!("leaf-{}", leaf % layout.leaves_per_spine),
                     }),
                     hbd: layout.hbd_nodes.map(|size| format!("hbd-{}", index / size)),
+                    ..Default::default()
                 };
                 builder
                     .add(row, layout.links)
@@ -506,6 +507,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
                 tier: Tier::Hbd,
                 required: false,
             }),
+            constraints: None,
         });
     }
 
@@ -780,6 +782,7 @@ mod tests {
                 memory_mib: None,
                 leaf: None,
                 hbd: None,
+                ..Default::default()
             };
             builder.add(row, LinkProfile::Pcie).expect("node");
         }

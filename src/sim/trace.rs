@@ -208,6 +208,7 @@ pub fn parse_nodes(
             memory_mib: row.optional_whole("memory_mib", Some(memory_mib))?,
             leaf: leaf_path,
             hbd: non_empty(row.text(hbd)).map(str::to_owned),
+            ..Default::default()
         };
         let added = match model.and_then(|m| options.topologies.get(m)) {
             Some(matrix) => builder.add_with_links(node, matrix.clone()),
@@ -325,6 +326,7 @@ pub fn parse_jobs(
             submit_ms,
             duration_ms: Some(duration_ms),
             topology,
+            constraints: None,
         });
     }
     jobs.sort_by_key(|job| job.submit_ms);

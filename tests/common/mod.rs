@@ -42,6 +42,7 @@ pub fn fabric(
                 leaf: format!("leaf-{leaf}"),
             }),
             hbd: (per_hbd > 0).then(|| format!("hbd-{}", i / per_hbd)),
+            ..Default::default()
         };
         builder.add(row, links).expect("valid test node");
     }
@@ -60,6 +61,7 @@ pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64)
         submit_ms: submit_s * 1000,
         duration_ms: Some(3_600_000),
         topology: None,
+        constraints: None,
     }
 }
 
@@ -146,6 +148,7 @@ pub fn models_cluster(nodes: &[(&str, usize)]) -> Arc<ClusterSpec> {
             memory_mib: None,
             leaf: None,
             hbd: None,
+            ..Default::default()
         };
         builder
             .add(row, LinkProfile::NvlinkAll)

@@ -1,0 +1,261 @@
+//! Where a pod may go beyond its resources, in Kubernetes' terms: a node's labels and
+//! taints, and a job's node selector, required node affinity and tolerations. The
+//! simulator's nodes and jobs have none; the Kubernetes world reads them from nodes and
+//! pods. Matching follows kube-scheduler's `NodeAffinity` and `TaintToleration` plugins.
+
+use std::collections::BTreeMap;
+
+/// A node's labels.
+pub type Labels = BTreeMap<String, String>;
+
+/// What a taint does to pods that do not tolerate it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    /// No new pod is placed there.
+    NoSchedule,
+    /// A soft preference; the scheduler may still place pods there.
+    PreferNoSchedule,
+    /// No new pod is placed there, and running ones are evicted (by the node controller).
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn parse(text: &str) -> Option<TaintEffect> {
+        match text {
+            "NoSchedule" => Some(TaintEffect::NoSchedule),
+            "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+            "NoExecute" => Some(TaintEffect::NoExecute),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+/// A toleration: `key` `None` with `Exists` tolerates every taint; `effect` `None` matches
+/// every effect.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Toleration {
+    pub key: Option<String>,
+    /// `Exists` when true (any value), `Equal` otherwise.
+    pub exists: bool,
+    pub value: String,
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        let key_ok = self.key.as_deref().is_none_or(|k| k == taint.key);
+        let effect_ok = self.effect.is_none_or(|e| e == taint.effect);
+        let value_ok = self.exists || self.value == taint.value;
+        key_ok && effect_ok && value_ok
+    }
+}
+
+/// The operator of a node selector requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SelectorOp {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    /// The label's value, as an integer, is greater than the single value.
+    Gt,
+    /// The label's value, as an integer, is less than the single value.
+    Lt,
+}
+
+impl SelectorOp {
+    pub fn parse(text: &str) -> Option<SelectorOp> {
+        match text {
+            "In" => Some(SelectorOp::In),
+            "NotIn" => Some(SelectorOp::NotIn),
+            "Exists" => Some(SelectorOp::Exists),
+            "DoesNotExist" => Some(SelectorOp::DoesNotExist),
+            "Gt" => Some(SelectorOp::Gt),
+            "Lt" => Some(SelectorOp::Lt),
+            _ => None,
+        }
+    }
+}
+
+/// One requirement on a node label (or, in `match_fields`, on the node's name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Requirement {
+    pub key: String,
+    pub op: SelectorOp,
+    pub values: Vec<String>,
+}
+
+impl Requirement {
+    /// Whether a node whose value for the key is `value` (`None`: no such label) meets it.
+    pub fn matches(&self, value: Option<&str>) -> bool {
+        let number = |text: &str| text.parse::<i64>().ok();
+        match self.op {
+            SelectorOp::In => value.is_some_and(|v| self.values.iter().any(|x| x == v)),
+            SelectorOp::NotIn => value.is_none_or(|v| self.values.iter().all(|x| x != v)),
+            SelectorOp::Exists => value.is_some(),
+            SelectorOp::DoesNotExist => value.is_none(),
+            SelectorOp::Gt | SelectorOp::Lt => {
+                let (Some(have), Some(bound)) = (
+                    value.and_then(number),
+                    self.values.first().and_then(|b| number(b)),
+                ) else {
+                    return false;
+                };
+                if self.op == SelectorOp::Gt {
+                    have > bound
+                } else {
+                    have < bound
+                }
+            }
+        }
+    }
+}
+
+/// One term of a required node affinity: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct SelectorTerm {
+    /// On the node's labels.
+    pub match_expressions: Vec<Requirement>,
+    /// On the node's fields; only `metadata.name` exists.
+    pub match_fields: Vec<Requirement>,
+}
+
+impl SelectorTerm {
+    fn matches(&self, name: &str, labels: &Labels) -> bool {
+        self.match_expressions
+            .iter()
+            .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
+            && self
+                .match_fields
+                .iter()
+                .all(|r| r.key == "metadata.name" && r.matches(Some(name)))
+    }
+}
+
+/// A job's placement constraints: every pod of a job shares them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct NodeConstraints {
+    /// Labels a node must carry with exactly these values.
+    pub node_selector: Vec<(String, String)>,
+    /// Required node affinity: at least one term must hold (none: no constraint).
+    pub affinity: Vec<SelectorTerm>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl NodeConstraints {
+    /// Whether the node's name and labels satisfy the selector and the affinity.
+    pub fn selects(&self, name: &str, labels: &Labels) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && (self.affinity.is_empty() || self.affinity.iter().any(|t| t.matches(name, labels)))
+    }
+
+    /// The first of `taints` that keeps new pods away and that no toleration covers.
+    pub fn untolerated<'a>(&self, taints: &'a [Taint]) -> Option<&'a Taint> {
+        untolerated(&self.tolerations, taints)
+    }
+}
+
+/// The first taint that keeps new pods away (`NoSchedule`, `NoExecute`) and that none of
+/// `tolerations` covers.
+pub fn untolerated<'a>(tolerations: &[Toleration], taints: &'a [Taint]) -> Option<&'a Taint> {
+    taints.iter().find(|taint| {
+        taint.effect != TaintEffect::PreferNoSchedule
+            && !tolerations.iter().any(|t| t.tolerates(taint))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn req(key: &str, op: SelectorOp, values: &[&str]) -> Requirement {
+        Requirement {
+            key: key.into(),
+            op,
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn selector_and_affinity_terms() {
+        let node = labels(&[("zone", "a"), ("gpus", "8")]);
+        let mut c = NodeConstraints {
+            node_selector: vec![("zone".into(), "a".into())],
+            ..NodeConstraints::default()
+        };
+        assert!(c.selects("n1", &node));
+        c.affinity = vec![
+            SelectorTerm {
+                match_expressions: vec![req("gpus", SelectorOp::Gt, &["8"])],
+                ..SelectorTerm::default()
+            },
+            SelectorTerm {
+                match_fields: vec![req("metadata.name", SelectorOp::In, &["n1"])],
+                ..SelectorTerm::default()
+            },
+        ];
+        assert!(c.selects("n1", &node), "the second term holds");
+        assert!(!c.selects("n2", &node), "neither term holds");
+        c.node_selector = vec![("zone".into(), "b".into())];
+        assert!(!c.selects("n1", &node));
+    }
+
+    #[test]
+    fn requirement_operators() {
+        assert!(req("k", SelectorOp::NotIn, &["x"]).matches(None));
+        assert!(!req("k", SelectorOp::NotIn, &["x"]).matches(Some("x")));
+        assert!(req("k", SelectorOp::DoesNotExist, &[]).matches(None));
+        assert!(req("k", SelectorOp::Lt, &["10"]).matches(Some("9")));
+        assert!(!req("k", SelectorOp::Lt, &["10"]).matches(Some("nine")));
+        assert!(!req("k", SelectorOp::In, &["x"]).matches(None));
+    }
+
+    #[test]
+    fn tolerations_cover_taints() {
+        let taint = |key: &str, value: &str, effect| Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        };
+        let taints = vec![
+            taint("soft", "", TaintEffect::PreferNoSchedule),
+            taint("gpu", "reserved", TaintEffect::NoSchedule),
+        ];
+        assert_eq!(untolerated(&[], &taints), Some(&taints[1]));
+        let equal = Toleration {
+            key: Some("gpu".into()),
+            exists: false,
+            value: "reserved".into(),
+            effect: Some(TaintEffect::NoSchedule),
+        };
+        assert_eq!(untolerated(std::slice::from_ref(&equal), &taints), None);
+        let wrong_value = Toleration {
+            value: "other".into(),
+            ..equal.clone()
+        };
+        assert!(untolerated(&[wrong_value], &taints).is_some());
+        let everything = Toleration {
+            key: None,
+            exists: true,
+            value: String::new(),
+            effect: None,
+        };
+        assert_eq!(untolerated(&[everything], &taints), None);
+    }
+}

@@ -1,0 +1,34 @@
+//! `taint-toleration` (Filter): a node's `NoSchedule` and `NoExecute` taints keep away the
+//! pods that do not tolerate them, as kube-scheduler's `TaintToleration` plugin decides.
+//! `PreferNoSchedule` is a preference and does not filter.
+
+use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
+use crate::model::untolerated;
+
+pub struct TaintToleration;
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        "taint-toleration"
+    }
+}
+
+impl Filter for TaintToleration {
+    fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
+        if node.spec.taints.is_empty() {
+            return Status::SUCCESS;
+        }
+        let tolerations = pod
+            .job
+            .constraints
+            .as_ref()
+            .map_or(&[][..], |c| &c.tolerations);
+        match untolerated(tolerations, &node.spec.taints) {
+            Some(taint) => Status::unresolvable(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                taint.key, taint.value
+            )),
+            None => Status::SUCCESS,
+        }
+    }
+}

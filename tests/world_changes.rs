@@ -1,0 +1,369 @@
+//! The scheduler under a changing world, as the Kubernetes world drives it: pods found
+//! already bound (adopted), pods deleted one by one, nodes coming and going, tenants
+//! changing, pending jobs withdrawn, and placement constraints (node selectors, affinity,
+//! taints).
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use kant::cache::{DeviceAlloc, Placement, PlacementPhase, PodKey};
+use kant::framework::Decision;
+use kant::model::{
+    ClusterSpec, ClusterSpecBuilder, JobId, LinkProfile, NodeConstraints, NodeId, NodeRow, PoolId,
+    Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, TenantId, Toleration,
+};
+use kant::queue::{TenantConfig, TenantMode, Tenants};
+
+fn row(name: &str, model: &str, gpus: usize) -> NodeRow {
+    NodeRow {
+        name: name.into(),
+        gpu_model: Some(model.into()),
+        gpus,
+        ..Default::default()
+    }
+}
+
+fn spec_of(rows: Vec<NodeRow>, pools: &[Option<String>]) -> Arc<ClusterSpec> {
+    let mut builder = ClusterSpecBuilder::with_pools(pools);
+    for r in rows {
+        builder.add(r, LinkProfile::NvlinkAll).expect("valid node");
+    }
+    Arc::new(builder.build())
+}
+
+fn on(node: u32, devices: u32) -> Placement {
+    Placement {
+        node: NodeId(node),
+        gpus: DeviceAlloc::whole(devices),
+        cpu_milli: 0,
+        memory_mib: 0,
+    }
+}
+
+fn key(job: u32, pod: u32) -> PodKey {
+    PodKey {
+        job: JobId(job),
+        pod,
+    }
+}
+
+#[test]
+fn adopted_pods_hold_their_devices_and_a_conflict_changes_nothing() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.adopt(
+        job(7, 2, whole(2), 0, 0),
+        &[on(0, 0b11), on(0, 0b1100)],
+        0,
+        true,
+    )
+    .expect("fits");
+    assert_eq!(s.state().total().free_gpus, 4);
+    assert_eq!(
+        s.state().placement(key(7, 1)).map(|p| p.phase),
+        Some(PlacementPhase::Bound)
+    );
+    // Device 3 is already taken: the whole adoption is refused.
+    let before = s.state().total().free_gpus;
+    assert!(
+        s.adopt(
+            job(8, 2, whole(1), 0, 0),
+            &[on(0, 0b10000), on(0, 0b1000)],
+            0,
+            true
+        )
+        .is_err()
+    );
+    assert_eq!(s.state().total().free_gpus, before);
+    assert!(s.state().placement(key(8, 0)).is_none());
+    // A new job gets only the four free devices.
+    s.submit(job(9, 1, whole(4), 0, 0));
+    let decisions = s.schedule(0);
+    assert_eq!(placed_jobs(&decisions), [JobId(9)]);
+    let devices = s
+        .state()
+        .placement(key(9, 0))
+        .unwrap()
+        .placement
+        .gpus
+        .devices;
+    assert_eq!(devices, 0b1111_0000);
+}
+
+#[test]
+fn pods_released_one_by_one_return_quota_and_end_the_job() {
+    let spec = spec_of(vec![row("a", "H100", 8), row("b", "H100", 8)], &[]);
+    let tenants = Tenants::resolve(
+        &[TenantConfig {
+            name: "team".into(),
+            mode: TenantMode::Shared,
+            weight: 1.0,
+            quota: [("H100".to_string(), 16)].into(),
+        }],
+        &spec,
+    )
+    .unwrap();
+    let mut s = kant::framework::Scheduler::with_tenants(
+        profile("default", None, None),
+        Box::new(TestBinder { refuse: false }),
+        spec,
+        tenants,
+    );
+    let mut gang = job(1, 2, whole(8), 0, 0);
+    gang.tenant = TenantId(1);
+    s.submit(gang);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(s.tenants().used(1, PoolId(0)), 16_000);
+    assert!(s.release_pod(key(1, 0)).is_some());
+    assert_eq!(s.tenants().used(1, PoolId(0)), 8_000);
+    assert!(s.running().contains_key(&JobId(1)), "one pod still runs");
+    assert!(s.release_pod(key(1, 0)).is_none(), "already released");
+    assert!(s.release_pod(key(1, 1)).is_some());
+    assert_eq!(s.tenants().used(1, PoolId(0)), 0);
+    assert!(!s.running().contains_key(&JobId(1)));
+    assert_eq!(s.state().total().free_gpus, 16);
+}
+
+#[test]
+fn nodes_coming_and_going_keep_what_still_fits() {
+    let models = [Some("H100".to_string())];
+    let spec = spec_of(vec![row("a", "H100", 8), row("b", "H100", 8)], &models);
+    let mut s = scheduler(profile("default", None, None), spec);
+    // Job 1 bound on a; job 2 reserved (binding in flight) on b.
+    s.adopt(job(1, 1, whole(8), 0, 0), &[on(0, 0xff)], 0, true)
+        .unwrap();
+    s.adopt(job(2, 1, whole(4), 0, 0), &[on(1, 0x0f)], 0, true)
+        .unwrap();
+    // Node a goes away, node c comes: job 1's pod is forgotten, job 2 stays on b
+    // (whose id changed).
+    let next = spec_of(vec![row("c", "H100", 8), row("b", "H100", 8)], &models);
+    let reshaped = s.set_cluster(next, 5_000);
+    assert_eq!(reshaped.lost_bound, [key(1, 0)]);
+    assert!(reshaped.requeued.is_empty());
+    assert!(!s.running().contains_key(&JobId(1)));
+    let b = s.state().spec().node_id("b").unwrap();
+    assert_eq!(s.state().placement(key(2, 0)).unwrap().placement.node, b);
+    assert_eq!(s.state().total().free_gpus, 12);
+    // A job waiting for 8 GPUs is placed on the new node.
+    s.submit(job(3, 1, whole(8), 0, 5));
+    assert_eq!(placed_jobs(&s.schedule(5_000)), [JobId(3)]);
+}
+
+#[test]
+fn a_reserved_job_whose_node_vanishes_is_requeued_whole() {
+    let models = [Some("H100".to_string())];
+    let spec = spec_of(vec![row("a", "H100", 8), row("b", "H100", 8)], &models);
+    let mut s =
+        kant::framework::Scheduler::new(profile("default", None, None), Box::new(WaitBinder), spec);
+    s.submit(job(1, 2, whole(8), 0, 0));
+    let decisions = s.schedule(0);
+    assert!(matches!(
+        &decisions[..],
+        [Decision::Placed { bound: false, .. }]
+    ));
+    let next = spec_of(vec![row("b", "H100", 8)], &models);
+    let reshaped = s.set_cluster(next, 1_000);
+    assert_eq!(reshaped.requeued, [JobId(1)]);
+    assert_eq!(s.state().placed_pods(), 0, "both pods released");
+    assert_eq!(s.pending(), 1);
+}
+
+#[test]
+fn a_new_gpu_model_joins_as_a_new_pool_and_old_pool_ids_hold() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    let mut wants_a100 = job(1, 1, whole(8), 0, 0);
+    wants_a100.pools = vec![PoolId(1)];
+    // No A100 yet: the pool exists, empty, because the world registered the model.
+    let models = [Some("H100".to_string()), Some("A100".to_string())];
+    s.set_cluster(spec_of(vec![row("a", "H100", 8)], &models), 0);
+    s.submit(wants_a100);
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let grown = spec_of(vec![row("a", "H100", 8), row("x", "A100", 8)], &models);
+    assert_eq!(grown.pool_of_model(Some("A100")), Some(PoolId(1)));
+    s.set_cluster(grown, 1_000);
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(1)]);
+}
+
+#[test]
+fn tenants_replaced_by_name_keep_charges_and_queues() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let team = |name: &str, gpus: i64| TenantConfig {
+        name: name.into(),
+        mode: TenantMode::Shared,
+        weight: 1.0,
+        quota: [("H100".to_string(), gpus)].into(),
+    };
+    let tenants = Tenants::resolve(&[team("x", 4), team("y", 4)], &spec).unwrap();
+    let mut s = kant::framework::Scheduler::with_tenants(
+        profile("default", None, None),
+        Box::new(TestBinder { refuse: false }),
+        spec.clone(),
+        tenants,
+    );
+    let mut running = job(1, 1, whole(4), 0, 0);
+    running.tenant = TenantId(2); // y
+    s.submit(running);
+    s.schedule(0);
+    let mut waiting = job(2, 1, whole(8), 0, 1);
+    waiting.tenant = TenantId(2);
+    s.submit(waiting);
+    s.schedule(1);
+    // x is removed and y's quota grows: y keeps its use and its pending job.
+    s.set_tenants(Tenants::resolve(&[team("y", 8)], &spec).unwrap());
+    let y = s.tenants().index("y").unwrap();
+    assert_eq!(y, 1);
+    assert_eq!(s.tenants().used(y, PoolId(0)), 4_000);
+    assert_eq!(s.pending_of(y), 1);
+}
+
+#[test]
+fn withdrawn_jobs_leave_their_queue() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(1, 1, whole(8), 0, 0));
+    s.submit(job(2, 1, whole(8), 0, 1));
+    s.schedule(0);
+    assert_eq!(
+        s.waiting().map(|w| w.job.id).collect::<Vec<_>>(),
+        [JobId(2)]
+    );
+    assert!(s.waiting().all(|w| w.blocked_since == Some(0)));
+    assert!(s.withdraw(JobId(2)).is_some());
+    assert!(s.withdraw(JobId(2)).is_none());
+    assert_eq!(s.pending(), 0);
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)], taints: Vec<Taint>) -> NodeRow {
+    NodeRow {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        taints,
+        ..row(name, "H100", 8)
+    }
+}
+
+#[test]
+fn selectors_affinity_and_taints_decide_the_node() {
+    let reserved = Taint {
+        key: "dedicated".into(),
+        value: "infer".into(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let spec = spec_of(
+        vec![
+            labelled("tainted", &[("zone", "a")], vec![reserved]),
+            labelled("zone-a", &[("zone", "a")], vec![]),
+            labelled("zone-b", &[("zone", "b")], vec![]),
+        ],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    let with = |id: u32, constraints: NodeConstraints| {
+        let mut j = job(id, 1, whole(8), 0, u64::from(id));
+        j.constraints = Some(Arc::new(constraints));
+        j
+    };
+    s.submit(with(
+        1,
+        NodeConstraints {
+            node_selector: vec![("zone".into(), "b".into())],
+            ..NodeConstraints::default()
+        },
+    ));
+    s.submit(with(
+        2,
+        NodeConstraints {
+            affinity: vec![SelectorTerm {
+                match_expressions: vec![Requirement {
+                    key: "zone".into(),
+                    op: SelectorOp::In,
+                    values: vec!["a".into()],
+                }],
+                ..SelectorTerm::default()
+            }],
+            ..NodeConstraints::default()
+        },
+    ));
+    // Only zone a is left for it, and the free node there is tainted.
+    s.submit(with(
+        3,
+        NodeConstraints {
+            node_selector: vec![("zone".into(), "a".into())],
+            ..NodeConstraints::default()
+        },
+    ));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1), JobId(2)]);
+    let node_of = |s: &kant::framework::Scheduler, job: u32| {
+        let node = s.state().placement(key(job, 0)).unwrap().placement.node;
+        s.state().spec().node(node).name.clone()
+    };
+    assert_eq!(node_of(&s, 1), "zone-b");
+    assert_eq!(node_of(&s, 2), "zone-a");
+    let message = s.diagnose(JobId(3), 0).unwrap().message();
+    assert_eq!(
+        message,
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, \
+         1 node(s) didn't match Pod's node affinity/selector, \
+         1 node(s) had untolerated taint {dedicated: infer}."
+    );
+    // Tolerating the taint lets it in.
+    s.withdraw(JobId(3));
+    s.submit(with(
+        4,
+        NodeConstraints {
+            node_selector: vec![("zone".into(), "a".into())],
+            tolerations: vec![Toleration {
+                key: Some("dedicated".into()),
+                exists: true,
+                value: String::new(),
+                effect: None,
+            }],
+            ..NodeConstraints::default()
+        },
+    ));
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(4)]);
+    assert_eq!(node_of(&s, 4), "tainted");
+}
+
+#[test]
+fn devices_unhealthy_at_first_sight_are_never_given() {
+    let spec = spec_of(
+        vec![NodeRow {
+            unhealthy: 0b1,
+            ..row("a", "H100", 8)
+        }],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(1, 1, whole(8), 0, 0));
+    s.submit(job(2, 1, whole(7), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
+    let devices = s
+        .state()
+        .placement(key(2, 0))
+        .unwrap()
+        .placement
+        .gpus
+        .devices;
+    assert_eq!(devices & 1, 0);
+}
+
+/// A binder whose outcome the world reports later.
+struct WaitBinder;
+
+impl kant::framework::Plugin for WaitBinder {
+    fn name(&self) -> &'static str {
+        "wait-binder"
+    }
+}
+
+impl kant::framework::Bind for WaitBinder {
+    fn bind(&self, _: &kant::model::Job, _: &kant::framework::JobPlan) -> kant::framework::Status {
+        kant::framework::Status::new(kant::framework::Code::Wait, "binding")
+    }
+}
