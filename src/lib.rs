@@ -59,6 +59,7 @@
 pub mod cache;
 pub mod config;
 pub mod framework;
+pub mod kube;
 pub mod metrics;
 pub mod model;
 pub mod plugins;

@@ -9,6 +9,7 @@
 //! only in the report.
 
 mod buckets;
+pub mod live;
 mod report;
 #[cfg(test)]
 mod tests;

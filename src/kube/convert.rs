@@ -1,0 +1,1 @@
+//! Conversions between Kubernetes objects and the scheduler's model.

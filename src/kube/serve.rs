@@ -1,0 +1,1 @@
+//! The HTTP endpoints: `/metrics`, `/healthz`, `/readyz`.

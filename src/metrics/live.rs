@@ -1,0 +1,1 @@
+//! The live metrics of a running scheduler, exported in Prometheus text format.
