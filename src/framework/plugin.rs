@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
-use crate::model::{GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId};
+use crate::metrics::PlacementSpread;
+use crate::model::{ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId};
 use crate::queue::Tenants;
 
 use super::{CycleState, Status};
@@ -52,6 +53,35 @@ impl PodContext<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobPlan {
     pub pods: Vec<(PodKey, Placement)>,
+}
+
+impl JobPlan {
+    /// The nodes and leaf groups the plan spans, against the ideal for its pool (the
+    /// input of JTTED); `total_milli` is the job's whole request.
+    pub fn spread(&self, cluster: &ClusterSpec, total_milli: u64) -> PlacementSpread {
+        let mut nodes: Vec<u32> = self.pods.iter().map(|(_, p)| p.node.0).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let leaves: Option<Vec<u32>> = nodes
+            .iter()
+            .map(|&n| cluster.nodes[n as usize].topology.leaf.map(|l| l.0))
+            .collect();
+        let groups_used = leaves.map(|mut l| {
+            l.sort_unstable();
+            l.dedup();
+            l.len() as u32
+        });
+        let pool = nodes
+            .first()
+            .map(|&n| cluster.pool(cluster.nodes[n as usize].pool));
+        PlacementSpread::new(
+            total_milli,
+            nodes.len() as u32,
+            pool.map_or(0, |p| p.gpus_per_node),
+            groups_used,
+            pool.and_then(|p| p.largest_leaf_gpus),
+        )
+    }
 }
 
 /// Orders the pending jobs: `Less` means `a` is tried first.

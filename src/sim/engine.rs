@@ -15,7 +15,7 @@ use crate::cache::PodKey;
 use crate::framework::{
     Bind, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler, Status,
 };
-use crate::metrics::{MetricsCollector, MetricsReport, PlacementSpread};
+use crate::metrics::{MetricsCollector, MetricsReport};
 use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId};
 use crate::queue::Tenants;
 
@@ -292,7 +292,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.run_milli += job.total_milli();
         if self.ever_placed.insert(id) {
             let spread = (job.total_milli() >= u64::from(MILLI_PER_GPU))
-                .then(|| placement_spread(&self.cluster, job, plan));
+                .then(|| plan.spread(&self.cluster, job.total_milli()));
             self.metrics
                 .job_first_placed(now, job.submit_ms, job.total_milli(), spread);
         }
@@ -351,32 +351,6 @@ impl PreemptionStats {
     pub fn total(&self) -> u64 {
         self.priority.count + self.quota_reclaim.count + self.backfill.count
     }
-}
-
-/// Nodes and leaf groups a job's placement spans, against the ideal for its pool.
-fn placement_spread(cluster: &ClusterSpec, job: &Job, plan: &JobPlan) -> PlacementSpread {
-    let mut nodes: Vec<u32> = plan.pods.iter().map(|(_, p)| p.node.0).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    let leaves: Option<Vec<u32>> = nodes
-        .iter()
-        .map(|&n| cluster.nodes[n as usize].topology.leaf.map(|l| l.0))
-        .collect();
-    let groups_used = leaves.map(|mut l| {
-        l.sort_unstable();
-        l.dedup();
-        l.len() as u32
-    });
-    let pool = nodes
-        .first()
-        .map(|&n| cluster.pool(cluster.nodes[n as usize].pool));
-    PlacementSpread::new(
-        job.total_milli(),
-        nodes.len() as u32,
-        pool.map_or(0, |p| p.gpus_per_node),
-        groups_used,
-        pool.and_then(|p| p.largest_leaf_gpus),
-    )
 }
 
 /// Divides every inter-arrival time by `factor` (> 1 compresses the arrivals, raising the
