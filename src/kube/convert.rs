@@ -1,1 +1,2269 @@
-//! Conversions between Kubernetes objects and the scheduler's model.
+//! Conversions between Kubernetes objects (`Pod`, `Node`) and the scheduler's model: pure
+//! and synchronous, no I/O. This is where bad input from the API server is caught: every
+//! error names the object (`pod NAMESPACE/NAME`, `node NAME`), the field and what was
+//! wrong, and nothing here panics on an object's content.
+//!
+//! Conventions (the README copies this list):
+//!
+//! Pods
+//! - Whole GPUs: the `nvidia.com/gpu` resource, from the limits (the requests when there is
+//!   no limit; both given and different is an error, as Kubernetes requires them equal). The
+//!   pod's request is what kube-scheduler computes: max(sum over containers, max over init
+//!   containers), sidecars (init containers with `restartPolicy: Always`) counted with the
+//!   containers. It must be a whole, non-negative number.
+//! - A fraction of one GPU: the annotation `kant.io/gpu-fraction` (`"0.5"`), exact to a
+//!   milli-GPU, strictly between 0 and 1, never together with a non-zero `nvidia.com/gpu`.
+//! - CPU (millicores) and memory (MiB), rounded up, from the same effective requests (a
+//!   container's limit stands for a missing request, as the API server defaults it), with
+//!   pod-level `spec.resources.requests` replacing the containers' sum where given, plus
+//!   `spec.overhead`.
+//! - Priority: `spec.priority` (filled from `priorityClassName` by the admission
+//!   controller), 0 when absent.
+//! - Tenant: the label `kant.io/queue`; absent: the default tenant.
+//! - GPU models: `spec.nodeSelector["nvidia.com/gpu.product"]`; otherwise, when every
+//!   required node-affinity term has an `In` requirement on that label, the union of their
+//!   values; otherwise any model.
+//! - Node constraints: `spec.nodeSelector`, required node affinity (`matchExpressions` on
+//!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`. Preferred node
+//!   affinity, pod (anti-)affinity and topology spread constraints are not handled: they
+//!   are reported as ignored.
+//! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
+//! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
+//! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
+//! - Topology need: the annotation `kant.io/topology`: `required:TIER` or
+//!   `preferred:TIER`, TIER one of `hbd`, `leaf`, `spine`, `superspine`.
+//!
+//! Bound pods (the scheduler writes these annotations on the binding; the API server copies
+//! them onto the pod, where a restarted scheduler reads them back)
+//! - `kant.io/gpu-ids`: the device indexes on the node, ascending (`"0,1,2,3"`).
+//! - `kant.io/rdma-nic`: the RDMA NIC nearest each device, without repeats, in device
+//!   order (`"mlx5_0,mlx5_1"`).
+//! - A fractional pod's share per device is its `kant.io/gpu-fraction`.
+//!
+//! Nodes
+//! - GPU model: the label `nvidia.com/gpu.product` (set by NVIDIA's GPU feature discovery);
+//!   GPUs: `status.allocatable["nvidia.com/gpu"]`, whole, absent = 0. GPUs without the
+//!   label are an error; the label on a node with no GPUs is ignored (a CPU-only node).
+//! - CPU and memory: `status.allocatable` `cpu` and `memory`, rounded down to millicores
+//!   and MiB; absent: unknown (unlimited).
+//! - Network position: the labels `kant.io/superspine`, `kant.io/spine`, `kant.io/leaf`
+//!   and `kant.io/hbd` (the keys are configurable). A node without a leaf label is in no
+//!   leaf group.
+//! - Unhealthy GPUs: the annotation `kant.io/unhealthy-gpus` (`"2,5"`, device indexes).
+//! - Device links: the annotation `kant.io/gpu-topology`, a layout name (`nvlink-all`,
+//!   `nvlink-pairs`, `pcie`) or the full output of `nvidia-smi topo -m` (its GPU count
+//!   must be the node's). Absent: an all-NVLink node is assumed unless the configuration
+//!   says otherwise for its GPU model (`links.topologies`, then `links.by_model`, then
+//!   `links.default`).
+//! - RDMA NIC names: the annotation `kant.io/rdma-nics` (`"mlx5_0,mlx5_1,..."`) names
+//!   the NICs in the order `nvidia-smi topo -m` numbers them; absent: `NIC0`, `NIC1`, ...
+//! - A node without GPUs ignores the GPU annotations (its device plugin may not have
+//!   reported them yet).
+//! - Labels: all of them. Taints: `spec.taints`; `spec.unschedulable: true` adds the taint
+//!   `node.kubernetes.io/unschedulable:NoSchedule`, as Kubernetes itself does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Deserialize;
+use serde::de::IntoDeserializer;
+use serde::de::value::StrDeserializer;
+
+use crate::cache::DeviceAlloc;
+use crate::config::Config;
+use crate::model::{
+    GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
+    MILLI_PER_GPU, NodeConstraints, NodeRow, PodRequest, Requirement, SelectorOp, SelectorTerm,
+    Taint, TaintEffect, Toleration, TopologyNeed, bits,
+};
+
+/// The extended resource of whole NVIDIA GPUs.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// The node label that names the GPU model (NVIDIA GPU feature discovery).
+pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// Pod annotation: a fraction of one GPU, such as `"0.5"`.
+pub const GPU_FRACTION_ANNOTATION: &str = "kant.io/gpu-fraction";
+/// Pod label: the tenant's queue.
+pub const QUEUE_LABEL: &str = "kant.io/queue";
+/// Pod label: the PodGroup (gang) of the pod.
+pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// Pod label: `train`, `inference` or `dev`.
+pub const WORKLOAD_LABEL: &str = "kant.io/workload";
+/// Pod annotation: `required:TIER` or `preferred:TIER`.
+pub const TOPOLOGY_ANNOTATION: &str = "kant.io/topology";
+/// Bound pod annotation: the device indexes given to the pod, ascending.
+pub const GPU_IDS_ANNOTATION: &str = "kant.io/gpu-ids";
+/// Bound pod annotation: the RDMA NICs nearest the pod's devices.
+pub const RDMA_NIC_ANNOTATION: &str = "kant.io/rdma-nic";
+/// Node annotation: indexes of devices that take no new pod.
+pub const UNHEALTHY_GPUS_ANNOTATION: &str = "kant.io/unhealthy-gpus";
+/// Node annotation: a link layout name or the output of `nvidia-smi topo -m`.
+pub const GPU_TOPOLOGY_ANNOTATION: &str = "kant.io/gpu-topology";
+/// Node annotation: the names of the node's RDMA NICs, NIC0 first.
+pub const RDMA_NICS_ANNOTATION: &str = "kant.io/rdma-nics";
+/// Default node label of the superspine.
+pub const SUPERSPINE_LABEL: &str = "kant.io/superspine";
+/// Default node label of the spine.
+pub const SPINE_LABEL: &str = "kant.io/spine";
+/// Default node label of the leaf switch group.
+pub const LEAF_LABEL: &str = "kant.io/leaf";
+/// Default node label of the scale-up (HBD) domain.
+pub const HBD_LABEL: &str = "kant.io/hbd";
+/// The taint Kubernetes puts on a cordoned (`spec.unschedulable`) node.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+const CPU: &str = "cpu";
+const MEMORY: &str = "memory";
+const NODE_NAME_FIELD: &str = "metadata.name";
+const LAYOUT_NAMES: &str = "nvlink-all, nvlink-pairs, pcie";
+/// Distinct `kant.io/gpu-topology` texts kept parsed; a cluster has a handful.
+const MAX_CACHED_TEXTS: usize = 1024;
+
+/// A Kubernetes object the model cannot take, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{object}: {field}: {message}")]
+pub struct ConvertError {
+    /// `pod NAMESPACE/NAME` or `node NAME`.
+    pub object: String,
+    /// The field, as the API names it (`spec.containers[main].resources.limits[cpu]`).
+    pub field: String,
+    pub message: String,
+}
+
+impl ConvertError {
+    fn new(object: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            object: object.to_owned(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------
+// Quantities
+
+const NANO: u128 = 1_000_000_000;
+const MIB: u128 = 1 << 20;
+
+/// The exact value of a Kubernetes quantity in billionths (`"1"` is 1,000,000,000).
+///
+/// Accepts what Kubernetes accepts: an optionally signed decimal number (`5`, `0.5`, `.5`,
+/// `5.`) followed by a decimal SI suffix (`n`, `u`, `m`, none, `k`, `M`, `G`, `T`, `P`,
+/// `E`), a binary one (`Ki`, `Mi`, `Gi`, `Ti`, `Pi`, `Ei`) or a decimal exponent (`e3`,
+/// `E-3`). No floating point: the value is exact, except that a magnitude finer than one
+/// billionth is rounded up (away from zero) to a whole billionth, as Kubernetes does.
+pub fn parse_quantity_nano(text: &str) -> Result<i128, String> {
+    let bad = || format!("{text:?} is not a quantity");
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let number_end = unsigned
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(unsigned.len());
+    let (number, suffix) = unsigned.split_at(number_end);
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
+        return Err(bad());
+    }
+    let (exp10, exp2): (i64, u32) = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        _ => {
+            let exponent = suffix
+                .strip_prefix(['e', 'E'])
+                .ok_or_else(|| format!("{text:?} has an unknown suffix {suffix:?}"))?;
+            let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            let exponent: i32 = exponent
+                .parse()
+                .map_err(|_| format!("{text:?} has an exponent out of range"))?;
+            (i64::from(exponent), 0)
+        }
+    };
+    // value = digits x 10^(exp10 - fraction digits) x 2^exp2; leading and trailing zeros
+    // carry no information.
+    let mut digits = format!("{int_part}{frac_part}");
+    let mut exp10 = exp10 - frac_part.len() as i64;
+    let significant_end = digits.trim_end_matches('0').len();
+    exp10 += (digits.len() - significant_end) as i64;
+    digits.truncate(significant_end);
+    let digits = digits.trim_start_matches('0');
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    let too_large = || format!("{text:?} is too large");
+    if digits.len() > 38 {
+        return Err(format!("{text:?} has too many significant digits"));
+    }
+    let mantissa: u128 = digits.parse().map_err(|_| bad())?;
+    let mantissa = mantissa.checked_mul(1 << exp2).ok_or_else(too_large)?;
+    let scale = exp10 + 9;
+    let magnitude = if scale >= 0 {
+        u32::try_from(scale)
+            .ok()
+            .and_then(|s| 10u128.checked_pow(s))
+            .and_then(|p| mantissa.checked_mul(p))
+            .ok_or_else(too_large)?
+    } else {
+        match u32::try_from(-scale)
+            .ok()
+            .and_then(|s| 10u128.checked_pow(s))
+        {
+            Some(divisor) => mantissa.div_ceil(divisor),
+            // Below one billionth, whatever the digits: rounded up to one.
+            None => 1,
+        }
+    };
+    let magnitude = i128::try_from(magnitude).map_err(|_| too_large())?;
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
+/// The value of a Kubernetes quantity in thousandths, rounded up (away from zero) as
+/// Kubernetes' `MilliValue` does: `"100m"` is 100, `"1e-3"` is 1, `"1n"` is 1.
+pub fn parse_quantity_milli(text: &str) -> Result<i128, String> {
+    let nano = parse_quantity_nano(text)?;
+    let magnitude = nano.unsigned_abs().div_ceil(1_000_000) as i128;
+    Ok(if nano < 0 { -magnitude } else { magnitude })
+}
+
+/// A non-negative quantity in billionths, or why not.
+fn non_negative(q: &Quantity) -> Result<u128, String> {
+    let nano = parse_quantity_nano(&q.0)?;
+    u128::try_from(nano).map_err(|_| format!("{:?} is negative", q.0))
+}
+
+/// A whole, non-negative count of GPUs.
+fn whole_gpus(q: &Quantity) -> Result<u64, String> {
+    let nano = non_negative(q)?;
+    if nano % NANO != 0 {
+        return Err(format!("{:?} is not a whole number of GPUs", q.0));
+    }
+    u64::try_from(nano / NANO).map_err(|_| format!("{:?} is too many GPUs", q.0))
+}
+
+// ----------------------------------------------------------------------------------------
+// Pods
+
+/// What the scheduler needs to know of a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFacts {
+    pub request: PodRequest,
+    pub priority: i32,
+    /// The tenant's queue; `None`: the default tenant.
+    pub queue: Option<String>,
+    /// The GPU models the pod accepts; empty: any.
+    pub gpu_models: Vec<String>,
+    pub constraints: Option<NodeConstraints>,
+    /// The PodGroup, in the pod's namespace.
+    pub group: Option<String>,
+    pub gated: bool,
+    pub kind: JobKind,
+    pub topology: Option<TopologyNeed>,
+    /// Scheduling fields the pod sets that Kant does not honour, to report once.
+    pub ignored: Vec<&'static str>,
+}
+
+/// How errors name a pod.
+fn pod_object(pod: &Pod) -> String {
+    let name = pod.metadata.name.as_deref().unwrap_or("<unnamed>");
+    match pod.metadata.namespace.as_deref() {
+        Some(namespace) => format!("pod {namespace}/{name}"),
+        None => format!("pod {name}"),
+    }
+}
+
+fn annotation_field(key: &str) -> String {
+    format!("metadata.annotations[{key}]")
+}
+
+fn label_field(key: &str) -> String {
+    format!("metadata.labels[{key}]")
+}
+
+/// Reads what the scheduler needs of a pod, following the conventions at the top of this
+/// file.
+pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
+    let object = pod_object(pod);
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| ConvertError::new(&object, "spec", "missing"))?;
+    let empty = BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+
+    let amounts = effective_amounts(&object, spec)?;
+    let gpu = gpu_request(&object, amounts.gpus, annotations)?;
+    let too_large = |field: &str, what: &str| {
+        ConvertError::new(
+            &object,
+            field,
+            format!("the pod's {what} request is too large"),
+        )
+    };
+    let request = PodRequest {
+        gpu,
+        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
+            .map_err(|_| too_large("spec.containers", "cpu"))?,
+        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
+            .map_err(|_| too_large("spec.containers", "memory"))?,
+    };
+
+    let kind = match labels.get(WORKLOAD_LABEL).map(String::as_str) {
+        None => JobKind::Unknown,
+        Some("train") => JobKind::Train,
+        Some("inference") => JobKind::Inference,
+        Some("dev") => JobKind::Dev,
+        Some(other) => {
+            return Err(ConvertError::new(
+                &object,
+                label_field(WORKLOAD_LABEL),
+                format!("unknown workload {other:?} (known: train, inference, dev)"),
+            ));
+        }
+    };
+    let topology = match annotations.get(TOPOLOGY_ANNOTATION) {
+        Some(text) => TopologyNeed::parse(text)
+            .map_err(|e| ConvertError::new(&object, annotation_field(TOPOLOGY_ANNOTATION), e))?,
+        None => None,
+    };
+    let (constraints, gpu_models) = constraints(&object, spec)?;
+
+    let mut ignored = Vec::new();
+    if let Some(affinity) = &spec.affinity {
+        if affinity.node_affinity.as_ref().is_some_and(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|p| !p.is_empty())
+        }) {
+            ignored
+                .push("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution");
+        }
+        if affinity.pod_affinity.as_ref().is_some_and(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|t| !t.is_empty())
+                || a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .is_some_and(|t| !t.is_empty())
+        }) {
+            ignored.push("spec.affinity.podAffinity");
+        }
+        if affinity.pod_anti_affinity.as_ref().is_some_and(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+                .is_some_and(|t| !t.is_empty())
+                || a.preferred_during_scheduling_ignored_during_execution
+                    .as_ref()
+                    .is_some_and(|t| !t.is_empty())
+        }) {
+            ignored.push("spec.affinity.podAntiAffinity");
+        }
+    }
+    if spec
+        .topology_spread_constraints
+        .as_ref()
+        .is_some_and(|t| !t.is_empty())
+    {
+        ignored.push("spec.topologySpreadConstraints");
+    }
+
+    Ok(PodFacts {
+        request,
+        priority: spec.priority.unwrap_or(0),
+        queue: labels.get(QUEUE_LABEL).cloned(),
+        gpu_models,
+        constraints,
+        group: labels.get(POD_GROUP_LABEL).cloned(),
+        gated: spec
+            .scheduling_gates
+            .as_ref()
+            .is_some_and(|g| !g.is_empty()),
+        kind,
+        topology,
+        ignored,
+    })
+}
+
+/// Whole GPUs and CPU and memory in billionths.
+#[derive(Debug, Clone, Copy, Default)]
+struct Amounts {
+    gpus: u64,
+    cpu_nano: u128,
+    memory_nano: u128,
+}
+
+impl Amounts {
+    fn plus(&mut self, other: Amounts) {
+        self.gpus = self.gpus.saturating_add(other.gpus);
+        self.cpu_nano = self.cpu_nano.saturating_add(other.cpu_nano);
+        self.memory_nano = self.memory_nano.saturating_add(other.memory_nano);
+    }
+
+    fn at_least(&mut self, other: Amounts) {
+        self.gpus = self.gpus.max(other.gpus);
+        self.cpu_nano = self.cpu_nano.max(other.cpu_nano);
+        self.memory_nano = self.memory_nano.max(other.memory_nano);
+    }
+}
+
+/// The pod's requests as kube-scheduler computes them (`resourcehelper.PodRequests`): the
+/// containers' sum; each init container on top of the sidecars started before it, the
+/// sidecars themselves added to the sum; the larger of the two; pod-level requests for cpu
+/// and memory where given; plus the overhead.
+fn effective_amounts(object: &str, spec: &PodSpec) -> Result<Amounts, ConvertError> {
+    let mut total = Amounts::default();
+    for container in &spec.containers {
+        let path = format!("spec.containers[{}]", container.name);
+        total.plus(container_amounts(object, &path, container)?);
+    }
+    let mut sidecars = Amounts::default();
+    let mut init_peak = Amounts::default();
+    for container in spec.init_containers.iter().flatten() {
+        let path = format!("spec.initContainers[{}]", container.name);
+        let own = container_amounts(object, &path, container)?;
+        if container.restart_policy.as_deref() == Some("Always") {
+            total.plus(own);
+            sidecars.plus(own);
+            init_peak.at_least(sidecars);
+        } else {
+            let mut running = own;
+            running.plus(sidecars);
+            init_peak.at_least(running);
+        }
+    }
+    total.at_least(init_peak);
+    if let Some(requests) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        for (name, slot) in [(CPU, &mut total.cpu_nano), (MEMORY, &mut total.memory_nano)] {
+            if let Some(q) = requests.get(name) {
+                *slot = non_negative(q).map_err(|e| {
+                    ConvertError::new(object, format!("spec.resources.requests[{name}]"), e)
+                })?;
+            }
+        }
+    }
+    if let Some(overhead) = &spec.overhead {
+        for (name, slot) in [(CPU, &mut total.cpu_nano), (MEMORY, &mut total.memory_nano)] {
+            if let Some(q) = overhead.get(name) {
+                let value = non_negative(q)
+                    .map_err(|e| ConvertError::new(object, format!("spec.overhead[{name}]"), e))?;
+                *slot = slot.saturating_add(value);
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// One container's requests: a limit stands for a missing request (the API server's
+/// defaulting); for GPUs, an extended resource, both given must be equal.
+fn container_amounts(
+    object: &str,
+    path: &str,
+    container: &Container,
+) -> Result<Amounts, ConvertError> {
+    let resources = container.resources.as_ref();
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let requests = resources.and_then(|r| r.requests.as_ref());
+    let pick = |name: &str| -> Option<(String, &Quantity)> {
+        let request = requests.and_then(|r| r.get(name));
+        let limit = limits.and_then(|l| l.get(name));
+        match (request, limit) {
+            (Some(q), _) => Some((format!("{path}.resources.requests[{name}]"), q)),
+            (None, Some(q)) => Some((format!("{path}.resources.limits[{name}]"), q)),
+            (None, None) => None,
+        }
+    };
+    let mut amounts = Amounts::default();
+    let gpu_limit = limits.and_then(|l| l.get(GPU_RESOURCE));
+    let gpu_request = requests.and_then(|r| r.get(GPU_RESOURCE));
+    let gpu = match (gpu_limit, gpu_request) {
+        (Some(limit), Some(request)) => {
+            let field = format!("{path}.resources.limits[{GPU_RESOURCE}]");
+            let gpus = whole_gpus(limit).map_err(|e| ConvertError::new(object, &field, e))?;
+            let requested = parse_quantity_nano(&request.0);
+            if requested != Ok(i128::from(gpus) * NANO as i128) {
+                return Err(ConvertError::new(
+                    object,
+                    format!("{path}.resources.requests[{GPU_RESOURCE}]"),
+                    format!(
+                        "{:?} differs from the limit {:?} (an extended resource's request \
+                         and limit must be equal)",
+                        request.0, limit.0
+                    ),
+                ));
+            }
+            Some(gpus)
+        }
+        (Some(q), None) | (None, Some(q)) => {
+            let field = match gpu_limit {
+                Some(_) => format!("{path}.resources.limits[{GPU_RESOURCE}]"),
+                None => format!("{path}.resources.requests[{GPU_RESOURCE}]"),
+            };
+            Some(whole_gpus(q).map_err(|e| ConvertError::new(object, field, e))?)
+        }
+        (None, None) => None,
+    };
+    amounts.gpus = gpu.unwrap_or(0);
+    if let Some((field, q)) = pick(CPU) {
+        amounts.cpu_nano = non_negative(q).map_err(|e| ConvertError::new(object, field, e))?;
+    }
+    if let Some((field, q)) = pick(MEMORY) {
+        amounts.memory_nano = non_negative(q).map_err(|e| ConvertError::new(object, field, e))?;
+    }
+    Ok(amounts)
+}
+
+/// The pod's GPU request: whole GPUs from the resource, or the fraction annotation.
+fn gpu_request(
+    object: &str,
+    whole: u64,
+    annotations: &BTreeMap<String, String>,
+) -> Result<GpuRequest, ConvertError> {
+    let Some(text) = annotations.get(GPU_FRACTION_ANNOTATION) else {
+        let whole = u32::try_from(whole).map_err(|_| {
+            ConvertError::new(
+                object,
+                "spec.containers",
+                format!("{whole} {GPU_RESOURCE} is too many GPUs"),
+            )
+        })?;
+        return Ok(GpuRequest::Whole(whole));
+    };
+    let field = annotation_field(GPU_FRACTION_ANNOTATION);
+    let milli = match GpuRequest::parse(text) {
+        Ok(GpuRequest::Fraction(milli)) => milli,
+        Ok(GpuRequest::Whole(0)) => {
+            return Err(ConvertError::new(
+                object,
+                field,
+                format!("{text:?} is not above 0"),
+            ));
+        }
+        Ok(GpuRequest::Whole(_)) => {
+            return Err(ConvertError::new(
+                object,
+                field,
+                format!(
+                    "{text:?} is not below 1: ask for whole GPUs with the {GPU_RESOURCE} \
+                     resource"
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err(ConvertError::new(
+                object,
+                field,
+                format!("{e}: expected a fraction of one GPU between 0 and 1, such as \"0.5\""),
+            ));
+        }
+    };
+    if whole > 0 {
+        return Err(ConvertError::new(
+            object,
+            field,
+            format!(
+                "a fraction of a GPU cannot be combined with {whole} whole GPUs \
+                 ({GPU_RESOURCE})"
+            ),
+        ));
+    }
+    Ok(GpuRequest::Fraction(milli))
+}
+
+const REQUIRED_AFFINITY: &str =
+    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+
+/// The pod's node constraints (`None` when it has none) and the GPU models they name.
+fn constraints(
+    object: &str,
+    spec: &PodSpec,
+) -> Result<(Option<NodeConstraints>, Vec<String>), ConvertError> {
+    let node_selector: Vec<(String, String)> = spec
+        .node_selector
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let required = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let mut affinity = Vec::new();
+    if let Some(selector) = required {
+        for (t, term) in selector.node_selector_terms.iter().enumerate() {
+            let path = format!("{REQUIRED_AFFINITY}.nodeSelectorTerms[{t}]");
+            let mut converted = SelectorTerm::default();
+            for (i, r) in term.match_expressions.iter().flatten().enumerate() {
+                let path = format!("{path}.matchExpressions[{i}]");
+                converted
+                    .match_expressions
+                    .push(requirement(object, &path, r)?);
+            }
+            for (i, r) in term.match_fields.iter().flatten().enumerate() {
+                let path = format!("{path}.matchFields[{i}]");
+                if r.key != NODE_NAME_FIELD {
+                    return Err(ConvertError::new(
+                        object,
+                        format!("{path}.key"),
+                        format!(
+                            "unknown field {:?} (only {NODE_NAME_FIELD} is known)",
+                            r.key
+                        ),
+                    ));
+                }
+                converted.match_fields.push(requirement(object, &path, r)?);
+            }
+            if converted.match_expressions.is_empty() && converted.match_fields.is_empty() {
+                // Kubernetes: an empty term matches no node. The model's empty term would
+                // match every node, so it gets a requirement no node meets.
+                converted.match_fields.push(Requirement {
+                    key: NODE_NAME_FIELD.to_owned(),
+                    op: SelectorOp::In,
+                    values: Vec::new(),
+                });
+            }
+            affinity.push(converted);
+        }
+        if affinity.is_empty() {
+            // No term at all: Kubernetes places the pod nowhere.
+            affinity.push(SelectorTerm {
+                match_fields: vec![Requirement {
+                    key: NODE_NAME_FIELD.to_owned(),
+                    op: SelectorOp::In,
+                    values: Vec::new(),
+                }],
+                ..SelectorTerm::default()
+            });
+        }
+    }
+    let mut tolerations = Vec::new();
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        let path = format!("spec.tolerations[{i}]");
+        let exists = match t.operator.as_deref() {
+            None | Some("") | Some("Equal") => false,
+            Some("Exists") => true,
+            Some(other) => {
+                return Err(ConvertError::new(
+                    object,
+                    format!("{path}.operator"),
+                    format!("unknown operator {other:?} (known: Equal, Exists)"),
+                ));
+            }
+        };
+        let effect = match t.effect.as_deref() {
+            None | Some("") => None,
+            Some(text) => Some(TaintEffect::parse(text).ok_or_else(|| {
+                ConvertError::new(
+                    object,
+                    format!("{path}.effect"),
+                    format!(
+                        "unknown effect {text:?} (known: NoSchedule, PreferNoSchedule, \
+                         NoExecute)"
+                    ),
+                )
+            })?),
+        };
+        tolerations.push(Toleration {
+            key: t.key.clone().filter(|k| !k.is_empty()),
+            exists,
+            value: t.value.clone().unwrap_or_default(),
+            effect,
+        });
+    }
+
+    let gpu_models = match spec
+        .node_selector
+        .as_ref()
+        .and_then(|s| s.get(GPU_PRODUCT_LABEL))
+    {
+        Some(model) => vec![model.clone()],
+        None => affinity_models(&affinity),
+    };
+    let constraints = (!node_selector.is_empty()
+        || !affinity.is_empty()
+        || !tolerations.is_empty())
+    .then_some(NodeConstraints {
+        node_selector,
+        affinity,
+        tolerations,
+    });
+    Ok((constraints, gpu_models))
+}
+
+/// The union over the affinity terms of the GPU models each allows, when every term has an
+/// `In` requirement on the GPU product label; otherwise none (any model).
+fn affinity_models(terms: &[SelectorTerm]) -> Vec<String> {
+    let mut models: Vec<String> = Vec::new();
+    for term in terms {
+        let mut allowed: Option<Vec<&String>> = None;
+        for r in &term.match_expressions {
+            if r.key == GPU_PRODUCT_LABEL && r.op == SelectorOp::In {
+                let values = r.values.iter();
+                allowed = Some(match allowed {
+                    // Several `In` on the label within one term: all must hold.
+                    Some(previous) => values.filter(|v| previous.contains(v)).collect(),
+                    None => values.collect(),
+                });
+            }
+        }
+        let Some(allowed) = allowed else {
+            return Vec::new();
+        };
+        for model in allowed {
+            if !models.contains(model) {
+                models.push(model.clone());
+            }
+        }
+    }
+    models
+}
+
+fn requirement(
+    object: &str,
+    path: &str,
+    r: &NodeSelectorRequirement,
+) -> Result<Requirement, ConvertError> {
+    let op = SelectorOp::parse(&r.operator).ok_or_else(|| {
+        ConvertError::new(
+            object,
+            format!("{path}.operator"),
+            format!(
+                "unknown operator {:?} (known: In, NotIn, Exists, DoesNotExist, Gt, Lt)",
+                r.operator
+            ),
+        )
+    })?;
+    let values = r.values.clone().unwrap_or_default();
+    let problem = match op {
+        SelectorOp::In | SelectorOp::NotIn if values.is_empty() => {
+            Some(format!("{} needs at least one value", r.operator))
+        }
+        SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
+            Some(format!("{} takes no values", r.operator))
+        }
+        SelectorOp::Gt | SelectorOp::Lt
+            if values.len() != 1 || values[0].parse::<i64>().is_err() =>
+        {
+            Some(format!("{} takes one integer value", r.operator))
+        }
+        _ => None,
+    };
+    if let Some(message) = problem {
+        return Err(ConvertError::new(object, format!("{path}.values"), message));
+    }
+    Ok(Requirement {
+        key: r.key.clone(),
+        op,
+        values,
+    })
+}
+
+// ----------------------------------------------------------------------------------------
+// Bound pods
+
+/// The annotations that record a pod's devices on its binding: `kant.io/gpu-ids` and
+/// `kant.io/rdma-nic` (none for a pod without GPUs). `nics` names the node's NICs as
+/// [`LinkMatrix::nic`] numbers them.
+pub fn binding_annotations(
+    alloc: &DeviceAlloc,
+    links: &LinkMatrix,
+    nics: &[String],
+) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::new();
+    if alloc.devices == 0 {
+        return annotations;
+    }
+    let ids: Vec<String> = bits(alloc.devices).map(|d| d.to_string()).collect();
+    annotations.insert(GPU_IDS_ANNOTATION.to_owned(), ids.join(","));
+    let mut names: Vec<String> = Vec::new();
+    for device in bits(alloc.devices).filter(|&d| d < links.devices()) {
+        let index = usize::from(links.nic(device));
+        let name = nics
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| format!("NIC{index}"));
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if !names.is_empty() {
+        annotations.insert(RDMA_NIC_ANNOTATION.to_owned(), names.join(","));
+    }
+    annotations
+}
+
+/// The devices a bound pod holds on its node of `node_gpus` GPUs, as its
+/// `kant.io/gpu-ids` annotation names them; `None` when it has none (a pod another
+/// scheduler placed). A fraction's share per device is the request's.
+pub fn bound_devices(
+    pod: &Pod,
+    request: &PodRequest,
+    node_gpus: usize,
+) -> Result<Option<DeviceAlloc>, ConvertError> {
+    let Some(text) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(GPU_IDS_ANNOTATION))
+    else {
+        return Ok(None);
+    };
+    let object = pod_object(pod);
+    let field = annotation_field(GPU_IDS_ANNOTATION);
+    let err = |message: String| ConvertError::new(&object, &field, message);
+    let devices = parse_device_list(text, node_gpus).map_err(err)?;
+    let count = devices.count_ones();
+    let (wanted, milli_each) = match request.gpu {
+        GpuRequest::Whole(n) => (n, MILLI_PER_GPU),
+        GpuRequest::Fraction(milli) => (1, milli),
+    };
+    if count != wanted {
+        return Err(err(format!(
+            "{text:?} names {count} GPUs, the pod asks for {}",
+            request.gpu
+        )));
+    }
+    Ok(Some(DeviceAlloc {
+        devices,
+        milli_each,
+    }))
+}
+
+/// A comma-separated list of device indexes below `gpus` as a bit mask; empty text is no
+/// device.
+fn parse_device_list(text: &str, gpus: usize) -> Result<u32, String> {
+    let mut mask = 0u32;
+    if text.trim().is_empty() {
+        return Ok(0);
+    }
+    for item in text.split(',') {
+        let item = item.trim();
+        if item.is_empty() || !item.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!(
+                "{text:?} is not a comma-separated list of GPU indexes ({item:?})"
+            ));
+        }
+        let index = item
+            .parse::<usize>()
+            .ok()
+            .filter(|&i| i < gpus)
+            .ok_or_else(|| format!("GPU {item} is out of range: the node has {gpus} GPUs"))?;
+        let bit = 1u32 << index;
+        if mask & bit != 0 {
+            return Err(format!("{text:?} names GPU {index} twice"));
+        }
+        mask |= bit;
+    }
+    Ok(mask)
+}
+
+// ----------------------------------------------------------------------------------------
+// Nodes
+
+/// The node labels of the network position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyKeys {
+    pub superspine: String,
+    pub spine: String,
+    pub leaf: String,
+    pub hbd: String,
+}
+
+impl Default for TopologyKeys {
+    fn default() -> Self {
+        Self {
+            superspine: SUPERSPINE_LABEL.to_owned(),
+            spine: SPINE_LABEL.to_owned(),
+            leaf: LEAF_LABEL.to_owned(),
+            hbd: HBD_LABEL.to_owned(),
+        }
+    }
+}
+
+/// What the scheduler needs to know of a node. Equal facts mean nothing relevant changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeFacts {
+    pub row: NodeRow,
+    /// Shared with every node of the same layout.
+    pub links: Arc<LinkMatrix>,
+    /// The node's RDMA NIC names, indexed as [`LinkMatrix::nic`] numbers them.
+    pub nics: Vec<String>,
+}
+
+/// Converts nodes, sharing one link matrix between nodes of one layout: a layout name and
+/// GPU count, or an identical `kant.io/gpu-topology` text, is parsed once.
+#[derive(Debug)]
+pub struct NodeConverter {
+    keys: TopologyKeys,
+    default_profile: LinkProfile,
+    by_model: HashMap<String, LinkProfile>,
+    topologies: HashMap<String, Arc<LinkMatrix>>,
+    profiles: HashMap<(LinkProfile, usize), Arc<LinkMatrix>>,
+    /// Parsed annotation texts, or why they do not parse.
+    texts: HashMap<String, Result<Arc<LinkMatrix>, String>>,
+}
+
+impl NodeConverter {
+    /// A converter with the configuration's link layouts; fails when one of its
+    /// `links.topologies` does not parse.
+    pub fn new(config: &Config, keys: TopologyKeys) -> Result<NodeConverter, String> {
+        Ok(NodeConverter {
+            keys,
+            default_profile: config.links.default,
+            by_model: config.links.by_model.clone(),
+            topologies: config.links.parsed_topologies()?,
+            profiles: HashMap::new(),
+            texts: HashMap::new(),
+        })
+    }
+
+    /// Reads what the scheduler needs of a node, following the conventions at the top of
+    /// this file.
+    pub fn node(&mut self, node: &Node) -> Result<NodeFacts, ConvertError> {
+        let name = node
+            .metadata
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ConvertError::new("node", NODE_NAME_FIELD, "missing"))?;
+        let object = format!("node {name}");
+        let labels: Labels = node.metadata.labels.clone().unwrap_or_default();
+        let empty = BTreeMap::new();
+        let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
+        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let allocatable_field = |name: &str| format!("status.allocatable[{name}]");
+        let quantity = |name: &str| allocatable.and_then(|a| a.get(name));
+
+        let gpus = match quantity(GPU_RESOURCE) {
+            None => 0,
+            Some(q) => {
+                let field = allocatable_field(GPU_RESOURCE);
+                let gpus = whole_gpus(q).map_err(|e| ConvertError::new(&object, &field, e))?;
+                usize::try_from(gpus)
+                    .ok()
+                    .filter(|&g| g <= MAX_GPUS_PER_NODE)
+                    .ok_or_else(|| {
+                        ConvertError::new(
+                            &object,
+                            &field,
+                            format!(
+                                "{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"
+                            ),
+                        )
+                    })?
+            }
+        };
+        let model = labels
+            .get(GPU_PRODUCT_LABEL)
+            .filter(|m| !m.is_empty())
+            .cloned();
+        if gpus > 0 && model.is_none() {
+            return Err(ConvertError::new(
+                &object,
+                label_field(GPU_PRODUCT_LABEL),
+                format!(
+                    "missing on a node with {gpus} GPUs ({}): the GPU model is unknown",
+                    allocatable_field(GPU_RESOURCE)
+                ),
+            ));
+        }
+        let gpu_model = if gpus > 0 { model } else { None };
+
+        let capacity = |name: &str, unit: u128| -> Result<Option<u64>, ConvertError> {
+            let Some(q) = quantity(name) else {
+                return Ok(None);
+            };
+            let field = allocatable_field(name);
+            let nano = non_negative(q).map_err(|e| ConvertError::new(&object, &field, e))?;
+            u64::try_from(nano / unit)
+                .map(Some)
+                .map_err(|_| ConvertError::new(&object, &field, format!("{:?} is too large", q.0)))
+        };
+        let cpu_milli = capacity(CPU, 1_000_000)?;
+        let memory_mib = capacity(MEMORY, NANO * MIB)?;
+
+        let label = |key: &str| labels.get(key).filter(|v| !v.is_empty()).cloned();
+        let leaf = label(&self.keys.leaf).map(|leaf| LeafPath {
+            superspine: label(&self.keys.superspine).unwrap_or_default(),
+            spine: label(&self.keys.spine).unwrap_or_default(),
+            leaf,
+        });
+        let hbd = label(&self.keys.hbd);
+
+        let unhealthy = match annotations.get(UNHEALTHY_GPUS_ANNOTATION) {
+            Some(text) if gpus > 0 => parse_device_list(text, gpus).map_err(|e| {
+                ConvertError::new(&object, annotation_field(UNHEALTHY_GPUS_ANNOTATION), e)
+            })?,
+            _ => 0,
+        };
+
+        let taints = taints(&object, node)?;
+        let links = self.links(&object, gpus, gpu_model.as_deref(), annotations)?;
+        let nics = nic_names(&object, &links, gpus, annotations)?;
+
+        Ok(NodeFacts {
+            row: NodeRow {
+                name: name.to_owned(),
+                gpu_model,
+                gpus,
+                cpu_milli,
+                memory_mib,
+                leaf,
+                hbd,
+                unhealthy,
+                labels,
+                taints,
+            },
+            links,
+            nics,
+        })
+    }
+
+    /// The node's link matrix: its annotation, else the configuration for its model.
+    fn links(
+        &mut self,
+        object: &str,
+        gpus: usize,
+        model: Option<&str>,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Arc<LinkMatrix>, ConvertError> {
+        let field = annotation_field(GPU_TOPOLOGY_ANNOTATION);
+        if gpus > 0
+            && let Some(text) = annotations.get(GPU_TOPOLOGY_ANNOTATION)
+        {
+            let name = text.trim();
+            let deserializer: StrDeserializer<'_, serde::de::value::Error> =
+                name.into_deserializer();
+            if let Ok(profile) = LinkProfile::deserialize(deserializer) {
+                return self.profile(object, &field, profile, gpus);
+            }
+            if !name.contains('\n') {
+                return Err(ConvertError::new(
+                    object,
+                    field,
+                    format!(
+                        "{name:?} is neither a layout name ({LAYOUT_NAMES}) nor the output of \
+                         nvidia-smi topo -m"
+                    ),
+                ));
+            }
+            let matrix = self.parsed_text(object, text);
+            let matrix = matrix.map_err(|message| ConvertError::new(object, &field, message))?;
+            if matrix.devices() != gpus {
+                return Err(ConvertError::new(
+                    object,
+                    field,
+                    format!(
+                        "the topology matrix has {} GPUs, the node has {gpus} \
+                         (status.allocatable[{GPU_RESOURCE}])",
+                        matrix.devices(),
+                    ),
+                ));
+            }
+            return Ok(matrix);
+        }
+        if let Some(model) = model {
+            if let Some(matrix) = self.topologies.get(model) {
+                if matrix.devices() != gpus {
+                    return Err(ConvertError::new(
+                        object,
+                        format!("status.allocatable[{GPU_RESOURCE}]"),
+                        format!(
+                            "{gpus} GPUs, but the configuration's links.topologies.{model} \
+                             describes {}",
+                            matrix.devices()
+                        ),
+                    ));
+                }
+                return Ok(matrix.clone());
+            }
+            if let Some(&profile) = self.by_model.get(model) {
+                let field = format!("links.by_model.{model} of the configuration");
+                return self.profile(object, &field, profile, gpus);
+            }
+        }
+        let field = "links.default of the configuration";
+        self.profile(object, field, self.default_profile, gpus)
+    }
+
+    /// The shared matrix of a layout for `gpus` devices.
+    fn profile(
+        &mut self,
+        object: &str,
+        field: &str,
+        profile: LinkProfile,
+        gpus: usize,
+    ) -> Result<Arc<LinkMatrix>, ConvertError> {
+        if let Some(matrix) = self.profiles.get(&(profile, gpus)) {
+            return Ok(matrix.clone());
+        }
+        let matrix = LinkMatrix::from_profile(profile, gpus)
+            .map_err(|e| ConvertError::new(object, field, e.message))?
+            .shared();
+        self.profiles.insert((profile, gpus), matrix.clone());
+        Ok(matrix)
+    }
+
+    /// The matrix of an annotation's `nvidia-smi topo -m` text, parsed once per distinct
+    /// text (errors included).
+    fn parsed_text(&mut self, object: &str, text: &str) -> Result<Arc<LinkMatrix>, String> {
+        if let Some(parsed) = self.texts.get(text) {
+            return parsed.clone();
+        }
+        if self.texts.len() >= MAX_CACHED_TEXTS {
+            self.texts.clear();
+        }
+        let parsed = crate::model::parse_topo_matrix(object, text)
+            .map(LinkMatrix::shared)
+            .map_err(|e| e.message);
+        self.texts.insert(text.to_owned(), parsed.clone());
+        parsed
+    }
+}
+
+/// The node's taints, with the one Kubernetes puts on a cordoned node.
+fn taints(object: &str, node: &Node) -> Result<Vec<Taint>, ConvertError> {
+    let spec = node.spec.as_ref();
+    let mut taints = Vec::new();
+    for (i, t) in spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+            ConvertError::new(
+                object,
+                format!("spec.taints[{i}].effect"),
+                format!(
+                    "unknown effect {:?} (known: NoSchedule, PreferNoSchedule, NoExecute)",
+                    t.effect
+                ),
+            )
+        })?;
+        taints.push(Taint {
+            key: t.key.clone(),
+            value: t.value.clone().unwrap_or_default(),
+            effect,
+        });
+    }
+    let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+    if cordoned
+        && !taints
+            .iter()
+            .any(|t| t.key == UNSCHEDULABLE_TAINT && t.effect == TaintEffect::NoSchedule)
+    {
+        taints.push(Taint {
+            key: UNSCHEDULABLE_TAINT.to_owned(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        });
+    }
+    Ok(taints)
+}
+
+/// The names of the NICs the matrix refers to: the annotation's, or `NIC0`, `NIC1`, ...
+fn nic_names(
+    object: &str,
+    links: &LinkMatrix,
+    gpus: usize,
+    annotations: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ConvertError> {
+    if gpus == 0 {
+        return Ok(Vec::new());
+    }
+    let needed = (0..links.devices())
+        .map(|d| usize::from(links.nic(d)) + 1)
+        .max()
+        .unwrap_or(0);
+    let Some(text) = annotations.get(RDMA_NICS_ANNOTATION) else {
+        return Ok((0..needed).map(|k| format!("NIC{k}")).collect());
+    };
+    let field = annotation_field(RDMA_NICS_ANNOTATION);
+    let names: Vec<String> = text.split(',').map(|n| n.trim().to_owned()).collect();
+    if names.iter().any(String::is_empty) {
+        return Err(ConvertError::new(
+            object,
+            field,
+            format!("{text:?} has an empty NIC name"),
+        ));
+    }
+    if names.len() < needed {
+        return Err(ConvertError::new(
+            object,
+            field,
+            format!(
+                "{text:?} names {} NICs, the node's GPU topology refers to {needed} (NIC0 to \
+                 NIC{})",
+                names.len(),
+                needed - 1
+            ),
+        ));
+    }
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn merge(into: &mut Value, from: Value) {
+        match (into, from) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (slot, value) => *slot = value,
+        }
+    }
+
+    /// A pod `ml/p` with one container `main`, changed by `extra`.
+    fn pod(extra: Value) -> Pod {
+        let mut value = json!({
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {"containers": [{"name": "main"}]}
+        });
+        merge(&mut value, extra);
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn facts(extra: Value) -> PodFacts {
+        pod_facts(&pod(extra)).unwrap()
+    }
+
+    fn pod_error(extra: Value) -> String {
+        pod_facts(&pod(extra)).unwrap_err().to_string()
+    }
+
+    fn containers(resources: Value) -> Value {
+        json!({"spec": {"containers": [{"name": "main", "resources": resources}]}})
+    }
+
+    #[test]
+    fn a_training_operator_worker() {
+        let worker = pod(json!({
+            "metadata": {
+                "name": "llama-worker-3",
+                "labels": {
+                    "scheduling.x-k8s.io/pod-group": "llama",
+                    "kant.io/queue": "team-a",
+                    "kant.io/workload": "train",
+                    "training.kubeflow.org/replica-type": "worker"
+                },
+                "annotations": {"kant.io/topology": "required:leaf"}
+            },
+            "spec": {
+                "priority": 1000,
+                "priorityClassName": "training",
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                "tolerations": [
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                    {"key": "pool", "value": "llm"}
+                ],
+                "containers": [{
+                    "name": "pytorch",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "8", "cpu": "96", "memory": "1600Gi"},
+                        "requests": {"nvidia.com/gpu": "8", "cpu": "90", "memory": "1500Gi"}
+                    }
+                }]
+            }
+        }));
+        let facts = pod_facts(&worker).unwrap();
+        assert_eq!(
+            facts.request,
+            PodRequest {
+                gpu: GpuRequest::Whole(8),
+                cpu_milli: 90_000,
+                memory_mib: 1500 * 1024,
+            }
+        );
+        assert_eq!(facts.priority, 1000);
+        assert_eq!(facts.queue.as_deref(), Some("team-a"));
+        assert_eq!(facts.group.as_deref(), Some("llama"));
+        assert_eq!(facts.kind, JobKind::Train);
+        assert_eq!(facts.gpu_models, ["NVIDIA-H100-80GB-HBM3"]);
+        assert_eq!(
+            facts.topology,
+            Some(TopologyNeed {
+                tier: crate::model::Tier::Leaf,
+                required: true
+            })
+        );
+        assert!(!facts.gated);
+        assert!(facts.ignored.is_empty());
+        let constraints = facts.constraints.unwrap();
+        assert_eq!(
+            constraints.node_selector,
+            [(
+                GPU_PRODUCT_LABEL.to_owned(),
+                "NVIDIA-H100-80GB-HBM3".to_owned()
+            )]
+        );
+        assert!(constraints.affinity.is_empty());
+        assert_eq!(
+            constraints.tolerations,
+            [
+                Toleration {
+                    key: Some("nvidia.com/gpu".into()),
+                    exists: true,
+                    value: String::new(),
+                    effect: Some(TaintEffect::NoSchedule),
+                },
+                Toleration {
+                    key: Some("pool".into()),
+                    exists: false,
+                    value: "llm".into(),
+                    effect: None,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bare_pod_asks_for_nothing_and_goes_anywhere() {
+        let facts = facts(json!({}));
+        assert_eq!(facts.request, PodRequest::gpus(GpuRequest::NONE));
+        assert_eq!(facts.priority, 0);
+        assert_eq!(facts.queue, None);
+        assert_eq!(facts.group, None);
+        assert_eq!(facts.kind, JobKind::Unknown);
+        assert_eq!(facts.topology, None);
+        assert_eq!(facts.constraints, None);
+        assert!(facts.gpu_models.is_empty());
+    }
+
+    #[test]
+    fn requests_sum_containers_and_init_containers_raise_them() {
+        let spec = json!({"spec": {
+            "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "1Gi"}}},
+                {"name": "log", "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}}}
+            ],
+            "initContainers": [
+                {"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"cpu": "4", "memory": "100Mi"}}},
+                {"name": "fetch", "resources": {"requests": {"cpu": "1", "memory": "3Gi"}}}
+            ]
+        }});
+        let facts = facts(spec);
+        // GPUs: max(1, 2); CPU: max(2.5, 4); memory: max(1.5Gi, 3Gi).
+        assert_eq!(
+            facts.request,
+            PodRequest {
+                gpu: GpuRequest::Whole(2),
+                cpu_milli: 4000,
+                memory_mib: 3072,
+            }
+        );
+    }
+
+    #[test]
+    fn sidecars_count_with_the_containers_and_overhead_is_added() {
+        let spec = json!({"spec": {
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "1500m", "memory": "100Mi"}}}
+            ],
+            "overhead": {"cpu": "250m", "memory": "64Mi"}
+        }});
+        // Containers with the sidecar: 2 CPUs, 2Gi; setup runs beside the sidecar: 2.5
+        // CPUs, 1Gi + 100Mi. Then the overhead.
+        let request = facts(spec).request;
+        assert_eq!(request.cpu_milli, 2750);
+        assert_eq!(request.memory_mib, 2048 + 64);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_the_containers_sum() {
+        let spec = json!({"spec": {
+            "resources": {"requests": {"cpu": "8"}},
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
+        }});
+        let request = facts(spec).request;
+        assert_eq!((request.cpu_milli, request.memory_mib), (8000, 1024));
+    }
+
+    #[test]
+    fn cpu_and_memory_round_up() {
+        let request = facts(containers(
+            json!({"requests": {"cpu": "1e-3", "memory": "1"}}),
+        ))
+        .request;
+        assert_eq!((request.cpu_milli, request.memory_mib), (1, 1));
+        // Three containers of 0.4 millicores: 1.2 in all, 2 after rounding the sum.
+        let spec = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "400u"}}},
+            {"name": "b", "resources": {"requests": {"cpu": "400u"}}},
+            {"name": "c", "resources": {"requests": {"cpu": "400u"}}}
+        ]}});
+        assert_eq!(facts(spec).request.cpu_milli, 2);
+    }
+
+    #[test]
+    fn gpu_requests_without_limits_and_mismatches() {
+        let requested = facts(containers(json!({"requests": {"nvidia.com/gpu": "4"}})));
+        assert_eq!(requested.request.gpu, GpuRequest::Whole(4));
+        let same = facts(containers(
+            json!({"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}),
+        ));
+        assert_eq!(same.request.gpu, GpuRequest::Whole(2));
+        assert_eq!(
+            pod_error(containers(
+                json!({"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}})
+            )),
+            "pod ml/p: spec.containers[main].resources.requests[nvidia.com/gpu]: \"1\" differs \
+             from the limit \"2\" (an extended resource's request and limit must be equal)"
+        );
+    }
+
+    #[test]
+    fn gpus_must_be_whole_and_non_negative() {
+        assert_eq!(
+            pod_error(containers(json!({"limits": {"nvidia.com/gpu": "1.5"}}))),
+            "pod ml/p: spec.containers[main].resources.limits[nvidia.com/gpu]: \"1.5\" is not \
+             a whole number of GPUs"
+        );
+        assert_eq!(
+            pod_error(containers(json!({"limits": {"nvidia.com/gpu": "-1"}}))),
+            "pod ml/p: spec.containers[main].resources.limits[nvidia.com/gpu]: \"-1\" is \
+             negative"
+        );
+        assert_eq!(
+            pod_error(containers(json!({"requests": {"cpu": "lots"}}))),
+            "pod ml/p: spec.containers[main].resources.requests[cpu]: \"lots\" is not a quantity"
+        );
+    }
+
+    fn fraction(text: &str) -> Result<GpuRequest, String> {
+        pod_facts(&pod(
+            json!({"metadata": {"annotations": {"kant.io/gpu-fraction": text}}}),
+        ))
+        .map(|f| f.request.gpu)
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn fractions_of_one_gpu() {
+        assert_eq!(fraction("0.5"), Ok(GpuRequest::Fraction(500)));
+        // Exact: 0.1 and 0.2 make exactly 0.3.
+        let (a, b, c) = (
+            fraction("0.1").unwrap(),
+            fraction("0.2").unwrap(),
+            fraction("0.3").unwrap(),
+        );
+        assert_eq!(a.milli() + b.milli(), c.milli());
+        let field = "pod ml/p: metadata.annotations[kant.io/gpu-fraction]";
+        assert_eq!(
+            fraction("1.0").unwrap_err(),
+            format!(
+                "{field}: \"1.0\" is not below 1: ask for whole GPUs with the nvidia.com/gpu \
+                 resource"
+            )
+        );
+        assert_eq!(
+            fraction("0").unwrap_err(),
+            format!("{field}: \"0\" is not above 0")
+        );
+        for bad in ["abc", "1.5", "0.0001", "-0.5", ""] {
+            let e = fraction(bad).unwrap_err();
+            assert!(e.starts_with(&format!("{field}: ")), "{bad}: {e}");
+        }
+        let with_whole = pod(json!({
+            "metadata": {"annotations": {"kant.io/gpu-fraction": "0.25"}},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+        }));
+        assert_eq!(
+            pod_facts(&with_whole).unwrap_err().to_string(),
+            format!(
+                "{field}: a fraction of a GPU cannot be combined with 1 whole GPUs \
+                 (nvidia.com/gpu)"
+            )
+        );
+        // An explicit zero of whole GPUs is no whole GPU.
+        let with_zero = pod(json!({
+            "metadata": {"annotations": {"kant.io/gpu-fraction": "0.25"}},
+            "spec": {"containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "0"}}}]}
+        }));
+        assert_eq!(
+            pod_facts(&with_zero).unwrap().request.gpu,
+            GpuRequest::Fraction(250)
+        );
+    }
+
+    #[test]
+    fn quantities_parse_exactly() {
+        let milli = |t: &str| parse_quantity_milli(t);
+        assert_eq!(milli("100m"), Ok(100));
+        assert_eq!(milli("0.5"), Ok(500));
+        assert_eq!(milli(".5"), Ok(500));
+        assert_eq!(milli("5."), Ok(5000));
+        assert_eq!(milli("+2"), Ok(2000));
+        assert_eq!(milli("-2"), Ok(-2000));
+        assert_eq!(milli("1Gi"), Ok(1_073_741_824_000));
+        assert_eq!(milli("1.5Gi"), Ok(1_610_612_736_000));
+        assert_eq!(milli("2e3"), Ok(2_000_000));
+        assert_eq!(milli("2E3"), Ok(2_000_000));
+        assert_eq!(milli("1.5e+2"), Ok(150_000));
+        assert_eq!(milli("1e-3"), Ok(1));
+        assert_eq!(milli("1E-3"), Ok(1));
+        assert_eq!(milli("1e-4"), Ok(1), "rounded up");
+        assert_eq!(milli("1n"), Ok(1), "rounded up");
+        assert_eq!(milli("1500u"), Ok(2), "rounded up");
+        assert_eq!(milli("1k"), Ok(1_000_000));
+        assert_eq!(milli("1M"), Ok(1_000_000_000));
+        assert_eq!(
+            milli("1E"),
+            Ok(1_000_000_000_000_000_000_000),
+            "exa, not an exponent"
+        );
+        assert_eq!(milli("1Ki"), Ok(1_024_000));
+        assert_eq!(milli("1Ei"), Ok(1_152_921_504_606_846_976_000));
+        assert_eq!(milli("0"), Ok(0));
+        assert_eq!(milli("000.000"), Ok(0));
+        assert_eq!(milli("0e99999"), Ok(0));
+        assert_eq!(parse_quantity_nano("1"), Ok(1_000_000_000));
+        assert_eq!(parse_quantity_nano("1e-12"), Ok(1), "rounded up to a nano");
+        assert_eq!(parse_quantity_nano("1e-99999"), Ok(1));
+        assert_eq!(parse_quantity_nano("0.001Ki"), Ok(1_024_000_000));
+        for bad in [
+            "", "abc", "1.2.3", ".", "+", "-", "1 ", " 1", "1ki", "1KI", "1e", "1e+", "1e1.5",
+            "1mi", "1 Gi", "0x10", "1,000", "1Gib",
+        ] {
+            assert!(parse_quantity_milli(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(milli("abc"), Err("\"abc\" is not a quantity".into()));
+        assert_eq!(
+            milli("1Xi"),
+            Err("\"1Xi\" has an unknown suffix \"Xi\"".into())
+        );
+        for huge in ["1e30", "1e99999999", "999999999999999999999999999999Ei"] {
+            assert!(
+                milli(huge).unwrap_err().contains("too large"),
+                "{huge}: {:?}",
+                milli(huge)
+            );
+        }
+        assert!(milli("1e9999999999").unwrap_err().contains("out of range"));
+        assert!(
+            milli(&"1".repeat(50))
+                .unwrap_err()
+                .contains("too many significant digits")
+        );
+        // Zeros carry no digits.
+        assert_eq!(
+            milli(&format!("0.{}1", "0".repeat(60))),
+            Ok(1),
+            "tiny but positive"
+        );
+        assert_eq!(milli(&format!("1{}", "0".repeat(20))), Ok(10i128.pow(23)));
+    }
+
+    #[test]
+    fn affinity_terms_become_constraints_and_gpu_models() {
+        let affinity = |terms: Value| {
+            json!({"spec": {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+            }}}})
+        };
+        let two_terms = facts(affinity(json!([
+            {"matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100", "H200"]},
+                {"key": "zone", "operator": "NotIn", "values": ["z9"]}
+            ]},
+            {"matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100", "H100"]}
+            ], "matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}
+            ]}
+        ])));
+        assert_eq!(two_terms.gpu_models, ["H100", "H200", "A100"]);
+        let c = two_terms.constraints.unwrap();
+        assert_eq!(c.affinity.len(), 2);
+        assert_eq!(
+            c.affinity[0].match_expressions[1],
+            Requirement {
+                key: "zone".into(),
+                op: SelectorOp::NotIn,
+                values: vec!["z9".into()],
+            }
+        );
+        assert_eq!(c.affinity[1].match_fields[0].key, "metadata.name");
+        let labels: Labels = [(GPU_PRODUCT_LABEL.to_owned(), "A100".to_owned())].into();
+        assert!(c.selects("n1", &labels));
+        assert!(!c.selects("n3", &labels));
+
+        // A term without an `In` on the product: any model.
+        let open = facts(affinity(json!([
+            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100"]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}
+        ])));
+        assert!(open.gpu_models.is_empty());
+        assert_eq!(open.constraints.unwrap().affinity.len(), 2);
+
+        // An empty term matches no node, as in Kubernetes.
+        let empty = facts(affinity(json!([{}])));
+        assert!(!empty.constraints.unwrap().selects("n1", &Labels::new()));
+    }
+
+    #[test]
+    fn malformed_affinity_is_an_error_naming_the_field() {
+        let term = |requirement: Value, kind: &str| {
+            json!({"spec": {"affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {kind: [requirement]}
+                ]}
+            }}}})
+        };
+        let path = "pod ml/p: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]";
+        assert_eq!(
+            pod_error(term(
+                json!({"key": "zone", "operator": "Like", "values": ["a"]}),
+                "matchExpressions"
+            )),
+            format!(
+                "{path}.matchExpressions[0].operator: unknown operator \"Like\" (known: In, \
+                 NotIn, Exists, DoesNotExist, Gt, Lt)"
+            )
+        );
+        assert_eq!(
+            pod_error(term(
+                json!({"key": "metadata.uid", "operator": "In", "values": ["a"]}),
+                "matchFields"
+            )),
+            format!(
+                "{path}.matchFields[0].key: unknown field \"metadata.uid\" (only metadata.name \
+                 is known)"
+            )
+        );
+        assert_eq!(
+            pod_error(term(
+                json!({"key": "gpus", "operator": "Gt", "values": ["many"]}),
+                "matchExpressions"
+            )),
+            format!("{path}.matchExpressions[0].values: Gt takes one integer value")
+        );
+        assert_eq!(
+            pod_error(term(
+                json!({"key": "zone", "operator": "In"}),
+                "matchExpressions"
+            )),
+            format!("{path}.matchExpressions[0].values: In needs at least one value")
+        );
+    }
+
+    #[test]
+    fn tolerations_default_and_errors() {
+        let tolerate = |t: Value| json!({"spec": {"tolerations": [t]}});
+        let everything = facts(tolerate(json!({"operator": "Exists"})));
+        assert_eq!(
+            everything.constraints.unwrap().tolerations,
+            [Toleration {
+                key: None,
+                exists: true,
+                value: String::new(),
+                effect: None
+            }]
+        );
+        let with_seconds = facts(tolerate(json!({
+            "key": "node.kubernetes.io/not-ready", "operator": "Exists",
+            "effect": "NoExecute", "tolerationSeconds": 300
+        })));
+        assert_eq!(
+            with_seconds.constraints.unwrap().tolerations[0].effect,
+            Some(TaintEffect::NoExecute)
+        );
+        assert_eq!(
+            pod_error(tolerate(json!({"key": "a", "operator": "Matches"}))),
+            "pod ml/p: spec.tolerations[0].operator: unknown operator \"Matches\" (known: \
+             Equal, Exists)"
+        );
+        assert!(
+            pod_error(tolerate(json!({"key": "a", "effect": "NoWay"})))
+                .starts_with("pod ml/p: spec.tolerations[0].effect: unknown effect \"NoWay\"")
+        );
+    }
+
+    #[test]
+    fn unsupported_scheduling_fields_are_reported_as_ignored() {
+        let term = json!({"labelSelector": {"matchLabels": {"app": "x"}},
+                          "topologyKey": "kubernetes.io/hostname"});
+        let facts = facts(json!({"spec": {
+            "affinity": {
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}
+                ]},
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term.clone()]},
+                "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term}
+                ]}
+            },
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                           "whenUnsatisfiable": "DoNotSchedule"}]
+        }}));
+        assert_eq!(
+            facts.ignored,
+            [
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                "spec.affinity.podAffinity",
+                "spec.affinity.podAntiAffinity",
+                "spec.topologySpreadConstraints",
+            ]
+        );
+        assert_eq!(
+            facts.constraints, None,
+            "preferred affinity is no constraint"
+        );
+    }
+
+    #[test]
+    fn gates_workloads_and_topology() {
+        assert!(facts(json!({"spec": {"schedulingGates": [{"name": "wait"}]}})).gated);
+        assert!(!facts(json!({"spec": {"schedulingGates": []}})).gated);
+        for (label, kind) in [
+            ("train", JobKind::Train),
+            ("inference", JobKind::Inference),
+            ("dev", JobKind::Dev),
+        ] {
+            let f = facts(json!({"metadata": {"labels": {"kant.io/workload": label}}}));
+            assert_eq!(f.kind, kind);
+        }
+        assert_eq!(
+            pod_error(json!({"metadata": {"labels": {"kant.io/workload": "batch"}}})),
+            "pod ml/p: metadata.labels[kant.io/workload]: unknown workload \"batch\" (known: \
+             train, inference, dev)"
+        );
+        let preferred =
+            facts(json!({"metadata": {"annotations": {"kant.io/topology": "preferred:spine"}}}));
+        assert_eq!(preferred.topology.unwrap().to_string(), "preferred:spine");
+        assert!(
+            pod_error(json!({"metadata": {"annotations": {"kant.io/topology": "required:rack"}}}))
+                .starts_with("pod ml/p: metadata.annotations[kant.io/topology]: unknown tier")
+        );
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Nodes
+
+    fn converter() -> NodeConverter {
+        NodeConverter::new(&Config::embedded(), TopologyKeys::default()).unwrap()
+    }
+
+    /// A node `n1` of 8 H100 GPUs, changed by `extra`.
+    fn node(extra: Value) -> Node {
+        let mut value = json!({
+            "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "H100"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "191500m", "memory": "2063731180Ki"}}
+        });
+        merge(&mut value, extra);
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn node_error(extra: Value) -> String {
+        converter().node(&node(extra)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_gpu_node_with_its_position_and_taints() {
+        let n = node(json!({
+            "metadata": {
+                "labels": {
+                    "kant.io/superspine": "ss1", "kant.io/spine": "sp2",
+                    "kant.io/leaf": "leaf7", "kant.io/hbd": "nvl72-3", "zone": "a"
+                },
+                "annotations": {"kant.io/unhealthy-gpus": "2, 5"}
+            },
+            "spec": {
+                "unschedulable": true,
+                "taints": [
+                    {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                    {"key": "maintenance", "effect": "PreferNoSchedule",
+                     "timeAdded": "2024-01-01T00:00:00Z"}
+                ]
+            }
+        }));
+        let facts = converter().node(&n).unwrap();
+        let row = &facts.row;
+        assert_eq!(row.name, "n1");
+        assert_eq!(row.gpu_model.as_deref(), Some("H100"));
+        assert_eq!(row.gpus, 8);
+        assert_eq!(row.cpu_milli, Some(191_500));
+        assert_eq!(row.memory_mib, Some(2_015_362), "rounded down");
+        assert_eq!(
+            row.leaf,
+            Some(LeafPath {
+                superspine: "ss1".into(),
+                spine: "sp2".into(),
+                leaf: "leaf7".into(),
+            })
+        );
+        assert_eq!(row.hbd.as_deref(), Some("nvl72-3"));
+        assert_eq!(row.unhealthy, 0b10_0100);
+        assert_eq!(row.labels.len(), 6);
+        assert_eq!(row.labels["zone"], "a");
+        let taint = |key: &str, value: &str, effect| Taint {
+            key: key.into(),
+            value: value.into(),
+            effect,
+        };
+        assert_eq!(
+            row.taints,
+            [
+                taint("nvidia.com/gpu", "present", TaintEffect::NoSchedule),
+                taint("maintenance", "", TaintEffect::PreferNoSchedule),
+                taint(UNSCHEDULABLE_TAINT, "", TaintEffect::NoSchedule),
+            ]
+        );
+        // Embedded configuration: H100 is an NVSwitch board.
+        assert_eq!(
+            *facts.links,
+            LinkMatrix::from_profile(LinkProfile::NvlinkAll, 8).unwrap()
+        );
+        assert_eq!(
+            facts.nics,
+            (0..8).map(|k| format!("NIC{k}")).collect::<Vec<_>>()
+        );
+        // The model accepts the row.
+        let mut builder = crate::model::ClusterSpecBuilder::new();
+        builder.add_with_links(facts.row, facts.links).unwrap();
+    }
+
+    #[test]
+    fn unschedulable_taint_is_not_doubled_and_missing_spine_is_empty() {
+        let n = node(json!({
+            "metadata": {"labels": {"kant.io/leaf": "l1"}},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                 "timeAdded": "2024-01-01T00:00:00Z"}
+            ]}
+        }));
+        let row = converter().node(&n).unwrap().row;
+        assert_eq!(row.taints.len(), 1);
+        assert_eq!(
+            row.leaf,
+            Some(LeafPath {
+                superspine: String::new(),
+                spine: String::new(),
+                leaf: "l1".into(),
+            })
+        );
+        assert_eq!(row.hbd, None);
+        let no_leaf = converter()
+            .node(&node(
+                json!({"metadata": {"labels": {"kant.io/spine": "sp"}}}),
+            ))
+            .unwrap();
+        assert_eq!(no_leaf.row.leaf, None);
+        assert_eq!(
+            node_error(json!({"spec": {"taints": [{"key": "k", "effect": "NoEntry"}]}})),
+            "node n1: spec.taints[0].effect: unknown effect \"NoEntry\" (known: NoSchedule, \
+             PreferNoSchedule, NoExecute)"
+        );
+    }
+
+    #[test]
+    fn topology_keys_are_configurable() {
+        let keys = TopologyKeys {
+            leaf: "net/tor".into(),
+            ..TopologyKeys::default()
+        };
+        let mut converter = NodeConverter::new(&Config::embedded(), keys).unwrap();
+        let n = node(json!({"metadata": {"labels": {"net/tor": "t1", "kant.io/leaf": "x"}}}));
+        assert_eq!(converter.node(&n).unwrap().row.leaf.unwrap().leaf, "t1");
+    }
+
+    #[test]
+    fn gpu_counts_models_and_cpu_only_nodes() {
+        assert_eq!(
+            node_error(json!({"metadata": {"labels": null}})),
+            "node n1: metadata.labels[nvidia.com/gpu.product]: missing on a node with 8 GPUs \
+             (status.allocatable[nvidia.com/gpu]): the GPU model is unknown"
+        );
+        // The label with no GPUs (the device plugin not started yet): a CPU-only node,
+        // whatever its GPU annotations say.
+        let cpu_only = converter()
+            .node(&node(json!({
+                "metadata": {"annotations": {"kant.io/unhealthy-gpus": "7",
+                                             "kant.io/gpu-topology": "pcie"}},
+                "status": {"allocatable": {"nvidia.com/gpu": "0"}}
+            })))
+            .unwrap();
+        assert_eq!(cpu_only.row.gpu_model, None);
+        assert_eq!(cpu_only.row.gpus, 0);
+        assert_eq!(cpu_only.row.unhealthy, 0);
+        assert_eq!(cpu_only.links.devices(), 0);
+        assert!(cpu_only.nics.is_empty());
+        let mut builder = crate::model::ClusterSpecBuilder::new();
+        builder
+            .add_with_links(cpu_only.row, cpu_only.links)
+            .unwrap();
+
+        let bare: Node = serde_json::from_value(json!({"metadata": {"name": "cpu1"}})).unwrap();
+        let row = converter().node(&bare).unwrap().row;
+        assert_eq!((row.gpus, row.cpu_milli, row.memory_mib), (0, None, None));
+
+        assert_eq!(
+            node_error(json!({"status": {"allocatable": {"nvidia.com/gpu": "2.5"}}})),
+            "node n1: status.allocatable[nvidia.com/gpu]: \"2.5\" is not a whole number of GPUs"
+        );
+        assert_eq!(
+            node_error(json!({"status": {"allocatable": {"nvidia.com/gpu": "64"}}})),
+            "node n1: status.allocatable[nvidia.com/gpu]: 64 GPUs, more than the 32 a node may \
+             have"
+        );
+        assert_eq!(
+            node_error(json!({"status": {"allocatable": {"memory": "-1Gi"}}})),
+            "node n1: status.allocatable[memory]: \"-1Gi\" is negative"
+        );
+        let nameless: Node = serde_json::from_value(json!({"metadata": {}})).unwrap();
+        assert_eq!(
+            converter().node(&nameless).unwrap_err().to_string(),
+            "node: metadata.name: missing"
+        );
+    }
+
+    #[test]
+    fn unhealthy_gpus_out_of_range() {
+        assert_eq!(
+            node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "3,8"}}})),
+            "node n1: metadata.annotations[kant.io/unhealthy-gpus]: GPU 8 is out of range: the \
+             node has 8 GPUs"
+        );
+        assert!(
+            node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "one"}}}))
+                .contains("not a comma-separated list")
+        );
+    }
+
+    fn annotated(topology: &str) -> Node {
+        node(json!({"metadata": {"annotations": {"kant.io/gpu-topology": topology}}}))
+    }
+
+    #[test]
+    fn a_named_layout() {
+        let facts = converter().node(&annotated("nvlink-pairs")).unwrap();
+        assert_eq!(
+            *facts.links,
+            LinkMatrix::from_profile(LinkProfile::NvlinkPairs, 8).unwrap()
+        );
+        // One NIC per device pair.
+        assert_eq!(facts.nics, ["NIC0", "NIC1", "NIC2", "NIC3"]);
+        assert_eq!(
+            converter()
+                .node(&annotated("nvswitch"))
+                .unwrap_err()
+                .to_string(),
+            "node n1: metadata.annotations[kant.io/gpu-topology]: \"nvswitch\" is neither a \
+             layout name (nvlink-all, nvlink-pairs, pcie) nor the output of nvidia-smi topo -m"
+        );
+    }
+
+    #[test]
+    fn the_configuration_decides_by_model_when_the_node_says_nothing() {
+        let a100 = node(json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}}));
+        let facts = converter().node(&a100).unwrap();
+        assert_eq!(
+            *facts.links,
+            LinkMatrix::from_profile(LinkProfile::NvlinkPairs, 8).unwrap()
+        );
+        let l40 = node(json!({"metadata": {"labels": {"nvidia.com/gpu.product": "L40S"}}}));
+        let facts = converter().node(&l40).unwrap();
+        assert_eq!(
+            *facts.links,
+            LinkMatrix::from_profile(LinkProfile::NvlinkAll, 8).unwrap(),
+            "links.default"
+        );
+
+        let mut config = Config::embedded();
+        config.links.default = LinkProfile::Pcie;
+        config
+            .links
+            .topologies
+            .insert("H100".into(), DGX_H100.into());
+        let mut converter = NodeConverter::new(&config, TopologyKeys::default()).unwrap();
+        let h100 = converter.node(&node(json!({}))).unwrap();
+        assert_eq!(h100.links.nic(7), 7, "the configured matrix");
+        assert_eq!(
+            *converter.node(&l40).unwrap().links,
+            LinkMatrix::from_profile(LinkProfile::Pcie, 8).unwrap()
+        );
+        let four = node(json!({"status": {"allocatable": {"nvidia.com/gpu": "4"}}}));
+        assert_eq!(
+            converter.node(&four).unwrap_err().to_string(),
+            "node n1: status.allocatable[nvidia.com/gpu]: 4 GPUs, but the configuration's \
+             links.topologies.H100 describes 8"
+        );
+
+        config
+            .links
+            .topologies
+            .insert("B200".into(), "GPU0 nonsense".into());
+        let e = NodeConverter::new(&config, TopologyKeys::default()).unwrap_err();
+        assert!(e.starts_with("links.topologies.B200: "), "{e}");
+    }
+
+    /// `nvidia-smi topo -m` of a DGX H100: 8 GPUs on NVSwitches, each with its own NIC on
+    /// its PCIe switch, four GPUs per socket.
+    const DGX_H100: &str = "\
+\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tGPU5\tGPU6\tGPU7\tNIC0\tNIC1\tNIC2\tNIC3\tNIC4\tNIC5\tNIC6\tNIC7\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n\
+GPU0\t X \tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tPXB\tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t0-55,112-167\t0\t\tN/A\n\
+GPU1\tNV18\t X \tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tNODE\tPXB\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t0-55,112-167\t0\t\tN/A\n\
+GPU2\tNV18\tNV18\t X \tNV18\tNV18\tNV18\tNV18\tNV18\tNODE\tNODE\tPXB\tNODE\tSYS\tSYS\tSYS\tSYS\t0-55,112-167\t0\t\tN/A\n\
+GPU3\tNV18\tNV18\tNV18\t X \tNV18\tNV18\tNV18\tNV18\tNODE\tNODE\tNODE\tPXB\tSYS\tSYS\tSYS\tSYS\t0-55,112-167\t0\t\tN/A\n\
+GPU4\tNV18\tNV18\tNV18\tNV18\t X \tNV18\tNV18\tNV18\tSYS\tSYS\tSYS\tSYS\tPXB\tNODE\tNODE\tNODE\t56-111,168-223\t1\t\tN/A\n\
+GPU5\tNV18\tNV18\tNV18\tNV18\tNV18\t X \tNV18\tNV18\tSYS\tSYS\tSYS\tSYS\tNODE\tPXB\tNODE\tNODE\t56-111,168-223\t1\t\tN/A\n\
+GPU6\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\t X \tNV18\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tPXB\tNODE\t56-111,168-223\t1\t\tN/A\n\
+GPU7\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\tNV18\t X \tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tNODE\tPXB\t56-111,168-223\t1\t\tN/A\n\
+NIC0\tPXB\tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t X \tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\n\
+NIC1\tNODE\tPXB\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\tNODE\t X \tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\n\
+NIC2\tNODE\tNODE\tPXB\tNODE\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\t X \tNODE\tSYS\tSYS\tSYS\tSYS\n\
+NIC3\tNODE\tNODE\tNODE\tPXB\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tNODE\t X \tSYS\tSYS\tSYS\tSYS\n\
+NIC4\tSYS\tSYS\tSYS\tSYS\tPXB\tNODE\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\t X \tNODE\tNODE\tNODE\n\
+NIC5\tSYS\tSYS\tSYS\tSYS\tNODE\tPXB\tNODE\tNODE\tSYS\tSYS\tSYS\tSYS\tNODE\t X \tNODE\tNODE\n\
+NIC6\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tPXB\tNODE\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\t X \tNODE\n\
+NIC7\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tNODE\tPXB\tSYS\tSYS\tSYS\tSYS\tNODE\tNODE\tNODE\t X \n\
+\n\
+Legend:\n\
+\n\
+  X    = Self\n\
+  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n\
+  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n\
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n\
+  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n\
+  PIX  = Connection traversing at most a single PCIe bridge\n\
+  NV#  = Connection traversing a bonded set of # NVLinks\n\
+\n\
+NIC Legend:\n\
+\n\
+  NIC0: mlx5_0\n\
+  NIC1: mlx5_1\n\
+  NIC2: mlx5_2\n\
+  NIC3: mlx5_3\n\
+  NIC4: mlx5_4\n\
+  NIC5: mlx5_5\n\
+  NIC6: mlx5_6\n\
+  NIC7: mlx5_7\n";
+
+    const MLX5_NICS: &str = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
+
+    fn dgx(name: &str) -> Node {
+        node(json!({"metadata": {"name": name, "annotations": {
+            "kant.io/gpu-topology": DGX_H100,
+            "kant.io/rdma-nics": MLX5_NICS
+        }}}))
+    }
+
+    #[test]
+    fn a_node_described_by_nvidia_smi_topo() {
+        let facts = converter().node(&dgx("dgx-1")).unwrap();
+        let links = &facts.links;
+        assert_eq!(links.devices(), 8);
+        assert_eq!(links.class(0, 7), crate::model::LinkClass::NvLink);
+        assert_eq!((links.nic(0), links.nic(5)), (0, 5));
+        assert_eq!(facts.nics[5], "mlx5_5");
+        let expected = crate::model::parse_topo_matrix("x", DGX_H100).unwrap();
+        assert_eq!(**links, expected);
+    }
+
+    #[test]
+    fn a_topology_of_another_gpu_count_is_an_error() {
+        let four = node(json!({
+            "metadata": {"annotations": {"kant.io/gpu-topology": DGX_H100}},
+            "status": {"allocatable": {"nvidia.com/gpu": "4"}}
+        }));
+        assert_eq!(
+            converter().node(&four).unwrap_err().to_string(),
+            "node n1: metadata.annotations[kant.io/gpu-topology]: the topology matrix has 8 \
+             GPUs, the node has 4 (status.allocatable[nvidia.com/gpu])"
+        );
+        let broken = DGX_H100.replace(
+            "GPU3\tNV18\tNV18\tNV18\t X ",
+            "GPU3\tNV18\tNV18\tNV18\tNV18",
+        );
+        assert_eq!(
+            converter()
+                .node(&annotated(&broken))
+                .unwrap_err()
+                .to_string(),
+            "node n1: metadata.annotations[kant.io/gpu-topology]: diagonal cell of GPU3 is \
+             \"NV18\", expected \"X\""
+        );
+    }
+
+    #[test]
+    fn nic_names_must_cover_the_matrix() {
+        let short = node(json!({"metadata": {"annotations": {
+            "kant.io/gpu-topology": DGX_H100,
+            "kant.io/rdma-nics": "mlx5_0,mlx5_1"
+        }}}));
+        assert_eq!(
+            converter().node(&short).unwrap_err().to_string(),
+            "node n1: metadata.annotations[kant.io/rdma-nics]: \"mlx5_0,mlx5_1\" names 2 NICs, \
+             the node's GPU topology refers to 8 (NIC0 to NIC7)"
+        );
+        let empty_name = node(json!({"metadata": {"annotations": {"kant.io/rdma-nics": "a,,b"}}}));
+        assert!(
+            converter()
+                .node(&empty_name)
+                .unwrap_err()
+                .to_string()
+                .contains("empty NIC name")
+        );
+    }
+
+    #[test]
+    fn identical_nodes_share_one_matrix() {
+        let mut converter = converter();
+        let first = converter.node(&dgx("dgx-0")).unwrap();
+        let named = converter.node(&annotated("pcie")).unwrap();
+        let plain = converter.node(&node(json!({}))).unwrap();
+        for i in 1..5000 {
+            let name = format!("dgx-{i}");
+            let facts = converter.node(&dgx(&name)).unwrap();
+            assert!(Arc::ptr_eq(&facts.links, &first.links), "{name}");
+        }
+        for _ in 0..100 {
+            let again = converter.node(&annotated("pcie")).unwrap();
+            assert!(Arc::ptr_eq(&again.links, &named.links));
+            let again = converter.node(&node(json!({}))).unwrap();
+            assert!(Arc::ptr_eq(&again.links, &plain.links));
+        }
+        assert_eq!(converter.texts.len(), 1);
+    }
+
+    #[test]
+    fn heartbeats_leave_the_facts_equal() {
+        let mut converter = converter();
+        let before = converter.node(&dgx("dgx-0")).unwrap();
+        let beat = node(json!({
+            "metadata": {"name": "dgx-0", "resourceVersion": "99", "annotations": {
+                "kant.io/gpu-topology": DGX_H100, "kant.io/rdma-nics": MLX5_NICS,
+                "node.alpha.kubernetes.io/ttl": "0"
+            }},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+                                       "lastHeartbeatTime": "2024-01-01T00:00:00Z"}]}
+        }));
+        assert_eq!(converter.node(&beat).unwrap(), before);
+        let cordoned = node(json!({
+            "metadata": {"name": "dgx-0", "annotations": {
+                "kant.io/gpu-topology": DGX_H100, "kant.io/rdma-nics": MLX5_NICS
+            }},
+            "spec": {"unschedulable": true}
+        }));
+        assert_ne!(converter.node(&cordoned).unwrap(), before);
+    }
+
+    // ------------------------------------------------------------------------------------
+    // Bound pods
+
+    fn bound(annotations: Value) -> Pod {
+        pod(json!({"metadata": {"annotations": annotations}, "spec": {"nodeName": "n1"}}))
+    }
+
+    #[test]
+    fn binding_annotations_round_trip() {
+        let facts = converter().node(&dgx("dgx-0")).unwrap();
+        let alloc = DeviceAlloc::whole(0b1010_0110);
+        let annotations = binding_annotations(&alloc, &facts.links, &facts.nics);
+        assert_eq!(annotations[GPU_IDS_ANNOTATION], "1,2,5,7");
+        assert_eq!(
+            annotations[RDMA_NIC_ANNOTATION],
+            "mlx5_1,mlx5_2,mlx5_5,mlx5_7"
+        );
+        let pod = bound(serde_json::to_value(&annotations).unwrap());
+        let request = PodRequest::gpus(GpuRequest::Whole(4));
+        assert_eq!(bound_devices(&pod, &request, 8), Ok(Some(alloc)));
+
+        // Pairs share a NIC: named once.
+        let pairs = converter().node(&annotated("nvlink-pairs")).unwrap();
+        let annotations =
+            binding_annotations(&DeviceAlloc::whole(0b1111), &pairs.links, &pairs.nics);
+        assert_eq!(annotations[RDMA_NIC_ANNOTATION], "NIC0,NIC1");
+
+        // A fraction: the share is the pod's own annotation.
+        let share = DeviceAlloc {
+            devices: 0b1000,
+            milli_each: 250,
+        };
+        let mut annotations = binding_annotations(&share, &facts.links, &facts.nics);
+        assert_eq!(annotations[GPU_IDS_ANNOTATION], "3");
+        annotations.insert(GPU_FRACTION_ANNOTATION.into(), "0.25".into());
+        let pod = bound(serde_json::to_value(&annotations).unwrap());
+        let request = pod_facts(&pod).unwrap().request;
+        assert_eq!(bound_devices(&pod, &request, 8), Ok(Some(share)));
+
+        // No GPUs: no annotations.
+        assert!(binding_annotations(&DeviceAlloc::default(), &facts.links, &facts.nics).is_empty());
+    }
+
+    #[test]
+    fn pods_placed_by_others_carry_no_devices() {
+        let pod = bound(json!({}));
+        let request = PodRequest::gpus(GpuRequest::Whole(2));
+        assert_eq!(bound_devices(&pod, &request, 8), Ok(None));
+    }
+
+    #[test]
+    fn malformed_gpu_ids() {
+        let request = PodRequest::gpus(GpuRequest::Whole(2));
+        let error = |ids: &str| {
+            bound_devices(&bound(json!({"kant.io/gpu-ids": ids})), &request, 8)
+                .unwrap_err()
+                .to_string()
+        };
+        let field = "pod ml/p: metadata.annotations[kant.io/gpu-ids]";
+        assert_eq!(
+            error("0,x"),
+            format!("{field}: \"0,x\" is not a comma-separated list of GPU indexes (\"x\")")
+        );
+        assert!(error("0,,1").contains("not a comma-separated list"));
+        assert!(error("-1,0").contains("not a comma-separated list"));
+        assert_eq!(
+            error("1,8"),
+            format!("{field}: GPU 8 is out of range: the node has 8 GPUs")
+        );
+        assert!(error("99999999999999999999,1").contains("out of range"));
+        assert_eq!(error("3,3"), format!("{field}: \"3,3\" names GPU 3 twice"));
+        assert_eq!(
+            error("0,1,2"),
+            format!("{field}: \"0,1,2\" names 3 GPUs, the pod asks for 2")
+        );
+        // Order does not matter; spaces are tolerated.
+        let ok = bound_devices(&bound(json!({"kant.io/gpu-ids": " 5, 4"})), &request, 8);
+        assert_eq!(ok, Ok(Some(DeviceAlloc::whole(0b11_0000))));
+        let fraction = PodRequest::gpus(GpuRequest::Fraction(500));
+        assert!(
+            bound_devices(&bound(json!({"kant.io/gpu-ids": "0,1"})), &fraction, 8)
+                .unwrap_err()
+                .to_string()
+                .ends_with("names 2 GPUs, the pod asks for 0.5")
+        );
+    }
+}
