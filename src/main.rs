@@ -1,5 +1,7 @@
-//! The `kant` command line: `simulate` replays a workload through the scheduler core and
-//! reports the Kant metrics; `config check` validates a configuration file.
+//! The `kant` command line: `run` schedules a Kubernetes cluster's pods, `simulate`
+//! replays a workload through the same scheduler core and reports the Kant metrics,
+//! `crds` prints the custom resource definitions, `config check` validates a
+//! configuration file.
 
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
@@ -32,6 +34,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Schedule the pods of a Kubernetes cluster that name this scheduler.
+    Run(Box<RunArgs>),
     /// Replay a workload (a trace, or the embedded default) and report GAR, SOR, GFR, JWTD
     /// and JTTED, beside the same workload under a baseline profile.
     Simulate(SimulateArgs),
@@ -40,6 +44,74 @@ enum Command {
         #[command(subcommand)]
         action: ConfigAction,
     },
+    /// Print the custom resource definitions (Queue, PodGroup) as YAML.
+    Crds,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// A kubeconfig file; otherwise the in-cluster configuration.
+    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Configuration file (YAML); the embedded default otherwise.
+    #[arg(long, value_name = "FILE", env = "KANT_CONFIG")]
+    config: Option<PathBuf>,
+    /// Profile to run; the configuration's default_profile otherwise.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Pods opt in with this spec.schedulerName.
+    #[arg(long, value_name = "NAME", default_value = "kant-scheduler")]
+    scheduler_name: String,
+    /// This replica's node-pool shard; its replicas elect a leader on the Lease
+    /// kant-scheduler-<SHARD>.
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    shard: String,
+    /// GPU models (values of nvidia.com/gpu.product) this shard schedules, comma
+    /// separated; none: every model.
+    #[arg(long, value_name = "MODELS", value_delimiter = ',')]
+    gpu_models: Vec<String>,
+    /// Also take pods that name no GPU model, and CPU-only nodes (always on without
+    /// --gpu-models).
+    #[arg(long)]
+    default_shard: bool,
+    /// Address of /metrics.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
+    metrics_addr: std::net::SocketAddr,
+    /// Address of /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8081")]
+    health_addr: std::net::SocketAddr,
+    /// Namespace of the shard's Lease.
+    #[arg(long, value_name = "NS", default_value = "kube-system")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(
+        long,
+        value_name = "ID",
+        env = "POD_NAME",
+        default_value = "kant-scheduler"
+    )]
+    identity: String,
+    /// Schedule at once, without leader election (a single replica).
+    #[arg(long)]
+    no_leader_election: bool,
+    /// Bindings and evictions in flight at most.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    max_binds_in_flight: usize,
+    /// Status writes (pod conditions, events, PodGroup and Queue status) per second.
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    status_qps: u32,
+    /// Node label of the leaf switch group.
+    #[arg(long, value_name = "KEY", default_value = "kant.io/leaf")]
+    leaf_label: String,
+    /// Node label of the spine.
+    #[arg(long, value_name = "KEY", default_value = "kant.io/spine")]
+    spine_label: String,
+    /// Node label of the superspine.
+    #[arg(long, value_name = "KEY", default_value = "kant.io/superspine")]
+    superspine_label: String,
+    /// Node label of the scale-up (HBD) domain.
+    #[arg(long, value_name = "KEY", default_value = "kant.io/hbd")]
+    hbd_label: String,
 }
 
 #[derive(Subcommand)]
@@ -139,6 +211,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
+        Command::Run(args) => run_scheduler(*args),
+        Command::Crds => {
+            print!("{}", kant::kube::crd::crd_manifests());
+            Ok(())
+        }
         Command::Simulate(args) => simulate(args),
         Command::Config {
             action: ConfigAction::Check { file },
@@ -155,6 +232,65 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
+    let config = match &args.config {
+        Some(path) => Config::load(path).map_err(|e| Failure::Input(e.to_string()))?,
+        None => Config::embedded(),
+    };
+    let mut options = kant::kube::RunOptions::new(config);
+    options.kubeconfig = args.kubeconfig;
+    options.profile = args.profile;
+    options.world.scheduler_name = args.scheduler_name;
+    options.world.default_shard = args.default_shard || args.gpu_models.is_empty();
+    options.world.shard_models = args.gpu_models;
+    options.world.topology_keys = kant::kube::convert::TopologyKeys {
+        leaf: args.leaf_label,
+        spine: args.spine_label,
+        superspine: args.superspine_label,
+        hbd: args.hbd_label,
+    };
+    options.shard = args.shard;
+    options.lease_namespace = args.lease_namespace;
+    options.identity = args.identity;
+    options.leader_election = !args.no_leader_election;
+    options.metrics_addr = args.metrics_addr;
+    options.health_addr = args.health_addr;
+    options.max_in_flight = args.max_binds_in_flight;
+    options.status_qps = args.status_qps;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Output(e.to_string()))?;
+    runtime
+        .block_on(kant::kube::run(options, shutdown_signal(), None))
+        .map_err(|e| Failure::Input(format!("{e:#}")))
+}
+
+/// Completes on SIGINT or SIGTERM (what Kubernetes sends to stop a pod).
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = interrupt => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = interrupt.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+    tracing::info!("shutting down");
 }
 
 fn check_config(file: &Path) -> Result<(), Failure> {

@@ -6,4 +6,10 @@
 
 pub mod convert;
 pub mod crd;
+mod run;
 pub mod serve;
+mod watch;
+pub mod world;
+mod writer;
+
+pub use run::{RunOptions, Serving, now_ms, run, run_with_client};

@@ -1,0 +1,274 @@
+//! `kant run`: connects to the API server, starts the watches, the writer, the endpoints
+//! and the shard's leader election, and runs the scheduling loop on a thread of its own.
+//! The loop owns the [`World`]; it takes in every event that arrived, runs a round, and
+//! hands the outputs to the writer, never waiting on the network.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::Reporter;
+
+use crate::config::Config;
+use crate::metrics::live::LiveMetrics;
+use crate::plugins::build_profile;
+
+use super::serve::{Health, serve};
+use super::watch;
+use super::world::{Input, World, WorldOptions};
+use super::writer::Writer;
+
+/// Everything `kant run` is told.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// A kubeconfig file; `None`: in-cluster configuration (or `KUBECONFIG`).
+    pub kubeconfig: Option<PathBuf>,
+    pub config: Config,
+    /// The profile to run; `None`: the configuration's default.
+    pub profile: Option<String>,
+    pub world: WorldOptions,
+    /// This replica's shard: its leader election's Lease is `kant-scheduler-<shard>`.
+    pub shard: String,
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease (its pod name).
+    pub identity: String,
+    /// Whether to elect a leader; without, this replica schedules at once (one replica).
+    pub leader_election: bool,
+    pub metrics_addr: SocketAddr,
+    pub health_addr: SocketAddr,
+    /// Bindings and evictions in flight at most.
+    pub max_in_flight: usize,
+    /// Status writes per second at most.
+    pub status_qps: u32,
+}
+
+impl RunOptions {
+    /// Options for one replica with the defaults of the command line.
+    pub fn new(config: Config) -> Self {
+        Self {
+            kubeconfig: None,
+            config,
+            profile: None,
+            world: WorldOptions::default(),
+            shard: "all".into(),
+            lease_namespace: "kube-system".into(),
+            identity: "kant-scheduler".into(),
+            leader_election: true,
+            metrics_addr: ([0, 0, 0, 0], 9090).into(),
+            health_addr: ([0, 0, 0, 0], 8081).into(),
+            max_in_flight: 64,
+            status_qps: 50,
+        }
+    }
+}
+
+/// The addresses a running scheduler serves on (port 0 in the options gets a free one).
+#[derive(Debug, Clone, Copy)]
+pub struct Serving {
+    pub metrics: SocketAddr,
+    pub health: SocketAddr,
+}
+
+/// Milliseconds since the Unix epoch: the Kubernetes world's clock.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs the scheduler until `shutdown` completes. `serving` learns the bound addresses.
+pub async fn run(
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serving: Option<tokio::sync::oneshot::Sender<Serving>>,
+) -> anyhow::Result<()> {
+    let client = connect(options.kubeconfig.as_deref()).await?;
+    run_with_client(client, options, shutdown, serving).await
+}
+
+async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path)
+                .with_context(|| format!("kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig given and no in-cluster configuration found")?,
+    };
+    Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// [`run`] with a client already built (tests give one for their in-process API server).
+pub async fn run_with_client(
+    client: Client,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    serving: Option<tokio::sync::oneshot::Sender<Serving>>,
+) -> anyhow::Result<()> {
+    let config = &options.config;
+    let profile_name = options
+        .profile
+        .as_deref()
+        .unwrap_or(&config.default_profile);
+    let profile = config
+        .profile(profile_name)
+        .ok_or_else(|| anyhow::anyhow!("no profile `{profile_name}` in the configuration"))?;
+    let profile = build_profile(profile, config).map_err(anyhow::Error::msg)?;
+    let metrics = Arc::new(LiveMetrics::new());
+    let health = Health::new();
+    let world = World::new(options.world.clone(), config, profile, metrics.clone())
+        .map_err(anyhow::Error::msg)?;
+
+    let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = serve(
+        options.metrics_addr,
+        options.health_addr,
+        metrics,
+        health.clone(),
+        async {
+            let _ = serving_stopped.await;
+        },
+    )
+    .await?;
+    if let Some(tx) = serving {
+        let _ = tx.send(Serving {
+            metrics: server.metrics_addr(),
+            health: server.health_addr(),
+        });
+    }
+
+    let (inputs, events) = mpsc::channel::<Input>();
+    let watchers = watch::spawn_all(&client, &inputs);
+    let reporter = Reporter {
+        controller: options.world.scheduler_name.clone(),
+        instance: Some(options.identity.clone()),
+    };
+    let writer = Writer::start(
+        client.clone(),
+        inputs.clone(),
+        reporter,
+        options.max_in_flight,
+        options.status_qps,
+    );
+    let leader = Arc::new(AtomicBool::new(!options.leader_election));
+    let election = options
+        .leader_election
+        .then(|| elect(client.clone(), &options, leader.clone(), health.clone()));
+    let election = match election {
+        Some(e) => Some(e.await?),
+        None => {
+            health.set_leader(true);
+            None
+        }
+    };
+
+    let stopping = Arc::new(AtomicBool::new(false));
+    let loop_thread = {
+        let (stopping, leader, health) = (stopping.clone(), leader.clone(), health.clone());
+        std::thread::Builder::new()
+            .name("kant-scheduling".into())
+            .spawn(move || scheduling_loop(world, events, writer, leader, health, stopping))
+            .context("starting the scheduling thread")?
+    };
+    shutdown.await;
+    stopping.store(true, Ordering::Release);
+    // Wakes the loop if it sleeps.
+    drop(inputs);
+    for task in watchers {
+        task.abort();
+    }
+    if let Some(task) = election {
+        task.abort();
+    }
+    let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+    let _ = stop_serving.send(());
+    server.stopped().await
+}
+
+/// Leader election on the shard's Lease: the flag follows the lease.
+async fn elect(
+    client: Client,
+    options: &RunOptions,
+    leader: Arc<AtomicBool>,
+    health: Health,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let name = format!("kant-scheduler-{}", options.shard);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &name)
+        .with_namespace(&options.lease_namespace)
+        .with_identity(&options.identity)
+        .with_duration(15)
+        .with_grace(5)
+        .build()
+        .await
+        .with_context(|| format!("lease {}/{name}", options.lease_namespace))?;
+    let (mut changes, _task) = manager.watch().await;
+    Ok(tokio::spawn(async move {
+        loop {
+            let is_leader = *changes.borrow_and_update();
+            leader.store(is_leader, Ordering::Release);
+            health.set_leader(is_leader);
+            if is_leader {
+                tracing::info!("leading lease {name}: scheduling");
+            } else {
+                tracing::info!("standing by for lease {name}");
+            }
+            if changes.changed().await.is_err() {
+                leader.store(false, Ordering::Release);
+                return;
+            }
+        }
+    }))
+}
+
+/// The longest the loop sleeps without an event, so that health keeps ticking.
+const IDLE_TICK: Duration = Duration::from_millis(500);
+
+fn scheduling_loop(
+    mut world: World,
+    events: mpsc::Receiver<Input>,
+    writer: Writer,
+    leader: Arc<AtomicBool>,
+    health: Health,
+    stopping: Arc<AtomicBool>,
+) {
+    let mut wakeup: Option<u64> = None;
+    while !stopping.load(Ordering::Acquire) {
+        health.tick();
+        let now = now_ms();
+        let wait = wakeup
+            .map_or(IDLE_TICK, |t| Duration::from_millis(t.saturating_sub(now)))
+            .min(IDLE_TICK);
+        match events.recv_timeout(wait) {
+            Ok(input) => world.apply(input, now_ms()),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Everything that arrived meanwhile goes into one round.
+        while let Ok(input) = events.try_recv() {
+            world.apply(input, now_ms());
+        }
+        health.set_synced(world.synced());
+        let now = now_ms();
+        if leader.load(Ordering::Acquire) {
+            world.round(now);
+            for output in world.take_outputs() {
+                writer.send(output);
+            }
+        } else {
+            // A standby keeps its cache warm and writes nothing.
+            world.take_outputs();
+        }
+        wakeup = world.next_wakeup(now);
+    }
+}

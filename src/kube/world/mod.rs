@@ -1,0 +1,440 @@
+//! The Kubernetes world as a synchronous state machine: watch events go in ([`Input`]),
+//! the scheduler's decisions come out as API writes to carry out ([`Output`]). It owns the
+//! mapping between Kubernetes objects and the scheduler's model: pods to jobs (a lone pod,
+//! or a PodGroup's gang), nodes to the cluster spec, Queues to tenants. It performs no
+//! I/O and never waits: the async driver (`kube::run`) feeds it and executes its outputs,
+//! and tests drive it directly.
+//!
+//! A round ([`World::round`]) applies what the events changed, in order: the cluster is
+//! rebuilt if a node changed in a way that matters, the tenants if a Queue changed, pods
+//! found bound are adopted, waiting pods form jobs and enter their queues; then the
+//! scheduler runs and its decisions become bindings, evictions and status.
+
+mod nodes;
+mod outcomes;
+mod pods;
+mod report;
+mod resync;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher;
+
+use crate::config::Config;
+use crate::framework::{Bind, JobPlan, Plugin, Profile, Scheduler, Status};
+use crate::metrics::live::LiveMetrics;
+use crate::model::{Job, JobId};
+use crate::queue::Tenants;
+
+use super::convert::{NodeConverter, TopologyKeys};
+use super::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus};
+
+pub use pods::PodRef;
+
+use nodes::Nodes;
+use pods::Pods;
+use report::Reporter;
+use resync::{Change, Resync};
+
+/// How this replica takes part in the cluster.
+#[derive(Debug, Clone)]
+pub struct WorldOptions {
+    /// Pods opt in with this `spec.schedulerName`.
+    pub scheduler_name: String,
+    /// The GPU models (node pools) this replica schedules; empty: every model.
+    pub shard_models: Vec<String>,
+    /// Whether this replica also takes pods that name no GPU model, and CPU-only nodes.
+    pub default_shard: bool,
+    pub topology_keys: TopologyKeys,
+    /// The shortest time between two explanations of why one job waits (each costs a
+    /// pass over the nodes of its pools).
+    pub diagnose_every_ms: u64,
+    /// The most such explanations per round, so that a long backlog never slows a round.
+    pub diagnoses_per_round: usize,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        Self {
+            scheduler_name: "kant-scheduler".into(),
+            shard_models: Vec::new(),
+            default_shard: true,
+            topology_keys: TopologyKeys::default(),
+            diagnose_every_ms: 30_000,
+            diagnoses_per_round: 16,
+        }
+    }
+}
+
+impl WorldOptions {
+    /// Whether pods and nodes of `model` (`None`: no GPU model) belong to this replica.
+    fn owns_model(&self, model: Option<&str>) -> bool {
+        match model {
+            None => self.default_shard,
+            Some(m) => self.shard_models.is_empty() || self.shard_models.iter().any(|s| s == m),
+        }
+    }
+}
+
+/// What the world is told: watch events, and the outcomes of the writes it asked for.
+#[derive(Debug)]
+pub enum Input {
+    Pod(Box<watcher::Event<Pod>>),
+    Node(Box<watcher::Event<Node>>),
+    PodGroup(Box<watcher::Event<PodGroup>>),
+    Queue(Box<watcher::Event<Queue>>),
+    /// A binding of one pod was answered.
+    Bound {
+        job: JobId,
+        pod: u32,
+        outcome: Result<(), WriteError>,
+        latency: std::time::Duration,
+    },
+    /// An eviction of one pod was answered.
+    Evicted {
+        job: JobId,
+        pod: u32,
+        outcome: Result<(), WriteError>,
+    },
+}
+
+/// Why a write to the API server failed: its HTTP code (`None`: no answer) and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteError {
+    pub code: Option<u16>,
+    pub message: String,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.code {
+            Some(code) => write!(f, "{code}: {}", self.message),
+            None => write!(f, "{}", self.message),
+        }
+    }
+}
+
+/// A write for the driver to carry out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Bind the pod to the node through `pods/binding`, with the device annotations.
+    Bind {
+        job: JobId,
+        pod: u32,
+        target: PodRef,
+        node: String,
+        annotations: BTreeMap<String, String>,
+    },
+    /// Evict the pod through the Eviction API (disruption budgets hold).
+    Evict {
+        job: JobId,
+        pod: u32,
+        target: PodRef,
+    },
+    /// Patch the pod's status: its `PodScheduled` condition and/or nominated node.
+    PodStatus {
+        target: PodRef,
+        scheduled: Option<Condition>,
+        /// `Some(None)` clears it.
+        nominated_node: Option<Option<String>>,
+    },
+    /// Record an event on a pod.
+    Event {
+        target: PodRef,
+        warning: bool,
+        reason: &'static str,
+        message: String,
+    },
+    PodGroupStatus {
+        namespace: String,
+        name: String,
+        status: PodGroupStatus,
+    },
+    QueueStatus {
+        name: String,
+        status: QueueStatus,
+    },
+}
+
+/// A `PodScheduled` condition to set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The binder the scheduler sees: the world carries bindings out after the round, so
+/// every placement waits for the API server's answer.
+struct DeferredBinder;
+
+impl Plugin for DeferredBinder {
+    fn name(&self) -> &'static str {
+        "api-binder"
+    }
+}
+
+impl Bind for DeferredBinder {
+    fn bind(&self, _job: &Job, _plan: &JobPlan) -> Status {
+        Status::new(
+            crate::framework::Code::Wait,
+            "binding through the API server",
+        )
+    }
+}
+
+/// Which watch streams have delivered their first complete listing.
+#[derive(Debug, Default, Clone, Copy)]
+struct Synced {
+    pods: bool,
+    nodes: bool,
+    groups: bool,
+    queues: bool,
+}
+
+/// The state machine. See the module documentation.
+pub struct World {
+    options: WorldOptions,
+    scheduler: Scheduler,
+    nodes: Nodes,
+    pods: Pods,
+    groups: HashMap<(String, String), PodGroup>,
+    queues: BTreeMap<String, Queue>,
+    tenants_dirty: bool,
+    pod_resync: Resync<Pod>,
+    node_resync: Resync<Node>,
+    group_resync: Resync<PodGroup>,
+    queue_resync: Resync<Queue>,
+    synced: Synced,
+    reporter: Reporter,
+    metrics: Arc<LiveMetrics>,
+    outputs: Vec<Output>,
+}
+
+impl World {
+    /// A world for `profile`, with the configuration's link layouts for nodes that do not
+    /// describe their own.
+    pub fn new(
+        options: WorldOptions,
+        config: &Config,
+        profile: Profile,
+        metrics: Arc<LiveMetrics>,
+    ) -> Result<World, String> {
+        let converter = NodeConverter::new(config, options.topology_keys.clone())?;
+        let mut nodes = Nodes::new(converter);
+        let spec = nodes.build_spec();
+        let tenants = Tenants::resolve(&[], &spec)?;
+        Ok(World {
+            scheduler: Scheduler::with_tenants(
+                profile,
+                Box::new(DeferredBinder),
+                Arc::new(spec),
+                tenants,
+            ),
+            nodes,
+            pods: Pods::default(),
+            groups: HashMap::new(),
+            queues: BTreeMap::new(),
+            tenants_dirty: false,
+            pod_resync: Resync::default(),
+            node_resync: Resync::default(),
+            group_resync: Resync::default(),
+            queue_resync: Resync::default(),
+            synced: Synced::default(),
+            reporter: Reporter::new(options.diagnose_every_ms, options.diagnoses_per_round),
+            metrics,
+            outputs: Vec::new(),
+            options,
+        })
+    }
+
+    /// Whether every watch has delivered its first complete listing: only then is the
+    /// cache trustworthy enough to place anything (a device bound before a restart must be
+    /// known before it could be given again).
+    pub fn synced(&self) -> bool {
+        let s = self.synced;
+        s.pods && s.nodes && s.groups && s.queues
+    }
+
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// Takes in one event at `now_ms` (Unix milliseconds). Nothing is scheduled until the
+    /// next [`World::round`].
+    pub fn apply(&mut self, input: Input, now_ms: u64) {
+        match input {
+            Input::Pod(event) => {
+                let change = self.pod_resync.feed(*event);
+                self.synced.pods |= self.pod_resync.synced();
+                if let Some(change) = change {
+                    self.apply_pods(change, now_ms);
+                }
+            }
+            Input::Node(event) => {
+                let change = self.node_resync.feed(*event);
+                self.synced.nodes |= self.node_resync.synced();
+                if let Some(change) = change {
+                    self.nodes.apply(change, &self.options, &mut self.outputs);
+                }
+            }
+            Input::PodGroup(event) => {
+                let change = self.group_resync.feed(*event);
+                self.synced.groups |= self.group_resync.synced();
+                if let Some(change) = change {
+                    self.apply_groups(change);
+                }
+            }
+            Input::Queue(event) => {
+                let change = self.queue_resync.feed(*event);
+                self.synced.queues |= self.queue_resync.synced();
+                if let Some(change) = change {
+                    self.apply_queues(change);
+                }
+            }
+            Input::Bound {
+                job,
+                pod,
+                outcome,
+                latency,
+            } => {
+                self.metrics.bind(
+                    latency,
+                    outcome.as_ref().map(|_| ()).map_err(|e| {
+                        e.code
+                            .map_or_else(|| "network".to_string(), |c| c.to_string())
+                    }),
+                );
+                self.bind_answered(job, pod, outcome, now_ms);
+            }
+            Input::Evicted { job, pod, outcome } => {
+                self.eviction_answered(job, pod, outcome, now_ms)
+            }
+        }
+    }
+
+    /// One round at `now_ms`: what the events changed is applied, the scheduler runs, and
+    /// its decisions become outputs. Does nothing before the caches are synced.
+    pub fn round(&mut self, now_ms: u64) {
+        if !self.synced() {
+            return;
+        }
+        self.rebuild_cluster(now_ms);
+        if std::mem::take(&mut self.tenants_dirty) {
+            self.rebuild_tenants(now_ms);
+        }
+        self.adopt_parked(now_ms);
+        let jobs = self.form_jobs(now_ms);
+        // A job may name a GPU model no node has yet: its empty pool must exist first.
+        self.rebuild_cluster(now_ms);
+        for job in jobs {
+            self.submitted(&job, now_ms);
+            self.scheduler.submit(job);
+        }
+        let started = std::time::Instant::now();
+        let decisions = self.scheduler.schedule(now_ms);
+        let attempted = decisions.len() as u64;
+        self.metrics.round(started.elapsed(), attempted);
+        self.carry_out(decisions, now_ms);
+        self.report(now_ms);
+    }
+
+    /// Rebuilds the cluster spec if a node changed in a way that matters, or a new GPU
+    /// model was named.
+    fn rebuild_cluster(&mut self, now_ms: u64) {
+        if let Some(spec) = self.nodes.take_rebuilt() {
+            let reshaped = self.scheduler.set_cluster(Arc::new(spec), now_ms);
+            self.cluster_reshaped(reshaped, now_ms);
+        }
+    }
+
+    /// Counts a job's submission in the metrics, once per workload (a gang formed again,
+    /// or a job requeued, is not a new submission).
+    fn submitted(&mut self, job: &Job, now_ms: u64) {
+        let Some(entry) = self.pods.jobs.get(&job.id) else {
+            return;
+        };
+        if self.pods.submitted_workloads.insert(entry.workload.clone()) {
+            self.metrics.job_submitted(now_ms);
+        }
+    }
+
+    /// When a round is next due although no event comes: a retry the scheduler asked for,
+    /// or a pod whose backoff ends.
+    pub fn next_wakeup(&self, now_ms: u64) -> Option<u64> {
+        [
+            self.scheduler.next_retry_ms(now_ms),
+            self.pods.next_release(now_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|&t| t > now_ms)
+        .min()
+    }
+
+    /// The writes asked for since the last call, in order.
+    pub fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    /// Tenants from the Queues: each Queue is a tenant, the default tenant takes pods
+    /// that name none. A Queue whose spec is invalid is left out and reported in the log.
+    fn rebuild_tenants(&mut self, now_ms: u64) {
+        let mut configs = Vec::new();
+        for (name, queue) in &self.queues {
+            match queue.spec.to_tenant_config(name) {
+                Ok(config) => configs.push(config),
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+        let models: Vec<&String> = configs.iter().flat_map(|c| c.quota.keys()).collect();
+        for model in models {
+            self.nodes.register_model(Some(model));
+        }
+        self.rebuild_cluster(now_ms);
+        match Tenants::resolve(&configs, self.scheduler.state().spec()) {
+            Ok(tenants) => self.scheduler.set_tenants(tenants),
+            Err(e) => tracing::warn!("queues: {e}"),
+        }
+        self.pods.queues_changed();
+    }
+
+    fn apply_groups(&mut self, change: Change<PodGroup>) {
+        let (applied, gone) = change.split(group_key, self.groups.keys().cloned());
+        for key in gone {
+            self.pods.group_changed(&key);
+            self.groups.remove(&key);
+        }
+        for group in applied {
+            let key = group_key(&group);
+            self.pods.group_changed(&key);
+            self.groups.insert(key, group);
+        }
+    }
+
+    fn apply_queues(&mut self, change: Change<Queue>) {
+        let name = |q: &Queue| q.metadata.name.clone().unwrap_or_default();
+        let (applied, gone) = change.split(name, self.queues.keys().cloned());
+        for key in gone {
+            self.queues.remove(&key);
+            self.tenants_dirty = true;
+        }
+        for queue in applied {
+            self.queues.insert(name(&queue), queue);
+            self.tenants_dirty = true;
+        }
+    }
+}
+
+/// A PodGroup's namespace and name.
+fn group_key(group: &PodGroup) -> (String, String) {
+    (
+        group.metadata.namespace.clone().unwrap_or_default(),
+        group.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

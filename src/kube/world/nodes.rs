@@ -1,0 +1,136 @@
+//! The nodes this replica schedules onto, and the node pools' ids. A node's facts are
+//! converted once per change; the cluster spec is rebuilt only when facts that matter to
+//! scheduling changed (a kubelet heartbeat changes none), at most once per round. Pool
+//! ids are handed out once per GPU model and kept for good, so that pending jobs and
+//! quotas keep pointing at the right pool across rebuilds.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+
+use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, PoolId};
+
+use super::super::convert::{NodeConverter, NodeFacts};
+use super::resync::Change;
+use super::{Output, WorldOptions};
+
+/// What is known of one node.
+enum NodeEntry {
+    /// Usable by this replica.
+    Usable(Box<NodeFacts>),
+    /// Of another shard's GPU model.
+    OtherShard,
+    /// Its description is invalid: the reason, logged once.
+    Invalid(String),
+}
+
+pub(super) struct Nodes {
+    converter: NodeConverter,
+    known: BTreeMap<String, NodeEntry>,
+    /// The GPU model of each pool id, in id order.
+    models: Vec<Option<String>>,
+    dirty: bool,
+}
+
+impl Nodes {
+    pub fn new(converter: NodeConverter) -> Self {
+        Self {
+            converter,
+            known: BTreeMap::new(),
+            models: Vec::new(),
+            dirty: false,
+        }
+    }
+
+    pub fn apply(&mut self, change: Change<Node>, options: &WorldOptions, _out: &mut Vec<Output>) {
+        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+        let (applied, gone) = change.split(name, self.known.keys().cloned());
+        for key in gone {
+            self.dirty |= matches!(self.known.remove(&key), Some(NodeEntry::Usable(_)));
+        }
+        for node in applied {
+            let entry = match self.converter.node(&node) {
+                Ok(facts) if options.owns_model(facts.row.gpu_model.as_deref()) => {
+                    NodeEntry::Usable(Box::new(facts))
+                }
+                Ok(_) => NodeEntry::OtherShard,
+                Err(e) => NodeEntry::Invalid(e.to_string()),
+            };
+            let key = name(&node);
+            let changed = match (self.known.get(&key), &entry) {
+                (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
+                (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
+                (Some(NodeEntry::OtherShard), NodeEntry::OtherShard) => false,
+                _ => true,
+            };
+            if !changed {
+                continue;
+            }
+            if let NodeEntry::Invalid(reason) = &entry {
+                tracing::warn!("{reason}; the node takes no new pod until it is fixed");
+            }
+            let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
+            self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
+            self.known.insert(key, entry);
+        }
+    }
+
+    /// The pool of a GPU model (`None`: CPU-only), registered if new: a pool with no node
+    /// yet is empty, and a rebuild is due to give it an id in the spec.
+    pub fn register_model(&mut self, model: Option<&str>) -> PoolId {
+        let position = self.models.iter().position(|m| m.as_deref() == model);
+        let index = position.unwrap_or_else(|| {
+            self.models.push(model.map(str::to_owned));
+            self.dirty = true;
+            self.models.len() - 1
+        });
+        PoolId(index as u16)
+    }
+
+    /// A new spec when something changed since the last one.
+    pub fn take_rebuilt(&mut self) -> Option<ClusterSpec> {
+        std::mem::take(&mut self.dirty).then(|| self.build_spec())
+    }
+
+    /// The spec of the usable nodes, pools in registration order (nodes' models are
+    /// registered as they come).
+    pub fn build_spec(&mut self) -> ClusterSpec {
+        let models: Vec<Option<String>> = self
+            .known
+            .values()
+            .filter_map(|e| match e {
+                NodeEntry::Usable(facts) => Some(facts.row.gpu_model.clone()),
+                _ => None,
+            })
+            .collect();
+        for model in &models {
+            self.register_model(model.as_deref());
+        }
+        self.dirty = false;
+        let mut builder = ClusterSpecBuilder::with_pools(&self.models);
+        for (name, entry) in &self.known {
+            if let NodeEntry::Usable(facts) = entry
+                && let Err(e) = builder.add_with_links(facts.row.clone(), facts.links.clone())
+            {
+                tracing::warn!("node {name}: {e}; left out of the cluster");
+            }
+        }
+        builder.build()
+    }
+
+    /// The RDMA NIC names and the link matrix of a usable node.
+    pub fn devices_of(&self, node: &str) -> Option<(&[String], &LinkMatrix)> {
+        match self.known.get(node)? {
+            NodeEntry::Usable(facts) => Some((&facts.nics, &facts.links)),
+            _ => None,
+        }
+    }
+
+    /// Whether the node is another shard's or unknown (`None`), or this replica's.
+    pub fn is_ours(&self, node: &str) -> Option<bool> {
+        match self.known.get(node)? {
+            NodeEntry::Usable(_) => Some(true),
+            NodeEntry::OtherShard | NodeEntry::Invalid(_) => Some(false),
+        }
+    }
+}

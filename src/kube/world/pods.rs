@@ -1,0 +1,873 @@
+//! Pods and the jobs they form. A pod of this scheduler that is not bound waits until it
+//! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
+//! job: alone, or with the other members of its PodGroup once enough of them wait. A pod
+//! found bound (placed before a restart, by another scheduler, or by a binding whose
+//! answer was lost) is adopted into the cluster state with the devices its annotations
+//! name, so no device is ever given twice. A pod that goes away returns what it held.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cache::{DeviceAlloc, Placement, PodKey};
+use crate::framework::JobPlan;
+use crate::model::{
+    GpuRequest, Job, JobId, JobKind, MILLI_PER_GPU, NodeId, PodRequest, PoolId, TenantId, bits,
+};
+use crate::queue::DEFAULT_TENANT;
+
+use super::super::convert::{PodFacts, bound_devices, pod_facts};
+use super::super::crd::POD_GROUP_LABEL;
+use super::World;
+use super::resync::Change;
+
+/// A pod as the API server names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A PodGroup's namespace and name.
+pub(super) type GroupKey = (String, String);
+
+/// Why a pod of this scheduler is not in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Hold {
+    /// The pod cannot be read: the message names the field.
+    Invalid(String),
+    /// `spec.schedulingGates` is not empty.
+    Gated,
+    /// Its `kant.io/queue` names no Queue.
+    UnknownQueue(String),
+    /// Its PodGroup does not exist (yet).
+    NoGroup(String),
+    /// Its gang lacks members: this many wait, that many are needed.
+    GangIncomplete {
+        group: String,
+        waiting: usize,
+        needed: usize,
+    },
+}
+
+impl Hold {
+    pub fn message(&self) -> String {
+        match self {
+            Hold::Invalid(reason) => reason.clone(),
+            Hold::Gated => "the pod has scheduling gates".into(),
+            Hold::UnknownQueue(queue) => format!("queue {queue} does not exist"),
+            Hold::NoGroup(group) => format!("pod group {group} does not exist"),
+            Hold::GangIncomplete {
+                group,
+                waiting,
+                needed,
+            } => format!(
+                "pod group {group}: {waiting} of the {needed} pods needed to start are waiting"
+            ),
+        }
+    }
+}
+
+/// Where a pod stands.
+#[derive(Debug, Clone)]
+pub(super) enum PodState {
+    /// Not this replica's concern: another scheduler's pending pod, a pod of another
+    /// shard, or a finished one.
+    Ignored,
+    /// This scheduler's, not in a queue, for the reason given.
+    Held(Hold),
+    /// This scheduler's and ready to form a job, not before the given time (a backoff).
+    Waiting { not_before: u64 },
+    /// A member of a job the scheduler holds: queued, reserved or running.
+    InJob { job: JobId, index: u32 },
+    /// Bound to a node, waiting to be adopted into the cluster state.
+    Parked(Arc<Pod>),
+}
+
+pub(super) struct PodEntry {
+    pub target: PodRef,
+    pub resource_version: String,
+    pub created_ms: u64,
+    pub group: Option<GroupKey>,
+    /// `status.phase` is Running.
+    pub running: bool,
+    /// `status.phase` is Succeeded (`Some(true)`) or Failed (`Some(false)`).
+    pub finished: Option<bool>,
+    /// The pod's facts, for a pod of this scheduler (what a job is made of).
+    pub facts: Option<PodFacts>,
+    pub state: PodState,
+}
+
+/// What a job is doing in the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum JobPhase {
+    /// In its tenant's queue.
+    Queued,
+    /// Bindings sent: answers outstanding, failures so far (pod index, reason).
+    Binding {
+        outstanding: u32,
+        failed: Vec<(u32, String)>,
+    },
+    /// Placed after preemption: bound once these victims' pods are gone.
+    AwaitingVictims(Vec<JobId>),
+    /// Every pod bound.
+    Running,
+    /// Preempted for that job: its pods are being evicted.
+    Evicting { by: JobId },
+}
+
+pub(super) struct JobEntry {
+    pub job: Arc<Job>,
+    /// The uid of each member by pod index; `None` once the pod is gone.
+    pub pods: Vec<Option<String>>,
+    pub group: Option<GroupKey>,
+    pub phase: JobPhase,
+    pub plan: Option<JobPlan>,
+    pub started_ms: u64,
+    /// What the metrics count as one workload: the PodGroup or the lone pod.
+    pub workload: String,
+}
+
+impl JobEntry {
+    pub fn alive(&self) -> impl Iterator<Item = (u32, &String)> {
+        self.pods
+            .iter()
+            .enumerate()
+            .filter_map(|(i, uid)| uid.as_ref().map(|u| (i as u32, u)))
+    }
+}
+
+/// The pod and job tables.
+#[derive(Default)]
+pub(super) struct Pods {
+    pub entries: HashMap<String, PodEntry>,
+    pub jobs: HashMap<JobId, JobEntry>,
+    /// The pods of each PodGroup, by uid.
+    pub members: HashMap<GroupKey, BTreeSet<String>>,
+    /// Lone pods and groups to (re)consider for a job at the next round.
+    forming: BTreeSet<String>,
+    forming_groups: BTreeSet<GroupKey>,
+    /// Bound pods to adopt.
+    parked: BTreeSet<String>,
+    /// Pods newly held, whose reason is to be reported.
+    held: BTreeSet<String>,
+    /// Pods held for an unknown Queue or PodGroup, re-examined when those change.
+    held_on_queue: BTreeSet<String>,
+    next_job: u32,
+    /// Workloads submitted, and placed, at least once (the metrics count the first).
+    pub submitted_workloads: BTreeSet<String>,
+    pub placed_workloads: BTreeSet<String>,
+}
+
+impl Pods {
+    /// The earliest end of a pod's backoff after `now_ms`.
+    pub fn next_release(&self, now_ms: u64) -> Option<u64> {
+        self.forming
+            .iter()
+            .filter_map(|uid| match self.entries.get(uid)?.state {
+                PodState::Waiting { not_before } if not_before > now_ms => Some(not_before),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// The pods held since the last call.
+    pub fn take_held(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Queues changed: pods held for an unknown queue are examined again.
+    pub fn queues_changed(&mut self) {
+        let held = std::mem::take(&mut self.held_on_queue);
+        self.forming.extend(held);
+    }
+
+    pub fn group_changed(&mut self, group: &GroupKey) {
+        self.forming_groups.insert(group.clone());
+        if let Some(members) = self.members.get(group) {
+            self.forming.extend(members.iter().cloned());
+        }
+    }
+
+    pub fn new_job_id(&mut self) -> JobId {
+        self.next_job = self.next_job.wrapping_add(1);
+        JobId(self.next_job)
+    }
+}
+
+fn uid_of(pod: &Pod) -> String {
+    let meta = &pod.metadata;
+    meta.uid.clone().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        )
+    })
+}
+
+fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<u64> {
+    time.map(|t| t.0.as_millisecond().max(0) as u64)
+}
+
+impl World {
+    pub(super) fn apply_pods(&mut self, change: Change<Pod>, now_ms: u64) {
+        let (applied, gone) = change.split(uid_of, self.pods.entries.keys().cloned());
+        for uid in gone {
+            self.pod_gone(&uid, now_ms);
+            self.forget_pod(&uid);
+        }
+        for pod in applied {
+            self.pod_changed(pod, now_ms);
+        }
+    }
+
+    fn pod_changed(&mut self, pod: Pod, now_ms: u64) {
+        let uid = uid_of(&pod);
+        let meta = &pod.metadata;
+        let resource_version = meta.resource_version.clone().unwrap_or_default();
+        if let Some(entry) = self.pods.entries.get(&uid)
+            && entry.resource_version == resource_version
+            && !resource_version.is_empty()
+        {
+            return;
+        }
+        let spec = pod.spec.as_ref();
+        let node = spec
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty());
+        let ours =
+            spec.and_then(|s| s.scheduler_name.as_deref()) == Some(&self.options.scheduler_name);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let finished = match phase {
+            Some("Succeeded") => Some(true),
+            Some("Failed") => Some(false),
+            _ => None,
+        };
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let group = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(POD_GROUP_LABEL))
+            .map(|g| (namespace.clone(), g.clone()));
+        let target = PodRef {
+            namespace,
+            name: meta.name.clone().unwrap_or_default(),
+            uid: uid.clone(),
+        };
+        let deleting = meta.deletion_timestamp.is_some();
+        let created_ms = millis(meta.creation_timestamp.as_ref()).unwrap_or(now_ms);
+        let facts = ours.then(|| pod_facts(&pod));
+        let previous = self.pods.entries.get(&uid).map(|e| e.state.clone());
+        if let Some(g) = &group {
+            self.pods
+                .members
+                .entry(g.clone())
+                .or_default()
+                .insert(uid.clone());
+            self.pods.forming_groups.insert(g.clone());
+        }
+        let entry = PodEntry {
+            target,
+            resource_version,
+            created_ms,
+            group,
+            running: phase == Some("Running"),
+            finished,
+            facts: facts.as_ref().and_then(|f| f.as_ref().ok().cloned()),
+            state: previous.clone().unwrap_or(PodState::Ignored),
+        };
+        self.pods.entries.insert(uid.clone(), entry);
+
+        if finished.is_some() {
+            self.pod_gone(&uid, now_ms);
+            return;
+        }
+        if let Some(node) = node {
+            self.pod_bound(&uid, &node, Arc::new(pod), now_ms);
+            return;
+        }
+        if !ours || deleting {
+            if deleting {
+                self.pod_gone(&uid, now_ms);
+            }
+            return;
+        }
+        match previous {
+            // Already queued, reserved or running: a change to a pending pod's labels is
+            // taken in when the job forms again.
+            Some(PodState::InJob { .. }) => {}
+            _ => {
+                let state = match facts {
+                    Some(Err(e)) => PodState::Held(Hold::Invalid(e.to_string())),
+                    _ => PodState::Waiting { not_before: 0 },
+                };
+                self.set_state(&uid, state);
+                self.pods.forming.insert(uid);
+            }
+        }
+    }
+
+    fn set_state(&mut self, uid: &str, state: PodState) {
+        if let Some(entry) = self.pods.entries.get_mut(uid) {
+            if matches!(state, PodState::Held(_)) {
+                self.pods.held.insert(uid.to_owned());
+            }
+            entry.state = state;
+        }
+    }
+
+    /// The pod is on `node`: our own binding landing, or a placement made elsewhere.
+    fn pod_bound(&mut self, uid: &str, node: &str, pod: Arc<Pod>, now_ms: u64) {
+        let state = self.pods.entries.get(uid).map(|e| e.state.clone());
+        if let Some(PodState::InJob { job, index }) = state {
+            let Some(entry) = self.pods.jobs.get(&job) else {
+                return;
+            };
+            if entry.phase == JobPhase::Queued {
+                // Placed by someone else while it waited in our queue.
+                self.scheduler.withdraw(job);
+                self.dissolve(job, now_ms);
+            } else {
+                let planned = entry
+                    .plan
+                    .as_ref()
+                    .and_then(|p| p.pods.get(index as usize))
+                    .map(|(_, placement)| placement.node);
+                let spec = self.scheduler.state().spec();
+                if planned.is_some_and(|n| spec.node(n).name == node) {
+                    return;
+                }
+                // Bound elsewhere than planned: our binding will fail; then it is adopted.
+            }
+        }
+        match self.nodes.is_ours(node) {
+            Some(false) => self.set_state(uid, PodState::Ignored),
+            _ => {
+                self.set_state(uid, PodState::Parked(pod));
+                self.pods.parked.insert(uid.to_owned());
+            }
+        }
+    }
+
+    /// The pod is gone, finished or being deleted: whatever it held returns.
+    pub(super) fn pod_gone(&mut self, uid: &str, now_ms: u64) {
+        let Some(entry) = self.pods.entries.get_mut(uid) else {
+            return;
+        };
+        let state = std::mem::replace(&mut entry.state, PodState::Ignored);
+        self.pods.forming.remove(uid);
+        self.pods.parked.remove(uid);
+        let PodState::InJob { job, index } = state else {
+            return;
+        };
+        let Some(entry) = self.pods.jobs.get_mut(&job) else {
+            return;
+        };
+        if let Some(slot) = entry.pods.get_mut(index as usize) {
+            *slot = None;
+        }
+        let phase = entry.phase.clone();
+        let none_left = entry.alive().next().is_none();
+        match phase {
+            JobPhase::Queued => {
+                self.scheduler.withdraw(job);
+                self.dissolve(job, now_ms);
+            }
+            JobPhase::Evicting { by } => {
+                if none_left {
+                    self.pods.jobs.remove(&job);
+                    self.victim_gone(by, job, now_ms);
+                }
+            }
+            JobPhase::Binding { .. } | JobPhase::AwaitingVictims(_) | JobPhase::Running => {
+                self.scheduler.release_pod(PodKey { job, pod: index });
+                if none_left && !matches!(phase, JobPhase::Binding { .. }) {
+                    self.pods.jobs.remove(&job);
+                }
+            }
+        }
+    }
+
+    /// Drops every trace of a deleted pod.
+    fn forget_pod(&mut self, uid: &str) {
+        let pods = &mut self.pods;
+        pods.held_on_queue.remove(uid);
+        pods.held.remove(uid);
+        let Some(entry) = pods.entries.remove(uid) else {
+            return;
+        };
+        let workload = match entry.group {
+            None => format!("pod:{uid}"),
+            Some(group) => {
+                let members = pods.members.get_mut(&group);
+                let emptied = members.is_some_and(|m| {
+                    m.remove(uid);
+                    m.is_empty()
+                });
+                let workload = format!("group:{}/{}", group.0, group.1);
+                pods.forming_groups.insert(group.clone());
+                if !emptied {
+                    return;
+                }
+                pods.members.remove(&group);
+                workload
+            }
+        };
+        pods.submitted_workloads.remove(&workload);
+        pods.placed_workloads.remove(&workload);
+    }
+
+    /// A queued job comes apart: its remaining pods wait to form a job again.
+    pub(super) fn dissolve(&mut self, job: JobId, not_before: u64) {
+        let Some(entry) = self.pods.jobs.remove(&job) else {
+            return;
+        };
+        for (_, uid) in entry.alive() {
+            if let Some(pod) = self.pods.entries.get_mut(uid)
+                && matches!(pod.state, PodState::InJob { .. })
+            {
+                pod.state = PodState::Waiting { not_before };
+                self.pods.forming.insert(uid.clone());
+            }
+        }
+        if let Some(group) = entry.group {
+            self.pods.forming_groups.insert(group);
+        }
+    }
+
+    /// Whether a waiting pod may enter a queue now, or why not.
+    fn eligibility(&self, facts: &PodFacts) -> Result<(), Hold> {
+        if facts.gated {
+            return Err(Hold::Gated);
+        }
+        if let Some(queue) = &facts.queue
+            && !self.queues.contains_key(queue)
+        {
+            return Err(Hold::UnknownQueue(queue.clone()));
+        }
+        Ok(())
+    }
+
+    /// Whether the pod's GPU models are this replica's (a pod naming several takes those
+    /// of this shard).
+    fn in_shard(&self, facts: &PodFacts) -> bool {
+        if facts.gpu_models.is_empty() {
+            return self.options.default_shard;
+        }
+        facts
+            .gpu_models
+            .iter()
+            .any(|m| self.options.owns_model(Some(m)))
+    }
+
+    /// Forms jobs of the waiting pods: a lone pod at once, a PodGroup's members once
+    /// enough of them wait. Returns them, to be submitted once the cluster spec knows any
+    /// pool they registered.
+    pub(super) fn form_jobs(&mut self, now_ms: u64) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        for uid in std::mem::take(&mut self.pods.forming) {
+            let Some(entry) = self.pods.entries.get(&uid) else {
+                continue;
+            };
+            match entry.state {
+                PodState::Waiting { not_before } if not_before > now_ms => {
+                    self.pods.forming.insert(uid);
+                    continue;
+                }
+                PodState::Waiting { .. } | PodState::Held(_) => {}
+                _ => continue,
+            }
+            let Some(facts) = entry.facts.clone() else {
+                continue;
+            };
+            if !self.in_shard(&facts) {
+                self.set_state(&uid, PodState::Ignored);
+                continue;
+            }
+            if let Err(hold) = self.eligibility(&facts) {
+                if matches!(hold, Hold::UnknownQueue(_)) {
+                    self.pods.held_on_queue.insert(uid.clone());
+                }
+                self.set_state(&uid, PodState::Held(hold));
+                continue;
+            }
+            match entry.group.clone() {
+                Some(group) => {
+                    if !self.groups.contains_key(&group) {
+                        let hold = Hold::NoGroup(format!("{}/{}", group.0, group.1));
+                        self.set_state(&uid, PodState::Held(hold));
+                        continue;
+                    }
+                    self.set_state(&uid, PodState::Waiting { not_before: 0 });
+                    self.pods.forming_groups.insert(group);
+                }
+                None => {
+                    self.set_state(&uid, PodState::Waiting { not_before: 0 });
+                    if let Some(job) = self.new_job(vec![uid], None, now_ms) {
+                        jobs.push(job);
+                    }
+                }
+            }
+        }
+        for group in std::mem::take(&mut self.pods.forming_groups) {
+            jobs.extend(self.form_gang(&group, now_ms));
+        }
+        jobs
+    }
+
+    /// A PodGroup's job, when enough of its members wait: `minMember`, less the members
+    /// already placed. Members that arrive after it formed join while it is still queued.
+    fn form_gang(&mut self, group: &GroupKey, now_ms: u64) -> Option<Job> {
+        let min_member = self.groups.get(group)?.spec.min_member.max(1) as usize;
+        let members = self.pods.members.get(group)?;
+        let mut waiting = Vec::new();
+        let mut placed = 0usize;
+        let mut queued: Option<JobId> = None;
+        for uid in members {
+            match self.pods.entries.get(uid).map(|e| &e.state) {
+                Some(PodState::Waiting { not_before }) if *not_before <= now_ms => {
+                    waiting.push(uid.clone());
+                }
+                Some(PodState::Held(Hold::GangIncomplete { .. })) => waiting.push(uid.clone()),
+                Some(PodState::InJob { job, .. }) => {
+                    match self.pods.jobs.get(job).map(|j| &j.phase) {
+                        Some(JobPhase::Queued) => queued = Some(*job),
+                        Some(_) => placed += 1,
+                        None => {}
+                    }
+                }
+                Some(PodState::Parked(_)) => placed += 1,
+                _ => {}
+            }
+        }
+        if waiting.is_empty() {
+            return None;
+        }
+        if let Some(job) = queued {
+            // New members join the queued gang: it forms again, larger.
+            self.scheduler.withdraw(job);
+            let entry = self.pods.jobs.remove(&job)?;
+            waiting.extend(entry.alive().map(|(_, uid)| uid.clone()));
+            waiting.sort_unstable();
+            waiting.dedup();
+        }
+        let needed = min_member.saturating_sub(placed).max(1);
+        if waiting.len() < needed {
+            let hold = Hold::GangIncomplete {
+                group: format!("{}/{}", group.0, group.1),
+                waiting: waiting.len(),
+                needed,
+            };
+            for uid in &waiting {
+                self.set_state(uid, PodState::Held(hold.clone()));
+            }
+            return None;
+        }
+        self.new_job(waiting, Some(group.clone()), now_ms)
+    }
+
+    /// A job of these waiting pods, recorded as queued (the caller submits it).
+    fn new_job(&mut self, uids: Vec<String>, group: Option<GroupKey>, now_ms: u64) -> Option<Job> {
+        let facts: Vec<(PodFacts, u64, String)> = uids
+            .iter()
+            .filter_map(|uid| {
+                let e = self.pods.entries.get(uid)?;
+                Some((e.facts.clone()?, e.created_ms, e.target.to_string()))
+            })
+            .collect();
+        let (first, _, first_name) = facts.first()?;
+        let queue = first.queue.as_deref().unwrap_or(DEFAULT_TENANT);
+        let tenant = self.scheduler.tenants().index(queue).unwrap_or(0);
+        let shard_models: Vec<&String> = first
+            .gpu_models
+            .iter()
+            .filter(|m| self.options.owns_model(Some(m)))
+            .collect();
+        let pools: Vec<PoolId> = shard_models
+            .into_iter()
+            .map(|m| self.nodes.register_model(Some(m)))
+            .collect();
+        let id = self.pods.new_job_id();
+        let name = match &group {
+            Some((ns, g)) => format!("{ns}/{g}"),
+            None => first_name.clone(),
+        };
+        let job = Job {
+            id,
+            name: name.clone(),
+            tenant: TenantId(tenant as u16),
+            priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
+            kind: first.kind,
+            pools,
+            pods: facts.iter().map(|(f, _, _)| f.request).collect(),
+            submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
+            duration_ms: None,
+            topology: first.topology,
+            constraints: first.constraints.clone().map(Arc::new),
+        };
+        for (index, uid) in uids.iter().enumerate() {
+            self.set_state(
+                uid,
+                PodState::InJob {
+                    job: id,
+                    index: index as u32,
+                },
+            );
+        }
+        let workload = match &group {
+            Some(_) => format!("group:{name}"),
+            None => format!("pod:{}", uids[0]),
+        };
+        self.pods.jobs.insert(
+            id,
+            JobEntry {
+                job: Arc::new(job.clone()),
+                pods: uids.into_iter().map(Some).collect(),
+                group,
+                phase: JobPhase::Queued,
+                plan: None,
+                started_ms: now_ms,
+                workload,
+            },
+        );
+        Some(job)
+    }
+
+    /// Adopts the parked pods whose node is in the cluster: the members of one PodGroup
+    /// found bound together become one job (so a gang is preempted whole); others one job
+    /// each.
+    pub(super) fn adopt_parked(&mut self, now_ms: u64) {
+        if self.pods.parked.is_empty() {
+            return;
+        }
+        let mut batches: BTreeMap<Option<GroupKey>, Vec<String>> = BTreeMap::new();
+        for uid in std::mem::take(&mut self.pods.parked) {
+            let Some(entry) = self.pods.entries.get(&uid) else {
+                continue;
+            };
+            let PodState::Parked(pod) = &entry.state else {
+                continue;
+            };
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+            let known = node.and_then(|n| self.scheduler.state().spec().node_id(n));
+            if known.is_none() {
+                // Its node is not (yet) in the cluster: kept until it is.
+                self.pods.parked.insert(uid);
+                continue;
+            }
+            let batch = entry.group.clone();
+            batches.entry(batch).or_default().push(uid);
+        }
+        for (group, uids) in batches {
+            if group.is_some() && self.adopt(&uids, group.clone(), now_ms) {
+                continue;
+            }
+            for uid in uids {
+                self.adopt(std::slice::from_ref(&uid), None, now_ms);
+            }
+        }
+    }
+
+    /// Adopts bound pods as one running job; false (nothing changed) when a pod cannot be
+    /// read or its devices conflict with what is recorded.
+    fn adopt(&mut self, uids: &[String], group: Option<GroupKey>, now_ms: u64) -> bool {
+        let mut requests = Vec::new();
+        let mut placements = Vec::new();
+        let mut ours = false;
+        let mut priority = 0;
+        let mut started = now_ms;
+        for uid in uids {
+            let Some(entry) = self.pods.entries.get(uid) else {
+                return false;
+            };
+            let PodState::Parked(pod) = &entry.state else {
+                return false;
+            };
+            match self.placement_of(pod, &placements) {
+                Ok((request, placement)) => {
+                    requests.push(request);
+                    placements.push(placement);
+                }
+                Err(reason) => {
+                    if uids.len() == 1 {
+                        tracing::warn!(
+                            "pod {}: {reason}; its resources are not counted",
+                            entry.target
+                        );
+                        self.set_state(uid, PodState::Ignored);
+                    }
+                    return false;
+                }
+            }
+            let spec = pod.spec.as_ref();
+            ours |= spec.and_then(|s| s.scheduler_name.as_deref())
+                == Some(&self.options.scheduler_name);
+            priority = priority.max(spec.and_then(|s| s.priority).unwrap_or(0));
+            let start = pod
+                .status
+                .as_ref()
+                .and_then(|s| millis(s.start_time.as_ref()));
+            started = started.min(start.unwrap_or(entry.created_ms));
+        }
+        let id = self.pods.new_job_id();
+        let first = &self.pods.entries[&uids[0]];
+        let name = match &group {
+            Some((ns, g)) => format!("{ns}/{g}"),
+            None => first.target.to_string(),
+        };
+        let queue = first.facts.as_ref().and_then(|f| f.queue.clone());
+        let tenant = queue
+            .and_then(|q| self.scheduler.tenants().index(&q))
+            .unwrap_or(0);
+        let job = Job {
+            id,
+            name: name.clone(),
+            tenant: TenantId(tenant as u16),
+            priority,
+            kind: JobKind::Unknown,
+            pools: Vec::new(),
+            pods: requests,
+            submit_ms: started,
+            duration_ms: None,
+            topology: None,
+            constraints: None,
+        };
+        if let Err(e) = self
+            .scheduler
+            .adopt(job.clone(), &placements, started, ours)
+        {
+            if uids.len() == 1 {
+                tracing::warn!(
+                    "pod {}: bound where {e}; its resources are not counted",
+                    first.target
+                );
+                self.set_state(&uids[0], PodState::Ignored);
+            }
+            return false;
+        }
+        let plan = JobPlan {
+            pods: placements
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    (
+                        PodKey {
+                            job: id,
+                            pod: i as u32,
+                        },
+                        *p,
+                    )
+                })
+                .collect(),
+        };
+        for (index, uid) in uids.iter().enumerate() {
+            self.set_state(
+                uid,
+                PodState::InJob {
+                    job: id,
+                    index: index as u32,
+                },
+            );
+        }
+        let workload = match &group {
+            Some(_) => format!("group:{name}"),
+            None => format!("pod:{}", uids[0]),
+        };
+        // A workload found running counts as placed already.
+        self.pods.placed_workloads.insert(workload.clone());
+        self.pods.jobs.insert(
+            id,
+            JobEntry {
+                job: Arc::new(job),
+                pods: uids.iter().cloned().map(Some).collect(),
+                group,
+                phase: JobPhase::Running,
+                plan: Some(plan),
+                started_ms: started,
+                workload,
+            },
+        );
+        true
+    }
+
+    /// The request and placement of a bound pod: the devices its annotations name, or,
+    /// for a pod placed by another scheduler, the lowest free devices of its node (the
+    /// count is right; which devices the device plugin chose is not known here).
+    /// `taken`: placements of the same adoption not yet in the cluster state.
+    fn placement_of(
+        &self,
+        pod: &Pod,
+        taken: &[Placement],
+    ) -> Result<(PodRequest, Placement), String> {
+        let facts = pod_facts(pod).map_err(|e| e.to_string())?;
+        let request = facts.request;
+        let spec = self.scheduler.state().spec();
+        let node_name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or_default();
+        let node = spec
+            .node_id(node_name)
+            .ok_or_else(|| format!("node {node_name} is not in the cluster"))?;
+        let gpus = spec.node(node).gpus();
+        let devices = match bound_devices(pod, &request, gpus).map_err(|e| e.to_string())? {
+            Some(alloc) => alloc,
+            None => self.free_devices(node, request.gpu, taken).ok_or_else(|| {
+                format!("node {node_name} has no free devices for {}", request.gpu)
+            })?,
+        };
+        Ok((
+            request,
+            Placement {
+                node,
+                gpus: devices,
+                cpu_milli: request.cpu_milli,
+                memory_mib: request.memory_mib,
+            },
+        ))
+    }
+
+    /// Free devices of a node for a request, lowest first, past those `taken` on it.
+    fn free_devices(
+        &self,
+        node: NodeId,
+        gpu: GpuRequest,
+        taken: &[Placement],
+    ) -> Option<DeviceAlloc> {
+        let state = self.scheduler.state().node(node);
+        let busy: u32 = taken
+            .iter()
+            .filter(|p| p.node == node)
+            .fold(0, |acc, p| acc | p.gpus.devices);
+        match gpu {
+            GpuRequest::Whole(0) => Some(DeviceAlloc::default()),
+            GpuRequest::Whole(n) => {
+                let chosen: u32 = bits(state.free_whole() & !busy)
+                    .take(n as usize)
+                    .fold(0, |acc, d| acc | 1 << d);
+                (chosen.count_ones() == n).then(|| DeviceAlloc::whole(chosen))
+            }
+            GpuRequest::Fraction(milli) => {
+                let shared = state
+                    .shared_with_room(milli)
+                    .map(|(d, _)| d)
+                    .find(|d| busy & (1 << d) == 0);
+                let device = shared.or_else(|| bits(state.free_whole() & !busy).next())?;
+                Some(DeviceAlloc {
+                    devices: 1 << device,
+                    milli_each: milli.min(MILLI_PER_GPU),
+                })
+            }
+        }
+    }
+}

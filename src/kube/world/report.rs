@@ -1,0 +1,301 @@
+//! What the world tells: why each waiting pod waits (its `PodScheduled` condition and a
+//! `FailedScheduling` event, in kube-scheduler's words), the status of PodGroups and
+//! Queues, and the live metrics. Explaining a queued job costs a pass over its pools'
+//! nodes, so each job is explained at most once per `diagnose_every_ms` and only a few
+//! jobs per round; a message is written only when it changed.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::{JobId, MILLI_PER_GPU};
+
+use super::super::crd::{PodGroupPhase, PodGroupStatus, QueueStatus};
+use super::pods::{GroupKey, Hold, JobPhase, PodState};
+use super::{Condition, Output, World};
+
+/// How often the slow figures (metrics report, PodGroup and Queue status) are refreshed.
+const REFRESH_MS: u64 = 1_000;
+
+pub(super) struct Reporter {
+    diagnose_every_ms: u64,
+    diagnoses_per_round: usize,
+    /// The message last written on each pod, by uid.
+    told: HashMap<String, String>,
+    /// When each queued job was last explained.
+    diagnosed: HashMap<JobId, u64>,
+    groups: HashMap<GroupKey, PodGroupStatus>,
+    queues: HashMap<String, QueueStatus>,
+    last_refresh_ms: Option<u64>,
+}
+
+impl Reporter {
+    pub fn new(diagnose_every_ms: u64, diagnoses_per_round: usize) -> Self {
+        Self {
+            diagnose_every_ms,
+            diagnoses_per_round,
+            told: HashMap::new(),
+            diagnosed: HashMap::new(),
+            groups: HashMap::new(),
+            queues: HashMap::new(),
+            last_refresh_ms: None,
+        }
+    }
+}
+
+impl World {
+    pub(super) fn report(&mut self, now_ms: u64) {
+        self.report_held();
+        self.explain_queued(now_ms);
+        self.observe(now_ms);
+        let due = self
+            .reporter
+            .last_refresh_ms
+            .is_none_or(|t| now_ms >= t + REFRESH_MS);
+        if due {
+            self.reporter.last_refresh_ms = Some(now_ms);
+            self.metrics.refresh(now_ms);
+            self.report_groups();
+            self.report_queues();
+        }
+    }
+
+    /// Pods held out of the queues, with their reason, once per change of reason.
+    fn report_held(&mut self) {
+        for uid in self.pods.take_held() {
+            let Some(entry) = self.pods.entries.get(&uid) else {
+                continue;
+            };
+            let PodState::Held(hold) = &entry.state else {
+                continue;
+            };
+            let message = hold.message();
+            if self.reporter.told.get(&uid) == Some(&message) {
+                continue;
+            }
+            let gated = matches!(hold, Hold::Gated);
+            let target = entry.target.clone();
+            self.outputs.push(Output::PodStatus {
+                target: target.clone(),
+                scheduled: Some(Condition {
+                    status: false,
+                    reason: if gated {
+                        "SchedulingGated"
+                    } else {
+                        "Unschedulable"
+                    },
+                    message: message.clone(),
+                }),
+                nominated_node: None,
+            });
+            if !gated {
+                self.outputs.push(Output::Event {
+                    target,
+                    warning: true,
+                    reason: "FailedScheduling",
+                    message: message.clone(),
+                });
+            }
+            self.reporter.told.insert(uid, message);
+        }
+    }
+
+    /// Queued jobs that failed to place, explained in kube-scheduler's words.
+    fn explain_queued(&mut self, now_ms: u64) {
+        let every = self.reporter.diagnose_every_ms;
+        let due: Vec<JobId> = self
+            .scheduler
+            .waiting()
+            .filter(|w| w.blocked_since.is_some())
+            .map(|w| w.job.id)
+            .filter(|job| {
+                self.reporter
+                    .diagnosed
+                    .get(job)
+                    .is_none_or(|&t| now_ms >= t + every)
+            })
+            .take(self.reporter.diagnoses_per_round)
+            .collect();
+        for job in due {
+            self.reporter.diagnosed.insert(job, now_ms);
+            let Some(diagnosis) = self.scheduler.diagnose(job, now_ms) else {
+                continue;
+            };
+            let Some(entry) = self.pods.jobs.get(&job) else {
+                continue;
+            };
+            let message = match &entry.group {
+                Some((ns, g)) => format!("pod group {ns}/{g}: {}", diagnosis.message()),
+                None => diagnosis.message(),
+            };
+            let uids: Vec<String> = entry.alive().map(|(_, uid)| uid.clone()).collect();
+            if uids
+                .iter()
+                .all(|uid| self.reporter.told.get(uid) == Some(&message))
+            {
+                continue;
+            }
+            self.unschedulable(job, &message);
+            self.tell_pods(job, true, "FailedScheduling", &message);
+            for uid in uids {
+                self.reporter.told.insert(uid, message.clone());
+            }
+        }
+        let jobs = &self.pods.jobs;
+        self.reporter
+            .diagnosed
+            .retain(|job, _| jobs.contains_key(job));
+        let entries = &self.pods.entries;
+        self.reporter
+            .told
+            .retain(|uid, _| entries.contains_key(uid));
+    }
+
+    /// Feeds the live metrics with the cluster's assignment after the round.
+    fn observe(&mut self, now_ms: u64) {
+        let state = self.scheduler.state();
+        let total = state.total();
+        let alloc = total.used_milli + self.scheduler.held_milli();
+        let run: u64 = self
+            .pods
+            .jobs
+            .values()
+            .filter(|e| e.phase == JobPhase::Running)
+            .map(|e| e.job.total_milli())
+            .sum();
+        let spec = state.spec();
+        self.metrics.observe(
+            now_ms,
+            alloc,
+            run,
+            total.fragmented_nodes,
+            spec.total_gpus() * u64::from(MILLI_PER_GPU),
+            spec.gpu_nodes() as u32,
+        );
+    }
+
+    /// PodGroup status: how many members are placed, running, done; written on change.
+    fn report_groups(&mut self) {
+        let mut statuses = Vec::new();
+        for (key, members) in &self.pods.members {
+            let Some(group) = self.groups.get(key) else {
+                continue;
+            };
+            let min_member = group.spec.min_member.max(1);
+            let (mut scheduled, mut running, mut succeeded, mut failed) = (0, 0, 0, 0);
+            for entry in members.iter().filter_map(|uid| self.pods.entries.get(uid)) {
+                match entry.finished {
+                    Some(true) => succeeded += 1,
+                    Some(false) => failed += 1,
+                    None => {}
+                }
+                if entry.running {
+                    running += 1;
+                }
+                let placed = match &entry.state {
+                    PodState::InJob { job, .. } => self
+                        .pods
+                        .jobs
+                        .get(job)
+                        .is_some_and(|j| j.phase == JobPhase::Running),
+                    PodState::Parked(_) => true,
+                    _ => false,
+                };
+                if placed || entry.finished.is_some() {
+                    scheduled += 1;
+                }
+            }
+            let phase = if failed > 0 {
+                PodGroupPhase::Failed
+            } else if succeeded >= min_member {
+                PodGroupPhase::Finished
+            } else if running >= min_member {
+                PodGroupPhase::Running
+            } else if scheduled >= min_member {
+                PodGroupPhase::Scheduled
+            } else if scheduled > 0 {
+                PodGroupPhase::Scheduling
+            } else {
+                PodGroupPhase::Pending
+            };
+            let status = PodGroupStatus {
+                phase: Some(phase),
+                scheduled: Some(scheduled),
+                running: Some(running),
+                succeeded: Some(succeeded),
+                failed: Some(failed),
+                ..group.status.clone().unwrap_or_default()
+            };
+            if self.reporter.groups.get(key) != Some(&status) {
+                statuses.push((key.clone(), status));
+            }
+        }
+        for (key, status) in statuses {
+            self.reporter.groups.insert(key.clone(), status.clone());
+            self.outputs.push(Output::PodGroupStatus {
+                namespace: key.0,
+                name: key.1,
+                status,
+            });
+        }
+        let members = &self.pods.members;
+        self.reporter
+            .groups
+            .retain(|key, _| members.contains_key(key));
+    }
+
+    /// Queue status: GPUs allocated and borrowed per model, jobs pending and running;
+    /// written on change. Queue depths go to the metrics.
+    fn report_queues(&mut self) {
+        let tenants = self.scheduler.tenants();
+        let spec = self.scheduler.state().spec();
+        let mut running: HashMap<usize, i64> = HashMap::new();
+        for job in self.scheduler.running().values() {
+            *running.entry(job.tenant).or_default() += 1;
+        }
+        let mut depths = Vec::new();
+        for tenant in 0..tenants.len() {
+            let name = tenants.name(tenant).to_owned();
+            depths.push((name.clone(), self.scheduler.pending_of(tenant) as u64));
+            if !self.queues.contains_key(&name) {
+                continue;
+            }
+            let mut allocated = BTreeMap::new();
+            let mut borrowed = BTreeMap::new();
+            for (index, pool) in spec.pools.iter().enumerate() {
+                let Some(model) = &pool.gpu_model else {
+                    continue;
+                };
+                let pool_id = crate::model::PoolId(index as u16);
+                allocated.insert(model.clone(), gpus(tenants.used(tenant, pool_id)));
+                borrowed.insert(model.clone(), gpus(tenants.borrowed(tenant, pool_id)));
+            }
+            let status = QueueStatus {
+                allocated,
+                borrowed,
+                pending: self.scheduler.pending_of(tenant) as i64,
+                running: running.get(&tenant).copied().unwrap_or(0),
+                ..QueueStatus::default()
+            };
+            if self.reporter.queues.get(&name) != Some(&status) {
+                self.reporter.queues.insert(name.clone(), status.clone());
+                self.outputs.push(Output::QueueStatus { name, status });
+            }
+        }
+        self.metrics.set_queue_depths(depths);
+        let queues = &self.queues;
+        self.reporter
+            .queues
+            .retain(|name, _| queues.contains_key(name));
+    }
+}
+
+/// Milli-GPUs as an exact decimal count of GPUs ("12.5").
+fn gpus(milli: u64) -> String {
+    let whole = milli / u64::from(MILLI_PER_GPU);
+    let rest = milli % u64::from(MILLI_PER_GPU);
+    if rest == 0 {
+        whole.to_string()
+    } else {
+        let digits = format!("{rest:03}");
+        format!("{whole}.{}", digits.trim_end_matches('0'))
+    }
+}

@@ -1,0 +1,320 @@
+//! Carries the world's outputs to the API server, off the scheduling loop.
+//!
+//! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
+//!   goes back to the loop as an input.
+//! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
+//!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
+//!   unschedulable pods can neither flood the API server nor slow scheduling.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc};
+
+use super::crd::{PodGroup, Queue};
+use super::world::{Condition, Input, Output, PodRef, WriteError};
+
+/// Where the loop sends its outputs.
+#[derive(Clone)]
+pub struct Writer {
+    client: Client,
+    inputs: Sender<Input>,
+    slots: Arc<Semaphore>,
+    status: mpsc::UnboundedSender<Output>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Writer {
+    /// A writer whose status task sends at most `status_qps` writes per second, and which
+    /// runs at most `max_in_flight` bindings and evictions at once.
+    pub fn start(
+        client: Client,
+        inputs: Sender<Input>,
+        reporter: Reporter,
+        max_in_flight: usize,
+        status_qps: u32,
+    ) -> Writer {
+        let (status, queue) = mpsc::unbounded_channel();
+        let runtime = tokio::runtime::Handle::current();
+        runtime.spawn(write_status(
+            client.clone(),
+            reporter,
+            queue,
+            status_qps.max(1),
+        ));
+        Writer {
+            client,
+            inputs,
+            slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            status,
+            runtime,
+        }
+    }
+
+    /// Carries one output out; never blocks.
+    pub fn send(&self, output: Output) {
+        match output {
+            Output::Bind {
+                job,
+                pod,
+                target,
+                node,
+                annotations,
+            } => {
+                let (client, inputs, slots) =
+                    (self.client.clone(), self.inputs.clone(), self.slots.clone());
+                self.runtime.spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    let started = Instant::now();
+                    let outcome = bind(client, &target, &node, annotations).await;
+                    let _ = inputs.send(Input::Bound {
+                        job,
+                        pod,
+                        outcome,
+                        latency: started.elapsed(),
+                    });
+                });
+            }
+            Output::Evict { job, pod, target } => {
+                let (client, inputs, slots) =
+                    (self.client.clone(), self.inputs.clone(), self.slots.clone());
+                self.runtime.spawn(async move {
+                    let _slot = slots.acquire_owned().await;
+                    let outcome = evict(client, &target).await;
+                    let _ = inputs.send(Input::Evicted { job, pod, outcome });
+                });
+            }
+            status => {
+                let _ = self.status.send(status);
+            }
+        }
+    }
+}
+
+fn write_error(error: kube::Error) -> WriteError {
+    match error {
+        kube::Error::Api(status) => WriteError {
+            code: Some(status.code),
+            message: status.message,
+        },
+        other => WriteError {
+            code: None,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// `pods/binding` with the device annotations, which the API server copies onto the pod;
+/// the pod's uid guards against binding a pod recreated under the same name.
+async fn bind(
+    client: Client,
+    target: &PodRef,
+    node: &str,
+    annotations: BTreeMap<String, String>,
+) -> Result<(), WriteError> {
+    let api: Api<Pod> = Api::namespaced(client, &target.namespace);
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {
+            "name": target.name,
+            "namespace": target.namespace,
+            "uid": target.uid,
+            "annotations": annotations,
+        },
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    api.create_subresource::<_, serde_json::Value>(
+        "binding",
+        &target.name,
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .map(|_| ())
+    .map_err(write_error)
+}
+
+/// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429.
+async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
+    let api: Api<Pod> = Api::namespaced(client, &target.namespace);
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(target.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        ..EvictParams::default()
+    };
+    match api.evict(&target.name, &params).await {
+        Ok(_) => Ok(()),
+        // Already gone: what eviction was for.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(write_error(e)),
+    }
+}
+
+/// What one status write is about: the latest write per key wins while it waits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum StatusKey {
+    Pod(PodRef),
+    Event(PodRef, &'static str, String),
+    Group(String, String),
+    Queue(String),
+}
+
+fn status_key(output: &Output) -> Option<StatusKey> {
+    Some(match output {
+        Output::PodStatus { target, .. } => StatusKey::Pod(target.clone()),
+        Output::Event {
+            target,
+            reason,
+            message,
+            ..
+        } => StatusKey::Event(target.clone(), reason, message.clone()),
+        Output::PodGroupStatus {
+            namespace, name, ..
+        } => StatusKey::Group(namespace.clone(), name.clone()),
+        Output::QueueStatus { name, .. } => StatusKey::Queue(name.clone()),
+        Output::Bind { .. } | Output::Evict { .. } => return None,
+    })
+}
+
+/// The status task: coalesces and paces status writes.
+async fn write_status(
+    client: Client,
+    reporter: Reporter,
+    mut queue: mpsc::UnboundedReceiver<Output>,
+    qps: u32,
+) {
+    let recorder = Recorder::new(client.clone(), reporter);
+    let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
+    let mut order: Vec<StatusKey> = Vec::new();
+    let pause = Duration::from_secs(1) / qps;
+    loop {
+        if waiting.is_empty() {
+            let Some(output) = queue.recv().await else {
+                return;
+            };
+            enqueue(&mut waiting, &mut order, output);
+        }
+        while let Ok(output) = queue.try_recv() {
+            enqueue(&mut waiting, &mut order, output);
+        }
+        let Some(key) = (!order.is_empty()).then(|| order.remove(0)) else {
+            continue;
+        };
+        if let Some(output) = waiting.remove(&key)
+            && let Err(e) = write_one(&client, &recorder, output).await
+        {
+            tracing::debug!("status write: {e}");
+        }
+        tokio::time::sleep(pause).await;
+    }
+}
+
+fn enqueue(waiting: &mut HashMap<StatusKey, Output>, order: &mut Vec<StatusKey>, output: Output) {
+    let Some(key) = status_key(&output) else {
+        return;
+    };
+    if waiting.insert(key.clone(), output).is_none() {
+        order.push(key);
+    }
+}
+
+async fn write_one(
+    client: &Client,
+    recorder: &Recorder,
+    output: Output,
+) -> Result<(), kube::Error> {
+    let params = PatchParams::default();
+    match output {
+        Output::PodStatus {
+            target,
+            scheduled,
+            nominated_node,
+        } => {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
+            let mut status = serde_json::Map::new();
+            if let Some(Condition {
+                status: ok,
+                reason,
+                message,
+            }) = scheduled
+            {
+                status.insert(
+                    "conditions".into(),
+                    json!([{
+                        "type": "PodScheduled",
+                        "status": if ok { "True" } else { "False" },
+                        "reason": reason,
+                        "message": message,
+                        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+                    }]),
+                );
+            }
+            if let Some(node) = nominated_node {
+                status.insert("nominatedNodeName".into(), json!(node));
+            }
+            let patch = json!({"metadata": {"uid": target.uid}, "status": status});
+            api.patch_status(&target.name, &params, &Patch::Strategic(patch))
+                .await
+                .map(|_| ())
+        }
+        Output::Event {
+            target,
+            warning,
+            reason,
+            message,
+        } => {
+            let reference = ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(target.namespace),
+                name: Some(target.name),
+                uid: Some(target.uid),
+                ..ObjectReference::default()
+            };
+            let event = Event {
+                type_: if warning {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                reason: reason.into(),
+                note: Some(message),
+                action: "Scheduling".into(),
+                secondary: None,
+            };
+            recorder.publish(&event, &reference).await
+        }
+        Output::PodGroupStatus {
+            namespace,
+            name,
+            status,
+        } => {
+            let api: Api<PodGroup> = Api::namespaced(client.clone(), &namespace);
+            let patch = json!({"status": status});
+            api.patch_status(&name, &params, &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+        Output::QueueStatus { name, status } => {
+            let api: Api<Queue> = Api::all(client.clone());
+            let patch = json!({"status": status});
+            api.patch_status(&name, &params, &Patch::Merge(patch))
+                .await
+                .map(|_| ())
+        }
+        Output::Bind { .. } | Output::Evict { .. } => Ok(()),
+    }
+}
