@@ -12,4 +12,4 @@ mod watch;
 pub mod world;
 mod writer;
 
-pub use run::{RunOptions, Serving, now_ms, run, run_with_client};
+pub use run::{RunOptions, Serving, now_ms, run, run_with_config};

@@ -89,33 +89,39 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: Option<tokio::sync::oneshot::Sender<Serving>>,
 ) -> anyhow::Result<()> {
-    let client = connect(options.kubeconfig.as_deref()).await?;
-    run_with_client(client, options, shutdown, serving).await
+    let config = client_config(options.kubeconfig.as_deref()).await?;
+    run_with_config(config, options, shutdown, serving).await
 }
 
-async fn connect(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+async fn client_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<kube::Config> {
+    match kubeconfig {
         Some(path) => {
             let file = Kubeconfig::read_from(path)
                 .with_context(|| format!("kubeconfig {}", path.display()))?;
             kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
                 .await
-                .with_context(|| format!("kubeconfig {}", path.display()))?
+                .with_context(|| format!("kubeconfig {}", path.display()))
         }
         None => kube::Config::infer()
             .await
-            .context("no kubeconfig given and no in-cluster configuration found")?,
-    };
-    Client::try_from(config).context("building the Kubernetes client")
+            .context("no kubeconfig given and no in-cluster configuration found"),
+    }
 }
 
-/// [`run`] with a client already built (tests give one for their in-process API server).
-pub async fn run_with_client(
-    client: Client,
+/// [`run`] with the client configuration given (tests give one for their in-process API
+/// server).
+pub async fn run_with_config(
+    client_config: kube::Config,
     options: RunOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: Option<tokio::sync::oneshot::Sender<Serving>>,
 ) -> anyhow::Result<()> {
+    let client =
+        Client::try_from(client_config.clone()).context("building the Kubernetes client")?;
+    // Evictions see a disruption budget's 429 at once, rather than after kube's retries.
+    let mut no_retry = client_config;
+    no_retry.default_retry = false;
+    let eviction_client = Client::try_from(no_retry).context("building the Kubernetes client")?;
     let config = &options.config;
     let profile_name = options
         .profile
@@ -156,6 +162,7 @@ pub async fn run_with_client(
     };
     let writer = Writer::start(
         client.clone(),
+        eviction_client,
         inputs.clone(),
         reporter,
         options.max_in_flight,

@@ -25,6 +25,8 @@ use super::world::{Condition, Input, Output, PodRef, WriteError};
 #[derive(Clone)]
 pub struct Writer {
     client: Client,
+    /// Without kube's retries: an eviction a disruption budget refuses is answered at once.
+    eviction_client: Client,
     inputs: Sender<Input>,
     slots: Arc<Semaphore>,
     status: mpsc::UnboundedSender<Output>,
@@ -36,6 +38,7 @@ impl Writer {
     /// runs at most `max_in_flight` bindings and evictions at once.
     pub fn start(
         client: Client,
+        eviction_client: Client,
         inputs: Sender<Input>,
         reporter: Reporter,
         max_in_flight: usize,
@@ -51,6 +54,7 @@ impl Writer {
         ));
         Writer {
             client,
+            eviction_client,
             inputs,
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             status,
@@ -83,8 +87,11 @@ impl Writer {
                 });
             }
             Output::Evict { job, pod, target } => {
-                let (client, inputs, slots) =
-                    (self.client.clone(), self.inputs.clone(), self.slots.clone());
+                let (client, inputs, slots) = (
+                    self.eviction_client.clone(),
+                    self.inputs.clone(),
+                    self.slots.clone(),
+                );
                 self.runtime.spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let outcome = evict(client, &target).await;
@@ -131,7 +138,7 @@ async fn bind(
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     });
-    api.create_subresource::<_, serde_json::Value>(
+    api.create_subresource::<_, kube::core::Status>(
         "binding",
         &target.name,
         &PostParams::default(),

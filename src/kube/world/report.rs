@@ -104,7 +104,7 @@ impl World {
         let due: Vec<JobId> = self
             .scheduler
             .waiting()
-            .filter(|w| w.blocked_since.is_some())
+            .filter(|w| w.blocked_since.is_some() || w.unresolvable)
             .map(|w| w.job.id)
             .filter(|job| {
                 self.reporter

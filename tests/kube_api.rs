@@ -1,0 +1,510 @@
+//! `kant run` against an API server inside the test process: the real kube-rs client does
+//! lists, watches (with bookmarks, drops and 410 Gone), bindings, status patches, events,
+//! evictions and leases over HTTP, exactly as against a real cluster.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kant::config::Config;
+use kant::kube::crd::{PodGroup, Queue};
+use kant::kube::{RunOptions, Serving, run_with_config};
+use kant_testkit::ApiServer;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+const GPU_IDS: &str = "kant.io/gpu-ids";
+
+fn node(name: &str, gpus: u32) -> Node {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
+                                             "kant.io/leaf": format!("leaf-{}", &name[..name.len().min(6)])}},
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "128", "memory": "1Ti"}}
+    }))
+    .expect("a valid node")
+}
+
+fn pod(name: &str, extra: Value) -> Pod {
+    let mut value = json!({
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"schedulerName": "kant-scheduler",
+                 "containers": [{"name": "main", "image": "trainer"}]}
+    });
+    merge(&mut value, extra);
+    serde_json::from_value(value).expect("a valid pod")
+}
+
+fn gpu_pod(name: &str, gpus: u32) -> Pod {
+    pod(
+        name,
+        json!({"spec": {"containers": [{"name": "main", "image": "trainer",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}),
+    )
+}
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+/// A scheduler running against `server` until dropped.
+struct Kant {
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    serving: Serving,
+}
+
+impl Kant {
+    async fn start(server: &ApiServer, config: Config) -> Kant {
+        let mut options = RunOptions::new(config);
+        options.leader_election = false;
+        options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+        options.health_addr = "127.0.0.1:0".parse().unwrap();
+        options.status_qps = 1_000;
+        Self::start_with(server, options).await
+    }
+
+    async fn start_with(server: &ApiServer, options: RunOptions) -> Kant {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (tx, rx) = oneshot::channel();
+        let config = server.config();
+        let task = tokio::spawn(async move {
+            run_with_config(
+                config,
+                options,
+                async {
+                    let _ = stopped.await;
+                },
+                Some(tx),
+            )
+            .await
+        });
+        let serving = rx.await.expect("the scheduler starts serving");
+        Kant {
+            stop: Some(stop),
+            task,
+            serving,
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(Duration::from_secs(20), &mut self.task)
+            .await
+            .expect("the scheduler stops");
+        result.expect("no panic").expect("a clean stop");
+    }
+}
+
+/// Polls until `done` holds, failing with `what` after 60 s.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn bound_pods(server: &ApiServer) -> Vec<Pod> {
+    server
+        .list::<Pod>()
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .collect()
+}
+
+fn annotation<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Checks that no whole device is given twice and no shared device past one GPU; returns
+/// the milli-GPUs assigned per (node, device).
+fn assert_devices_valid(pods: &[Pod]) -> HashMap<(String, u32), u32> {
+    let mut used: HashMap<(String, u32), u32> = HashMap::new();
+    for pod in pods {
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap();
+        let Some(ids) = annotation(pod, GPU_IDS) else {
+            continue;
+        };
+        let milli = annotation(pod, "kant.io/gpu-fraction").map_or(1000, |f| {
+            (f.parse::<f64>().unwrap() * 1000.0).round() as u32
+        });
+        for id in ids.split(',') {
+            let device: u32 = id.parse().expect("numeric device id");
+            *used.entry((node.clone(), device)).or_default() += milli;
+        }
+    }
+    for ((node, device), milli) in &used {
+        assert!(
+            *milli <= 1000,
+            "device {device} of {node} holds {milli} milli-GPUs"
+        );
+    }
+    used
+}
+
+fn scheduled_condition(pod: &Pod) -> Option<(String, String)> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let c = conditions.iter().find(|c| c.type_ == "PodScheduled")?;
+    Some((c.status.clone(), c.message.clone().unwrap_or_default()))
+}
+
+fn binding_count(server: &ApiServer) -> u64 {
+    server.request_count("create", "pods/binding")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_pods_on_a_hundred_nodes_are_bound_once_with_valid_devices() {
+    let server = ApiServer::start().await;
+    for i in 0..100 {
+        server.create(&node(&format!("node-{i:03}"), 8));
+    }
+    let kant = Kant::start(&server, Config::embedded()).await;
+    // 700 whole GPUs and 300 quarters: 775 of the 800 GPUs.
+    for i in 0..1000 {
+        let p = if i % 10 < 7 {
+            gpu_pod(&format!("p-{i:04}"), 1)
+        } else {
+            pod(
+                &format!("p-{i:04}"),
+                json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.25"}}}),
+            )
+        };
+        server.create(&p);
+    }
+    eventually("every pod is bound", || bound_pods(&server).len() == 1000).await;
+    let pods = bound_pods(&server);
+    let used = assert_devices_valid(&pods);
+    assert_eq!(used.values().map(|&m| u64::from(m)).sum::<u64>(), 775_000);
+    let bindings = server.bindings();
+    let distinct: HashSet<_> = bindings.iter().map(|(ns, p, _)| (ns, p)).collect();
+    assert_eq!(bindings.len(), 1000, "each pod bound exactly once");
+    assert_eq!(distinct.len(), 1000);
+    assert_eq!(binding_count(&server), 1000, "no binding was retried");
+    for p in &pods {
+        assert_eq!(
+            scheduled_condition(p).map(|c| c.0).as_deref(),
+            Some("True"),
+            "{:?}",
+            p.metadata.name
+        );
+    }
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_is_bound_all_or_nothing() {
+    let server = ApiServer::start().await;
+    for i in 0..3 {
+        server.create(&node(&format!("node-{i}"), 8));
+    }
+    let kant = Kant::start(&server, Config::embedded()).await;
+    let group: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "llm", "namespace": "ml"}, "spec": {"minMember": 4}
+    }))
+    .unwrap();
+    server.create(&group);
+    for i in 0..4 {
+        let mut p = gpu_pod(&format!("llm-{i}"), 8);
+        p.metadata.labels = Some(BTreeMap::from([(
+            "scheduling.x-k8s.io/pod-group".to_string(),
+            "llm".to_string(),
+        )]));
+        server.create(&p);
+    }
+    // Four 8-GPU pods, three nodes: nothing is bound, and each pod says why.
+    eventually("the gang reports why it waits", || {
+        server.list::<Pod>().iter().all(|p| {
+            scheduled_condition(p)
+                .is_some_and(|(s, m)| s == "False" && m.contains("pod group ml/llm"))
+        })
+    })
+    .await;
+    assert_eq!(binding_count(&server), 0);
+    server.create(&node("node-3", 8));
+    eventually("the whole gang is bound", || bound_pods(&server).len() == 4).await;
+    let nodes: HashSet<String> = bound_pods(&server)
+        .iter()
+        .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+        .collect();
+    assert_eq!(nodes.len(), 4);
+    eventually("the PodGroup status counts the gang", || {
+        server
+            .get::<PodGroup>(Some("ml"), "llm")
+            .and_then(|g| g.status)
+            .and_then(|s| s.scheduled)
+            == Some(4)
+    })
+    .await;
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_watch_and_a_410_lose_nothing_and_bind_nothing_twice() {
+    let server = ApiServer::start().await;
+    for i in 0..20 {
+        server.create(&node(&format!("node-{i:02}"), 8));
+    }
+    let kant = Kant::start(&server, Config::embedded()).await;
+    for i in 0..40 {
+        server.create(&gpu_pod(&format!("a-{i:02}"), 1));
+    }
+    eventually("the first pods are bound", || {
+        bound_pods(&server).len() == 40
+    })
+    .await;
+    // The watches drop; history is compacted, so resuming from the last resourceVersion
+    // gets 410 Gone and the watchers relist. Meanwhile pods come and one goes.
+    server.drop_watches();
+    server.compact();
+    for i in 0..40 {
+        server.create(&gpu_pod(&format!("b-{i:02}"), 2));
+    }
+    server.delete::<Pod>(Some("ml"), "a-00");
+    eventually("the later pods are bound", || {
+        bound_pods(&server).len() == 79
+    })
+    .await;
+    assert_eq!(server.bindings().len(), 80);
+    let distinct: HashSet<_> = server.bindings().into_iter().map(|(_, p, _)| p).collect();
+    assert_eq!(distinct.len(), 80, "no pod bound twice");
+    assert_devices_valid(&bound_pods(&server));
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_on_bind_is_requeued_and_bound() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    server.create(&node("node-1", 8));
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 100;
+    let kant = Kant::start(&server, config).await;
+    server.fail_next_bindings("ml", "p", 1, 409);
+    server.create(&gpu_pod("p", 8));
+    eventually("the pod is bound after the conflict", || {
+        bound_pods(&server).len() == 1
+    })
+    .await;
+    assert_eq!(binding_count(&server), 2, "one refused, one accepted");
+    assert_eq!(server.bindings().len(), 1);
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_recovers_every_device_assignment() {
+    let server = ApiServer::start().await;
+    for i in 0..4 {
+        server.create(&node(&format!("node-{i}"), 8));
+    }
+    let kant = Kant::start(&server, Config::embedded()).await;
+    for i in 0..12 {
+        server.create(&gpu_pod(&format!("first-{i:02}"), 2));
+    }
+    eventually("the first pods are bound", || {
+        bound_pods(&server).len() == 12
+    })
+    .await;
+    kant.stop().await;
+    // A new scheduler knows nothing but what the API server holds.
+    let kant = Kant::start(&server, Config::embedded()).await;
+    for i in 0..8 {
+        server.create(&gpu_pod(&format!("second-{i:02}"), 1));
+    }
+    eventually("the second pods are bound", || {
+        bound_pods(&server).len() == 20
+    })
+    .await;
+    let used = assert_devices_valid(&bound_pods(&server));
+    assert_eq!(used.len(), 32, "every device of the four nodes, none twice");
+    // The cluster is full: one more GPU waits.
+    server.create(&gpu_pod("one-more", 1));
+    eventually("the extra pod says it waits", || {
+        server
+            .get::<Pod>(Some("ml"), "one-more")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("Insufficient nvidia.com/gpu"))
+    })
+    .await;
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_pods_are_reported_on_the_pod_while_the_rest_schedules() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, Config::embedded()).await;
+    server.create(&pod(
+        "bad-quantity",
+        json!({"spec": {"containers": [{"name": "main", "image": "x",
+            "resources": {"requests": {"cpu": "lots"}}}]}}),
+    ));
+    server.create(&pod(
+        "unknown-queue",
+        json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+    ));
+    server.create(&pod(
+        "bad-fraction",
+        json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "1.5"}}}),
+    ));
+    server.create(&gpu_pod("good", 1));
+    eventually("the good pod is bound", || bound_pods(&server).len() == 1).await;
+    let reason = |name: &str| {
+        server
+            .get::<Pod>(Some("ml"), name)
+            .and_then(|p| scheduled_condition(&p))
+    };
+    eventually("each bad pod says what is wrong", || {
+        let ok = |name: &str, words: &str| {
+            reason(name).is_some_and(|(s, m)| s == "False" && m.contains(words))
+        };
+        ok("bad-quantity", "cpu")
+            && ok("unknown-queue", "queue nope does not exist")
+            && ok("bad-fraction", "kant.io/gpu-fraction")
+    })
+    .await;
+    // Creating the queue lets its pod in.
+    let queue: Queue = serde_json::from_value(json!({
+        "apiVersion": "kant.io/v1alpha1", "kind": "Queue",
+        "metadata": {"name": "nope"}, "spec": {"quota": {"H100": 4}}
+    }))
+    .unwrap();
+    server.create(&queue);
+    eventually("the queued pod is bound", || bound_pods(&server).len() == 2).await;
+    eventually("the queue's status shows its GPU", || {
+        server
+            .get::<Queue>(None, "nope")
+            .and_then(|q| q.status)
+            .is_some_and(|s| s.allocated.get("H100").map(String::as_str) == Some("0"))
+    })
+    .await;
+    kant.stop().await;
+}
+
+/// The embedded configuration with preemption in the default profile.
+fn preempting() -> Config {
+    let mut config = Config::embedded();
+    config.queueing.min_runtime = 0;
+    config.queueing.requeue_backoff = 200;
+    let profile = config
+        .profiles
+        .iter_mut()
+        .find(|p| p.name == "default")
+        .unwrap();
+    profile
+        .plugins
+        .push(kant::config::PluginConfig::Name("preemption".into()));
+    config
+}
+
+fn with_priority(mut pod: Pod, priority: i32, app: &str) -> Pod {
+    let spec = pod.spec.as_mut().unwrap();
+    spec.priority = Some(priority);
+    pod.metadata.labels = Some(BTreeMap::from([("app".to_string(), app.to_string())]));
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_evicts_through_the_eviction_api_and_budgets_hold() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, preempting()).await;
+    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
+    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
+    server.set_pod_phase("ml", "low", "Running");
+    // A budget that allows no disruption: the eviction is refused and the low pod stays.
+    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "keep-low", "namespace": "ml"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "low"}}}
+    }))
+    .unwrap();
+    server.create(&budget);
+    server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
+    eventually("the refused eviction is reported on the preemptor", || {
+        server.request_count("create", "pods/eviction") >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        server.get::<Pod>(Some("ml"), "low").is_some(),
+        "the budget held"
+    );
+    assert_eq!(binding_count(&server), 1, "the preemptor was never bound");
+    // Without the budget the low pod is evicted and the preemptor bound where it was.
+    server.delete::<PodDisruptionBudget>(Some("ml"), "keep-low");
+    eventually("the preemptor is bound", || {
+        server
+            .get::<Pod>(Some("ml"), "high")
+            .and_then(|p| p.spec?.node_name)
+            .is_some()
+    })
+    .await;
+    assert!(server.get::<Pod>(Some("ml"), "low").is_none(), "evicted");
+    kant.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let mut options = RunOptions::new(Config::embedded());
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.identity = "replica-a".into();
+    options.lease_namespace = "kube-system".into();
+    let kant = Kant::start_with(&server, options).await;
+    server.create(&gpu_pod("p", 2));
+    eventually("the leader binds the pod", || {
+        bound_pods(&server).len() == 1
+    })
+    .await;
+    let lease = server
+        .get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), "kant-scheduler-all")
+        .expect("the shard's lease exists");
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some("replica-a")
+    );
+    let metrics = http_get(kant.serving.metrics, "/metrics").await;
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    for series in [
+        "kant_gpus_allocated_milli 2000",
+        "kant_bind_seconds_count 1",
+        "kant_job_wait_seconds_count{size=\"2-8\"} 1",
+    ] {
+        assert!(metrics.contains(series), "missing {series} in {metrics}");
+    }
+    let ready = http_get(kant.serving.health, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let alive = http_get(kant.serving.health, "/healthz").await;
+    assert!(alive.starts_with("HTTP/1.1 200"), "{alive}");
+    kant.stop().await;
+}
+
+/// A minimal HTTP/1.1 GET.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: kant\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+}
