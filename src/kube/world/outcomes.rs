@@ -41,6 +41,7 @@ impl World {
                         self.start_binding(job);
                     } else {
                         self.nominate(job, true);
+                        self.pods.in_flight.insert(job);
                         if let Some(entry) = self.pods.jobs.get_mut(&job) {
                             entry.phase = JobPhase::AwaitingVictims(victims);
                         }
@@ -122,6 +123,7 @@ impl World {
                 annotations,
             });
         }
+        self.pods.in_flight.insert(job);
         if let Some(entry) = self.pods.jobs.get_mut(&job) {
             entry.phase = JobPhase::Binding {
                 outstanding,

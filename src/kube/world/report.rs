@@ -44,7 +44,6 @@ impl Reporter {
 impl World {
     pub(super) fn report(&mut self, now_ms: u64) {
         self.report_held();
-        self.explain_queued(now_ms);
         self.observe(now_ms);
         let due = self
             .reporter
@@ -52,6 +51,7 @@ impl World {
             .is_none_or(|t| now_ms >= t + REFRESH_MS);
         if due {
             self.reporter.last_refresh_ms = Some(now_ms);
+            self.explain_queued(now_ms);
             self.metrics.refresh(now_ms);
             self.report_groups();
             self.report_queues();
@@ -154,13 +154,24 @@ impl World {
         let state = self.scheduler.state();
         let total = state.total();
         let alloc = total.used_milli + self.scheduler.held_milli();
-        let run: u64 = self
+        // Running: what is assigned, less the jobs whose bindings are still in flight.
+        let jobs = &self.pods.jobs;
+        self.pods.in_flight.retain(|job| {
+            jobs.get(job).is_some_and(|e| {
+                matches!(
+                    e.phase,
+                    JobPhase::Binding { .. } | JobPhase::AwaitingVictims(_)
+                )
+            })
+        });
+        let in_flight: u64 = self
             .pods
-            .jobs
-            .values()
-            .filter(|e| e.phase == JobPhase::Running)
+            .in_flight
+            .iter()
+            .filter_map(|job| jobs.get(job))
             .map(|e| e.job.total_milli())
             .sum();
+        let run = total.used_milli.saturating_sub(in_flight);
         let spec = state.spec();
         self.metrics.observe(
             now_ms,
