@@ -6,7 +6,7 @@
 //!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
 //!   unschedulable pods can neither flood the API server nor slow scheduling.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -205,7 +205,7 @@ async fn write_status(
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
     let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
-    let mut order: Vec<StatusKey> = Vec::new();
+    let mut order: VecDeque<StatusKey> = VecDeque::new();
     let pause = Duration::from_secs(1) / qps;
     loop {
         if waiting.is_empty() {
@@ -217,7 +217,7 @@ async fn write_status(
         while let Ok(output) = queue.try_recv() {
             enqueue(&mut waiting, &mut order, output);
         }
-        let Some(key) = (!order.is_empty()).then(|| order.remove(0)) else {
+        let Some(key) = order.pop_front() else {
             continue;
         };
         if let Some(output) = waiting.remove(&key)
@@ -229,12 +229,16 @@ async fn write_status(
     }
 }
 
-fn enqueue(waiting: &mut HashMap<StatusKey, Output>, order: &mut Vec<StatusKey>, output: Output) {
+fn enqueue(
+    waiting: &mut HashMap<StatusKey, Output>,
+    order: &mut VecDeque<StatusKey>,
+    output: Output,
+) {
     let Some(key) = status_key(&output) else {
         return;
     };
     if waiting.insert(key.clone(), output).is_none() {
-        order.push(key);
+        order.push_back(key);
     }
 }
 

@@ -159,6 +159,8 @@ pub(super) struct Pods {
     parked: BTreeSet<String>,
     /// Pods newly held, whose reason is to be reported.
     held: BTreeSet<String>,
+    /// Pods told that some of their constraints are not enforced.
+    warned: BTreeSet<String>,
     /// Pods held for an unknown Queue or PodGroup, re-examined when those change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -405,6 +407,7 @@ impl World {
         let pods = &mut self.pods;
         pods.held_on_queue.remove(uid);
         pods.held.remove(uid);
+        pods.warned.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -492,6 +495,17 @@ impl World {
             let Some(facts) = entry.facts.clone() else {
                 continue;
             };
+            if !facts.ignored.is_empty() && self.pods.warned.insert(uid.clone()) {
+                self.outputs.push(super::Output::Event {
+                    target: entry.target.clone(),
+                    warning: true,
+                    reason: "IgnoredConstraint",
+                    message: format!(
+                        "kant does not enforce {}; the pod is scheduled without it",
+                        facts.ignored.join(", ")
+                    ),
+                });
+            }
             if !self.in_shard(&facts) {
                 self.set_state(&uid, PodState::Ignored);
                 continue;

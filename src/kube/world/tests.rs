@@ -343,3 +343,31 @@ fn a_relist_drops_what_vanished_while_the_watch_was_down() {
     assert_eq!(world.scheduler().state().spec().nodes.len(), 1);
     assert_eq!(world.scheduler().state().total().free_gpus, 8);
 }
+
+#[test]
+fn constraints_kant_does_not_enforce_are_told_once() {
+    let mut world = synced(&[node("n1", 8)]);
+    let anti = json!({"spec": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}}});
+    world.apply(Input::Pod(Box::new(Event::Apply(pod("p", 1, anti)))), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    let warnings: Vec<&String> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event {
+                reason: "IgnoredConstraint",
+                message,
+                ..
+            } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        ["kant does not enforce spec.affinity.podAntiAffinity; the pod is scheduled without it"]
+    );
+    assert_eq!(binds(&out).len(), 1);
+}
