@@ -100,6 +100,8 @@ pub struct ClusterState {
     /// An ordered map rather than a hash map: its 16-entry nodes copy less per change than
     /// a hash trie's 32-entry ones (measured in `benches/snapshot.rs`: about half the cost).
     placements: OrdMap<PodKey, PlacedPod>,
+    /// Milli-GPUs of the placements still only assumed (not yet confirmed bound).
+    assumed_milli: u64,
 }
 
 impl ClusterState {
@@ -126,6 +128,7 @@ impl ClusterState {
             hbds: hbds.into_iter().collect(),
             total,
             placements: OrdMap::new(),
+            assumed_milli: 0,
             spec,
         }
     }
@@ -201,6 +204,11 @@ impl ClusterState {
         self.placements.len()
     }
 
+    /// Milli-GPUs held by placements not yet confirmed bound.
+    pub fn assumed_milli(&self) -> u64 {
+        self.assumed_milli
+    }
+
     /// Assumes a placement: its resources are taken now, before the world confirms it.
     pub fn assume(&mut self, pod: PodKey, placement: Placement) -> Result<(), CacheError> {
         self.insert(pod, placement, PlacementPhase::Assumed, true)
@@ -249,6 +257,9 @@ impl ClusterState {
                 placement.memory_mib,
             )
         });
+        if phase == PlacementPhase::Assumed {
+            self.assumed_milli += gpus.total_milli();
+        }
         self.placements.insert(pod, PlacedPod { placement, phase });
         Ok(())
     }
@@ -259,6 +270,9 @@ impl ClusterState {
             .placements
             .get_mut(&pod)
             .ok_or(CacheError::NotPlaced(pod))?;
+        if placed.phase == PlacementPhase::Assumed {
+            self.assumed_milli -= placed.placement.gpus.total_milli();
+        }
         placed.phase = PlacementPhase::Bound;
         Ok(())
     }
@@ -270,6 +284,9 @@ impl ClusterState {
             .placements
             .remove(&pod)
             .ok_or(CacheError::NotPlaced(pod))?;
+        if placed.phase == PlacementPhase::Assumed {
+            self.assumed_milli -= placed.placement.gpus.total_milli();
+        }
         let p = placed.placement;
         self.update_node(p.node, |state| {
             state.remove(p.gpus.devices, p.gpus.milli_each, p.cpu_milli, p.memory_mib)

@@ -185,6 +185,9 @@ enum Op {
     Forget {
         job: u32,
     },
+    Confirm {
+        job: u32,
+    },
     Health {
         node: u32,
         device: usize,
@@ -197,6 +200,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0u32..40, 0u32..10, 1u32..65536, prop_oneof![Just(1000u32), 1u32..1000])
             .prop_map(|(job, node, devices, milli)| Op::Assume { job, node, devices, milli }),
         2 => (0u32..40).prop_map(|job| Op::Forget { job }),
+        2 => (0u32..40).prop_map(|job| Op::Confirm { job }),
         1 => (0u32..10, 0usize..16, any::<bool>())
             .prop_map(|(node, device, healthy)| Op::Health { node, device, healthy }),
     ]
@@ -225,6 +229,12 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         used_milli += node_used;
         fragmented += u32::from(node_used > 0 && node_used < devices as u64 * 1000);
     }
+    let assumed: u64 = state
+        .placements()
+        .filter(|(_, placed)| placed.phase == PlacementPhase::Assumed)
+        .map(|(_, placed)| placed.placement.gpus.total_milli())
+        .sum();
+    assert_eq!(state.assumed_milli(), assumed);
     let total = state.total();
     assert_eq!(
         (
@@ -268,6 +278,7 @@ proptest! {
                     let _ = state.assume(key(job, 0), place(node, devices, milli));
                 }
                 Op::Forget { job } => { let _ = state.forget(key(job, 0)); }
+                Op::Confirm { job } => { let _ = state.confirm(key(job, 0)); }
                 Op::Health { node, device, healthy } => {
                     let node = node % nodes.len() as u32;
                     if state.set_device_health(NodeId(node), device, healthy).is_ok() {

@@ -256,17 +256,20 @@ fn scheduling_loop(
         let wait = wakeup
             .map_or(IDLE_TICK, |t| Duration::from_millis(t.saturating_sub(now)))
             .min(IDLE_TICK);
-        match events.recv_timeout(wait) {
-            Ok(input) => world.apply(input, now_ms()),
-            Err(RecvTimeoutError::Timeout) => {}
+        let first = match events.recv_timeout(wait) {
+            Ok(input) => Some(input),
+            Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
-        }
-        // Everything that arrived meanwhile goes into one round.
-        while let Ok(input) = events.try_recv() {
-            world.apply(input, now_ms());
+        };
+        // Everything that arrived meanwhile goes into one round, at one time.
+        let now = now_ms();
+        for input in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| events.try_recv().ok()))
+        {
+            world.apply(input, now);
         }
         health.set_synced(world.synced());
-        let now = now_ms();
         if leader.load(Ordering::Acquire) {
             world.round(now);
             for output in world.take_outputs() {

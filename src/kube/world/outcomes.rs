@@ -41,7 +41,6 @@ impl World {
                         self.start_binding(job);
                     } else {
                         self.nominate(job, true);
-                        self.pods.in_flight.insert(job);
                         if let Some(entry) = self.pods.jobs.get_mut(&job) {
                             entry.phase = JobPhase::AwaitingVictims(victims);
                         }
@@ -123,7 +122,6 @@ impl World {
                 annotations,
             });
         }
-        self.pods.in_flight.insert(job);
         if let Some(entry) = self.pods.jobs.get_mut(&job) {
             entry.phase = JobPhase::Binding {
                 outstanding,

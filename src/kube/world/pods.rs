@@ -164,9 +164,6 @@ pub(super) struct Pods {
     /// Pods held for an unknown Queue or PodGroup, re-examined when those change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
-    /// Jobs whose placement is reserved but not yet all bound (binding, or waiting for
-    /// preemption victims); may hold ids that moved on, dropped when next looked at.
-    pub in_flight: BTreeSet<JobId>,
     /// Workloads submitted, and placed, at least once (the metrics count the first).
     pub submitted_workloads: BTreeSet<String>,
     pub placed_workloads: BTreeSet<String>,

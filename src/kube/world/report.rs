@@ -154,32 +154,21 @@ impl World {
         let state = self.scheduler.state();
         let total = state.total();
         let alloc = total.used_milli + self.scheduler.held_milli();
-        // Running: what is assigned, less the jobs whose bindings are still in flight.
-        let jobs = &self.pods.jobs;
-        self.pods.in_flight.retain(|job| {
-            jobs.get(job).is_some_and(|e| {
-                matches!(
-                    e.phase,
-                    JobPhase::Binding { .. } | JobPhase::AwaitingVictims(_)
-                )
-            })
-        });
-        let in_flight: u64 = self
-            .pods
-            .in_flight
-            .iter()
-            .filter_map(|job| jobs.get(job))
-            .map(|e| e.job.total_milli())
-            .sum();
-        let run = total.used_milli.saturating_sub(in_flight);
+        // Running: what is assigned, less what is reserved but not yet bound.
+        let run = total.used_milli - state.assumed_milli();
         let spec = state.spec();
+        let gpu_nodes: u32 = (0..spec.pools.len())
+            .map(|p| crate::model::PoolId(p as u16))
+            .filter(|&p| spec.pool(p).gpu_model.is_some())
+            .map(|p| state.pool(p).nodes)
+            .sum();
         self.metrics.observe(
             now_ms,
             alloc,
             run,
             total.fragmented_nodes,
-            spec.total_gpus() * u64::from(MILLI_PER_GPU),
-            spec.gpu_nodes() as u32,
+            u64::from(total.gpus) * u64::from(MILLI_PER_GPU),
+            gpu_nodes,
         );
     }
 
