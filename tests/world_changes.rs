@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use common::*;
 use kant::cache::{DeviceAlloc, Placement, PlacementPhase, PodKey};
-use kant::framework::Decision;
+use kant::framework::{Adopted, Decision};
+
+const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, JobId, LinkProfile, NodeConstraints, NodeId, NodeRow, PoolId,
     Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, TenantId, Toleration,
@@ -55,9 +57,9 @@ fn adopted_pods_hold_their_devices_and_a_conflict_changes_nothing() {
     let mut s = scheduler(profile("default", None, None), spec);
     s.adopt(
         job(7, 2, whole(2), 0, 0),
-        &[on(0, 0b11), on(0, 0b1100)],
+        &[Some(on(0, 0b11)), Some(on(0, 0b1100))],
         0,
-        true,
+        RUNNING,
     )
     .expect("fits");
     assert_eq!(s.state().total().free_gpus, 4);
@@ -70,9 +72,9 @@ fn adopted_pods_hold_their_devices_and_a_conflict_changes_nothing() {
     assert!(
         s.adopt(
             job(8, 2, whole(1), 0, 0),
-            &[on(0, 0b10000), on(0, 0b1000)],
+            &[Some(on(0, 0b10000)), Some(on(0, 0b1000))],
             0,
-            true
+            RUNNING
         )
         .is_err()
     );
@@ -132,9 +134,9 @@ fn nodes_coming_and_going_keep_what_still_fits() {
     let spec = spec_of(vec![row("a", "H100", 8), row("b", "H100", 8)], &models);
     let mut s = scheduler(profile("default", None, None), spec);
     // Job 1 bound on a; job 2 reserved (binding in flight) on b.
-    s.adopt(job(1, 1, whole(8), 0, 0), &[on(0, 0xff)], 0, true)
+    s.adopt(job(1, 1, whole(8), 0, 0), &[Some(on(0, 0xff))], 0, RUNNING)
         .unwrap();
-    s.adopt(job(2, 1, whole(4), 0, 0), &[on(1, 0x0f)], 0, true)
+    s.adopt(job(2, 1, whole(4), 0, 0), &[Some(on(1, 0x0f))], 0, RUNNING)
         .unwrap();
     // Node a goes away, node c comes: job 1's pod is forgotten, job 2 stays on b
     // (whose id changed).
@@ -366,4 +368,41 @@ impl kant::framework::Bind for WaitBinder {
     fn bind(&self, _: &kant::model::Job, _: &kant::framework::JobPlan) -> kant::framework::Status {
         kant::framework::Status::new(kant::framework::Code::Wait, "binding")
     }
+}
+
+#[test]
+fn victims_held_until_gone_keep_what_their_preemptor_left() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let mut config = profile_config("default", None, None);
+    config
+        .plugins
+        .push(kant::config::PluginConfig::Name("preemption".into()));
+    let mut s = scheduler(build(&config), spec);
+    s.hold_victims_until_gone();
+    // A low-priority job placed long ago (past the minimum runtime).
+    s.adopt(job(1, 1, whole(8), 0, 0), &[Some(on(0, 0xff))], 0, RUNNING)
+        .unwrap();
+    s.submit(job(2, 1, whole(4), 100, 7_200));
+    s.submit(job(3, 1, whole(4), 0, 7_201));
+    let decisions = s.schedule(7_200_000);
+    assert!(
+        decisions
+            .iter()
+            .any(|d| matches!(d, Decision::Preempted { victims, .. } if victims == &[JobId(1)]))
+    );
+    assert_eq!(
+        placed_jobs(&decisions),
+        [JobId(2)],
+        "job 3 waits for the victim"
+    );
+    assert_eq!(
+        s.state().total().free_gpus,
+        0,
+        "the victim holds the other four"
+    );
+    assert!(s.waiting().all(|w| w.job.id != JobId(1)), "not requeued");
+    // Its pod is gone: job 3 takes the room.
+    assert!(s.release_pod(key(1, 0)).is_some());
+    assert!(!s.running().contains_key(&JobId(1)));
+    assert_eq!(placed_jobs(&s.schedule(7_200_001)), [JobId(3)]);
 }

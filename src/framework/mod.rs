@@ -16,6 +16,6 @@ pub use plugin::{
     RunningJob, Score,
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
-pub use scheduler::{Decision, Reshaped, Scheduler};
+pub use scheduler::{Adopted, Decision, Reshaped, Scheduler};
 pub use search::{AnyGroup, Found, HeldGroups, diagnose, place_job, pools_for, reservation_groups};
 pub use status::{Code, Diagnosis, Status};

@@ -32,7 +32,8 @@ pub enum Decision {
         plan: JobPlan,
         bound: bool,
     },
-    /// These jobs were evicted whole to make room for `by`; they are back in their queues.
+    /// These jobs were evicted whole to make room for `by`; they are back in their queues
+    /// (or, when victims are held until gone, terminating).
     Preempted {
         victims: Vec<JobId>,
         by: JobId,
@@ -79,6 +80,12 @@ pub struct Scheduler {
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
+    /// Whether victims hold what they had until the world reports their pods gone (a
+    /// real cluster, where eviction takes time), instead of leaving at once (the
+    /// simulator).
+    hold_victims: bool,
+    /// Victims of the current cycle to hold, with their placements.
+    terminating: Vec<(RunningJob, Vec<Option<Placement>>)>,
     /// Room held for backfill heads that waited past the threshold.
     reservations: Vec<Reservation>,
     decisions: Vec<Decision>,
@@ -112,9 +119,18 @@ impl Scheduler {
             tight_waits: HashMap::new(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
+            hold_victims: false,
+            terminating: Vec::new(),
             reservations: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// Victims keep what they hold, as terminating jobs, until their pods are released
+    /// one by one ([`Scheduler::release_pod`]): nothing but their preemptor is placed on
+    /// it meanwhile. They are not requeued (their pods are gone for good).
+    pub fn hold_victims_until_gone(&mut self) {
+        self.hold_victims = true;
     }
 
     /// The current cluster state (clone it for an O(1) snapshot).
@@ -160,42 +176,55 @@ impl Scheduler {
     }
 
     /// Records a job whose pods the world already placed: pods found bound when the
-    /// scheduler starts (its own, from their device annotations), or pods another
-    /// scheduler placed. `placements[i]` is pod `i`'s. Its tenant is charged; a job that
-    /// is not `preemptible` is never a victim. Fails, changing nothing, when a placement
-    /// does not fit what is already recorded: no device is ever given twice.
+    /// scheduler starts (its own, from their device annotations), pods another scheduler
+    /// placed, or pods on their way out. `placements[i]` is pod `i`'s, `None` for a pod
+    /// that is not there. Fails, changing nothing, when a placement does not fit what is
+    /// already recorded: no device is ever given twice.
     pub fn adopt(
         &mut self,
         job: Job,
-        placements: &[Placement],
+        placements: &[Option<Placement>],
         started_ms: u64,
-        preemptible: bool,
+        adopted: Adopted,
     ) -> Result<(), CacheError> {
         let job = Arc::new(job);
-        let mut state = self.state.clone();
-        for (pod, placement) in placements.iter().enumerate() {
-            let key = PodKey {
-                job: job.id,
-                pod: pod as u32,
-            };
-            state.restore(key, *placement, PlacementPhase::Bound)?;
-        }
-        self.state = state;
-        let tenant = self.tenant_of(&job);
         let plan = JobPlan {
             pods: placements
                 .iter()
                 .enumerate()
-                .map(|(pod, p)| {
+                .filter_map(|(pod, p)| {
                     let key = PodKey {
                         job: job.id,
                         pod: pod as u32,
                     };
-                    (key, *p)
+                    Some((key, (*p)?))
                 })
                 .collect(),
         };
-        self.start_running(job, tenant, &plan, started_ms, preemptible);
+        let mut state = self.state.clone();
+        for &(key, placement) in &plan.pods {
+            state.restore(key, placement, PlacementPhase::Bound)?;
+        }
+        self.state = state;
+        let tenant = self.tenant_of(&job);
+        match adopted {
+            Adopted::Running { preemptible } => {
+                self.start_running(job, tenant, &plan, started_ms, preemptible);
+            }
+            Adopted::Terminating => {
+                *self.running_priorities.entry(job.priority).or_default() += 1;
+                self.running.insert(
+                    job.id,
+                    RunningJob {
+                        job,
+                        tenant,
+                        started_ms,
+                        pools: Vec::new(),
+                        preemptible: false,
+                    },
+                );
+            }
+        }
         self.capacity_epoch += 1;
         Ok(())
     }
@@ -220,9 +249,12 @@ impl Scheduler {
         let Some(running) = self.running.get_mut(&job) else {
             return;
         };
-        self.tenants.charge(running.tenant, pool, -(milli as i64));
+        // Only what was charged is returned (a terminating job was charged nothing).
         if let Some((_, held)) = running.pools.iter_mut().find(|(p, _)| *p == pool) {
-            *held = held.saturating_sub(milli);
+            let returned = milli.min(*held);
+            *held -= returned;
+            self.tenants
+                .charge(running.tenant, pool, -(returned as i64));
         }
         let members = running.job.pods.len() as u32;
         let state = &self.state;
@@ -325,8 +357,41 @@ impl Scheduler {
         std::mem::take(&mut self.decisions)
     }
 
-    /// One scheduling cycle for the job the queue offers.
+    /// One scheduling cycle for the job the queue offers; its preemption victims, if held,
+    /// hold what its placement left of theirs.
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
+        let attempted = self.attempt(offer, now_ms);
+        for (victim, placements) in std::mem::take(&mut self.terminating) {
+            self.hold_terminating(victim, placements);
+        }
+        attempted
+    }
+
+    /// Records a victim as terminating: each pod holds the devices of its placement that
+    /// are still free (its preemptor may have taken some), charged to no tenant.
+    fn hold_terminating(&mut self, victim: RunningJob, placements: Vec<Option<Placement>>) {
+        let held: Vec<Option<Placement>> = placements
+            .into_iter()
+            .map(|p| {
+                let p = p?;
+                let node = self.state.node(p.node);
+                let devices = crate::model::bits(p.gpus.devices)
+                    .filter(|&d| node.can_take(1 << d, p.gpus.milli_each, false))
+                    .fold(0, |acc, d| acc | 1 << d);
+                let gpus = crate::cache::DeviceAlloc { devices, ..p.gpus };
+                Some(Placement { gpus, ..p })
+            })
+            .collect();
+        let job = Job {
+            tenant: crate::model::TenantId(victim.tenant as u16),
+            ..(*victim.job).clone()
+        };
+        // Only devices still free are taken: this cannot conflict.
+        let _ = self.adopt(job, &held, victim.started_ms, Adopted::Terminating);
+    }
+
+    /// The body of a cycle.
+    fn attempt(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let job = offer.job;
         let admitted = self.tenants.admit(offer.tenant, job) != Admission::Denied;
         if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
@@ -509,7 +574,9 @@ impl Scheduler {
                 let _ = self.state.confirm(*key);
             }
         }
-        self.start_running(job.clone(), tenant, &plan, now_ms, true);
+        // A job whose binding is not yet confirmed is not a victim: its pods may not
+        // even exist on their nodes yet.
+        self.start_running(job.clone(), tenant, &plan, now_ms, bound);
         self.decisions.push(Decision::Placed {
             job: job.id,
             plan,
@@ -542,6 +609,17 @@ impl Scheduler {
                 preemptible,
             },
         );
+    }
+
+    /// The placement of each pod of a job (`None` for a pod not placed).
+    fn placements_of(&self, job: JobId) -> Vec<Option<Placement>> {
+        let members = self
+            .running
+            .get(&job)
+            .map_or(0, |r| r.job.pods.len() as u32);
+        (0..members)
+            .map(|pod| Some(self.state.placement(PodKey { job, pod })?.placement))
+            .collect()
     }
 
     /// Milli-GPUs a plan holds per pool.
@@ -616,8 +694,17 @@ impl Scheduler {
             return retry_at.map_or(Preempted::Nothing, Preempted::RetryAt);
         };
         for &victim in &victims {
+            let placements = if self.hold_victims {
+                self.placements_of(victim)
+            } else {
+                Vec::new()
+            };
             if let Some(evicted) = self.release(victim) {
-                self.evicted.push((evicted.job, evicted.tenant));
+                if self.hold_victims {
+                    self.terminating.push((evicted, placements));
+                } else {
+                    self.evicted.push((evicted.job, evicted.tenant));
+                }
             }
         }
         self.decisions.push(Decision::Preempted {
@@ -629,13 +716,19 @@ impl Scheduler {
     }
 
     /// The world reports a job's pods bound (after a binder answered `Wait`).
+    /// Pods of the job released meanwhile (deleted while binding) are skipped. From now
+    /// on the job may be a victim.
     pub fn bound(&mut self, job: JobId) -> Result<(), CacheError> {
         let running = self
             .running
-            .get(&job)
+            .get_mut(&job)
             .ok_or(CacheError::NotPlaced(PodKey { job, pod: 0 }))?;
+        running.preemptible = true;
         for pod in 0..running.job.pods.len() as u32 {
-            self.state.confirm(PodKey { job, pod })?;
+            let key = PodKey { job, pod };
+            if self.state.placement(key).is_some() {
+                self.state.confirm(key)?;
+            }
         }
         self.bind_failures.remove(&job);
         Ok(())
@@ -697,6 +790,16 @@ impl Scheduler {
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }
+}
+
+/// How a job the world found placed takes part in scheduling ([`Scheduler::adopt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adopted {
+    /// Running, charged to its tenant; a victim only if `preemptible`.
+    Running { preemptible: bool },
+    /// On its way out (evicted, terminating): it holds its devices until its pods are
+    /// gone, is charged to no tenant and is never a victim.
+    Terminating,
 }
 
 /// What [`Scheduler::set_cluster`] had to give up.

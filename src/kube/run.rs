@@ -169,9 +169,16 @@ pub async fn run_with_config(
         options.status_qps,
     );
     let leader = Arc::new(AtomicBool::new(!options.leader_election));
-    let election = options
-        .leader_election
-        .then(|| elect(client.clone(), &options, leader.clone(), health.clone()));
+    let (lost_tx, lost) = tokio::sync::oneshot::channel::<String>();
+    let election = options.leader_election.then(|| {
+        elect(
+            client.clone(),
+            &options,
+            leader.clone(),
+            health.clone(),
+            lost_tx,
+        )
+    });
     let election = match election {
         Some(e) => Some(e.await?),
         None => {
@@ -188,7 +195,13 @@ pub async fn run_with_config(
             .spawn(move || scheduling_loop(world, events, writer, leader, health, stopping))
             .context("starting the scheduling thread")?
     };
-    shutdown.await;
+    // A leader that loses its lease stops, as kube-scheduler does: what it had in flight
+    // is the new leader's to find in the API server, and a fresh replica starts as a
+    // standby with a clean cache.
+    let lost_lease = tokio::select! {
+        () = shutdown => None,
+        Ok(lease) = lost => Some(lease),
+    };
     stopping.store(true, Ordering::Release);
     // Wakes the loop if it sleeps.
     drop(inputs);
@@ -200,7 +213,11 @@ pub async fn run_with_config(
     }
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     let _ = stop_serving.send(());
-    server.stopped().await
+    server.stopped().await?;
+    match lost_lease {
+        Some(lease) => anyhow::bail!("lost the lease {lease} after leading; exiting"),
+        None => Ok(()),
+    }
 }
 
 /// Leader election on the shard's Lease: the flag follows the lease.
@@ -209,6 +226,7 @@ async fn elect(
     options: &RunOptions,
     leader: Arc<AtomicBool>,
     health: Health,
+    lost: tokio::sync::oneshot::Sender<String>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let name = format!("kant-scheduler-{}", options.shard);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &name)
@@ -221,10 +239,16 @@ async fn elect(
         .with_context(|| format!("lease {}/{name}", options.lease_namespace))?;
     let (mut changes, _task) = manager.watch().await;
     Ok(tokio::spawn(async move {
+        let mut led = false;
         loop {
             let is_leader = *changes.borrow_and_update();
             leader.store(is_leader, Ordering::Release);
             health.set_leader(is_leader);
+            if led && !is_leader {
+                let _ = lost.send(name);
+                return;
+            }
+            led |= is_leader;
             if is_leader {
                 tracing::info!("leading lease {name}: scheduling");
             } else {
@@ -232,6 +256,9 @@ async fn elect(
             }
             if changes.changed().await.is_err() {
                 leader.store(false, Ordering::Release);
+                if led {
+                    let _ = lost.send(name);
+                }
                 return;
             }
         }
@@ -240,6 +267,9 @@ async fn elect(
 
 /// The longest the loop sleeps without an event, so that health keeps ticking.
 const IDLE_TICK: Duration = Duration::from_millis(500);
+
+/// The most events taken into one round.
+const MAX_BATCH: usize = 4096;
 
 fn scheduling_loop(
     mut world: World,
@@ -261,12 +291,11 @@ fn scheduling_loop(
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        // Everything that arrived meanwhile goes into one round, at one time.
+        // What arrived meanwhile goes into one round, at one time; a storm of events is
+        // cut into rounds of at most MAX_BATCH so that scheduling keeps its pace.
         let now = now_ms();
-        for input in first
-            .into_iter()
-            .chain(std::iter::from_fn(|| events.try_recv().ok()))
-        {
+        let rest = std::iter::from_fn(|| events.try_recv().ok());
+        for input in first.into_iter().chain(rest).take(MAX_BATCH) {
             world.apply(input, now);
         }
         health.set_synced(world.synced());

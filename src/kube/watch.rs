@@ -48,8 +48,9 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
 }
 
 /// Forwards one watcher's events. With `optional`, a kind whose resource is not installed
-/// (its CRD is absent: 404) counts as an empty listing, so that scheduling does not wait
-/// for it; the watcher keeps retrying and picks the objects up once the CRD appears.
+/// (its CRD is absent: 404) or not readable (403) counts as an empty listing, so that
+/// scheduling does not wait for it; the watcher keeps retrying and picks the objects up
+/// once it can.
 fn spawn<K>(
     api: Api<K>,
     inputs: Sender<Input>,
@@ -69,14 +70,17 @@ where
             let event = match next {
                 Ok(event) => event,
                 Err(e) => {
+                    // Not installed (404), or not readable (403: RBAC not applied).
                     let missing = matches!(
                         &e,
                         watcher::Error::InitialListFailed(kube::Error::Api(status))
-                            if status.code == 404
+                            if status.code == 404 || status.code == 403
                     );
                     if optional && missing && !absent_reported {
                         absent_reported = true;
-                        tracing::warn!("{kind}: the resource is not installed; treated as empty");
+                        tracing::warn!(
+                            "{kind}: cannot list it ({e}); treated as empty until it can be read"
+                        );
                         let empty = [watcher::Event::Init, watcher::Event::InitDone];
                         if empty.into_iter().any(|e| inputs.send(wrap(e)).is_err()) {
                             return;

@@ -29,7 +29,7 @@ pub struct Writer {
     eviction_client: Client,
     inputs: Sender<Input>,
     slots: Arc<Semaphore>,
-    status: mpsc::UnboundedSender<Output>,
+    status: mpsc::UnboundedSender<StatusWork>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -72,6 +72,8 @@ impl Writer {
                 node,
                 annotations,
             } => {
+                // What waits to be said of the pod while it was pending is stale now.
+                let _ = self.status.send(StatusWork::Forget(target.clone()));
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
                 self.runtime.spawn(async move {
@@ -99,7 +101,7 @@ impl Writer {
                 });
             }
             status => {
-                let _ = self.status.send(status);
+                let _ = self.status.send(StatusWork::Write(status));
             }
         }
     }
@@ -170,6 +172,13 @@ async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
     }
 }
 
+/// What the status task is asked to do.
+enum StatusWork {
+    Write(Output),
+    /// Drop what waits to be written on this pod's status.
+    Forget(PodRef),
+}
+
 /// What one status write is about: the latest write per key wins while it waits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum StatusKey {
@@ -200,7 +209,7 @@ fn status_key(output: &Output) -> Option<StatusKey> {
 async fn write_status(
     client: Client,
     reporter: Reporter,
-    mut queue: mpsc::UnboundedReceiver<Output>,
+    mut queue: mpsc::UnboundedReceiver<StatusWork>,
     qps: u32,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
@@ -209,13 +218,13 @@ async fn write_status(
     let pause = Duration::from_secs(1) / qps;
     loop {
         if waiting.is_empty() {
-            let Some(output) = queue.recv().await else {
+            let Some(work) = queue.recv().await else {
                 return;
             };
-            enqueue(&mut waiting, &mut order, output);
+            enqueue(&mut waiting, &mut order, work);
         }
-        while let Ok(output) = queue.try_recv() {
-            enqueue(&mut waiting, &mut order, output);
+        while let Ok(work) = queue.try_recv() {
+            enqueue(&mut waiting, &mut order, work);
         }
         let Some(key) = order.pop_front() else {
             continue;
@@ -232,8 +241,16 @@ async fn write_status(
 fn enqueue(
     waiting: &mut HashMap<StatusKey, Output>,
     order: &mut VecDeque<StatusKey>,
-    output: Output,
+    work: StatusWork,
 ) {
+    let output = match work {
+        StatusWork::Write(output) => output,
+        StatusWork::Forget(pod) => {
+            // Its key stays in `order` and is skipped when it comes up.
+            waiting.remove(&StatusKey::Pod(pod));
+            return;
+        }
+    };
     let Some(key) = status_key(&output) else {
         return;
     };
@@ -251,6 +268,7 @@ async fn write_one(
     match output {
         Output::PodStatus {
             target,
+            resource_version,
             scheduled,
             nominated_node,
         } => {
@@ -276,7 +294,11 @@ async fn write_one(
             if let Some(node) = nominated_node {
                 status.insert("nominatedNodeName".into(), json!(node));
             }
-            let patch = json!({"metadata": {"uid": target.uid}, "status": status});
+            let mut metadata = json!({"uid": target.uid});
+            if let Some(version) = resource_version {
+                metadata["resourceVersion"] = json!(version);
+            }
+            let patch = json!({"metadata": metadata, "status": status});
             api.patch_status(&target.name, &params, &Patch::Strategic(patch))
                 .await
                 .map(|_| ())

@@ -4,8 +4,9 @@
 //! job, are placed by E-Binpack in the general pool. Other jobs stay out of the zone
 //! unless the zone allows training. Without a zone it is E-Binpack.
 //!
-//! The zone is named in the profile by node names and GPU models, and resolved once per
-//! cluster shape; names that match no node are reported (a warning) and skipped.
+//! The zone is named in the profile by node names, GPU models and node labels, and
+//! resolved once per cluster shape; names that match no node are reported (a warning)
+//! and skipped.
 
 use std::sync::{Arc, Mutex};
 
@@ -28,6 +29,9 @@ pub struct ZoneConfig {
     /// Every node of these GPU models.
     #[serde(default)]
     pub gpu_models: Vec<String>,
+    /// Every node that carries all these labels (Kubernetes node labels); empty: none.
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
     /// Whether jobs other than inference may use the zone's nodes.
     #[serde(default)]
     pub allow_training: bool,
@@ -86,6 +90,17 @@ fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
                 .iter()
                 .for_each(|n| in_zone[n.index()] = true),
             None => unknown.push(model.as_str()),
+        }
+    }
+    if !zone.labels.is_empty() {
+        for (index, node) in spec.nodes.iter().enumerate() {
+            if zone
+                .labels
+                .iter()
+                .all(|(k, v)| node.labels.get(k) == Some(v))
+            {
+                in_zone[index] = true;
+            }
         }
     }
     if !unknown.is_empty() {

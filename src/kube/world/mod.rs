@@ -133,9 +133,12 @@ pub enum Output {
         pod: u32,
         target: PodRef,
     },
-    /// Patch the pod's status: its `PodScheduled` condition and/or nominated node.
+    /// Patch the pod's status: its `PodScheduled` condition and/or nominated node. With a
+    /// resourceVersion, only if the pod has not changed since (a binding that landed
+    /// meanwhile wins over a stale "unschedulable").
     PodStatus {
         target: PodRef,
+        resource_version: Option<String>,
         scheduled: Option<Condition>,
         /// `Some(None)` clears it.
         nominated_node: Option<Option<String>>,
@@ -226,13 +229,12 @@ impl World {
         let mut nodes = Nodes::new(converter);
         let spec = nodes.build_spec();
         let tenants = Tenants::resolve(&[], &spec)?;
+        let mut scheduler =
+            Scheduler::with_tenants(profile, Box::new(DeferredBinder), Arc::new(spec), tenants);
+        // Evicted pods take time to go: their devices are theirs until they are gone.
+        scheduler.hold_victims_until_gone();
         Ok(World {
-            scheduler: Scheduler::with_tenants(
-                profile,
-                Box::new(DeferredBinder),
-                Arc::new(spec),
-                tenants,
-            ),
+            scheduler,
             nodes,
             pods: Pods::default(),
             groups: HashMap::new(),
@@ -347,6 +349,7 @@ impl World {
         if let Some(spec) = self.nodes.take_rebuilt() {
             let reshaped = self.scheduler.set_cluster(Arc::new(spec), now_ms);
             self.cluster_reshaped(reshaped, now_ms);
+            self.pods.cluster_changed();
         }
     }
 
@@ -409,7 +412,10 @@ impl World {
         }
         for group in applied {
             let key = group_key(&group);
-            self.pods.group_changed(&key);
+            // Our own status writes come back as changes: only the spec matters here.
+            if self.groups.get(&key).is_none_or(|g| g.spec != group.spec) {
+                self.pods.group_changed(&key);
+            }
             self.groups.insert(key, group);
         }
     }
@@ -422,8 +428,12 @@ impl World {
             self.tenants_dirty = true;
         }
         for queue in applied {
-            self.queues.insert(name(&queue), queue);
-            self.tenants_dirty = true;
+            let key = name(&queue);
+            // Our own status writes come back as changes: only the spec matters here.
+            if self.queues.get(&key).is_none_or(|q| q.spec != queue.spec) {
+                self.tenants_dirty = true;
+            }
+            self.queues.insert(key, queue);
         }
     }
 }

@@ -126,11 +126,14 @@ impl Nodes {
         }
     }
 
-    /// Whether the node is another shard's or unknown (`None`), or this replica's.
+    /// Whether the node is this replica's (`Some(true)`), another shard's
+    /// (`Some(false)`), or not known to be either (`None`: unknown, or its description is
+    /// invalid for now).
     pub fn is_ours(&self, node: &str) -> Option<bool> {
         match self.known.get(node)? {
             NodeEntry::Usable(_) => Some(true),
-            NodeEntry::OtherShard | NodeEntry::Invalid(_) => Some(false),
+            NodeEntry::OtherShard => Some(false),
+            NodeEntry::Invalid(_) => None,
         }
     }
 }

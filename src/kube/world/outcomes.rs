@@ -1,17 +1,18 @@
 //! The scheduler's decisions carried into the world, and the world's answers carried back:
 //! a placement becomes one binding per pod (after its preemption victims are gone, if it
-//! needed any); a preemption becomes evictions; a binding or an eviction that fails puts
-//! things back as they were, with a backoff.
+//! needed any); a preemption becomes evictions (the victims' pods hold their devices in
+//! the scheduler until they are gone); a binding or an eviction that fails puts things back as they
+//! were, with a backoff.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::cache::{Placement, PodKey};
-use crate::framework::{Decision, JobPlan, PreemptionKind, Reshaped};
-use crate::model::{Job, JobId, MILLI_PER_GPU};
+use crate::cache::{DeviceAlloc, Placement, PodKey};
+use crate::framework::{Adopted, Decision, JobPlan, PreemptionKind, Reshaped};
+use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
-use super::pods::{JobEntry, JobPhase, PodState};
+use super::pods::{JobEntry, JobPhase, Place, PodState};
 use super::{Condition, Output, World, WriteError};
 
 impl World {
@@ -27,10 +28,12 @@ impl World {
                     victims_of.entry(by).or_default().extend(victims);
                 }
                 Decision::Placed { job, plan, .. } => {
+                    let spec = self.scheduler.state().spec().clone();
                     let Some(entry) = self.pods.jobs.get_mut(&job) else {
                         continue;
                     };
-                    entry.plan = Some(plan);
+                    entry.places = plan.pods.iter().map(|(_, p)| Place::of(p, &spec)).collect();
+                    entry.landed = vec![false; entry.places.len()];
                     let victims: Vec<JobId> = victims_of
                         .remove(&job)
                         .unwrap_or_default()
@@ -56,10 +59,9 @@ impl World {
         }
     }
 
-    /// A victim's pods are evicted; the scheduler already released what it held.
+    /// A victim's pods are evicted; in the scheduler they hold what the preemptor left of
+    /// theirs, as a terminating job, until they are gone.
     fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind, now_ms: u64) {
-        // The scheduler put the victim back in its queue; its pods are going away instead.
-        self.scheduler.withdraw(victim);
         let by_name = self
             .pods
             .jobs
@@ -96,32 +98,29 @@ impl World {
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };
-        let Some(plan) = entry.plan.clone() else {
-            return;
-        };
-        let spec = self.scheduler.state().spec().clone();
         let mut outstanding = 0;
+        let mut binds = Vec::new();
         for (index, uid) in entry.alive() {
-            let Some(target) = self.pods.entries.get(uid).map(|e| e.target.clone()) else {
+            let (Some(target), Some(place)) = (
+                self.pods.entries.get(uid).map(|e| e.target.clone()),
+                entry.place(index),
+            ) else {
                 continue;
             };
-            let Some((_, placement)) = plan.pods.get(index as usize) else {
-                continue;
-            };
-            let node = &spec.node(placement.node).name;
-            let annotations = match self.nodes.devices_of(node) {
-                Some((nics, links)) => binding_annotations(&placement.gpus, links, nics),
+            let annotations = match self.nodes.devices_of(&place.node) {
+                Some((nics, links)) => binding_annotations(&place.gpus, links, nics),
                 None => Default::default(),
             };
             outstanding += 1;
-            self.outputs.push(Output::Bind {
+            binds.push(Output::Bind {
                 job,
                 pod: index,
                 target,
-                node: node.clone(),
+                node: place.node.clone(),
                 annotations,
             });
         }
+        self.outputs.extend(binds);
         if let Some(entry) = self.pods.jobs.get_mut(&job) {
             entry.phase = JobPhase::Binding {
                 outstanding,
@@ -132,21 +131,17 @@ impl World {
 
     /// Sets (or clears) `status.nominatedNodeName` on a job's pods: where they go once
     /// their preemption victims are gone.
-    fn nominate(&mut self, job: JobId, set: bool) {
+    pub(super) fn nominate(&mut self, job: JobId, set: bool) {
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };
-        let spec = self.scheduler.state().spec();
         let mut outputs = Vec::new();
         for (index, uid) in entry.alive() {
-            let node = entry
-                .plan
-                .as_ref()
-                .and_then(|p| p.pods.get(index as usize))
-                .map(|(_, placement)| spec.node(placement.node).name.clone());
-            if let Some(target) = self.pods.entries.get(uid).map(|e| e.target.clone()) {
+            let node = entry.place(index).map(|p| p.node.clone());
+            if let Some(pod) = self.pods.entries.get(uid) {
                 outputs.push(Output::PodStatus {
-                    target,
+                    target: pod.target.clone(),
+                    resource_version: None,
                     scheduled: None,
                     nominated_node: Some(node.filter(|_| set)),
                 });
@@ -181,6 +176,8 @@ impl World {
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
             return;
         };
+        let landed = entry.landed.get(pod as usize).copied().unwrap_or(false);
+        let alive = entry.pods.get(pod as usize).is_some_and(Option::is_some);
         let JobPhase::Binding {
             outstanding,
             failed,
@@ -189,9 +186,11 @@ impl World {
             return;
         };
         *outstanding = outstanding.saturating_sub(1);
-        let alive = entry.pods.get(pod as usize).is_some_and(Option::is_some);
+        // An error for a pod the watch already showed bound where planned is a lost
+        // answer, not a failure.
         if let Err(e) = outcome
             && alive
+            && !landed
         {
             failed.push((pod, e.to_string()));
         }
@@ -200,7 +199,7 @@ impl World {
         }
         let failed = std::mem::take(failed);
         if entry.alive().next().is_none() {
-            // Every pod was deleted while it was being bound.
+            // Every pod was deleted, or placed elsewhere, while it was being bound.
             self.pods.jobs.remove(&job);
             return;
         }
@@ -220,25 +219,34 @@ impl World {
         entry.started_ms = now_ms;
         let first = self.pods.placed_workloads.insert(entry.workload.clone());
         let total = entry.job.total_milli();
-        let spec = self.scheduler.state().spec();
-        if first && let Some(plan) = &entry.plan {
-            let spread = (total >= u64::from(MILLI_PER_GPU)).then(|| plan.spread(spec, total));
+        let state = self.scheduler.state();
+        if first {
+            let plan = JobPlan {
+                pods: (0..entry.pods.len() as u32)
+                    .filter_map(|pod| {
+                        let key = PodKey { job, pod };
+                        Some((key, state.placement(key)?.placement))
+                    })
+                    .collect(),
+            };
+            let spread =
+                (total >= u64::from(MILLI_PER_GPU)).then(|| plan.spread(state.spec(), total));
             self.metrics
                 .job_first_placed(now_ms, entry.job.submit_ms, total, spread);
         }
         let mut outputs = Vec::new();
         for (index, uid) in entry.alive() {
-            let placed = entry.plan.as_ref().and_then(|p| p.pods.get(index as usize));
-            let (Some(target), Some((_, placement))) =
-                (self.pods.entries.get(uid).map(|e| e.target.clone()), placed)
-            else {
+            let (Some(target), Some(place)) = (
+                self.pods.entries.get(uid).map(|e| e.target.clone()),
+                entry.place(index),
+            ) else {
                 continue;
             };
             outputs.push(Output::Event {
                 message: format!(
                     "Successfully assigned {target} to {}{}",
-                    spec.node(placement.node).name,
-                    describe_devices(placement)
+                    place.node,
+                    describe_devices(&place.gpus)
                 ),
                 target,
                 warning: false,
@@ -250,20 +258,21 @@ impl World {
 
     /// Some bindings of a job failed. The whole job is released and requeued with a
     /// backoff; pods whose binding did land stay where they are (a binding cannot be
-    /// undone) and are adopted as running, the others wait out the backoff.
+    /// undone) and are recorded as running, the others form a job again after the backoff.
     fn binding_failed(&mut self, job: JobId, failed: Vec<(u32, String)>, now_ms: u64) {
         let retry_at = self.scheduler.bind_failed(job, now_ms).unwrap_or(now_ms);
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };
-        let all_failed = entry
-            .alive()
-            .all(|(i, _)| failed.iter().any(|(f, _)| *f == i));
+        let failed_pod = |i: u32| failed.iter().any(|(f, _)| *f == i);
+        let whole = entry.pods.iter().all(Option::is_some);
+        let all_failed = entry.alive().all(|(i, _)| failed_pod(i));
+        let mut events = Vec::new();
         for (pod, reason) in &failed {
             if let Some(uid) = entry.pods.get(*pod as usize).cloned().flatten()
                 && let Some(target) = self.pods.entries.get(&uid).map(|e| e.target.clone())
             {
-                self.outputs.push(Output::Event {
+                events.push(Output::Event {
                     target,
                     warning: true,
                     reason: "FailedScheduling",
@@ -274,99 +283,105 @@ impl World {
                 });
             }
         }
-        if all_failed {
+        self.outputs.extend(events);
+        if all_failed && whole {
             if let Some(entry) = self.pods.jobs.get_mut(&job) {
                 entry.phase = JobPhase::Queued;
             }
             return;
         }
-        // A partial gang: what landed runs; the rest forms a job again after the backoff.
+        // Part of the job landed, or a member is gone: what landed runs; the rest forms a
+        // job again after the backoff.
         self.scheduler.withdraw(job);
-        let Some(entry) = self.pods.jobs.get(&job) else {
+        let Some(mut entry) = self.pods.jobs.remove(&job) else {
             return;
         };
-        let landed: Vec<(String, Placement)> = entry
+        let landed: Vec<(u32, String)> = entry
             .alive()
-            .filter(|(i, _)| !failed.iter().any(|(f, _)| f == i))
-            .filter_map(|(i, uid)| {
-                let placement = entry.plan.as_ref()?.pods.get(i as usize)?.1;
-                Some((uid.clone(), placement))
-            })
-            .collect();
-        let requests: Vec<_> = entry
-            .alive()
-            .filter(|(i, _)| !failed.iter().any(|(f, _)| f == i))
-            .filter_map(|(i, _)| entry.job.pods.get(i as usize).copied())
+            .filter(|(i, _)| !failed_pod(*i))
+            .map(|(i, uid)| (i, uid.clone()))
             .collect();
         let template = entry.job.clone();
-        let group = entry.group.clone();
-        let workload = entry.workload.clone();
+        let moved = self.moved_entry(&entry, &landed, now_ms);
+        for (index, _) in &landed {
+            entry.pods[*index as usize] = None;
+        }
+        self.pods.jobs.insert(job, entry);
         self.dissolve(job, retry_at);
-        self.run_as_adopted(template, requests, landed, group, workload, now_ms);
+        if let Some(moved) = moved {
+            self.run_as_adopted(template, moved);
+        }
     }
 
-    /// Records pods that are bound, with their known placements, as one running job.
-    fn run_as_adopted(
+    /// A copy of `entry` made of the given pods (index, uid), as a running job under a
+    /// new id; `None` when there is none.
+    fn moved_entry(
         &mut self,
-        template: Arc<Job>,
-        requests: Vec<crate::model::PodRequest>,
-        landed: Vec<(String, Placement)>,
-        group: Option<(String, String)>,
-        workload: String,
-        now_ms: u64,
-    ) {
-        if landed.is_empty() {
-            return;
+        entry: &JobEntry,
+        pods: &[(u32, String)],
+        started_ms: u64,
+    ) -> Option<JobEntry> {
+        if pods.is_empty() {
+            return None;
         }
-        let id = self.pods.new_job_id();
+        let places: Vec<Place> = pods
+            .iter()
+            .filter_map(|(i, _)| entry.place(*i).cloned())
+            .collect();
+        let requests = pods
+            .iter()
+            .filter_map(|(i, _)| entry.job.pods.get(*i as usize).copied())
+            .collect();
         let job = Job {
-            id,
+            id: self.pods.new_job_id(),
             pods: requests,
-            ..(*template).clone()
+            tenant: self.tenant_of(entry.queue.as_deref()),
+            ..(*entry.job).clone()
         };
-        let placements: Vec<Placement> = landed.iter().map(|(_, p)| *p).collect();
-        if let Err(e) = self.scheduler.adopt(job.clone(), &placements, now_ms, true) {
-            tracing::error!(
-                "job {}: cannot record the pods that were bound: {e}",
-                job.name
-            );
+        Some(JobEntry {
+            job: Arc::new(job),
+            pods: pods.iter().map(|(_, uid)| Some(uid.clone())).collect(),
+            group: entry.group.clone(),
+            queue: entry.queue.clone(),
+            phase: JobPhase::Running,
+            landed: vec![true; places.len()],
+            places,
+            started_ms,
+            workload: entry.workload.clone(),
+        })
+    }
+
+    /// Records a job whose pods are bound, at their places, as running.
+    fn run_as_adopted(&mut self, template: Arc<Job>, entry: JobEntry) {
+        let spec = self.scheduler.state().spec().clone();
+        let placements: Option<Vec<Option<Placement>>> = entry
+            .places
+            .iter()
+            .map(|p| p.resolve(&spec).map(Some))
+            .collect();
+        let id = entry.job.id;
+        let adopted = placements
+            .ok_or_else(|| "a node is gone".to_string())
+            .and_then(|p| {
+                self.scheduler
+                    .adopt(
+                        (*entry.job).clone(),
+                        &p,
+                        entry.started_ms,
+                        Adopted::Running { preemptible: true },
+                    )
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = adopted {
+            tracing::error!("job {}: cannot record its bound pods: {e}", template.name);
             return;
         }
-        for (index, (uid, _)) in landed.iter().enumerate() {
+        for (index, uid) in entry.alive() {
             if let Some(pod) = self.pods.entries.get_mut(uid) {
-                pod.state = PodState::InJob {
-                    job: id,
-                    index: index as u32,
-                };
+                pod.state = PodState::InJob { job: id, index };
             }
         }
-        let plan = JobPlan {
-            pods: placements
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    (
-                        PodKey {
-                            job: id,
-                            pod: i as u32,
-                        },
-                        *p,
-                    )
-                })
-                .collect(),
-        };
-        self.pods.jobs.insert(
-            id,
-            JobEntry {
-                job: Arc::new(job),
-                pods: landed.into_iter().map(|(uid, _)| Some(uid)).collect(),
-                group,
-                phase: JobPhase::Running,
-                plan: Some(plan),
-                started_ms: now_ms,
-                workload,
-            },
-        );
+        self.pods.jobs.insert(id, entry);
     }
 
     /// The API server answered one eviction. A refusal (a disruption budget, 429) leaves
@@ -389,8 +404,7 @@ impl World {
             return;
         };
         let victim_name = entry.job.name.clone();
-        let alive = entry.pods.get(pod as usize).is_some_and(Option::is_some);
-        if !alive {
+        if !entry.pods.get(pod as usize).is_some_and(Option::is_some) {
             return;
         }
         if matches!(
@@ -409,47 +423,37 @@ impl World {
                 &format!("preemption of {victim_name} refused ({error}); retrying later"),
             );
         }
-        // The victim keeps running where it was.
+        // The victim keeps running where it was: its terminating hold gives way to it.
+        self.scheduler.finish(victim);
         let Some(entry) = self.pods.jobs.remove(&victim) else {
             return;
         };
-        let landed: Vec<(String, Placement)> = entry
-            .alive()
-            .filter_map(|(i, uid)| {
-                Some((uid.clone(), entry.plan.as_ref()?.pods.get(i as usize)?.1))
-            })
-            .collect();
-        let requests = entry
-            .alive()
-            .filter_map(|(i, _)| entry.job.pods.get(i as usize).copied())
-            .collect();
-        self.run_as_adopted(
-            entry.job.clone(),
-            requests,
-            landed,
-            entry.group.clone(),
-            entry.workload.clone(),
-            entry.started_ms,
-        );
+        let alive: Vec<(u32, String)> = entry.alive().map(|(i, uid)| (i, uid.clone())).collect();
+        let template = entry.job.clone();
+        let started = entry.started_ms;
+        if let Some(moved) = self.moved_entry(&entry, &alive, started) {
+            self.run_as_adopted(template, moved);
+        }
     }
 
-    /// After the cluster changed shape: pods whose node vanished are forgotten (the API
-    /// server deletes them), jobs that lost a reserved pod are queued again.
+    /// After the cluster changed shape: pods whose node vanished wait to be adopted again
+    /// if it comes back (the API server deletes them otherwise); jobs that lost a reserved
+    /// pod are queued again.
     pub(super) fn cluster_reshaped(&mut self, reshaped: Reshaped, _now_ms: u64) {
         for key in reshaped.lost_bound {
             let Some(entry) = self.pods.jobs.get_mut(&key.job) else {
                 continue;
             };
-            if let Some(uid) = entry.pods.get_mut(key.pod as usize).and_then(Option::take)
-                && let Some(pod) = self.pods.entries.get_mut(&uid)
-            {
-                pod.state = PodState::Ignored;
-            }
+            let uid = entry.pods.get_mut(key.pod as usize).and_then(Option::take);
             if entry.alive().next().is_none() {
                 self.pods.jobs.remove(&key.job);
             }
+            if let Some(uid) = uid {
+                self.pods.park(&uid);
+            }
         }
         for job in reshaped.requeued {
+            self.nominate(job, false);
             if let Some(entry) = self.pods.jobs.get_mut(&job) {
                 entry.phase = JobPhase::Queued;
             }
@@ -488,11 +492,13 @@ impl World {
         };
         let targets: Vec<_> = entry
             .alive()
-            .filter_map(|(_, uid)| self.pods.entries.get(uid).map(|e| e.target.clone()))
+            .filter_map(|(_, uid)| self.pods.entries.get(uid))
+            .map(|e| (e.target.clone(), e.resource_version.clone()))
             .collect();
-        for target in targets {
+        for (target, resource_version) in targets {
             self.outputs.push(Output::PodStatus {
                 target,
+                resource_version: Some(resource_version),
                 scheduled: Some(Condition {
                     status: false,
                     reason: "Unschedulable",
@@ -505,15 +511,13 @@ impl World {
 }
 
 /// ` (GPUs 0,1)` for a placement's devices, empty for none.
-fn describe_devices(placement: &Placement) -> String {
-    let devices: Vec<String> = crate::model::bits(placement.gpus.devices)
-        .map(|d| d.to_string())
-        .collect();
+fn describe_devices(gpus: &DeviceAlloc) -> String {
+    let devices: Vec<String> = bits(gpus.devices).map(|d| d.to_string()).collect();
     if devices.is_empty() {
         return String::new();
     }
-    if placement.gpus.milli_each < MILLI_PER_GPU {
-        let share = crate::model::GpuRequest::Fraction(placement.gpus.milli_each);
+    if gpus.milli_each < MILLI_PER_GPU {
+        let share = crate::model::GpuRequest::Fraction(gpus.milli_each);
         format!(" ({share} of GPU {})", devices.join(","))
     } else {
         format!(" (GPUs {})", devices.join(","))

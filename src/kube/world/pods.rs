@@ -4,6 +4,8 @@
 //! found bound (placed before a restart, by another scheduler, or by a binding whose
 //! answer was lost) is adopted into the cluster state with the devices its annotations
 //! name, so no device is ever given twice. A pod that goes away returns what it held.
+//!
+//! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,16 +13,17 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cache::{DeviceAlloc, Placement, PodKey};
-use crate::framework::JobPlan;
+use crate::framework::Adopted;
 use crate::model::{
-    GpuRequest, Job, JobId, JobKind, MILLI_PER_GPU, NodeId, PodRequest, PoolId, TenantId, bits,
+    ClusterSpec, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
+    PodRequest, PoolId, TenantId, bits,
 };
 use crate::queue::DEFAULT_TENANT;
 
 use super::super::convert::{PodFacts, bound_devices, pod_facts};
 use super::super::crd::POD_GROUP_LABEL;
-use super::World;
 use super::resync::Change;
+use super::{Output, World};
 
 /// A pod as the API server names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,7 +49,7 @@ pub(super) enum Hold {
     Invalid(String),
     /// `spec.schedulingGates` is not empty.
     Gated,
-    /// Its `kant.io/queue` names no Queue.
+    /// Its `kant.io/queue` names no usable Queue: the reason.
     UnknownQueue(String),
     /// Its PodGroup does not exist (yet).
     NoGroup(String),
@@ -61,9 +64,8 @@ pub(super) enum Hold {
 impl Hold {
     pub fn message(&self) -> String {
         match self {
-            Hold::Invalid(reason) => reason.clone(),
+            Hold::Invalid(reason) | Hold::UnknownQueue(reason) => reason.clone(),
             Hold::Gated => "the pod has scheduling gates".into(),
-            Hold::UnknownQueue(queue) => format!("queue {queue} does not exist"),
             Hold::NoGroup(group) => format!("pod group {group} does not exist"),
             Hold::GangIncomplete {
                 group,
@@ -77,7 +79,7 @@ impl Hold {
 }
 
 /// Where a pod stands.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum PodState {
     /// Not this replica's concern: another scheduler's pending pod, a pod of another
     /// shard, or a finished one.
@@ -86,10 +88,25 @@ pub(super) enum PodState {
     Held(Hold),
     /// This scheduler's and ready to form a job, not before the given time (a backoff).
     Waiting { not_before: u64 },
-    /// A member of a job the scheduler holds: queued, reserved or running.
+    /// A member of a job the scheduler holds: queued, reserved, running or terminating.
     InJob { job: JobId, index: u32 },
-    /// Bound to a node, waiting to be adopted into the cluster state.
-    Parked(Arc<Pod>),
+    /// Bound to a node, waiting to be adopted into the cluster state (its node may not be
+    /// usable yet).
+    Parked,
+}
+
+/// What a bound pod holds, as read from the pod.
+#[derive(Debug, Clone)]
+pub(super) struct BoundFacts {
+    pub node: String,
+    /// Its request, or why it cannot be read.
+    pub request: Result<PodRequest, String>,
+    /// The devices its annotations name (`None`: none named), or why they cannot be read.
+    pub devices: Result<Option<DeviceAlloc>, String>,
+    /// Placed for this scheduler (it may be a victim).
+    pub ours: bool,
+    pub priority: i32,
+    pub started_ms: u64,
 }
 
 pub(super) struct PodEntry {
@@ -103,7 +120,39 @@ pub(super) struct PodEntry {
     pub finished: Option<bool>,
     /// The pod's facts, for a pod of this scheduler (what a job is made of).
     pub facts: Option<PodFacts>,
+    /// Set while the pod is bound to a node.
+    pub bound: Option<BoundFacts>,
     pub state: PodState,
+}
+
+/// Where one pod is placed, by node name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Place {
+    pub node: String,
+    pub gpus: DeviceAlloc,
+    pub cpu_milli: u64,
+    pub memory_mib: u64,
+}
+
+impl Place {
+    pub fn of(placement: &Placement, spec: &ClusterSpec) -> Place {
+        Place {
+            node: spec.node(placement.node).name.clone(),
+            gpus: placement.gpus,
+            cpu_milli: placement.cpu_milli,
+            memory_mib: placement.memory_mib,
+        }
+    }
+
+    /// The placement on the cluster as it is now; `None` when the node is gone.
+    pub fn resolve(&self, spec: &ClusterSpec) -> Option<Placement> {
+        Some(Placement {
+            node: spec.node_id(&self.node)?,
+            gpus: self.gpus,
+            cpu_milli: self.cpu_milli,
+            memory_mib: self.memory_mib,
+        })
+    }
 }
 
 /// What a job is doing in the world.
@@ -120,7 +169,8 @@ pub(super) enum JobPhase {
     AwaitingVictims(Vec<JobId>),
     /// Every pod bound.
     Running,
-    /// Preempted for that job: its pods are being evicted.
+    /// Preempted for that job: its pods are being evicted; they hold their devices (as a
+    /// terminating job in the scheduler) until they are gone.
     Evicting { by: JobId },
 }
 
@@ -129,8 +179,13 @@ pub(super) struct JobEntry {
     /// The uid of each member by pod index; `None` once the pod is gone.
     pub pods: Vec<Option<String>>,
     pub group: Option<GroupKey>,
+    /// The Queue it was submitted to (`None`: the default tenant).
+    pub queue: Option<String>,
     pub phase: JobPhase,
-    pub plan: Option<JobPlan>,
+    /// Where each pod is reserved or bound, once placed.
+    pub places: Vec<Place>,
+    /// Pods the watch has shown bound where they were placed.
+    pub landed: Vec<bool>,
     pub started_ms: u64,
     /// What the metrics count as one workload: the PodGroup or the lone pod.
     pub workload: String,
@@ -142,6 +197,10 @@ impl JobEntry {
             .iter()
             .enumerate()
             .filter_map(|(i, uid)| uid.as_ref().map(|u| (i as u32, u)))
+    }
+
+    pub fn place(&self, index: u32) -> Option<&Place> {
+        self.places.get(index as usize)
     }
 }
 
@@ -155,13 +214,15 @@ pub(super) struct Pods {
     /// Lone pods and groups to (re)consider for a job at the next round.
     forming: BTreeSet<String>,
     forming_groups: BTreeSet<GroupKey>,
-    /// Bound pods to adopt.
+    /// Bound pods to adopt, and whether any came (or the cluster changed) since the last
+    /// attempt: pods whose node is not usable stay, without a scan every round.
     parked: BTreeSet<String>,
+    parked_dirty: bool,
     /// Pods newly held, whose reason is to be reported.
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
-    /// Pods held for an unknown Queue or PodGroup, re-examined when those change.
+    /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
     /// Workloads submitted, and placed, at least once (the metrics count the first).
@@ -199,6 +260,19 @@ impl Pods {
         }
     }
 
+    /// The cluster changed: parked pods may be adopted now.
+    pub fn cluster_changed(&mut self) {
+        self.parked_dirty = true;
+    }
+
+    pub fn park(&mut self, uid: &str) {
+        if let Some(entry) = self.entries.get_mut(uid) {
+            entry.state = PodState::Parked;
+            self.parked.insert(uid.to_owned());
+            self.parked_dirty = true;
+        }
+    }
+
     pub fn new_job_id(&mut self) -> JobId {
         self.next_job = self.next_job.wrapping_add(1);
         JobId(self.next_job)
@@ -220,6 +294,28 @@ fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -
     time.map(|t| t.0.as_millisecond().max(0) as u64)
 }
 
+/// What a bound pod holds.
+fn bound_facts(pod: &Pod, node: String, scheduler_name: &str, created_ms: u64) -> BoundFacts {
+    let request = pod_facts(pod).map(|f| f.request).map_err(|e| e.to_string());
+    let devices = match &request {
+        Ok(request) => bound_devices(pod, request, MAX_GPUS_PER_NODE).map_err(|e| e.to_string()),
+        Err(e) => Err(e.clone()),
+    };
+    let spec = pod.spec.as_ref();
+    BoundFacts {
+        node,
+        request,
+        devices,
+        ours: spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name),
+        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        started_ms: pod
+            .status
+            .as_ref()
+            .and_then(|s| millis(s.start_time.as_ref()))
+            .unwrap_or(created_ms),
+    }
+}
+
 impl World {
     pub(super) fn apply_pods(&mut self, change: Change<Pod>, now_ms: u64) {
         let (applied, gone) = change.split(uid_of, self.pods.entries.keys().cloned());
@@ -236,12 +332,14 @@ impl World {
         let uid = uid_of(&pod);
         let meta = &pod.metadata;
         let resource_version = meta.resource_version.clone().unwrap_or_default();
-        if let Some(entry) = self.pods.entries.get(&uid)
-            && entry.resource_version == resource_version
-            && !resource_version.is_empty()
+        let previous = self.pods.entries.get(&uid);
+        if previous
+            .is_some_and(|e| e.resource_version == resource_version && !resource_version.is_empty())
         {
             return;
         }
+        let previous_group = previous.and_then(|e| e.group.clone());
+        let previous_state = previous.map(|e| e.state.clone());
         let spec = pod.spec.as_ref();
         let node = spec
             .and_then(|s| s.node_name.clone())
@@ -268,7 +366,12 @@ impl World {
         let deleting = meta.deletion_timestamp.is_some();
         let created_ms = millis(meta.creation_timestamp.as_ref()).unwrap_or(now_ms);
         let facts = ours.then(|| pod_facts(&pod));
-        let previous = self.pods.entries.get(&uid).map(|e| e.state.clone());
+        let bound = node
+            .clone()
+            .map(|n| bound_facts(&pod, n, &self.options.scheduler_name, created_ms));
+        if previous_group != group {
+            self.leave_group(&uid, previous_group);
+        }
         if let Some(g) = &group {
             self.pods
                 .members
@@ -285,7 +388,8 @@ impl World {
             running: phase == Some("Running"),
             finished,
             facts: facts.as_ref().and_then(|f| f.as_ref().ok().cloned()),
-            state: previous.clone().unwrap_or(PodState::Ignored),
+            bound,
+            state: previous_state.clone().unwrap_or(PodState::Ignored),
         };
         self.pods.entries.insert(uid.clone(), entry);
 
@@ -294,7 +398,7 @@ impl World {
             return;
         }
         if let Some(node) = node {
-            self.pod_bound(&uid, &node, Arc::new(pod), now_ms);
+            self.pod_bound(&uid, &node, now_ms);
             return;
         }
         if !ours || deleting {
@@ -303,7 +407,7 @@ impl World {
             }
             return;
         }
-        match previous {
+        match previous_state {
             // Already queued, reserved or running: a change to a pending pod's labels is
             // taken in when the job forms again.
             Some(PodState::InJob { .. }) => {}
@@ -318,7 +422,7 @@ impl World {
         }
     }
 
-    fn set_state(&mut self, uid: &str, state: PodState) {
+    pub(super) fn set_state(&mut self, uid: &str, state: PodState) {
         if let Some(entry) = self.pods.entries.get_mut(uid) {
             if matches!(state, PodState::Held(_)) {
                 self.pods.held.insert(uid.to_owned());
@@ -327,36 +431,54 @@ impl World {
         }
     }
 
+    /// The pod's PodGroup label changed: it leaves the old group.
+    fn leave_group(&mut self, uid: &str, group: Option<GroupKey>) {
+        let Some(group) = group else {
+            return;
+        };
+        if let Some(members) = self.pods.members.get_mut(&group) {
+            members.remove(uid);
+            if members.is_empty() {
+                self.pods.members.remove(&group);
+            }
+        }
+        self.pods.forming_groups.insert(group);
+    }
+
     /// The pod is on `node`: our own binding landing, or a placement made elsewhere.
-    fn pod_bound(&mut self, uid: &str, node: &str, pod: Arc<Pod>, now_ms: u64) {
+    fn pod_bound(&mut self, uid: &str, node: &str, now_ms: u64) {
         let state = self.pods.entries.get(uid).map(|e| e.state.clone());
         if let Some(PodState::InJob { job, index }) = state {
-            let Some(entry) = self.pods.jobs.get(&job) else {
+            let Some(entry) = self.pods.jobs.get_mut(&job) else {
                 return;
             };
-            if entry.phase == JobPhase::Queued {
-                // Placed by someone else while it waited in our queue.
-                self.scheduler.withdraw(job);
-                self.dissolve(job, now_ms);
-            } else {
-                let planned = entry
-                    .plan
-                    .as_ref()
-                    .and_then(|p| p.pods.get(index as usize))
-                    .map(|(_, placement)| placement.node);
-                let spec = self.scheduler.state().spec();
-                if planned.is_some_and(|n| spec.node(n).name == node) {
+            let planned = entry.place(index).is_some_and(|p| p.node == node);
+            match &entry.phase {
+                JobPhase::Queued => {
+                    // Placed by someone else while it waited in our queue.
+                    self.scheduler.withdraw(job);
+                    self.dissolve(job, now_ms);
+                }
+                _ if planned => {
+                    // Our binding landed (its answer may still come, or be lost).
+                    if let Some(landed) = entry.landed.get_mut(index as usize) {
+                        *landed = true;
+                    }
                     return;
                 }
-                // Bound elsewhere than planned: our binding will fail; then it is adopted.
+                _ => {
+                    // Bound elsewhere than planned: its reservation returns and the pod
+                    // leaves the job; its binding answer no longer matters.
+                    if let Some(slot) = entry.pods.get_mut(index as usize) {
+                        *slot = None;
+                    }
+                    self.scheduler.release_pod(PodKey { job, pod: index });
+                }
             }
         }
         match self.nodes.is_ours(node) {
             Some(false) => self.set_state(uid, PodState::Ignored),
-            _ => {
-                self.set_state(uid, PodState::Parked(pod));
-                self.pods.parked.insert(uid.to_owned());
-            }
+            _ => self.pods.park(uid),
         }
     }
 
@@ -371,6 +493,8 @@ impl World {
         let PodState::InJob { job, index } = state else {
             return;
         };
+        // Room may come free: parked pods get another try.
+        self.pods.parked_dirty |= !self.pods.parked.is_empty();
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
             return;
         };
@@ -378,13 +502,22 @@ impl World {
             *slot = None;
         }
         let phase = entry.phase.clone();
+        let gang = entry.group.is_some();
         let none_left = entry.alive().next().is_none();
         match phase {
             JobPhase::Queued => {
                 self.scheduler.withdraw(job);
                 self.dissolve(job, now_ms);
             }
+            JobPhase::AwaitingVictims(_) if gang => {
+                // A gang that lost a member before binding: it forms again, whole.
+                self.nominate(job, false);
+                self.scheduler.bind_failed(job, now_ms);
+                self.scheduler.withdraw(job);
+                self.dissolve(job, now_ms);
+            }
             JobPhase::Evicting { by } => {
+                self.scheduler.release_pod(PodKey { job, pod: index });
                 if none_left {
                     self.pods.jobs.remove(&job);
                     self.victim_gone(by, job, now_ms);
@@ -429,7 +562,8 @@ impl World {
         pods.placed_workloads.remove(&workload);
     }
 
-    /// A queued job comes apart: its remaining pods wait to form a job again.
+    /// A job comes apart: its remaining unbound pods wait to form a job again from
+    /// `not_before`.
     pub(super) fn dissolve(&mut self, job: JobId, not_before: u64) {
         let Some(entry) = self.pods.jobs.remove(&job) else {
             return;
@@ -453,9 +587,16 @@ impl World {
             return Err(Hold::Gated);
         }
         if let Some(queue) = &facts.queue
-            && !self.queues.contains_key(queue)
+            && self.scheduler.tenants().index(queue).is_none()
         {
-            return Err(Hold::UnknownQueue(queue.clone()));
+            let reason = match self.queues.get(queue) {
+                None => format!("queue {queue} does not exist"),
+                Some(q) => match q.spec.to_tenant_config(queue) {
+                    Err(e) => format!("{e}; its pods wait until it is fixed"),
+                    Ok(_) => format!("queue {queue} is not in effect yet"),
+                },
+            };
+            return Err(Hold::UnknownQueue(reason));
         }
         Ok(())
     }
@@ -493,7 +634,7 @@ impl World {
                 continue;
             };
             if !facts.ignored.is_empty() && self.pods.warned.insert(uid.clone()) {
-                self.outputs.push(super::Output::Event {
+                self.outputs.push(Output::Event {
                     target: entry.target.clone(),
                     warning: true,
                     reason: "IgnoredConstraint",
@@ -539,9 +680,9 @@ impl World {
     }
 
     /// A PodGroup's job, when enough of its members wait: `minMember`, less the members
-    /// already placed. Members that arrive after it formed join while it is still queued.
+    /// already placed. A queued gang is formed again when members join, when the group
+    /// asks for more, or when the group is gone.
     fn form_gang(&mut self, group: &GroupKey, now_ms: u64) -> Option<Job> {
-        let min_member = self.groups.get(group)?.spec.min_member.max(1) as usize;
         let members = self.pods.members.get(group)?;
         let mut waiting = Vec::new();
         let mut placed = 0usize;
@@ -555,26 +696,40 @@ impl World {
                 Some(PodState::InJob { job, .. }) => {
                     match self.pods.jobs.get(job).map(|j| &j.phase) {
                         Some(JobPhase::Queued) => queued = Some(*job),
+                        // Members on their way out do not count.
+                        Some(JobPhase::Evicting { .. }) | None => {}
                         Some(_) => placed += 1,
-                        None => {}
                     }
                 }
-                Some(PodState::Parked(_)) => placed += 1,
+                Some(PodState::Parked) => placed += 1,
                 _ => {}
             }
         }
-        if waiting.is_empty() {
+        let Some(pod_group) = self.groups.get(group) else {
+            // The group is gone: a queued gang waits for it again.
+            if let Some(job) = queued {
+                self.scheduler.withdraw(job);
+                self.dissolve(job, now_ms);
+            }
             return None;
-        }
+        };
+        let min_member = pod_group.spec.min_member.max(1) as usize;
+        let needed = min_member.saturating_sub(placed).max(1);
         if let Some(job) = queued {
-            // New members join the queued gang: it forms again, larger.
+            let queued_pods = self.pods.jobs.get(&job).map_or(0, |e| e.alive().count());
+            if waiting.is_empty() && queued_pods >= needed {
+                return None;
+            }
+            // New members join, or the gang is now too small: it forms again.
             self.scheduler.withdraw(job);
             let entry = self.pods.jobs.remove(&job)?;
             waiting.extend(entry.alive().map(|(_, uid)| uid.clone()));
             waiting.sort_unstable();
             waiting.dedup();
         }
-        let needed = min_member.saturating_sub(placed).max(1);
+        if waiting.is_empty() {
+            return None;
+        }
         if waiting.len() < needed {
             let hold = Hold::GangIncomplete {
                 group: format!("{}/{}", group.0, group.1),
@@ -589,6 +744,12 @@ impl World {
         self.new_job(waiting, Some(group.clone()), now_ms)
     }
 
+    /// The scheduler's tenant index of a Queue (`None`: the default tenant).
+    pub(super) fn tenant_of(&self, queue: Option<&str>) -> TenantId {
+        let name = queue.unwrap_or(DEFAULT_TENANT);
+        TenantId(self.scheduler.tenants().index(name).unwrap_or(0) as u16)
+    }
+
     /// A job of these waiting pods, recorded as queued (the caller submits it).
     fn new_job(&mut self, uids: Vec<String>, group: Option<GroupKey>, now_ms: u64) -> Option<Job> {
         let facts: Vec<(PodFacts, u64, String)> = uids
@@ -599,8 +760,7 @@ impl World {
             })
             .collect();
         let (first, _, first_name) = facts.first()?;
-        let queue = first.queue.as_deref().unwrap_or(DEFAULT_TENANT);
-        let tenant = self.scheduler.tenants().index(queue).unwrap_or(0);
+        let queue = first.queue.clone();
         let shard_models: Vec<&String> = first
             .gpu_models
             .iter()
@@ -618,7 +778,7 @@ impl World {
         let job = Job {
             id,
             name: name.clone(),
-            tenant: TenantId(tenant as u16),
+            tenant: self.tenant_of(queue.as_deref()),
             priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
             kind: first.kind,
             pools,
@@ -647,8 +807,10 @@ impl World {
                 job: Arc::new(job.clone()),
                 pods: uids.into_iter().map(Some).collect(),
                 group,
+                queue,
                 phase: JobPhase::Queued,
-                plan: None,
+                places: Vec::new(),
+                landed: Vec::new(),
                 started_ms: now_ms,
                 workload,
             },
@@ -656,32 +818,36 @@ impl World {
         Some(job)
     }
 
-    /// Adopts the parked pods whose node is in the cluster: the members of one PodGroup
-    /// found bound together become one job (so a gang is preempted whole); others one job
-    /// each.
+    /// Adopts the parked pods whose node is in the cluster, those whose annotations name
+    /// their devices first (a pod placed elsewhere gets the free devices left after
+    /// them). The members of one PodGroup found bound together become one job (so a gang
+    /// is preempted whole); others one job each.
     pub(super) fn adopt_parked(&mut self, now_ms: u64) {
-        if self.pods.parked.is_empty() {
+        if !std::mem::take(&mut self.pods.parked_dirty) {
             return;
         }
-        let mut batches: BTreeMap<Option<GroupKey>, Vec<String>> = BTreeMap::new();
-        for uid in std::mem::take(&mut self.pods.parked) {
-            let Some(entry) = self.pods.entries.get(&uid) else {
+        let mut batches: BTreeMap<(bool, Option<GroupKey>), Vec<String>> = BTreeMap::new();
+        for uid in &self.pods.parked {
+            let Some(entry) = self.pods.entries.get(uid) else {
                 continue;
             };
-            let PodState::Parked(pod) = &entry.state else {
+            let Some(bound) = &entry.bound else {
                 continue;
             };
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-            let known = node.and_then(|n| self.scheduler.state().spec().node_id(n));
-            if known.is_none() {
-                // Its node is not (yet) in the cluster: kept until it is.
-                self.pods.parked.insert(uid);
+            if self.scheduler.state().spec().node_id(&bound.node).is_none() {
+                // Its node is not (yet) usable: kept until it is.
                 continue;
             }
-            let batch = entry.group.clone();
-            batches.entry(batch).or_default().push(uid);
+            let unnamed = !matches!(bound.devices, Ok(Some(_)));
+            batches
+                .entry((unnamed, entry.group.clone()))
+                .or_default()
+                .push(uid.clone());
         }
-        for (group, uids) in batches {
+        for ((_, group), uids) in batches {
+            for uid in &uids {
+                self.pods.parked.remove(uid);
+            }
             if group.is_some() && self.adopt(&uids, group.clone(), now_ms) {
                 continue;
             }
@@ -703,34 +869,25 @@ impl World {
             let Some(entry) = self.pods.entries.get(uid) else {
                 return false;
             };
-            let PodState::Parked(pod) = &entry.state else {
+            let Some(bound) = entry.bound.clone() else {
                 return false;
             };
-            match self.placement_of(pod, &placements) {
+            match self.placement_of(&bound, &placements) {
                 Ok((request, placement)) => {
                     requests.push(request);
-                    placements.push(placement);
+                    placements.push(Some(placement));
                 }
                 Err(reason) => {
                     if uids.len() == 1 {
-                        tracing::warn!(
-                            "pod {}: {reason}; its resources are not counted",
-                            entry.target
-                        );
-                        self.set_state(uid, PodState::Ignored);
+                        let unreadable = bound.request.is_err() || bound.devices.is_err();
+                        self.cannot_adopt(uid, &reason, unreadable);
                     }
                     return false;
                 }
             }
-            let spec = pod.spec.as_ref();
-            ours |= spec.and_then(|s| s.scheduler_name.as_deref())
-                == Some(&self.options.scheduler_name);
-            priority = priority.max(spec.and_then(|s| s.priority).unwrap_or(0));
-            let start = pod
-                .status
-                .as_ref()
-                .and_then(|s| millis(s.start_time.as_ref()));
-            started = started.min(start.unwrap_or(entry.created_ms));
+            ours |= bound.ours;
+            priority = priority.max(bound.priority);
+            started = started.min(bound.started_ms);
         }
         let id = self.pods.new_job_id();
         let first = &self.pods.entries[&uids[0]];
@@ -739,13 +896,10 @@ impl World {
             None => first.target.to_string(),
         };
         let queue = first.facts.as_ref().and_then(|f| f.queue.clone());
-        let tenant = queue
-            .and_then(|q| self.scheduler.tenants().index(&q))
-            .unwrap_or(0);
         let job = Job {
             id,
             name: name.clone(),
-            tenant: TenantId(tenant as u16),
+            tenant: self.tenant_of(queue.as_deref()),
             priority,
             kind: JobKind::Unknown,
             pools: Vec::new(),
@@ -755,34 +909,16 @@ impl World {
             topology: None,
             constraints: None,
         };
+        let running = Adopted::Running { preemptible: ours };
         if let Err(e) = self
             .scheduler
-            .adopt(job.clone(), &placements, started, ours)
+            .adopt(job.clone(), &placements, started, running)
         {
             if uids.len() == 1 {
-                tracing::warn!(
-                    "pod {}: bound where {e}; its resources are not counted",
-                    first.target
-                );
-                self.set_state(&uids[0], PodState::Ignored);
+                self.cannot_adopt(&uids[0], &format!("bound where {e}"), false);
             }
             return false;
         }
-        let plan = JobPlan {
-            pods: placements
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    (
-                        PodKey {
-                            job: id,
-                            pod: i as u32,
-                        },
-                        *p,
-                    )
-                })
-                .collect(),
-        };
         for (index, uid) in uids.iter().enumerate() {
             self.set_state(
                 uid,
@@ -798,19 +934,44 @@ impl World {
         };
         // A workload found running counts as placed already.
         self.pods.placed_workloads.insert(workload.clone());
+        let spec = self.scheduler.state().spec();
+        let places = placements
+            .iter()
+            .flatten()
+            .map(|p| Place::of(p, spec))
+            .collect();
         self.pods.jobs.insert(
             id,
             JobEntry {
                 job: Arc::new(job),
                 pods: uids.iter().cloned().map(Some).collect(),
                 group,
+                queue,
                 phase: JobPhase::Running,
-                plan: Some(plan),
+                places,
+                landed: vec![true; uids.len()],
                 started_ms: started,
                 workload,
             },
         );
         true
+    }
+
+    /// A bound pod that could not be adopted. One that cannot be read is left uncounted;
+    /// one whose node cannot hold it now (its node changed, or what it holds conflicts
+    /// with a reservation) stays parked and is tried again when capacity or the cluster
+    /// changes.
+    fn cannot_adopt(&mut self, uid: &str, reason: &str, unreadable: bool) {
+        let Some(target) = self.pods.entries.get(uid).map(|e| e.target.clone()) else {
+            return;
+        };
+        if unreadable {
+            tracing::warn!("pod {target}: {reason}; its resources are not counted");
+            self.set_state(uid, PodState::Ignored);
+        } else {
+            tracing::warn!("pod {target}: {reason}; counted once its node can hold it");
+            self.pods.parked.insert(uid.to_owned());
+        }
     }
 
     /// The request and placement of a bound pod: the devices its annotations name, or,
@@ -819,25 +980,21 @@ impl World {
     /// `taken`: placements of the same adoption not yet in the cluster state.
     fn placement_of(
         &self,
-        pod: &Pod,
-        taken: &[Placement],
+        bound: &BoundFacts,
+        taken: &[Option<Placement>],
     ) -> Result<(PodRequest, Placement), String> {
-        let facts = pod_facts(pod).map_err(|e| e.to_string())?;
-        let request = facts.request;
+        let request = bound.request.clone()?;
         let spec = self.scheduler.state().spec();
-        let node_name = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .unwrap_or_default();
         let node = spec
-            .node_id(node_name)
-            .ok_or_else(|| format!("node {node_name} is not in the cluster"))?;
-        let gpus = spec.node(node).gpus();
-        let devices = match bound_devices(pod, &request, gpus).map_err(|e| e.to_string())? {
+            .node_id(&bound.node)
+            .ok_or_else(|| format!("node {} is not in the cluster", bound.node))?;
+        let devices = match bound.devices.clone()? {
             Some(alloc) => alloc,
             None => self.free_devices(node, request.gpu, taken).ok_or_else(|| {
-                format!("node {node_name} has no free devices for {}", request.gpu)
+                format!(
+                    "node {} has no free devices for {}",
+                    bound.node, request.gpu
+                )
             })?,
         };
         Ok((
@@ -856,11 +1013,12 @@ impl World {
         &self,
         node: NodeId,
         gpu: GpuRequest,
-        taken: &[Placement],
+        taken: &[Option<Placement>],
     ) -> Option<DeviceAlloc> {
         let state = self.scheduler.state().node(node);
         let busy: u32 = taken
             .iter()
+            .flatten()
             .filter(|p| p.node == node)
             .fold(0, |acc, p| acc | p.gpus.devices);
         match gpu {

@@ -75,6 +75,7 @@ impl World {
             let target = entry.target.clone();
             self.outputs.push(Output::PodStatus {
                 target: target.clone(),
+                resource_version: Some(entry.resource_version.clone()),
                 scheduled: Some(Condition {
                     status: false,
                     reason: if gated {
@@ -196,7 +197,7 @@ impl World {
                         .jobs
                         .get(job)
                         .is_some_and(|j| j.phase == JobPhase::Running),
-                    PodState::Parked(_) => true,
+                    PodState::Parked => true,
                     _ => false,
                 };
                 if placed || entry.finished.is_some() {

@@ -1,0 +1,891 @@
+//! The Kubernetes world where answers, watch events and changes cross: bind answers lost
+//! or late, pods bound elsewhere, nodes that leave, join or change under running pods,
+//! restart adoption in any order, preemption whose victims take time to go or refuse to,
+//! gangs that lose members or change their minimum. Each test states what must hold
+//! between the world and the API server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kant::config::{Config, PluginConfig};
+use kant::kube::crd::{PodGroup, Queue};
+use kant::kube::world::{Input, Output, World, WorldOptions, WriteError};
+use kant::metrics::live::LiveMetrics;
+use kant::model::JobId;
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+
+const T0: u64 = 1_700_000_000_000;
+
+// ----------------------------------------------------------------------------------------
+// Objects
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+fn node_with(name: &str, gpus: u32, extra: Value) -> Node {
+    let mut value = json!({
+        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
+                                             "kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "memory": "512Gi"}}
+    });
+    merge(&mut value, extra);
+    serde_json::from_value(value).unwrap()
+}
+
+fn node(name: &str, gpus: u32) -> Node {
+    node_with(name, gpus, json!({}))
+}
+
+fn pod(name: &str, gpus: u32, extra: Value) -> Pod {
+    let mut value = json!({
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                     "resourceVersion": "1", "creationTimestamp": "2023-11-14T22:13:20Z"},
+        "spec": {"schedulerName": "kant-scheduler", "containers": [{"name": "c",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+        "status": {"phase": "Pending"}
+    });
+    merge(&mut value, extra);
+    serde_json::from_value(value).unwrap()
+}
+
+fn with_priority(name: &str, gpus: u32, priority: i32) -> Pod {
+    pod(name, gpus, json!({"spec": {"priority": priority}}))
+}
+
+fn member(name: &str, gpus: u32, group: &str, extra: Value) -> Pod {
+    let mut p = pod(name, gpus, extra);
+    p.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert("scheduling.x-k8s.io/pod-group".into(), group.into());
+    p
+}
+
+/// The pod as the API server shows it once bound: a new resourceVersion, the node, and
+/// the binding's annotations.
+fn landed(mut pod: Pod, node: &str, annotations: &BTreeMap<String, String>, rv: u32) -> Pod {
+    pod.metadata.resource_version = Some(rv.to_string());
+    pod.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .extend(annotations.clone());
+    pod.spec.as_mut().unwrap().node_name = Some(node.into());
+    pod
+}
+
+fn running(mut pod: Pod, rv: u32) -> Pod {
+    pod.metadata.resource_version = Some(rv.to_string());
+    pod.status.as_mut().unwrap().phase = Some("Running".into());
+    pod
+}
+
+fn pod_group(name: &str, min_member: i32) -> PodGroup {
+    serde_json::from_value(json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"minMember": min_member}
+    }))
+    .unwrap()
+}
+
+fn queue(name: &str, gpus: i64) -> Queue {
+    serde_json::from_value(json!({
+        "apiVersion": "kant.io/v1alpha1", "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"mode": "shared", "quota": {"H100": gpus}}
+    }))
+    .unwrap()
+}
+
+// ----------------------------------------------------------------------------------------
+// The world
+
+fn plain() -> Config {
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 1_000;
+    config.queueing.requeue_backoff_max = 8_000;
+    config
+}
+
+/// The embedded configuration with preemption in the default profile, no minimum runtime.
+fn preempting() -> Config {
+    let mut config = plain();
+    config.queueing.min_runtime = 0;
+    let profile = config
+        .profiles
+        .iter_mut()
+        .find(|p| p.name == "default")
+        .unwrap();
+    profile
+        .plugins
+        .push(PluginConfig::Name("preemption".into()));
+    config
+}
+
+fn world(config: &Config) -> World {
+    let mut profile = config.profile("default").unwrap().clone();
+    profile.queueing = kant::queue::QueueingPolicy::BestEffortFifo;
+    let profile = kant::plugins::build_profile(&profile, config).unwrap();
+    World::new(
+        WorldOptions::default(),
+        config,
+        profile,
+        Arc::new(LiveMetrics::new()),
+    )
+    .unwrap()
+}
+
+/// A world whose watches listed these nodes and pods, no groups or queues.
+fn synced_with(config: &Config, nodes: &[Node], pods: &[Pod]) -> World {
+    let mut w = world(config);
+    w.apply(Input::Node(Box::new(Event::Init)), T0);
+    for n in nodes {
+        w.apply(Input::Node(Box::new(Event::InitApply(n.clone()))), T0);
+    }
+    w.apply(Input::Node(Box::new(Event::InitDone)), T0);
+    w.apply(Input::Pod(Box::new(Event::Init)), T0);
+    for p in pods {
+        w.apply(Input::Pod(Box::new(Event::InitApply(p.clone()))), T0);
+    }
+    w.apply(Input::Pod(Box::new(Event::InitDone)), T0);
+    for input in [
+        Input::PodGroup(Box::new(Event::Init)),
+        Input::PodGroup(Box::new(Event::InitDone)),
+        Input::Queue(Box::new(Event::Init)),
+        Input::Queue(Box::new(Event::InitDone)),
+    ] {
+        w.apply(input, T0);
+    }
+    assert!(w.synced());
+    w
+}
+
+fn synced(config: &Config, nodes: &[Node]) -> World {
+    synced_with(config, nodes, &[])
+}
+
+fn apply_pod(w: &mut World, pod: &Pod, now: u64) {
+    w.apply(Input::Pod(Box::new(Event::Apply(pod.clone()))), now);
+}
+
+fn delete_pod(w: &mut World, pod: &Pod, now: u64) {
+    w.apply(Input::Pod(Box::new(Event::Delete(pod.clone()))), now);
+}
+
+fn apply_node(w: &mut World, node: &Node, now: u64) {
+    w.apply(Input::Node(Box::new(Event::Apply(node.clone()))), now);
+}
+
+fn delete_node(w: &mut World, node: &Node, now: u64) {
+    w.apply(Input::Node(Box::new(Event::Delete(node.clone()))), now);
+}
+
+#[derive(Debug, Clone)]
+struct Bind {
+    job: JobId,
+    pod: u32,
+    name: String,
+    node: String,
+    annotations: BTreeMap<String, String>,
+}
+
+fn binds(outputs: &[Output]) -> Vec<Bind> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Bind {
+                job,
+                pod,
+                target,
+                node,
+                annotations,
+            } => Some(Bind {
+                job: *job,
+                pod: *pod,
+                name: target.name.clone(),
+                node: node.clone(),
+                annotations: annotations.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn evictions(outputs: &[Output]) -> Vec<(JobId, u32, String)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Evict { job, pod, target } => Some((*job, *pod, target.name.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answer(w: &mut World, bind: &Bind, outcome: Result<(), WriteError>, now: u64) {
+    w.apply(
+        Input::Bound {
+            job: bind.job,
+            pod: bind.pod,
+            outcome,
+            latency: Duration::from_millis(1),
+        },
+        now,
+    );
+}
+
+fn refused(code: Option<u16>, message: &str) -> Result<(), WriteError> {
+    Err(WriteError {
+        code,
+        message: message.into(),
+    })
+}
+
+/// Binds `pod` as the API server would: the binding is accepted and the watch shows it
+/// bound (resourceVersion `rv`). Returns the pod as bound.
+fn bind_ok(w: &mut World, pod: &Pod, bind: &Bind, rv: u32, now: u64) -> Pod {
+    answer(w, bind, Ok(()), now);
+    let bound = landed(pod.clone(), &bind.node, &bind.annotations, rv);
+    apply_pod(w, &bound, now);
+    bound
+}
+
+/// Submits a pod and binds it where the scheduler puts it; returns the pod as bound.
+fn place(w: &mut World, pod: &Pod, now: u64) -> Pod {
+    apply_pod(w, pod, now);
+    w.round(now);
+    let out = w.take_outputs();
+    let b = binds(&out);
+    assert_eq!(b.len(), 1, "{out:?}");
+    let bound = bind_ok(w, pod, &b[0], 2, now);
+    w.round(now);
+    w.take_outputs();
+    bound
+}
+
+/// Runs rounds at each wake-up the world asks for (and once a second besides) until
+/// `until`, collecting the outputs.
+fn run_until(w: &mut World, from: u64, until: u64) -> Vec<Output> {
+    let mut out = Vec::new();
+    let mut now = from;
+    while now <= until {
+        w.round(now);
+        out.extend(w.take_outputs());
+        let next = w.next_wakeup(now).unwrap_or(u64::MAX).min(now + 1_000);
+        now = next.max(now + 1);
+    }
+    out
+}
+
+fn free_gpus(w: &World) -> u32 {
+    w.scheduler().state().total().free_gpus
+}
+
+// ----------------------------------------------------------------------------------------
+// Bind answers against watch events
+
+/// The API server applied a binding but its answer was lost (a timeout): the watch shows
+/// the pod bound on the planned node before the failed answer arrives. The pod runs
+/// there; its devices must stay counted and it must not be bound again.
+#[test]
+fn a_binding_that_landed_but_whose_answer_was_lost_is_not_requeued() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let p = pod("p", 2, json!({}));
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    // The watch is faster than the client's timeout.
+    apply_pod(
+        &mut w,
+        &landed(p.clone(), &b[0].node, &b[0].annotations, 2),
+        T0 + 10,
+    );
+    answer(
+        &mut w,
+        &b[0],
+        refused(None, "operation timed out"),
+        T0 + 5_000,
+    );
+    w.round(T0 + 5_000);
+    assert_eq!(free_gpus(&w), 6, "the pod runs on n1 with two GPUs");
+    let out = run_until(&mut w, T0 + 5_000, T0 + 60_000);
+    let again = binds(&out);
+    assert!(again.is_empty(), "a bound pod is bound again: {again:?}");
+    assert_eq!(free_gpus(&w), 6, "the pod runs on n1 with two GPUs");
+}
+
+/// Someone else (another replica, a user) bound the pod to another node while our
+/// binding was in flight: the watch shows it there, then our binding is refused with 409.
+/// The pod is adopted where it is; its old job must not stay queued and bind it again.
+#[test]
+fn a_pod_bound_elsewhere_during_its_binding_is_not_bound_again() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let p = pod("p", 2, json!({}));
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    let elsewhere = if b[0].node == "n1" { "n2" } else { "n1" };
+    apply_pod(
+        &mut w,
+        &landed(p.clone(), elsewhere, &BTreeMap::new(), 2),
+        T0 + 10,
+    );
+    answer(
+        &mut w,
+        &b[0],
+        refused(Some(409), "pod p is already assigned to node"),
+        T0 + 20,
+    );
+    let out = run_until(&mut w, T0 + 20, T0 + 60_000);
+    let again = binds(&out);
+    assert!(again.is_empty(), "a bound pod is bound again: {again:?}");
+    assert_eq!(free_gpus(&w), 14, "only the pod's own two GPUs are used");
+}
+
+// ----------------------------------------------------------------------------------------
+// Node changes with pods on them
+
+/// A kubelet or device-plugin restart makes a node report `nvidia.com/gpu: 0` for a
+/// moment. Its pods keep running on their devices; once the GPUs are back, the devices
+/// must still be counted as theirs.
+#[test]
+fn a_node_that_briefly_reports_no_gpus_keeps_its_pods_devices() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    place(&mut w, &pod("p", 8, json!({})), T0);
+    assert_eq!(free_gpus(&w), 0);
+    apply_node(&mut w, &node("n1", 0), T0 + 1);
+    w.round(T0 + 1);
+    apply_node(&mut w, &node("n1", 8), T0 + 2);
+    w.round(T0 + 2);
+    assert_eq!(free_gpus(&w), 0, "pod p still holds the eight GPUs of n1");
+    apply_pod(&mut w, &pod("q", 8, json!({})), T0 + 3);
+    w.round(T0 + 3);
+    let b = binds(&w.take_outputs());
+    assert!(b.is_empty(), "q is given the GPUs p runs on: {b:?}");
+}
+
+/// Node ids are positions in the rebuilt cluster spec: a node that goes away shifts the
+/// ids of the nodes after it. The world keeps each job's plan with the ids of the spec it
+/// was made in, and reads them against the new one.
+#[test]
+fn a_running_pods_update_after_another_node_left_does_not_panic() {
+    let (n1, n2) = (node("n1", 8), node("n2", 8));
+    let mut w = synced(&plain(), &[n1.clone(), n2.clone()]);
+    let on_n2 = json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "n2"}}});
+    let p = place(&mut w, &pod("p", 8, on_n2), T0);
+    assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("n2"));
+    delete_node(&mut w, &n1, T0 + 1);
+    w.round(T0 + 1);
+    // The kubelet reports the pod running: an ordinary update.
+    apply_pod(&mut w, &running(p, 3), T0 + 2);
+    w.round(T0 + 2);
+    assert_eq!(free_gpus(&w), 0);
+}
+
+/// The same stale ids without a panic: a node whose name sorts first joins, so the
+/// running pod's planned node id now names that node. The pod's next update looks like a
+/// pod bound elsewhere than planned; once it is deleted its GPUs must come back.
+#[test]
+fn a_running_pod_keeps_its_accounting_after_a_node_joined_before_it() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let p = place(&mut w, &pod("p", 8, json!({})), T0);
+    apply_node(&mut w, &node("a0", 8), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(free_gpus(&w), 8);
+    apply_pod(&mut w, &running(p.clone(), 3), T0 + 2);
+    w.round(T0 + 2);
+    delete_pod(&mut w, &p, T0 + 3);
+    w.round(T0 + 3);
+    assert_eq!(free_gpus(&w), 16, "p's GPUs are back once it is deleted");
+}
+
+// ----------------------------------------------------------------------------------------
+// Restart adoption
+
+/// On start, a pod another scheduler placed (no device annotation: the lowest free
+/// devices are assumed) and one of ours whose annotation names devices 0 and 1 share a
+/// node. Whatever order they are adopted in, both must be counted.
+#[test]
+fn restart_counts_annotated_pods_whatever_pod_without_devices_comes_first() {
+    let foreign = pod(
+        "a-foreign",
+        2,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"},
+               "status": {"phase": "Running"}}),
+    );
+    let ours = pod(
+        "b-ours",
+        2,
+        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &[foreign, ours]);
+    w.round(T0);
+    assert_eq!(free_gpus(&w), 4, "both pods hold two GPUs each");
+}
+
+// ----------------------------------------------------------------------------------------
+// Preemption
+
+/// A victim's pods run until they are gone. Room that preemption freed beyond what the
+/// preemptor takes must not go to a third job before then: its pod would be bound onto
+/// devices still in use (and fail the kubelet's device admission).
+#[test]
+fn a_victims_devices_are_not_given_to_another_job_before_it_is_gone() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let victim = place(&mut w, &with_priority("victim", 8, 0), T0);
+    apply_pod(&mut w, &running(victim, 3), T0);
+    apply_pod(&mut w, &with_priority("high", 4, 100), T0 + 1);
+    apply_pod(&mut w, &with_priority("other", 4, 0), T0 + 1);
+    // Rounds while the victim's eviction is answered but the pod still terminates.
+    let out = run_until(&mut w, T0 + 1, T0 + 3_000);
+    let evicted = evictions(&out);
+    assert_eq!(evicted.len(), 1, "{out:?}");
+    assert_eq!(evicted[0].2, "victim");
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert!(
+        bound.is_empty(),
+        "bound onto n1 while the victim still runs there: {bound:?}"
+    );
+}
+
+/// A preemptor waiting for its victims holds a reservation, not running pods. When a
+/// job of higher priority takes that room, the waiting pods must go back to their queue:
+/// evicting them deletes pods that never ran (a pending pod is always evictable).
+#[test]
+fn a_preemptor_waiting_for_its_victims_is_requeued_not_evicted() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    apply_pod(&mut w, &running(low, 3), T0);
+    apply_pod(&mut w, &with_priority("middle", 8, 50), T0 + 1);
+    w.round(T0 + 1);
+    let out = w.take_outputs();
+    assert_eq!(evictions(&out).len(), 1, "{out:?}");
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 3_000);
+    let evicted: Vec<String> = evictions(&out).into_iter().map(|e| e.2).collect();
+    assert!(
+        !evicted.contains(&"middle".to_string()),
+        "the pending pod middle is evicted: {evicted:?}"
+    );
+}
+
+/// A gang (minMember 2) placed by preemption waits for its victims; one member is
+/// deleted meanwhile. When the victims are gone, binding the lone remaining member would
+/// start half a gang.
+#[test]
+fn a_gang_that_lost_a_member_while_awaiting_victims_is_not_bound_partly() {
+    let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+    let v1 = place(&mut w, &with_priority("v1", 8, 0), T0);
+    let v2 = place(&mut w, &with_priority("v2", 8, 0), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let w0 = member("w0", 8, "g", json!({"spec": {"priority": 100}}));
+    let w1 = member("w1", 8, "g", json!({"spec": {"priority": 100}}));
+    apply_pod(&mut w, &w0, T0 + 1);
+    apply_pod(&mut w, &w1, T0 + 1);
+    w.round(T0 + 1);
+    let out = w.take_outputs();
+    assert_eq!(evictions(&out).len(), 2, "{out:?}");
+    assert!(binds(&out).is_empty());
+    delete_pod(&mut w, &w1, T0 + 2);
+    w.round(T0 + 2);
+    delete_pod(&mut w, &v1, T0 + 3);
+    delete_pod(&mut w, &v2, T0 + 3);
+    let out = run_until(&mut w, T0 + 3, T0 + 3_000);
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert!(
+        bound.is_empty(),
+        "one member of a 2-pod gang bound: {bound:?}"
+    );
+}
+
+/// A preemptor waits for its victim on n1; meanwhile a node whose name sorts first
+/// joins, which shifts every node id. The preemptor must be bound where it was reserved
+/// (where its victim was), not onto the node that now has the old id.
+#[test]
+fn a_preemptor_is_bound_where_it_was_reserved_after_a_node_joined() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(evictions(&w.take_outputs()).len(), 1);
+    apply_node(&mut w, &node("a0", 8), T0 + 2);
+    w.round(T0 + 2);
+    w.take_outputs();
+    delete_pod(&mut w, &low, T0 + 3);
+    w.round(T0 + 3);
+    let b = binds(&w.take_outputs());
+    let high: Vec<&Bind> = b.iter().filter(|b| b.name == "high").collect();
+    assert_eq!(high.len(), 1, "{b:?}");
+    assert_eq!(high[0].node, "n1", "bound elsewhere than its reservation");
+}
+
+// ----------------------------------------------------------------------------------------
+// Gangs
+
+/// A 3-pod gang is being bound; its first pod is deleted before the answers, the other
+/// two land. `Scheduler::bound` then stops at the missing pod, so the two running pods
+/// stay merely "assumed". When the node of one of them goes away, the whole job is
+/// released and requeued as though it never ran: the pod still running on the other node
+/// loses its GPUs in the cache, and the job is bound again.
+#[test]
+fn a_gang_bound_after_losing_a_member_survives_a_node_loss() {
+    let nodes = [node("n1", 8), node("n2", 8), node("n3", 8)];
+    let mut w = synced(&plain(), &nodes);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 3)))),
+        T0,
+    );
+    let pods: Vec<Pod> = (0..3)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &pods {
+        apply_pod(&mut w, p, T0);
+    }
+    w.round(T0);
+    let mut b = binds(&w.take_outputs());
+    b.sort_by_key(|b| b.pod);
+    assert_eq!(b.len(), 3);
+    let pod_of = |bind: &Bind| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(&bind.name))
+            .unwrap()
+            .clone()
+    };
+    // Pod index 0 is deleted while its binding is in flight.
+    delete_pod(&mut w, &pod_of(&b[0]), T0 + 1);
+    answer(&mut w, &b[0], refused(Some(404), "not found"), T0 + 2);
+    bind_ok(&mut w, &pod_of(&b[1]), &b[1], 2, T0 + 2);
+    bind_ok(&mut w, &pod_of(&b[2]), &b[2], 2, T0 + 2);
+    w.round(T0 + 2);
+    w.take_outputs();
+    assert_eq!(free_gpus(&w), 8);
+    // The node of pod index 2 is removed (its pod is lost with it).
+    let gone = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(&b[2].node))
+        .unwrap();
+    delete_node(&mut w, gone, T0 + 3);
+    let out = run_until(&mut w, T0 + 3, T0 + 30_000);
+    assert_eq!(
+        free_gpus(&w),
+        8,
+        "the pod on {} still runs on its eight GPUs",
+        b[1].node
+    );
+    let again: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert!(again.is_empty(), "running pods bound again: {again:?}");
+}
+
+/// A gang (minMember 2) is preempted: both its pods are being evicted. Its controller
+/// creates a replacement member at once (a Job replaces terminating pods). The members
+/// on their way out must not count as placed: a lone replacement is half a gang and
+/// must wait for a second member.
+#[test]
+fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
+    let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..2)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    w.round(T0);
+    let out = w.take_outputs();
+    let b = binds(&out);
+    assert_eq!(b.len(), 2, "{out:?}");
+    for bind in &b {
+        bind_ok(&mut w, &by_name(&members, &bind.name), bind, 2, T0);
+    }
+    w.round(T0);
+    w.take_outputs();
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
+    w.round(T0 + 1);
+    let out = w.take_outputs();
+    assert_eq!(evictions(&out).len(), 2, "{out:?}");
+    // A third node joins, and the controller creates a replacement member.
+    apply_node(&mut w, &node("n3", 8), T0 + 2);
+    apply_pod(&mut w, &member("w2", 8, "g", json!({})), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 3_000);
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert!(
+        !bound.contains(&"w2".to_string()),
+        "one pod of a 2-pod gang bound alone: {bound:?}"
+    );
+}
+
+fn by_name(pods: &[Pod], name: &str) -> Pod {
+    pods.iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+        .unwrap()
+        .clone()
+}
+
+/// A gang's PodGroup raises `minMember` from 2 to 4 while its two pods are queued (no
+/// room yet). When room appears, two pods of a group that now needs four must not start.
+#[test]
+fn a_queued_gang_follows_a_raised_min_member() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let blocker = place(&mut w, &pod("blocker", 8, json!({})), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    for i in 0..2 {
+        apply_pod(&mut w, &member(&format!("w{i}"), 4, "g", json!({})), T0);
+    }
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 4)))),
+        T0 + 1,
+    );
+    w.round(T0 + 1);
+    delete_pod(&mut w, &blocker, T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 3_000);
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert!(bound.is_empty(), "2 pods of a 4-pod gang bound: {bound:?}");
+}
+
+/// A 2-pod gang is being bound; one member is deleted and the other's binding fails.
+/// The job goes back to the scheduler's queue whole, with the deleted member's pod still
+/// in it: next time it reserves room for a pod that no longer exists and binds the lone
+/// survivor (half a gang); that reservation is never released, even once the survivor
+/// is gone.
+#[test]
+fn a_gang_whose_binding_failed_after_a_member_was_deleted_is_not_rebound_partly() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..2)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 2);
+    let (gone, kept) = (&b[1], &b[0]);
+    delete_pod(&mut w, &by_name(&members, &gone.name), T0 + 1);
+    answer(&mut w, gone, refused(Some(404), "not found"), T0 + 2);
+    answer(&mut w, kept, refused(Some(500), "etcd timeout"), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 30_000);
+    let again = binds(&out);
+    for bind in &again {
+        bind_ok(&mut w, &by_name(&members, &bind.name), bind, 3, T0 + 30_001);
+    }
+    delete_pod(&mut w, &by_name(&members, &kept.name), T0 + 30_002);
+    w.round(T0 + 30_002);
+    let names: Vec<&String> = again.iter().map(|b| &b.name).collect();
+    assert!(
+        again.is_empty() && free_gpus(&w) == 16,
+        "bound alone afterwards: {names:?}; free GPUs once every member is gone: {} of 16",
+        free_gpus(&w)
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// Queues
+
+/// Tenants are numbered by Queue name; a Queue whose name sorts first renumbers them. A
+/// victim whose eviction is refused is recorded again from the job the world kept, with
+/// the tenant number of its time: it must be charged to its own Queue, not to the new one.
+#[test]
+fn a_victim_kept_after_a_refused_eviction_is_charged_to_its_own_queue() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    w.apply(Input::Queue(Box::new(Event::Apply(queue("b", 0)))), T0);
+    w.round(T0);
+    let low = pod(
+        "low",
+        8,
+        json!({"metadata": {"labels": {"kant.io/queue": "b"}}, "spec": {"priority": 0}}),
+    );
+    let low = place(&mut w, &low, T0);
+    apply_pod(&mut w, &running(low, 3), T0);
+    w.apply(Input::Queue(Box::new(Event::Apply(queue("a", 0)))), T0 + 1);
+    w.round(T0 + 1);
+    let tenants = w.scheduler().tenants();
+    let pool = kant::model::PoolId(0);
+    let (a, b) = (tenants.index("a").unwrap(), tenants.index("b").unwrap());
+    assert_eq!((tenants.used(a, pool), tenants.used(b, pool)), (0, 8000));
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 2);
+    w.round(T0 + 2);
+    let out = w.take_outputs();
+    let evicted = evictions(&out);
+    assert_eq!(evicted.len(), 1, "{out:?}");
+    w.apply(
+        Input::Evicted {
+            job: evicted[0].0,
+            pod: evicted[0].1,
+            outcome: refused(
+                Some(429),
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            ),
+        },
+        T0 + 3,
+    );
+    w.round(T0 + 3);
+    let tenants = w.scheduler().tenants();
+    assert_eq!(
+        (tenants.used(a, pool), tenants.used(b, pool)),
+        (0, 8000),
+        "(queue a, queue b) milli-GPUs in use"
+    );
+}
+
+// ----------------------------------------------------------------------------------------
+// Against the in-process API server
+
+mod api {
+    use std::time::{Duration, Instant};
+
+    use k8s_openapi::api::core::v1::Pod;
+    use kant::config::Config;
+    use kant::kube::{RunOptions, run_with_config};
+    use kant_testkit::ApiServer;
+    use serde_json::{Value, json};
+    use tokio::sync::oneshot;
+
+    use super::{merge, node};
+
+    fn pod(name: &str, gpus: u32, extra: Value) -> Pod {
+        let mut value = json!({
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"schedulerName": "kant-scheduler",
+                     "containers": [{"name": "main", "image": "trainer",
+                        "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}
+        });
+        merge(&mut value, extra);
+        serde_json::from_value(value).unwrap()
+    }
+
+    struct Kant {
+        stop: Option<oneshot::Sender<()>>,
+        task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    }
+
+    impl Kant {
+        async fn start(server: &ApiServer, config: Config, status_qps: u32) -> Kant {
+            let mut options = RunOptions::new(config);
+            options.leader_election = false;
+            options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+            options.health_addr = "127.0.0.1:0".parse().unwrap();
+            options.status_qps = status_qps;
+            let (stop, stopped) = oneshot::channel::<()>();
+            let (tx, rx) = oneshot::channel();
+            let config = server.config();
+            let task = tokio::spawn(async move {
+                run_with_config(
+                    config,
+                    options,
+                    async {
+                        let _ = stopped.await;
+                    },
+                    Some(tx),
+                )
+                .await
+            });
+            rx.await.expect("the scheduler starts serving");
+            Kant {
+                stop: Some(stop),
+                task,
+            }
+        }
+
+        async fn stop(mut self) {
+            if let Some(stop) = self.stop.take() {
+                let _ = stop.send(());
+            }
+            let result = tokio::time::timeout(Duration::from_secs(20), &mut self.task)
+                .await
+                .expect("the scheduler stops");
+            result.expect("no panic").expect("a clean stop");
+        }
+    }
+
+    async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let started = Instant::now();
+        while !done() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "timed out waiting until {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn node_of(server: &ApiServer, name: &str) -> Option<String> {
+        server.get::<Pod>(Some("ml"), name)?.spec?.node_name
+    }
+
+    fn scheduled(server: &ApiServer, name: &str) -> Option<(String, String)> {
+        let pod = server.get::<Pod>(Some("ml"), name)?;
+        let conditions = pod.status?.conditions?;
+        let c = conditions.into_iter().find(|c| c.type_ == "PodScheduled")?;
+        Some((c.status, c.reason.unwrap_or_default()))
+    }
+
+    /// Status writes are paced; a pod's `PodScheduled=False` explanation still waiting
+    /// in the writer's queue when the pod gets bound is written after the binding set
+    /// `PodScheduled=True`: a running pod then reads as unschedulable for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_unschedulable_status_does_not_overwrite_a_binding() {
+        let server = ApiServer::start().await;
+        server.create(&node("node-0", 8));
+        let kant = Kant::start(&server, Config::embedded(), 10).await;
+        server.create(&pod("blocker", 8, json!({})));
+        eventually("the blocker is bound", || {
+            node_of(&server, "blocker").is_some()
+        })
+        .await;
+        // A backlog of status writes: pods of a queue that does not exist.
+        for i in 0..30 {
+            server.create(&pod(
+                &format!("held-{i:02}"),
+                1,
+                json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+            ));
+        }
+        server.create(&pod("late", 8, json!({})));
+        // Long enough for `late` to be tried and explained (once a second).
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        server.delete::<Pod>(Some("ml"), "blocker");
+        eventually("late is bound", || node_of(&server, "late").is_some()).await;
+        // Every explanation written: the 30 held pods (late's, outdated by its binding, is dropped).
+        eventually("the status backlog is written", || {
+            server.request_count("patch", "pods/status") >= 30
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let condition = scheduled(&server, "late");
+        assert_eq!(
+            condition.as_ref().map(|c| c.0.as_str()),
+            Some("True"),
+            "late is bound to {:?}, yet PodScheduled is {condition:?}",
+            node_of(&server, "late")
+        );
+        kant.stop().await;
+    }
+}
