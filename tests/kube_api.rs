@@ -3,16 +3,18 @@
 //! evictions and leases over HTTP, exactly as against a real cluster.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kant::config::Config;
+use kant::kube::RunOptions;
 use kant::kube::crd::{PodGroup, Queue};
-use kant::kube::{RunOptions, Serving, run_with_config};
 use kant_testkit::ApiServer;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
+
+mod common;
+use common::kube::{Kant, eventually, merge};
 
 const GPU_IDS: &str = "kant.io/gpu-ids";
 
@@ -41,80 +43,6 @@ fn gpu_pod(name: &str, gpus: u32) -> Pod {
         json!({"spec": {"containers": [{"name": "main", "image": "trainer",
             "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}}),
     )
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, value) => *slot = value,
-    }
-}
-
-/// A scheduler running against `server` until dropped.
-struct Kant {
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-    serving: Serving,
-}
-
-impl Kant {
-    async fn start(server: &ApiServer, config: Config) -> Kant {
-        let mut options = RunOptions::new(config);
-        options.leader_election = false;
-        options.metrics_addr = "127.0.0.1:0".parse().unwrap();
-        options.health_addr = "127.0.0.1:0".parse().unwrap();
-        options.status_qps = 1_000;
-        Self::start_with(server, options).await
-    }
-
-    async fn start_with(server: &ApiServer, options: RunOptions) -> Kant {
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (tx, rx) = oneshot::channel();
-        let config = server.config();
-        let task = tokio::spawn(async move {
-            run_with_config(
-                config,
-                options,
-                async {
-                    let _ = stopped.await;
-                },
-                Some(tx),
-            )
-            .await
-        });
-        let serving = rx.await.expect("the scheduler starts serving");
-        Kant {
-            stop: Some(stop),
-            task,
-            serving,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let result = tokio::time::timeout(Duration::from_secs(20), &mut self.task)
-            .await
-            .expect("the scheduler stops");
-        result.expect("no panic").expect("a clean stop");
-    }
-}
-
-/// Polls until `done` holds, failing with `what` after 60 s.
-async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn bound_pods(server: &ApiServer) -> Vec<Pod> {
@@ -507,4 +435,54 @@ async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("read");
     response
+}
+
+fn node_of(server: &ApiServer, name: &str) -> Option<String> {
+    server.get::<Pod>(Some("ml"), name)?.spec?.node_name
+}
+
+/// Status writes are paced; a pod's `PodScheduled=False` explanation still waiting in the
+/// writer's queue when the pod gets bound must not be written after the binding set
+/// `PodScheduled=True`: a running pod would read as unschedulable for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_unschedulable_status_does_not_overwrite_a_binding() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let mut options = RunOptions::new(Config::embedded());
+    options.leader_election = false;
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.status_qps = 10;
+    let kant = Kant::start_with(&server, options).await;
+    server.create(&gpu_pod("blocker", 8));
+    eventually("the blocker is bound", || {
+        node_of(&server, "blocker").is_some()
+    })
+    .await;
+    // A backlog of status writes: pods of a queue that does not exist.
+    for i in 0..30 {
+        server.create(&pod(
+            &format!("held-{i:02}"),
+            json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+        ));
+    }
+    server.create(&gpu_pod("late", 8));
+    // Long enough for `late` to be tried and explained (once a second).
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    server.delete::<Pod>(Some("ml"), "blocker");
+    eventually("late is bound", || node_of(&server, "late").is_some()).await;
+    // The 30 held pods' explanations are written; late's, outdated by its binding, is not.
+    eventually("the status backlog is written", || {
+        server.request_count("patch", "pods/status") >= 30
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let late = server.get::<Pod>(Some("ml"), "late").expect("late exists");
+    assert_eq!(
+        scheduled_condition(&late).map(|c| c.0).as_deref(),
+        Some("True"),
+        "late is bound to {:?}",
+        node_of(&server, "late")
+    );
+    kant.stop().await;
 }

@@ -1,6 +1,8 @@
 //! Builders shared by the integration tests: small clusters, jobs and schedulers.
 #![allow(dead_code)] // each test crate uses its own subset
 
+pub mod kube;
+
 use std::sync::Arc;
 
 use kant::config::Config;

@@ -445,6 +445,3 @@ fn group_key(group: &PodGroup) -> (String, String) {
         group.metadata.name.clone().unwrap_or_default(),
     )
 }
-
-#[cfg(test)]
-mod tests;

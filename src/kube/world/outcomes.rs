@@ -12,7 +12,7 @@ use crate::framework::{Adopted, Decision, JobPlan, PreemptionKind, Reshaped};
 use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
-use super::pods::{JobEntry, JobPhase, Place, PodState};
+use super::pods::{JobEntry, JobPhase, Place, PodRef};
 use super::{Condition, Output, World, WriteError};
 
 impl World {
@@ -93,20 +93,25 @@ impl World {
         }
     }
 
+    /// The live pods of a job with their places: (pod index, pod, place).
+    fn placed_pods(&self, job: JobId) -> Vec<(u32, PodRef, Place)> {
+        let Some(entry) = self.pods.jobs.get(&job) else {
+            return Vec::new();
+        };
+        entry
+            .alive()
+            .filter_map(|(index, uid)| {
+                let target = self.pods.entries.get(uid)?.target.clone();
+                Some((index, target, entry.place(index)?.clone()))
+            })
+            .collect()
+    }
+
     /// Sends one binding per pod of a placed job.
     fn start_binding(&mut self, job: JobId) {
-        let Some(entry) = self.pods.jobs.get(&job) else {
-            return;
-        };
         let mut outstanding = 0;
         let mut binds = Vec::new();
-        for (index, uid) in entry.alive() {
-            let (Some(target), Some(place)) = (
-                self.pods.entries.get(uid).map(|e| e.target.clone()),
-                entry.place(index),
-            ) else {
-                continue;
-            };
+        for (index, target, place) in self.placed_pods(job) {
             let annotations = match self.nodes.devices_of(&place.node) {
                 Some((nics, links)) => binding_annotations(&place.gpus, links, nics),
                 None => Default::default(),
@@ -132,22 +137,14 @@ impl World {
     /// Sets (or clears) `status.nominatedNodeName` on a job's pods: where they go once
     /// their preemption victims are gone.
     pub(super) fn nominate(&mut self, job: JobId, set: bool) {
-        let Some(entry) = self.pods.jobs.get(&job) else {
-            return;
-        };
-        let mut outputs = Vec::new();
-        for (index, uid) in entry.alive() {
-            let node = entry.place(index).map(|p| p.node.clone());
-            if let Some(pod) = self.pods.entries.get(uid) {
-                outputs.push(Output::PodStatus {
-                    target: pod.target.clone(),
-                    resource_version: None,
-                    scheduled: None,
-                    nominated_node: Some(node.filter(|_| set)),
-                });
-            }
+        for (_, target, place) in self.placed_pods(job) {
+            self.outputs.push(Output::PodStatus {
+                target,
+                resource_version: None,
+                scheduled: None,
+                nominated_node: Some(set.then_some(place.node)),
+            });
         }
-        self.outputs.extend(outputs);
     }
 
     /// A victim's last pod is gone: its preemptor is bound once all its victims are.
@@ -235,13 +232,7 @@ impl World {
                 .job_first_placed(now_ms, entry.job.submit_ms, total, spread);
         }
         let mut outputs = Vec::new();
-        for (index, uid) in entry.alive() {
-            let (Some(target), Some(place)) = (
-                self.pods.entries.get(uid).map(|e| e.target.clone()),
-                entry.place(index),
-            ) else {
-                continue;
-            };
+        for (_, target, place) in self.placed_pods(job) {
             outputs.push(Output::Event {
                 message: format!(
                     "Successfully assigned {target} to {}{}",
@@ -338,17 +329,16 @@ impl World {
             tenant: self.tenant_of(entry.queue.as_deref()),
             ..(*entry.job).clone()
         };
-        Some(JobEntry {
-            job: Arc::new(job),
-            pods: pods.iter().map(|(_, uid)| Some(uid.clone())).collect(),
-            group: entry.group.clone(),
-            queue: entry.queue.clone(),
-            phase: JobPhase::Running,
-            landed: vec![true; places.len()],
+        let uids: Vec<String> = pods.iter().map(|(_, uid)| uid.clone()).collect();
+        Some(JobEntry::new(
+            job,
+            &uids,
+            entry.group.clone(),
+            entry.queue.clone(),
+            JobPhase::Running,
             places,
             started_ms,
-            workload: entry.workload.clone(),
-        })
+        ))
     }
 
     /// Records a job whose pods are bound, at their places, as running.
@@ -359,7 +349,6 @@ impl World {
             .iter()
             .map(|p| p.resolve(&spec).map(Some))
             .collect();
-        let id = entry.job.id;
         let adopted = placements
             .ok_or_else(|| "a node is gone".to_string())
             .and_then(|p| {
@@ -372,16 +361,10 @@ impl World {
                     )
                     .map_err(|e| e.to_string())
             });
-        if let Err(e) = adopted {
-            tracing::error!("job {}: cannot record its bound pods: {e}", template.name);
-            return;
+        match adopted {
+            Ok(()) => self.record_job(entry),
+            Err(e) => tracing::error!("job {}: cannot record its bound pods: {e}", template.name),
         }
-        for (index, uid) in entry.alive() {
-            if let Some(pod) = self.pods.entries.get_mut(uid) {
-                pod.state = PodState::InJob { job: id, index };
-            }
-        }
-        self.pods.jobs.insert(id, entry);
     }
 
     /// The API server answered one eviction. A refusal (a disruption budget, 429) leaves

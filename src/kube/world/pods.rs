@@ -192,6 +192,42 @@ pub(super) struct JobEntry {
 }
 
 impl JobEntry {
+    /// A job of these pods (their uids by pod index), placed at `places` if it runs.
+    pub fn new(
+        job: Job,
+        uids: &[String],
+        group: Option<GroupKey>,
+        queue: Option<String>,
+        phase: JobPhase,
+        places: Vec<Place>,
+        started_ms: u64,
+    ) -> JobEntry {
+        let workload = match &group {
+            Some(_) => format!("group:{}", job.name),
+            None => format!("pod:{}", uids.first().map_or("", String::as_str)),
+        };
+        let landed = vec![phase == JobPhase::Running; places.len()];
+        JobEntry {
+            job: Arc::new(job),
+            pods: uids.iter().cloned().map(Some).collect(),
+            group,
+            queue,
+            phase,
+            places,
+            landed,
+            started_ms,
+            workload,
+        }
+    }
+
+    /// A job's name: its PodGroup's, or its lone pod's.
+    pub fn name(group: &Option<GroupKey>, pod: &PodRef) -> String {
+        match group {
+            Some((ns, g)) => format!("{ns}/{g}"),
+            None => pod.to_string(),
+        }
+    }
+
     pub fn alive(&self) -> impl Iterator<Item = (u32, &String)> {
         self.pods
             .iter()
@@ -752,14 +788,14 @@ impl World {
 
     /// A job of these waiting pods, recorded as queued (the caller submits it).
     fn new_job(&mut self, uids: Vec<String>, group: Option<GroupKey>, now_ms: u64) -> Option<Job> {
-        let facts: Vec<(PodFacts, u64, String)> = uids
+        let facts: Vec<(PodFacts, u64, PodRef)> = uids
             .iter()
             .filter_map(|uid| {
                 let e = self.pods.entries.get(uid)?;
-                Some((e.facts.clone()?, e.created_ms, e.target.to_string()))
+                Some((e.facts.clone()?, e.created_ms, e.target.clone()))
             })
             .collect();
-        let (first, _, first_name) = facts.first()?;
+        let (first, _, first_pod) = facts.first()?;
         let queue = first.queue.clone();
         let shard_models: Vec<&String> = first
             .gpu_models
@@ -770,14 +806,9 @@ impl World {
             .into_iter()
             .map(|m| self.nodes.register_model(Some(m)))
             .collect();
-        let id = self.pods.new_job_id();
-        let name = match &group {
-            Some((ns, g)) => format!("{ns}/{g}"),
-            None => first_name.clone(),
-        };
         let job = Job {
-            id,
-            name: name.clone(),
+            id: self.pods.new_job_id(),
+            name: JobEntry::name(&group, first_pod),
             tenant: self.tenant_of(queue.as_deref()),
             priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
             kind: first.kind,
@@ -788,34 +819,28 @@ impl World {
             topology: first.topology,
             constraints: first.constraints.clone().map(Arc::new),
         };
-        for (index, uid) in uids.iter().enumerate() {
-            self.set_state(
-                uid,
-                PodState::InJob {
-                    job: id,
-                    index: index as u32,
-                },
-            );
-        }
-        let workload = match &group {
-            Some(_) => format!("group:{name}"),
-            None => format!("pod:{}", uids[0]),
-        };
-        self.pods.jobs.insert(
-            id,
-            JobEntry {
-                job: Arc::new(job.clone()),
-                pods: uids.into_iter().map(Some).collect(),
-                group,
-                queue,
-                phase: JobPhase::Queued,
-                places: Vec::new(),
-                landed: Vec::new(),
-                started_ms: now_ms,
-                workload,
-            },
+        let entry = JobEntry::new(
+            job.clone(),
+            &uids,
+            group,
+            queue,
+            JobPhase::Queued,
+            Vec::new(),
+            now_ms,
         );
+        self.record_job(entry);
         Some(job)
+    }
+
+    /// Records a job and makes its live pods its members.
+    pub(super) fn record_job(&mut self, entry: JobEntry) {
+        let id = entry.job.id;
+        for (index, uid) in entry.alive() {
+            if let Some(pod) = self.pods.entries.get_mut(uid) {
+                pod.state = PodState::InJob { job: id, index };
+            }
+        }
+        self.pods.jobs.insert(id, entry);
     }
 
     /// Adopts the parked pods whose node is in the cluster, those whose annotations name
@@ -889,16 +914,12 @@ impl World {
             priority = priority.max(bound.priority);
             started = started.min(bound.started_ms);
         }
-        let id = self.pods.new_job_id();
         let first = &self.pods.entries[&uids[0]];
-        let name = match &group {
-            Some((ns, g)) => format!("{ns}/{g}"),
-            None => first.target.to_string(),
-        };
+        let name = JobEntry::name(&group, &first.target);
         let queue = first.facts.as_ref().and_then(|f| f.queue.clone());
         let job = Job {
-            id,
-            name: name.clone(),
+            id: self.pods.new_job_id(),
+            name,
             tenant: self.tenant_of(queue.as_deref()),
             priority,
             kind: JobKind::Unknown,
@@ -919,41 +940,16 @@ impl World {
             }
             return false;
         }
-        for (index, uid) in uids.iter().enumerate() {
-            self.set_state(
-                uid,
-                PodState::InJob {
-                    job: id,
-                    index: index as u32,
-                },
-            );
-        }
-        let workload = match &group {
-            Some(_) => format!("group:{name}"),
-            None => format!("pod:{}", uids[0]),
-        };
-        // A workload found running counts as placed already.
-        self.pods.placed_workloads.insert(workload.clone());
         let spec = self.scheduler.state().spec();
         let places = placements
             .iter()
             .flatten()
             .map(|p| Place::of(p, spec))
             .collect();
-        self.pods.jobs.insert(
-            id,
-            JobEntry {
-                job: Arc::new(job),
-                pods: uids.iter().cloned().map(Some).collect(),
-                group,
-                queue,
-                phase: JobPhase::Running,
-                places,
-                landed: vec![true; uids.len()],
-                started_ms: started,
-                workload,
-            },
-        );
+        let entry = JobEntry::new(job, uids, group, queue, JobPhase::Running, places, started);
+        // A workload found running counts as placed already.
+        self.pods.placed_workloads.insert(entry.workload.clone());
+        self.record_job(entry);
         true
     }
 
