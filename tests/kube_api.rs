@@ -14,7 +14,7 @@ use kant_testkit::ApiServer;
 use serde_json::{Value, json};
 
 mod common;
-use common::kube::{Kant, eventually, merge};
+use common::kube::{Kant, eventually, merge, preempting};
 
 const GPU_IDS: &str = "kant.io/gpu-ids";
 
@@ -324,22 +324,6 @@ async fn malformed_pods_are_reported_on_the_pod_while_the_rest_schedules() {
     })
     .await;
     kant.stop().await;
-}
-
-/// The embedded configuration with preemption in the default profile.
-fn preempting() -> Config {
-    let mut config = Config::embedded();
-    config.queueing.min_runtime = 0;
-    config.queueing.requeue_backoff = 200;
-    let profile = config
-        .profiles
-        .iter_mut()
-        .find(|p| p.name == "default")
-        .unwrap();
-    profile
-        .plugins
-        .push(kant::config::PluginConfig::Name("preemption".into()));
-    config
 }
 
 fn with_priority(mut pod: Pod, priority: i32, app: &str) -> Pod {

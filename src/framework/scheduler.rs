@@ -209,21 +209,10 @@ impl Scheduler {
         let tenant = self.tenant_of(&job);
         match adopted {
             Adopted::Running { preemptible } => {
-                self.start_running(job, tenant, &plan, started_ms, preemptible);
+                let pools = self.pools_held(&plan);
+                self.start_running(job, tenant, pools, started_ms, preemptible);
             }
-            Adopted::Terminating => {
-                *self.running_priorities.entry(job.priority).or_default() += 1;
-                self.running.insert(
-                    job.id,
-                    RunningJob {
-                        job,
-                        tenant,
-                        started_ms,
-                        pools: Vec::new(),
-                        preemptible: false,
-                    },
-                );
-            }
+            Adopted::Terminating => self.start_running(job, tenant, Vec::new(), started_ms, false),
         }
         self.capacity_epoch += 1;
         Ok(())
@@ -576,7 +565,8 @@ impl Scheduler {
         }
         // A job whose binding is not yet confirmed is not a victim: its pods may not
         // even exist on their nodes yet.
-        self.start_running(job.clone(), tenant, &plan, now_ms, bound);
+        let pools = self.pools_held(&plan);
+        self.start_running(job.clone(), tenant, pools, now_ms, bound);
         self.decisions.push(Decision::Placed {
             job: job.id,
             plan,
@@ -585,16 +575,15 @@ impl Scheduler {
         Attempted::Placed
     }
 
-    /// Records a job as running with the placements of `plan`, charging its tenant.
+    /// Records a job as running, charging its tenant what it holds per pool.
     fn start_running(
         &mut self,
         job: Arc<Job>,
         tenant: usize,
-        plan: &JobPlan,
+        pools: Vec<(PoolId, u64)>,
         started_ms: u64,
         preemptible: bool,
     ) {
-        let pools = self.pools_held(plan);
         for &(pool, milli) in &pools {
             self.tenants.charge(tenant, pool, milli as i64);
         }
