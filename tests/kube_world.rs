@@ -258,3 +258,27 @@ fn constraints_kant_does_not_enforce_are_told_once() {
     );
     assert_eq!(binds(&out).len(), 1);
 }
+
+#[test]
+fn a_deleted_queue_takes_its_waiting_pods_out_of_the_queues() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    world.apply(Input::Queue(Box::new(Event::Apply(queue("team-a", 8)))), T0);
+    place(&mut world, &pod("first", 8, json!({})), T0);
+    let waiting = pod(
+        "waiting",
+        8,
+        json!({"metadata": {"labels": {"kant.io/queue": "team-a"}}}),
+    );
+    apply_pod(&mut world, &waiting, T0);
+    world.round(T0);
+    world.take_outputs();
+    assert_eq!(world.scheduler().pending(), 1);
+    world.apply(
+        Input::Queue(Box::new(Event::Delete(queue("team-a", 8)))),
+        T0 + 1,
+    );
+    world.round(T0 + 1);
+    let out = world.take_outputs();
+    assert_eq!(world.scheduler().pending(), 0);
+    assert_eq!(messages(&out), ["waiting: queue team-a does not exist"]);
+}

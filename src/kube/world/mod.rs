@@ -279,7 +279,7 @@ impl World {
                 let change = self.node_resync.feed(*event);
                 self.synced.nodes |= self.node_resync.synced();
                 if let Some(change) = change {
-                    self.nodes.apply(change, &self.options, &mut self.outputs);
+                    self.nodes.apply(change, &self.options);
                 }
             }
             Input::PodGroup(event) => {
@@ -400,6 +400,21 @@ impl World {
         match Tenants::resolve(&configs, self.scheduler.state().spec()) {
             Ok(tenants) => self.scheduler.set_tenants(tenants),
             Err(e) => tracing::warn!("queues: {e}"),
+        }
+        // Queued jobs of a Queue that is gone (or no longer valid) leave the queues: their
+        // pods wait for it again. Running jobs run on, counted in the default tenant.
+        let tenants = self.scheduler.tenants();
+        let orphaned: Vec<JobId> = self
+            .pods
+            .jobs
+            .iter()
+            .filter(|(_, e)| e.phase == pods::JobPhase::Queued)
+            .filter(|(_, e)| e.queue.as_ref().is_some_and(|q| tenants.index(q).is_none()))
+            .map(|(&id, _)| id)
+            .collect();
+        for job in orphaned {
+            self.scheduler.withdraw(job);
+            self.dissolve(job, now_ms);
         }
         self.pods.queues_changed();
     }

@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Node;
 use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, PoolId};
 
 use super::super::convert::{NodeConverter, NodeFacts};
+use super::WorldOptions;
 use super::resync::Change;
-use super::{Output, WorldOptions};
 
 /// What is known of one node.
 enum NodeEntry {
@@ -42,7 +42,7 @@ impl Nodes {
         }
     }
 
-    pub fn apply(&mut self, change: Change<Node>, options: &WorldOptions, _out: &mut Vec<Output>) {
+    pub fn apply(&mut self, change: Change<Node>, options: &WorldOptions) {
         let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
         let (applied, gone) = change.split(name, self.known.keys().cloned());
         for key in gone {
