@@ -252,3 +252,45 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
         "the two extra replicas share one general node: {replicas:?}"
     );
 }
+
+#[test]
+fn the_inference_zone_can_be_named_by_node_labels() {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for i in 0..4 {
+        let row = kant::model::NodeRow {
+            name: format!("n{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            labels: [(
+                "pool".to_string(),
+                if i < 2 { "infer" } else { "train" }.to_string(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let config = kant::config::Config::embedded();
+    let mut profile = config
+        .profile("default")
+        .expect("default")
+        .with_placement(Placement::ESpread);
+    profile.inference_zone = Some(kant::plugins::ZoneConfig {
+        labels: [("pool".to_string(), "infer".to_string())].into(),
+        ..Default::default()
+    });
+    let profile = kant::plugins::build_profile(&profile, &config).expect("valid profile");
+    let mut s = scheduler(profile, std::sync::Arc::new(builder.build()));
+    s.submit(job(0, 1, whole(8), 0, 0)); // training: kept out of the zone
+    s.submit(inference(job(1, 2, whole(1), 0, 1)));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
+    let zone: HashSet<NodeId> = [NodeId(0), NodeId(1)].into();
+    assert!(nodes_of(&s, JobId(0)).is_disjoint(&zone));
+    assert_eq!(
+        nodes_of(&s, JobId(1)),
+        zone,
+        "one replica on each labelled node"
+    );
+}
