@@ -102,7 +102,7 @@ pub struct LiveMetrics {
     shared: Arc<Mutex<Shared>>,
     job_wait: Family<SizeLabels, Histogram, fn() -> Histogram>,
     round_seconds: Histogram,
-    jobs_attempted: Counter,
+    decisions: Counter,
     bind_seconds: Histogram,
     bind_errors: Family<CodeLabels, Counter>,
 }
@@ -138,7 +138,7 @@ impl LiveMetrics {
             drop(job_wait.get_or_create(&size_labels(bucket)));
         }
         let round_seconds = Histogram::new(ROUND_BUCKETS);
-        let jobs_attempted = Counter::default();
+        let decisions = Counter::default();
         let bind_seconds = Histogram::new(BIND_BUCKETS);
         let bind_errors = Family::<CodeLabels, Counter>::default();
 
@@ -156,10 +156,10 @@ impl LiveMetrics {
             round_seconds.clone(),
         );
         registry.register(
-            "kant_scheduling_jobs_attempted",
-            "Jobs the scheduling rounds decided on (placed or not); the mean decision time is \
-             rate(kant_scheduling_round_seconds_sum) / rate(this)",
-            jobs_attempted.clone(),
+            "kant_scheduling_decisions",
+            "Decisions of the scheduling rounds (placements, preemptions, requeues); the mean \
+             time per decision is rate(kant_scheduling_round_seconds_sum) / rate(this)",
+            decisions.clone(),
         );
         registry.register(
             "kant_bind_seconds",
@@ -182,7 +182,7 @@ impl LiveMetrics {
             shared,
             job_wait,
             round_seconds,
-            jobs_attempted,
+            decisions,
             bind_seconds,
             bind_errors,
         }
@@ -272,10 +272,11 @@ impl LiveMetrics {
         shared.report = report;
     }
 
-    /// One scheduling round took `latency` and decided on `jobs_attempted` jobs.
-    pub fn round(&self, latency: Duration, jobs_attempted: u64) {
+    /// One scheduling round took `latency` and made `decisions` decisions (placements,
+    /// preemptions, requeues).
+    pub fn round(&self, latency: Duration, decisions: u64) {
         self.round_seconds.observe(latency.as_secs_f64());
-        self.jobs_attempted.inc_by(jobs_attempted);
+        self.decisions.inc_by(decisions);
     }
 
     /// One pod binding took `latency`; `outcome` is its error code on failure (the HTTP
@@ -974,7 +975,7 @@ mod tests {
             value(&text, "kant_scheduling_round_seconds_bucket{le=\"0.005\"}"),
             1.0
         );
-        assert_eq!(value(&text, "kant_scheduling_jobs_attempted_total"), 6.0);
+        assert_eq!(value(&text, "kant_scheduling_decisions_total"), 6.0);
         assert_eq!(value(&text, "kant_bind_seconds_count"), 4.0);
         assert_eq!(value(&text, "kant_bind_seconds_bucket{le=\"0.01\"}"), 1.0);
         assert_eq!(value(&text, "kant_bind_errors_total{code=\"409\"}"), 2.0);

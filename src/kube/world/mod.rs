@@ -337,8 +337,8 @@ impl World {
         }
         let started = std::time::Instant::now();
         let decisions = self.scheduler.schedule(now_ms);
-        let attempted = decisions.len() as u64;
-        self.metrics.round(started.elapsed(), attempted);
+        self.metrics
+            .round(started.elapsed(), decisions.len() as u64);
         self.carry_out(decisions, now_ms);
         self.report(now_ms);
     }
