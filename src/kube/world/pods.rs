@@ -20,7 +20,7 @@ use crate::model::{
 };
 use crate::queue::DEFAULT_TENANT;
 
-use super::super::convert::{PodFacts, bound_devices, pod_facts};
+use super::super::convert::{ConvertError, PodFacts, bound_devices, pod_facts};
 use super::super::crd::POD_GROUP_LABEL;
 use super::resync::Change;
 use super::{Output, World};
@@ -330,9 +330,15 @@ fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -
     time.map(|t| t.0.as_millisecond().max(0) as u64)
 }
 
-/// What a bound pod holds.
-fn bound_facts(pod: &Pod, node: String, scheduler_name: &str, created_ms: u64) -> BoundFacts {
-    let request = pod_facts(pod).map(|f| f.request).map_err(|e| e.to_string());
+/// What a bound pod holds, from its facts as `pod_facts` read them.
+fn bound_facts(
+    pod: &Pod,
+    facts: &Result<PodFacts, ConvertError>,
+    node: String,
+    scheduler_name: &str,
+    created_ms: u64,
+) -> BoundFacts {
+    let request = facts.as_ref().map(|f| f.request).map_err(|e| e.to_string());
     let devices = match &request {
         Ok(request) => bound_devices(pod, request, MAX_GPUS_PER_NODE).map_err(|e| e.to_string()),
         Err(e) => Err(e.clone()),
@@ -401,10 +407,12 @@ impl World {
         };
         let deleting = meta.deletion_timestamp.is_some();
         let created_ms = millis(meta.creation_timestamp.as_ref()).unwrap_or(now_ms);
-        let facts = ours.then(|| pod_facts(&pod));
-        let bound = node
-            .clone()
-            .map(|n| bound_facts(&pod, n, &self.options.scheduler_name, created_ms));
+        // Read once: a pod of ours needs its facts, a bound pod what it holds.
+        let parsed = (ours || node.is_some()).then(|| pod_facts(&pod));
+        let bound = node.clone().zip(parsed.as_ref()).map(|(n, facts)| {
+            bound_facts(&pod, facts, n, &self.options.scheduler_name, created_ms)
+        });
+        let facts = parsed.filter(|_| ours);
         if previous_group != group {
             self.leave_group(&uid, previous_group);
         }
