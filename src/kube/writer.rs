@@ -4,7 +4,8 @@
 //!   goes back to the loop as an input.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
-//!   unschedulable pods can neither flood the API server nor slow scheduling.
+//!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
+//!   backlog are dropped.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -172,6 +173,9 @@ async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
     }
 }
 
+/// Writes waiting past which new events are dropped.
+const EVENT_BACKLOG: usize = 10_000;
+
 /// What the status task is asked to do.
 enum StatusWork {
     Write(Output),
@@ -254,6 +258,16 @@ fn enqueue(
     let Some(key) = status_key(&output) else {
         return;
     };
+    // Events are best effort: past the backlog a new one is dropped (as kube-scheduler's
+    // event broadcaster drops them), so a burst larger than the pace allows cannot grow
+    // the queue without bound. Status writes are one per object and always kept.
+    if matches!(key, StatusKey::Event(..))
+        && waiting.len() >= EVENT_BACKLOG
+        && !waiting.contains_key(&key)
+    {
+        tracing::debug!("event backlog full; an event is dropped");
+        return;
+    }
     if waiting.insert(key.clone(), output).is_none() {
         order.push_back(key);
     }
@@ -349,5 +363,57 @@ async fn write_one(
                 .map(|_| ())
         }
         Output::Bind { .. } | Output::Evict { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> PodRef {
+        PodRef {
+            namespace: "ml".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
+    fn event(name: &str) -> StatusWork {
+        StatusWork::Write(Output::Event {
+            target: pod(name),
+            warning: false,
+            reason: "Scheduled",
+            message: "placed".into(),
+        })
+    }
+
+    #[test]
+    fn the_backlog_keeps_statuses_and_drops_events_past_its_bound() {
+        let mut waiting = HashMap::new();
+        let mut order = VecDeque::new();
+        for i in 0..EVENT_BACKLOG {
+            enqueue(&mut waiting, &mut order, event(&format!("p{i}")));
+        }
+        enqueue(&mut waiting, &mut order, event("late"));
+        assert_eq!(
+            waiting.len(),
+            EVENT_BACKLOG,
+            "the event past the bound is dropped"
+        );
+        let status = StatusWork::Write(Output::PodStatus {
+            target: pod("late"),
+            resource_version: None,
+            scheduled: None,
+            nominated_node: Some(None),
+        });
+        enqueue(&mut waiting, &mut order, status);
+        assert_eq!(
+            waiting.len(),
+            EVENT_BACKLOG + 1,
+            "a status write is always kept"
+        );
+        // A pod that gets bound has its waiting status forgotten.
+        enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("late")));
+        assert_eq!(waiting.len(), EVENT_BACKLOG);
     }
 }
