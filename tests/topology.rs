@@ -196,16 +196,14 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
     );
 }
 
-fn zone_profile(zone_nodes: &[&str]) -> kant::framework::Profile {
+/// The default profile with E-Spread over `zone`.
+fn zone_profile(zone: kant::plugins::ZoneConfig) -> kant::framework::Profile {
     let config = kant::config::Config::embedded();
     let mut profile = config
         .profile("default")
         .expect("default")
         .with_placement(Placement::ESpread);
-    profile.inference_zone = Some(kant::plugins::ZoneConfig {
-        nodes: zone_nodes.iter().map(|n| n.to_string()).collect(),
-        ..Default::default()
-    });
+    profile.inference_zone = Some(zone);
     kant::plugins::build_profile(&profile, &config).expect("valid profile")
 }
 
@@ -224,7 +222,11 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
         "node-0007",
         "no-such-node",
     ];
-    let mut s = scheduler(zone_profile(&zone), spec);
+    let zone = kant::plugins::ZoneConfig {
+        nodes: zone.iter().map(|n| n.to_string()).collect(),
+        ..Default::default()
+    };
+    let mut s = scheduler(zone_profile(zone), spec);
     s.submit(job(0, 2, whole(8), 0, 0)); // training: kept out of the zone
     s.submit(inference(job(1, 6, whole(1), 0, 1)));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
@@ -272,16 +274,10 @@ fn the_inference_zone_can_be_named_by_node_labels() {
             .add(row, LinkProfile::NvlinkAll)
             .expect("valid node");
     }
-    let config = kant::config::Config::embedded();
-    let mut profile = config
-        .profile("default")
-        .expect("default")
-        .with_placement(Placement::ESpread);
-    profile.inference_zone = Some(kant::plugins::ZoneConfig {
+    let profile = zone_profile(kant::plugins::ZoneConfig {
         labels: [("pool".to_string(), "infer".to_string())].into(),
         ..Default::default()
     });
-    let profile = kant::plugins::build_profile(&profile, &config).expect("valid profile");
     let mut s = scheduler(profile, std::sync::Arc::new(builder.build()));
     s.submit(job(0, 1, whole(8), 0, 0)); // training: kept out of the zone
     s.submit(inference(job(1, 2, whole(1), 0, 1)));

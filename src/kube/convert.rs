@@ -361,22 +361,18 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
                 .push("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution");
         }
         if affinity.pod_affinity.as_ref().is_some_and(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-                .is_some_and(|t| !t.is_empty())
-                || a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-                    .is_some_and(|t| !t.is_empty())
+            any_terms(
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+            )
         }) {
             ignored.push("spec.affinity.podAffinity");
         }
         if affinity.pod_anti_affinity.as_ref().is_some_and(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-                .is_some_and(|t| !t.is_empty())
-                || a.preferred_during_scheduling_ignored_during_execution
-                    .as_ref()
-                    .is_some_and(|t| !t.is_empty())
+            any_terms(
+                &a.required_during_scheduling_ignored_during_execution,
+                &a.preferred_during_scheduling_ignored_during_execution,
+            )
         }) {
             ignored.push("spec.affinity.podAntiAffinity");
         }
@@ -1226,6 +1222,12 @@ fn nic_names(
         ));
     }
     Ok(names)
+}
+
+/// Whether an (anti-)affinity has any required or preferred term.
+fn any_terms<R, P>(required: &Option<Vec<R>>, preferred: &Option<Vec<P>>) -> bool {
+    required.as_ref().is_some_and(|t| !t.is_empty())
+        || preferred.as_ref().is_some_and(|t| !t.is_empty())
 }
 
 #[cfg(test)]
