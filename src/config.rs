@@ -344,12 +344,13 @@ mod tests {
                 "taint-toleration",
                 "resource-fit",
                 "gpu-devices",
+                "pod-affinity",
                 "gang",
                 "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[8].weight(), Some(1));
+        assert_eq!(spread.plugins[9].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 

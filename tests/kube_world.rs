@@ -234,11 +234,14 @@ fn a_relist_drops_what_vanished_while_the_watch_was_down() {
 #[test]
 fn constraints_kant_does_not_enforce_are_told_once() {
     let mut world = synced(&plain(), &[node("n1", 8)]);
-    let anti = json!({"spec": {"affinity": {"podAntiAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{
+    let preferred = json!({"spec": {"affinity": {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": {
             "labelSelector": {"matchLabels": {"app": "web"}},
-            "topologyKey": "kubernetes.io/hostname"}]}}}});
-    world.apply(Input::Pod(Box::new(Event::Apply(pod("p", 1, anti)))), T0);
+            "topologyKey": "kubernetes.io/hostname"}}]}}}});
+    world.apply(
+        Input::Pod(Box::new(Event::Apply(pod("p", 1, preferred)))),
+        T0,
+    );
     world.round(T0);
     let out = world.take_outputs();
     let warnings: Vec<&String> = out
@@ -254,9 +257,65 @@ fn constraints_kant_does_not_enforce_are_told_once() {
         .collect();
     assert_eq!(
         warnings,
-        ["kant does not enforce spec.affinity.podAntiAffinity; the pod is scheduled without it"]
+        ["kant does not enforce \
+             spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution; \
+             the pod is scheduled without it"]
     );
     assert_eq!(binds(&out).len(), 1);
+}
+
+/// A web replica: labelled `app=web`, kept off nodes that run another.
+fn web_replica(name: &str) -> k8s_openapi::api::core::v1::Pod {
+    pod(
+        name,
+        1,
+        json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                    "topologyKey": "kubernetes.io/hostname"}]}}}
+        }),
+    )
+}
+
+#[test]
+fn replicas_with_anti_affinity_get_a_node_each() {
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    for name in ["web-0", "web-1", "web-2"] {
+        apply_pod(&mut world, &web_replica(name), T0);
+    }
+    world.round(T0);
+    let out = world.take_outputs();
+    let mut nodes: Vec<String> = bindings(&out).into_iter().map(|(_, n, _)| n).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"], "{out:?}");
+    assert_eq!(
+        messages(&out),
+        ["web-2: 0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."]
+    );
+}
+
+#[test]
+fn pods_found_bound_keep_their_anti_affinity_across_a_restart() {
+    // Bound before the scheduler started, with its devices named: the web replica on n1.
+    let mut bound = web_replica("web-0");
+    bound.spec.as_mut().unwrap().node_name = Some("n1".into());
+    bound
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("kant.io/gpu-ids".into(), "0".into());
+    let mut world = synced_with(&plain(), &[node("n1", 8), node("n2", 8)], &[bound]);
+    // A pod its anti-affinity selects must avoid n1, where E-Binpack would have put it.
+    let web = pod("web-1", 1, json!({"metadata": {"labels": {"app": "web"}}}));
+    apply_pod(&mut world, &web, T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(
+        bindings(&out),
+        [("web-1".to_owned(), "n2".to_owned(), "0".to_owned())]
+    );
 }
 
 #[test]

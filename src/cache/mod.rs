@@ -16,7 +16,9 @@ use imbl::{OrdMap, Vector};
 pub use aggregate::GpuAggregate;
 pub use node_state::NodeState;
 
-use crate::model::{ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PoolId};
+use crate::model::{
+    ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PodAffinity, PoolId,
+};
 
 /// One pod of one job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -102,6 +104,11 @@ pub struct ClusterState {
     placements: OrdMap<PodKey, PlacedPod>,
     /// Milli-GPUs of the placements still only assumed (not yet confirmed bound).
     assumed_milli: u64,
+    /// Who the pods of each job with placed pods are, for inter-pod affinity (Kubernetes
+    /// pods only); apart, the jobs whose pods carry anti-affinity terms, which every
+    /// incoming pod is checked against.
+    pod_affinities: OrdMap<JobId, Arc<PodAffinity>>,
+    anti_affinities: OrdMap<JobId, Arc<PodAffinity>>,
 }
 
 impl ClusterState {
@@ -129,6 +136,8 @@ impl ClusterState {
             total,
             placements: OrdMap::new(),
             assumed_milli: 0,
+            pod_affinities: OrdMap::new(),
+            anti_affinities: OrdMap::new(),
             spec,
         }
     }
@@ -202,6 +211,47 @@ impl ClusterState {
 
     pub fn placed_pods(&self) -> usize {
         self.placements.len()
+    }
+
+    /// The nodes of a job's placed pods, in pod order.
+    pub fn job_nodes(&self, job: JobId) -> impl Iterator<Item = NodeId> + '_ {
+        let pods = PodKey { job, pod: 0 }..=PodKey { job, pod: u32::MAX };
+        self.placements
+            .range(pods)
+            .map(|(_, placed)| placed.placement.node)
+    }
+
+    /// Records who a job's pods are, for the inter-pod affinity of pods placed later. Call
+    /// it once a pod of the job is placed: it is dropped with the job's last placement.
+    pub fn set_pod_affinity(&mut self, job: JobId, affinity: &Arc<PodAffinity>) {
+        if !affinity.anti_affinity.is_empty() {
+            self.anti_affinities.insert(job, affinity.clone());
+        }
+        self.pod_affinities.insert(job, affinity.clone());
+    }
+
+    /// Takes over the pod affinities of `old`'s jobs that still have a placement here (the
+    /// cluster was rebuilt).
+    pub fn keep_pod_affinities(&mut self, old: &ClusterState) {
+        for (&job, affinity) in &old.pod_affinities {
+            if self.job_nodes(job).next().is_some() {
+                self.set_pod_affinity(job, affinity);
+            }
+        }
+    }
+
+    /// Every job with placed pods whose identity is known.
+    pub fn pod_affinities(&self) -> impl Iterator<Item = (JobId, &Arc<PodAffinity>)> {
+        self.pod_affinities.iter().map(|(&job, a)| (job, a))
+    }
+
+    /// The jobs with placed pods that carry anti-affinity terms.
+    pub fn anti_affinities(&self) -> impl Iterator<Item = (JobId, &Arc<PodAffinity>)> {
+        self.anti_affinities.iter().map(|(&job, a)| (job, a))
+    }
+
+    pub fn has_anti_affinities(&self) -> bool {
+        !self.anti_affinities.is_empty()
     }
 
     /// Milli-GPUs held by placements not yet confirmed bound.
@@ -291,6 +341,10 @@ impl ClusterState {
         self.update_node(p.node, |state| {
             state.remove(p.gpus.devices, p.gpus.milli_each, p.cpu_milli, p.memory_mib)
         });
+        if self.pod_affinities.contains_key(&pod.job) && self.job_nodes(pod.job).next().is_none() {
+            self.pod_affinities.remove(&pod.job);
+            self.anti_affinities.remove(&pod.job);
+        }
         Ok(p)
     }
 

@@ -431,7 +431,7 @@ fn within_one_domain(
                 &[spec.group(member.group).nodes.as_slice()],
             );
             if attempt.is_complete(job) {
-                return Some(attempt.finish());
+                return Some(attempt.finish(job));
             }
         }
         None
@@ -495,7 +495,7 @@ fn try_nodes(
 ) -> Option<Found> {
     let mut attempt = Attempt::new(snapshot);
     attempt.fill(profile, job, state, nodes);
-    attempt.is_complete(job).then(|| attempt.finish())
+    attempt.is_complete(job).then(|| attempt.finish(job))
 }
 
 /// A job being placed pod by pod on its own copy of the state.
@@ -516,7 +516,11 @@ impl Attempt {
         self.plan.len() == job.pods.len()
     }
 
-    fn finish(self) -> Found {
+    /// The complete placement, on a state that also knows who the job's pods are.
+    fn finish(mut self, job: &Job) -> Found {
+        if let Some(affinity) = &job.pod_affinity {
+            self.state.set_pod_affinity(job.id, affinity);
+        }
         Found {
             plan: JobPlan { pods: self.plan },
             state: self.state,

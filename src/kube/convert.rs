@@ -24,9 +24,12 @@
 //!   required node-affinity term has an `In` requirement on that label, the union of their
 //!   values; otherwise any model.
 //! - Node constraints: `spec.nodeSelector`, required node affinity (`matchExpressions` on
-//!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`. Preferred node
-//!   affinity, pod (anti-)affinity and topology spread constraints are not handled: they
-//!   are reported as ignored.
+//!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`.
+//! - Inter-pod rules: required `podAffinity` and `podAntiAffinity` terms, over the pods'
+//!   namespaces and labels and any node label as the topology key (`matchLabelKeys` and
+//!   `mismatchLabelKeys` included). A non-empty `namespaceSelector` is read as every
+//!   namespace (namespaces are not watched). Preferred node and pod affinity and topology
+//!   spread constraints are not handled: they are reported as ignored.
 //! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
 //! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
 //! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
@@ -65,7 +68,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSelectorRequirement, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as TermObject, PodSpec,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Deserialize;
 use serde::de::IntoDeserializer;
@@ -75,8 +80,9 @@ use crate::cache::DeviceAlloc;
 use crate::config::Config;
 use crate::model::{
     GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
-    MILLI_PER_GPU, NodeConstraints, NodeRow, PodRequest, Requirement, SelectorOp, SelectorTerm,
-    Taint, TaintEffect, Toleration, TopologyNeed, bits,
+    MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinity, PodAffinityTerm, PodIdentity,
+    PodRequest, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
+    TopologyNeed, bits,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -275,6 +281,8 @@ pub struct PodFacts {
     /// The GPU models the pod accepts; empty: any.
     pub gpu_models: Vec<String>,
     pub constraints: Option<NodeConstraints>,
+    /// Who the pod is, with its required inter-pod affinity and anti-affinity.
+    pub pod_affinity: Arc<PodAffinity>,
     /// The PodGroup, in the pod's namespace.
     pub group: Option<String>,
     pub gated: bool,
@@ -351,37 +359,39 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let (constraints, gpu_models) = constraints(&object, spec)?;
 
     let mut ignored = Vec::new();
+    let pod_affinity = pod_affinity(&object, pod, &mut ignored)?;
     if let Some(affinity) = &spec.affinity {
-        if affinity.node_affinity.as_ref().is_some_and(|n| {
-            n.preferred_during_scheduling_ignored_during_execution
-                .as_ref()
-                .is_some_and(|p| !p.is_empty())
-        }) {
-            ignored
-                .push("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution");
-        }
-        if affinity.pod_affinity.as_ref().is_some_and(|a| {
-            any_terms(
-                &a.required_during_scheduling_ignored_during_execution,
-                &a.preferred_during_scheduling_ignored_during_execution,
-            )
-        }) {
-            ignored.push("spec.affinity.podAffinity");
-        }
-        if affinity.pod_anti_affinity.as_ref().is_some_and(|a| {
-            any_terms(
-                &a.required_during_scheduling_ignored_during_execution,
-                &a.preferred_during_scheduling_ignored_during_execution,
-            )
-        }) {
-            ignored.push("spec.affinity.podAntiAffinity");
-        }
+        let preferred = [
+            (
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                affinity
+                    .node_affinity
+                    .as_ref()
+                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
+            ),
+            (
+                "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                affinity
+                    .pod_affinity
+                    .as_ref()
+                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
+            ),
+            (
+                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+                affinity
+                    .pod_anti_affinity
+                    .as_ref()
+                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
+            ),
+        ];
+        ignored.extend(
+            preferred
+                .into_iter()
+                .filter(|(_, set)| *set == Some(true))
+                .map(|(field, _)| field),
+        );
     }
-    if spec
-        .topology_spread_constraints
-        .as_ref()
-        .is_some_and(|t| !t.is_empty())
-    {
+    if is_set(&spec.topology_spread_constraints) {
         ignored.push("spec.topologySpreadConstraints");
     }
 
@@ -391,11 +401,9 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         queue: labels.get(QUEUE_LABEL).cloned(),
         gpu_models,
         constraints,
+        pod_affinity: Arc::new(pod_affinity),
         group: labels.get(POD_GROUP_LABEL).cloned(),
-        gated: spec
-            .scheduling_gates
-            .as_ref()
-            .is_some_and(|g| !g.is_empty()),
+        gated: is_set(&spec.scheduling_gates),
         kind,
         topology,
         ignored,
@@ -744,28 +752,43 @@ fn requirement(
     path: &str,
     r: &NodeSelectorRequirement,
 ) -> Result<Requirement, ConvertError> {
-    let op = SelectorOp::parse(&r.operator).ok_or_else(|| {
-        ConvertError::new(
-            object,
-            format!("{path}.operator"),
-            format!(
-                "unknown operator {:?} (known: In, NotIn, Exists, DoesNotExist, Gt, Lt)",
-                r.operator
-            ),
-        )
-    })?;
-    let values = r.values.clone().unwrap_or_default();
+    selector_requirement(object, path, (&r.key, &r.operator, &r.values), true)
+}
+
+/// A requirement of a node selector (`numeric`: `Gt` and `Lt` allowed too) or of a label
+/// selector, from its key, operator and values.
+fn selector_requirement(
+    object: &str,
+    path: &str,
+    (key, operator, values): (&str, &str, &Option<Vec<String>>),
+    numeric: bool,
+) -> Result<Requirement, ConvertError> {
+    let op = SelectorOp::parse(operator)
+        .filter(|op| numeric || !matches!(op, SelectorOp::Gt | SelectorOp::Lt))
+        .ok_or_else(|| {
+            let known = if numeric {
+                "In, NotIn, Exists, DoesNotExist, Gt, Lt"
+            } else {
+                "In, NotIn, Exists, DoesNotExist"
+            };
+            ConvertError::new(
+                object,
+                format!("{path}.operator"),
+                format!("unknown operator {operator:?} (known: {known})"),
+            )
+        })?;
+    let values = values.clone().unwrap_or_default();
     let problem = match op {
         SelectorOp::In | SelectorOp::NotIn if values.is_empty() => {
-            Some(format!("{} needs at least one value", r.operator))
+            Some(format!("{operator} needs at least one value"))
         }
         SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
-            Some(format!("{} takes no values", r.operator))
+            Some(format!("{operator} takes no values"))
         }
         SelectorOp::Gt | SelectorOp::Lt
             if values.len() != 1 || values[0].parse::<i64>().is_err() =>
         {
-            Some(format!("{} takes one integer value", r.operator))
+            Some(format!("{operator} takes one integer value"))
         }
         _ => None,
     };
@@ -773,9 +796,125 @@ fn requirement(
         return Err(ConvertError::new(object, format!("{path}.values"), message));
     }
     Ok(Requirement {
-        key: r.key.clone(),
+        key: key.to_owned(),
         op,
         values,
+    })
+}
+
+/// Who the pod is, with its required inter-pod affinity and anti-affinity terms. A term's
+/// `matchLabelKeys` and `mismatchLabelKeys` become requirements on the pod's own label
+/// values, as the API server does. A non-empty `namespaceSelector` cannot be evaluated
+/// (namespaces are not watched): the term is read as selecting every namespace, which
+/// makes anti-affinity stricter and affinity looser, and the field is reported.
+fn pod_affinity(
+    object: &str,
+    pod: &Pod,
+    ignored: &mut Vec<&'static str>,
+) -> Result<PodAffinity, ConvertError> {
+    let identity = PodIdentity {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+    };
+    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let mut required = |field: &'static str, terms: Option<&Vec<TermObject>>| {
+        let mut converted = Vec::new();
+        for (i, term) in terms.into_iter().flatten().enumerate() {
+            let path = format!(
+                "spec.affinity.{field}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+            );
+            converted.push(affinity_term(object, &path, term, &identity, ignored)?);
+        }
+        Ok::<_, ConvertError>(converted)
+    };
+    let affinity_terms = affinity
+        .and_then(|a| a.pod_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    let anti_terms = affinity
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    Ok(PodAffinity {
+        affinity: required("podAffinity", affinity_terms)?,
+        anti_affinity: required("podAntiAffinity", anti_terms)?,
+        identity,
+    })
+}
+
+fn affinity_term(
+    object: &str,
+    path: &str,
+    term: &TermObject,
+    pod: &PodIdentity,
+    ignored: &mut Vec<&'static str>,
+) -> Result<PodAffinityTerm, ConvertError> {
+    if term.topology_key.is_empty() {
+        return Err(ConvertError::new(
+            object,
+            format!("{path}.topologyKey"),
+            "empty",
+        ));
+    }
+    let selector = match &term.label_selector {
+        None => None,
+        Some(selector) => {
+            let mut requirements: Vec<Requirement> = selector
+                .match_labels
+                .iter()
+                .flatten()
+                .map(|(key, value)| Requirement {
+                    key: key.clone(),
+                    op: SelectorOp::In,
+                    values: vec![value.clone()],
+                })
+                .collect();
+            for (j, r) in selector.match_expressions.iter().flatten().enumerate() {
+                let path = format!("{path}.labelSelector.matchExpressions[{j}]");
+                let fields = (r.key.as_str(), r.operator.as_str(), &r.values);
+                requirements.push(selector_requirement(object, &path, fields, false)?);
+            }
+            let own_values = [
+                (&term.match_label_keys, SelectorOp::In),
+                (&term.mismatch_label_keys, SelectorOp::NotIn),
+            ];
+            for (keys, op) in own_values {
+                for key in keys.iter().flatten() {
+                    if let Some(value) = pod.labels.get(key) {
+                        requirements.push(Requirement {
+                            key: key.clone(),
+                            op,
+                            values: vec![value.clone()],
+                        });
+                    }
+                }
+            }
+            Some(requirements)
+        }
+    };
+    let listed = term.namespaces.clone().unwrap_or_default();
+    let namespaces = match &term.namespace_selector {
+        Some(s)
+            if s.match_labels.iter().flatten().next().is_none()
+                && s.match_expressions.iter().flatten().next().is_none() =>
+        {
+            Namespaces::All
+        }
+        Some(_) => {
+            ignored.push("a pod affinity term's namespaceSelector (read as every namespace)");
+            Namespaces::All
+        }
+        None if listed.is_empty() => Namespaces::Only(vec![pod.namespace.clone()]),
+        None => Namespaces::Only(listed),
+    };
+    Ok(PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: term.topology_key.clone(),
     })
 }
 
@@ -1225,9 +1364,9 @@ fn nic_names(
 }
 
 /// Whether an (anti-)affinity has any required or preferred term.
-fn any_terms<R, P>(required: &Option<Vec<R>>, preferred: &Option<Vec<P>>) -> bool {
-    required.as_ref().is_some_and(|t| !t.is_empty())
-        || preferred.as_ref().is_some_and(|t| !t.is_empty())
+/// Whether an optional list has an item.
+fn is_set<T>(list: &Option<Vec<T>>) -> bool {
+    list.as_ref().is_some_and(|l| !l.is_empty())
 }
 
 #[cfg(test)]
@@ -1734,14 +1873,102 @@ mod tests {
             facts.ignored,
             [
                 "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                "spec.affinity.podAffinity",
-                "spec.affinity.podAntiAffinity",
+                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                 "spec.topologySpreadConstraints",
             ]
         );
         assert_eq!(
             facts.constraints, None,
             "preferred affinity is no constraint"
+        );
+        assert_eq!(
+            facts.pod_affinity.affinity.len(),
+            1,
+            "required terms are kept"
+        );
+        assert!(facts.pod_affinity.anti_affinity.is_empty());
+    }
+
+    #[test]
+    fn pod_affinity_terms_select_pods_by_namespace_and_labels() {
+        let facts = facts(json!({
+            "metadata": {"labels": {"app": "web", "tier": "gold"}},
+            "spec": {"affinity": {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "db"},
+                                       "matchExpressions": [{"key": "v", "operator": "NotIn", "values": ["1"]}]},
+                     "namespaces": ["data"], "topologyKey": "zone"}
+                ]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {}, "matchLabelKeys": ["app"], "mismatchLabelKeys": ["tier"],
+                     "topologyKey": "kubernetes.io/hostname"},
+                    {"topologyKey": "zone", "namespaceSelector": {}},
+                    {"labelSelector": {}, "topologyKey": "zone",
+                     "namespaceSelector": {"matchLabels": {"team": "a"}}}
+                ]}
+            }}
+        }));
+        let pod = |namespace: &str, labels: &[(&str, &str)]| PodIdentity {
+            namespace: namespace.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        let rules = &facts.pod_affinity;
+        assert_eq!(
+            rules.identity,
+            pod("ml", &[("app", "web"), ("tier", "gold")])
+        );
+        let db = &rules.affinity[0];
+        assert_eq!(db.topology_key, "zone");
+        assert!(db.selects(&pod("data", &[("app", "db")])));
+        assert!(!db.selects(&pod("data", &[("app", "db"), ("v", "1")])));
+        assert!(
+            !db.selects(&pod("ml", &[("app", "db")])),
+            "another namespace"
+        );
+        let [own, none, every] = &rules.anti_affinity[..] else {
+            panic!("three anti-affinity terms: {:?}", rules.anti_affinity);
+        };
+        assert!(own.selects(&pod("ml", &[("app", "web"), ("tier", "silver")])));
+        assert!(!own.selects(&pod("ml", &[("app", "web"), ("tier", "gold")])));
+        assert!(!own.selects(&pod("ml", &[("app", "api")])));
+        assert!(
+            !own.selects(&pod("other", &[("app", "web")])),
+            "its own namespace only"
+        );
+        assert!(
+            !none.selects(&pod("ml", &[])),
+            "a null selector selects no pod"
+        );
+        assert!(every.selects(&pod("anywhere", &[])));
+        assert_eq!(
+            facts.ignored,
+            ["a pod affinity term's namespaceSelector (read as every namespace)"]
+        );
+    }
+
+    #[test]
+    fn malformed_pod_affinity_terms_are_named() {
+        let anti = |term: Value| {
+            json!({"spec": {"affinity": {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [term]
+            }}}})
+        };
+        assert_eq!(
+            pod_error(anti(json!({"labelSelector": {}, "topologyKey": ""}))),
+            "pod ml/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]\
+             .topologyKey: empty"
+        );
+        let gt = json!({"labelSelector": {"matchExpressions": [
+            {"key": "n", "operator": "Gt", "values": ["1"]}
+        ]}, "topologyKey": "zone"});
+        assert_eq!(
+            pod_error(anti(gt)),
+            "pod ml/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]\
+             .labelSelector.matchExpressions[0].operator: unknown operator \"Gt\" (known: In, \
+             NotIn, Exists, DoesNotExist)"
         );
     }
 

@@ -1,7 +1,8 @@
 //! Where a pod may go beyond its resources, in Kubernetes' terms: a node's labels and
-//! taints, and a job's node selector, required node affinity and tolerations. The
-//! simulator's nodes and jobs have none; the Kubernetes world reads them from nodes and
-//! pods. Matching follows kube-scheduler's `NodeAffinity` and `TaintToleration` plugins.
+//! taints, a job's node selector, required node affinity and tolerations, and the
+//! required inter-pod affinity and anti-affinity between pods. The simulator's nodes and
+//! jobs have none; the Kubernetes world reads them from nodes and pods. Matching follows
+//! kube-scheduler's `NodeAffinity`, `TaintToleration` and `InterPodAffinity` plugins.
 
 use std::collections::BTreeMap;
 
@@ -171,6 +172,72 @@ pub fn untolerated<'a>(tolerations: &[Toleration], taints: &'a [Taint]) -> Optio
         taint.effect != TaintEffect::PreferNoSchedule
             && !tolerations.iter().any(|t| t.tolerates(taint))
     })
+}
+
+/// Who a pod is, as other pods' affinity terms see it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PodIdentity {
+    pub namespace: String,
+    pub labels: Labels,
+}
+
+/// The namespaces an affinity term looks at.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Namespaces {
+    /// Every namespace (an empty `namespaceSelector`).
+    All,
+    /// These namespaces (the term's list, or else the pod's own namespace).
+    Only(Vec<String>),
+}
+
+/// One required term of inter-pod affinity or anti-affinity: the pods it selects, and the
+/// node label whose value makes a topology domain (`kubernetes.io/hostname`: one node).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PodAffinityTerm {
+    /// Every requirement must hold on the pod's labels; `None` (a null selector) selects
+    /// no pod, an empty list selects every pod.
+    pub selector: Option<Vec<Requirement>>,
+    pub namespaces: Namespaces,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// Whether the term selects the pod.
+    pub fn selects(&self, pod: &PodIdentity) -> bool {
+        let in_namespace = match &self.namespaces {
+            Namespaces::All => true,
+            Namespaces::Only(names) => names.contains(&pod.namespace),
+        };
+        in_namespace
+            && self.selector.as_ref().is_some_and(|requirements| {
+                requirements
+                    .iter()
+                    .all(|r| r.matches(pod.labels.get(&r.key).map(String::as_str)))
+            })
+    }
+}
+
+/// A pod's identity with its required inter-pod rules; every pod of a job shares them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct PodAffinity {
+    pub identity: PodIdentity,
+    /// Each term needs a selected pod in the node's domain.
+    pub affinity: Vec<PodAffinityTerm>,
+    /// No term may have a selected pod in the node's domain, and this pod keeps the pods
+    /// its terms select out of its own domains.
+    pub anti_affinity: Vec<PodAffinityTerm>,
+}
+
+impl PodAffinity {
+    pub fn has_terms(&self) -> bool {
+        !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// Whether every affinity term selects `pod` (kube-scheduler counts a pod towards a
+    /// pod's affinity only then).
+    pub fn affinity_selects(&self, pod: &PodIdentity) -> bool {
+        self.affinity.iter().all(|t| t.selects(pod))
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod gpu_devices;
 mod gpu_topology;
 mod node_affinity;
 mod node_pool;
+mod pod_affinity;
 mod preemption;
 mod priority_sort;
 mod resource_fit;
@@ -29,6 +30,7 @@ pub use gpu_devices::GpuDevices;
 pub use gpu_topology::GpuTopology;
 pub use node_affinity::NodeAffinity;
 pub use node_pool::NodePool;
+pub use pod_affinity::InterPodAffinity;
 pub use preemption::Preemption;
 pub use priority_sort::PrioritySort;
 pub use resource_fit::ResourceFit;
@@ -39,11 +41,12 @@ use crate::config::{Config, ProfileConfig};
 use crate::framework::{Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 14] = [
+pub const PLUGIN_NAMES: [&str; 15] = [
     "priority-sort",
     "node-pool",
     "node-affinity",
     "taint-toleration",
+    "pod-affinity",
     "resource-fit",
     "gpu-devices",
     "first-fit-devices",
@@ -110,6 +113,11 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             }
             "node-affinity" => profile.filters.push(Arc::new(NodeAffinity)),
             "taint-toleration" => profile.filters.push(Arc::new(TaintToleration)),
+            "pod-affinity" => {
+                let p = Arc::new(InterPodAffinity);
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p);
+            }
             "resource-fit" => {
                 let p = Arc::new(ResourceFit);
                 profile.pre_filters.push(p.clone());

@@ -16,7 +16,7 @@ use crate::cache::{DeviceAlloc, Placement, PodKey};
 use crate::framework::Adopted;
 use crate::model::{
     ClusterSpec, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
-    PodRequest, PoolId, TenantId, bits,
+    PodAffinity, PodRequest, PoolId, TenantId, bits,
 };
 use crate::queue::DEFAULT_TENANT;
 
@@ -107,6 +107,8 @@ pub(super) struct BoundFacts {
     pub ours: bool,
     pub priority: i32,
     pub started_ms: u64,
+    /// Who it is, for other pods' affinity (`None`: it cannot be read).
+    pub pod_affinity: Option<Arc<PodAffinity>>,
 }
 
 pub(super) struct PodEntry {
@@ -355,6 +357,7 @@ fn bound_facts(
             .as_ref()
             .and_then(|s| millis(s.start_time.as_ref()))
             .unwrap_or(created_ms),
+        pod_affinity: facts.as_ref().ok().map(|f| f.pod_affinity.clone()),
     }
 }
 
@@ -826,6 +829,7 @@ impl World {
             duration_ms: None,
             topology: first.topology,
             constraints: first.constraints.clone().map(Arc::new),
+            pod_affinity: Some(first.pod_affinity.clone()),
         };
         let entry = JobEntry::new(
             job.clone(),
@@ -898,6 +902,7 @@ impl World {
         let mut ours = false;
         let mut priority = 0;
         let mut started = now_ms;
+        let mut pod_affinity = None;
         for uid in uids {
             let Some(entry) = self.pods.entries.get(uid) else {
                 return false;
@@ -920,6 +925,7 @@ impl World {
             }
             ours |= bound.ours;
             priority = priority.max(bound.priority);
+            pod_affinity = pod_affinity.or(bound.pod_affinity);
             started = started.min(bound.started_ms);
         }
         let first = &self.pods.entries[&uids[0]];
@@ -937,6 +943,7 @@ impl World {
             duration_ms: None,
             topology: None,
             constraints: None,
+            pod_affinity,
         };
         let running = Adopted::Running { preemptible: ours };
         if let Err(e) = self
