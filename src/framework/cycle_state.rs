@@ -3,11 +3,12 @@
 //! cycle.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 
 pub struct CycleState {
     now_ms: u64,
-    entries: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    /// A handful of entries, read once per plugin per node: a scan of a short list beats
+    /// hashing the type id.
+    entries: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
 }
 
 impl CycleState {
@@ -15,7 +16,7 @@ impl CycleState {
     pub fn new(now_ms: u64) -> Self {
         Self {
             now_ms,
-            entries: HashMap::new(),
+            entries: Vec::new(),
         }
     }
 
@@ -24,13 +25,19 @@ impl CycleState {
     }
 
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
-        self.entries.insert(TypeId::of::<T>(), Box::new(value));
+        let id = TypeId::of::<T>();
+        match self.entries.iter_mut().find(|(t, _)| *t == id) {
+            Some((_, slot)) => *slot = Box::new(value),
+            None => self.entries.push((id, Box::new(value))),
+        }
     }
 
     pub fn read<T: Any + Send + Sync>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
         self.entries
-            .get(&TypeId::of::<T>())
-            .and_then(|v| v.downcast_ref())
+            .iter()
+            .find(|(t, _)| *t == id)
+            .and_then(|(_, v)| v.downcast_ref())
     }
 }
 
@@ -45,5 +52,7 @@ mod tests {
         assert!(state.read::<Pools>().is_none());
         state.write(Pools(vec![1, 2]));
         assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(2));
+        state.write(Pools(vec![3]));
+        assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(1), "replaced");
     }
 }
