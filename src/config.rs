@@ -345,12 +345,13 @@ mod tests {
                 "resource-fit",
                 "gpu-devices",
                 "pod-affinity",
+                "topology-spread",
                 "gang",
                 "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[9].weight(), Some(1));
+        assert_eq!(spread.plugins[10].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 

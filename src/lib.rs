@@ -50,7 +50,7 @@
 //!     duration_ms: None,
 //!     topology: None,
 //!     constraints: None,
-//!     pod_affinity: None,
+//!     pod_rules: None,
 //! });
 //! let decisions = scheduler.schedule(0);
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));

@@ -297,6 +297,34 @@ fn replicas_with_anti_affinity_get_a_node_each() {
 }
 
 #[test]
+fn replicas_with_a_zone_spread_constraint_spread_over_zones() {
+    let zoned = |name: &str, zone: &str| {
+        node_with(name, 8, json!({"metadata": {"labels": {"zone": zone}}}))
+    };
+    let nodes = [zoned("n1", "a"), zoned("n2", "a"), zoned("n3", "b")];
+    let mut world = synced(&plain(), &nodes);
+    for i in 0..4 {
+        let replica = pod(
+            &format!("web-{i}"),
+            1,
+            json!({
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                    "labelSelector": {"matchLabels": {"app": "web"}}}]}
+            }),
+        );
+        apply_pod(&mut world, &replica, T0);
+    }
+    world.round(T0);
+    let out = world.take_outputs();
+    let mut nodes: Vec<String> = bindings(&out).into_iter().map(|(_, n, _)| n).collect();
+    nodes.sort();
+    let in_zone_b = nodes.iter().filter(|n| *n == "n3").count();
+    assert_eq!((nodes.len(), in_zone_b), (4, 2), "{nodes:?}");
+}
+
+#[test]
 fn pods_found_bound_keep_their_anti_affinity_across_a_restart() {
     // Bound before the scheduler started, with its devices named: the web replica on n1.
     let mut bound = web_replica("web-0");

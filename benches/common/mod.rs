@@ -102,7 +102,7 @@ pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
         duration_ms: None,
         topology: None,
         constraints: None,
-        pod_affinity: None,
+        pod_rules: None,
     }
 }
 

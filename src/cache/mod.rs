@@ -17,7 +17,7 @@ pub use aggregate::GpuAggregate;
 pub use node_state::NodeState;
 
 use crate::model::{
-    ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PodAffinity, PoolId,
+    ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PodRules, PoolId,
 };
 
 /// One pod of one job.
@@ -107,8 +107,8 @@ pub struct ClusterState {
     /// Who the pods of each job with placed pods are, for inter-pod affinity (Kubernetes
     /// pods only); apart, the jobs whose pods carry anti-affinity terms, which every
     /// incoming pod is checked against.
-    pod_affinities: OrdMap<JobId, Arc<PodAffinity>>,
-    anti_affinities: OrdMap<JobId, Arc<PodAffinity>>,
+    pod_rules: OrdMap<JobId, Arc<PodRules>>,
+    anti_affinities: OrdMap<JobId, Arc<PodRules>>,
 }
 
 impl ClusterState {
@@ -136,7 +136,7 @@ impl ClusterState {
             total,
             placements: OrdMap::new(),
             assumed_milli: 0,
-            pod_affinities: OrdMap::new(),
+            pod_rules: OrdMap::new(),
             anti_affinities: OrdMap::new(),
             spec,
         }
@@ -223,30 +223,30 @@ impl ClusterState {
 
     /// Records who a job's pods are, for the inter-pod affinity of pods placed later. Call
     /// it once a pod of the job is placed: it is dropped with the job's last placement.
-    pub fn set_pod_affinity(&mut self, job: JobId, affinity: &Arc<PodAffinity>) {
+    pub fn set_pod_rules(&mut self, job: JobId, affinity: &Arc<PodRules>) {
         if !affinity.anti_affinity.is_empty() {
             self.anti_affinities.insert(job, affinity.clone());
         }
-        self.pod_affinities.insert(job, affinity.clone());
+        self.pod_rules.insert(job, affinity.clone());
     }
 
     /// Takes over the pod affinities of `old`'s jobs that still have a placement here (the
     /// cluster was rebuilt).
-    pub fn keep_pod_affinities(&mut self, old: &ClusterState) {
-        for (&job, affinity) in &old.pod_affinities {
+    pub fn keep_pod_rules(&mut self, old: &ClusterState) {
+        for (&job, affinity) in &old.pod_rules {
             if self.job_nodes(job).next().is_some() {
-                self.set_pod_affinity(job, affinity);
+                self.set_pod_rules(job, affinity);
             }
         }
     }
 
     /// Every job with placed pods whose identity is known.
-    pub fn pod_affinities(&self) -> impl Iterator<Item = (JobId, &Arc<PodAffinity>)> {
-        self.pod_affinities.iter().map(|(&job, a)| (job, a))
+    pub fn pod_rules(&self) -> impl Iterator<Item = (JobId, &Arc<PodRules>)> {
+        self.pod_rules.iter().map(|(&job, a)| (job, a))
     }
 
     /// The jobs with placed pods that carry anti-affinity terms.
-    pub fn anti_affinities(&self) -> impl Iterator<Item = (JobId, &Arc<PodAffinity>)> {
+    pub fn anti_affinities(&self) -> impl Iterator<Item = (JobId, &Arc<PodRules>)> {
         self.anti_affinities.iter().map(|(&job, a)| (job, a))
     }
 
@@ -341,8 +341,8 @@ impl ClusterState {
         self.update_node(p.node, |state| {
             state.remove(p.gpus.devices, p.gpus.milli_each, p.cpu_milli, p.memory_mib)
         });
-        if self.pod_affinities.contains_key(&pod.job) && self.job_nodes(pod.job).next().is_none() {
-            self.pod_affinities.remove(&pod.job);
+        if self.pod_rules.contains_key(&pod.job) && self.job_nodes(pod.job).next().is_none() {
+            self.pod_rules.remove(&pod.job);
             self.anti_affinities.remove(&pod.job);
         }
         Ok(p)

@@ -53,6 +53,10 @@ mod tests {
         state.write(Pools(vec![1, 2]));
         assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(2));
         state.write(Pools(vec![3]));
-        assert_eq!(state.read::<Pools>().map(|p| p.0.len()), Some(1), "replaced");
+        assert_eq!(
+            state.read::<Pools>().map(|p| p.0.len()),
+            Some(1),
+            "replaced"
+        );
     }
 }

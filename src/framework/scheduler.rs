@@ -205,8 +205,8 @@ impl Scheduler {
         for &(key, placement) in &plan.pods {
             state.restore(key, placement, PlacementPhase::Bound)?;
         }
-        if let Some(affinity) = job.pod_affinity.as_ref().filter(|_| !plan.pods.is_empty()) {
-            state.set_pod_affinity(job.id, affinity);
+        if let Some(affinity) = job.pod_rules.as_ref().filter(|_| !plan.pods.is_empty()) {
+            state.set_pod_rules(job.id, affinity);
         }
         self.state = state;
         let tenant = self.tenant_of(&job);
@@ -280,7 +280,7 @@ impl Scheduler {
                 (false, PlacementPhase::Assumed) => lost_reserved.push(key.job),
             }
         }
-        self.state.keep_pod_affinities(&old);
+        self.state.keep_pod_rules(&old);
         for &key in &reshaped.lost_bound {
             if let Some(placed) = old.placement(key) {
                 let pool = old.spec().node(placed.placement.node).pool;

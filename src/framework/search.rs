@@ -518,8 +518,8 @@ impl Attempt {
 
     /// The complete placement, on a state that also knows who the job's pods are.
     fn finish(mut self, job: &Job) -> Found {
-        if let Some(affinity) = &job.pod_affinity {
-            self.state.set_pod_affinity(job.id, affinity);
+        if let Some(affinity) = &job.pod_rules {
+            self.state.set_pod_rules(job.id, affinity);
         }
         Found {
             plan: JobPlan { pods: self.plan },

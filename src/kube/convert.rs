@@ -27,9 +27,10 @@
 //!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`.
 //! - Inter-pod rules: required `podAffinity` and `podAntiAffinity` terms, over the pods'
 //!   namespaces and labels and any node label as the topology key (`matchLabelKeys` and
-//!   `mismatchLabelKeys` included). A non-empty `namespaceSelector` is read as every
-//!   namespace (namespaces are not watched). Preferred node and pod affinity and topology
-//!   spread constraints are not handled: they are reported as ignored.
+//!   `mismatchLabelKeys` included), and `DoNotSchedule` topology spread constraints. A
+//!   non-empty `namespaceSelector` is read as every namespace (namespaces are not
+//!   watched). Preferred node and pod affinity and `ScheduleAnyway` spread constraints are
+//!   preferences, not handled: they are reported as ignored.
 //! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
 //! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
 //! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
@@ -70,8 +71,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as TermObject, PodSpec,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde::Deserialize;
 use serde::de::IntoDeserializer;
 use serde::de::value::StrDeserializer;
@@ -80,9 +83,9 @@ use crate::cache::DeviceAlloc;
 use crate::config::Config;
 use crate::model::{
     GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
-    MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinity, PodAffinityTerm, PodIdentity,
-    PodRequest, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration,
-    TopologyNeed, bits,
+    MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm, PodIdentity, PodRequest,
+    PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect,
+    Toleration, TopologyNeed, bits,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -282,7 +285,7 @@ pub struct PodFacts {
     pub gpu_models: Vec<String>,
     pub constraints: Option<NodeConstraints>,
     /// Who the pod is, with its required inter-pod affinity and anti-affinity.
-    pub pod_affinity: Arc<PodAffinity>,
+    pub pod_rules: Arc<PodRules>,
     /// The PodGroup, in the pod's namespace.
     pub group: Option<String>,
     pub gated: bool,
@@ -359,7 +362,6 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let (constraints, gpu_models) = constraints(&object, spec)?;
 
     let mut ignored = Vec::new();
-    let pod_affinity = pod_affinity(&object, pod, &mut ignored)?;
     if let Some(affinity) = &spec.affinity {
         let preferred = [
             (
@@ -391,9 +393,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
                 .map(|(field, _)| field),
         );
     }
-    if is_set(&spec.topology_spread_constraints) {
-        ignored.push("spec.topologySpreadConstraints");
-    }
+    let pod_rules = pod_rules(&object, pod, &mut ignored)?;
 
     Ok(PodFacts {
         request,
@@ -401,7 +401,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         queue: labels.get(QUEUE_LABEL).cloned(),
         gpu_models,
         constraints,
-        pod_affinity: Arc::new(pod_affinity),
+        pod_rules: Arc::new(pod_rules),
         group: labels.get(POD_GROUP_LABEL).cloned(),
         gated: is_set(&spec.scheduling_gates),
         kind,
@@ -802,21 +802,24 @@ fn selector_requirement(
     })
 }
 
-/// Who the pod is, with its required inter-pod affinity and anti-affinity terms. A term's
-/// `matchLabelKeys` and `mismatchLabelKeys` become requirements on the pod's own label
-/// values, as the API server does. A non-empty `namespaceSelector` cannot be evaluated
-/// (namespaces are not watched): the term is read as selecting every namespace, which
-/// makes anti-affinity stricter and affinity looser, and the field is reported.
-fn pod_affinity(
+/// Who the pod is, with its required inter-pod affinity and anti-affinity terms and its
+/// hard topology spread constraints. A term's `matchLabelKeys` and `mismatchLabelKeys`
+/// become requirements on the pod's own label values, as the API server does. A non-empty
+/// `namespaceSelector` cannot be evaluated (namespaces are not watched): the term is read
+/// as selecting every namespace, which makes anti-affinity stricter and affinity looser,
+/// and the field is reported. `ScheduleAnyway` spread constraints are preferences, and
+/// reported.
+fn pod_rules(
     object: &str,
     pod: &Pod,
     ignored: &mut Vec<&'static str>,
-) -> Result<PodAffinity, ConvertError> {
+) -> Result<PodRules, ConvertError> {
     let identity = PodIdentity {
         namespace: pod.metadata.namespace.clone().unwrap_or_default(),
         labels: pod.metadata.labels.clone().unwrap_or_default(),
     };
-    let affinity = pod.spec.as_ref().and_then(|s| s.affinity.as_ref());
+    let spec = pod.spec.as_ref();
+    let affinity = spec.and_then(|s| s.affinity.as_ref());
     let mut required = |field: &'static str, terms: Option<&Vec<TermObject>>| {
         let mut converted = Vec::new();
         for (i, term) in terms.into_iter().flatten().enumerate() {
@@ -839,10 +842,24 @@ fn pod_affinity(
             a.required_during_scheduling_ignored_during_execution
                 .as_ref()
         });
-    Ok(PodAffinity {
-        affinity: required("podAffinity", affinity_terms)?,
-        anti_affinity: required("podAntiAffinity", anti_terms)?,
+    let affinity = required("podAffinity", affinity_terms)?;
+    let anti_affinity = required("podAntiAffinity", anti_terms)?;
+    let mut spread = Vec::new();
+    let constraints = spec.and_then(|s| s.topology_spread_constraints.as_ref());
+    for (i, constraint) in constraints.into_iter().flatten().enumerate() {
+        let path = format!("spec.topologySpreadConstraints[{i}]");
+        match spread_constraint(object, &path, constraint, &identity)? {
+            Some(hard) => spread.push(hard),
+            None => ignored
+                .push("spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway"),
+        }
+    }
+    ignored.dedup();
+    Ok(PodRules {
         identity,
+        affinity,
+        anti_affinity,
+        spread,
     })
 }
 
@@ -853,49 +870,11 @@ fn affinity_term(
     pod: &PodIdentity,
     ignored: &mut Vec<&'static str>,
 ) -> Result<PodAffinityTerm, ConvertError> {
-    if term.topology_key.is_empty() {
-        return Err(ConvertError::new(
-            object,
-            format!("{path}.topologyKey"),
-            "empty",
-        ));
-    }
-    let selector = match &term.label_selector {
-        None => None,
-        Some(selector) => {
-            let mut requirements: Vec<Requirement> = selector
-                .match_labels
-                .iter()
-                .flatten()
-                .map(|(key, value)| Requirement {
-                    key: key.clone(),
-                    op: SelectorOp::In,
-                    values: vec![value.clone()],
-                })
-                .collect();
-            for (j, r) in selector.match_expressions.iter().flatten().enumerate() {
-                let path = format!("{path}.labelSelector.matchExpressions[{j}]");
-                let fields = (r.key.as_str(), r.operator.as_str(), &r.values);
-                requirements.push(selector_requirement(object, &path, fields, false)?);
-            }
-            let own_values = [
-                (&term.match_label_keys, SelectorOp::In),
-                (&term.mismatch_label_keys, SelectorOp::NotIn),
-            ];
-            for (keys, op) in own_values {
-                for key in keys.iter().flatten() {
-                    if let Some(value) = pod.labels.get(key) {
-                        requirements.push(Requirement {
-                            key: key.clone(),
-                            op,
-                            values: vec![value.clone()],
-                        });
-                    }
-                }
-            }
-            Some(requirements)
-        }
-    };
+    let keys = [
+        (&term.match_label_keys, SelectorOp::In),
+        (&term.mismatch_label_keys, SelectorOp::NotIn),
+    ];
+    let selector = pod_selector(object, path, term.label_selector.as_ref(), keys, pod)?;
     let listed = term.namespaces.clone().unwrap_or_default();
     let namespaces = match &term.namespace_selector {
         Some(s)
@@ -914,8 +893,124 @@ fn affinity_term(
     Ok(PodAffinityTerm {
         selector,
         namespaces,
-        topology_key: term.topology_key.clone(),
+        topology_key: topology_key(object, path, &term.topology_key)?,
     })
+}
+
+/// A hard spread constraint; `None` for a `ScheduleAnyway` one.
+fn spread_constraint(
+    object: &str,
+    path: &str,
+    constraint: &TopologySpreadConstraint,
+    pod: &PodIdentity,
+) -> Result<Option<SpreadConstraint>, ConvertError> {
+    let field = |name: &str| format!("{path}.{name}");
+    match constraint.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => {}
+        "ScheduleAnyway" => return Ok(None),
+        other => {
+            return Err(ConvertError::new(
+                object,
+                field("whenUnsatisfiable"),
+                format!("unknown value {other:?} (known: DoNotSchedule, ScheduleAnyway)"),
+            ));
+        }
+    }
+    let max_skew = u32::try_from(constraint.max_skew)
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| {
+            ConvertError::new(
+                object,
+                field("maxSkew"),
+                format!("{} is not above 0", constraint.max_skew),
+            )
+        })?;
+    let min_domains = match constraint.min_domains {
+        None => None,
+        Some(m) => Some(u32::try_from(m).ok().filter(|&m| m > 0).ok_or_else(|| {
+            ConvertError::new(object, field("minDomains"), format!("{m} is not above 0"))
+        })?),
+    };
+    let policy = |name: &str, value: &Option<String>, default: bool| match value.as_deref() {
+        None => Ok(default),
+        Some("Honor") => Ok(true),
+        Some("Ignore") => Ok(false),
+        Some(other) => Err(ConvertError::new(
+            object,
+            field(name),
+            format!("unknown policy {other:?} (known: Honor, Ignore)"),
+        )),
+    };
+    let keys = [
+        (&constraint.match_label_keys, SelectorOp::In),
+        (&None, SelectorOp::NotIn),
+    ];
+    let selector = pod_selector(object, path, constraint.label_selector.as_ref(), keys, pod)?;
+    Ok(Some(SpreadConstraint {
+        pods: PodAffinityTerm {
+            selector,
+            namespaces: Namespaces::Only(vec![pod.namespace.clone()]),
+            topology_key: topology_key(object, path, &constraint.topology_key)?,
+        },
+        max_skew,
+        min_domains,
+        honor_node_affinity: policy("nodeAffinityPolicy", &constraint.node_affinity_policy, true)?,
+        honor_taints: policy("nodeTaintsPolicy", &constraint.node_taints_policy, false)?,
+    }))
+}
+
+fn topology_key(object: &str, path: &str, key: &str) -> Result<String, ConvertError> {
+    if key.is_empty() {
+        return Err(ConvertError::new(
+            object,
+            format!("{path}.topologyKey"),
+            "empty",
+        ));
+    }
+    Ok(key.to_owned())
+}
+
+/// A label selector on pods (`None`: a null selector, which selects no pod), with the
+/// pod's own values of `own_keys` added as requirements (`In` for `matchLabelKeys`,
+/// `NotIn` for `mismatchLabelKeys`).
+fn pod_selector(
+    object: &str,
+    path: &str,
+    selector: Option<&LabelSelector>,
+    own_keys: [(&Option<Vec<String>>, SelectorOp); 2],
+    pod: &PodIdentity,
+) -> Result<Option<Vec<Requirement>>, ConvertError> {
+    let Some(selector) = selector else {
+        return Ok(None);
+    };
+    let mut requirements: Vec<Requirement> = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(key, value)| Requirement {
+            key: key.clone(),
+            op: SelectorOp::In,
+            values: vec![value.clone()],
+        })
+        .collect();
+    for (j, r) in selector.match_expressions.iter().flatten().enumerate() {
+        let path = format!("{path}.labelSelector.matchExpressions[{j}]");
+        let fields = (r.key.as_str(), r.operator.as_str(), &r.values);
+        requirements.push(selector_requirement(object, &path, fields, false)?);
+    }
+    for (keys, op) in own_keys {
+        for key in keys.iter().flatten() {
+            if let Some(value) = pod.labels.get(key) {
+                requirements.push(Requirement {
+                    key: key.clone(),
+                    op,
+                    values: vec![value.clone()],
+                });
+            }
+        }
+    }
+    Ok(Some(requirements))
 }
 
 // ----------------------------------------------------------------------------------------
@@ -1866,27 +1961,40 @@ mod tests {
                     {"weight": 1, "podAffinityTerm": term}
                 ]}
             },
-            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
-                                           "whenUnsatisfiable": "DoNotSchedule"}]
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
+                {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "x"}}, "minDomains": 3,
+                 "nodeTaintsPolicy": "Honor"}
+            ]
         }}));
         assert_eq!(
             facts.ignored,
             [
                 "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
                 "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                "spec.topologySpreadConstraints",
+                "spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway",
             ]
         );
+        let [hard] = &facts.pod_rules.spread[..] else {
+            panic!("one hard constraint: {:?}", facts.pod_rules.spread);
+        };
+        assert_eq!(
+            (
+                hard.max_skew,
+                hard.min_domains,
+                hard.honor_node_affinity,
+                hard.honor_taints
+            ),
+            (2, Some(3), true, true)
+        );
+        assert_eq!(hard.pods.namespaces, Namespaces::Only(vec!["ml".into()]));
         assert_eq!(
             facts.constraints, None,
             "preferred affinity is no constraint"
         );
-        assert_eq!(
-            facts.pod_affinity.affinity.len(),
-            1,
-            "required terms are kept"
-        );
-        assert!(facts.pod_affinity.anti_affinity.is_empty());
+        assert_eq!(facts.pod_rules.affinity.len(), 1, "required terms are kept");
+        assert!(facts.pod_rules.anti_affinity.is_empty());
     }
 
     #[test]
@@ -1915,7 +2023,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
-        let rules = &facts.pod_affinity;
+        let rules = &facts.pod_rules;
         assert_eq!(
             rules.identity,
             pod("ml", &[("app", "web"), ("tier", "gold")])
@@ -1947,6 +2055,34 @@ mod tests {
             facts.ignored,
             ["a pod affinity term's namespaceSelector (read as every namespace)"]
         );
+    }
+
+    #[test]
+    fn malformed_spread_constraints_are_named() {
+        let spread = |extra: Value| {
+            let mut constraint = json!({"maxSkew": 1, "topologyKey": "zone",
+                                        "whenUnsatisfiable": "DoNotSchedule"});
+            merge(&mut constraint, extra);
+            json!({"spec": {"topologySpreadConstraints": [constraint]}})
+        };
+        for (extra, error) in [
+            (json!({"maxSkew": 0}), "maxSkew: 0 is not above 0"),
+            (json!({"minDomains": -1}), "minDomains: -1 is not above 0"),
+            (
+                json!({"whenUnsatisfiable": "Never"}),
+                "whenUnsatisfiable: unknown value \"Never\" (known: DoNotSchedule, ScheduleAnyway)",
+            ),
+            (
+                json!({"nodeAffinityPolicy": "Maybe"}),
+                "nodeAffinityPolicy: unknown policy \"Maybe\" (known: Honor, Ignore)",
+            ),
+            (json!({"topologyKey": ""}), "topologyKey: empty"),
+        ] {
+            assert_eq!(
+                pod_error(spread(extra)),
+                format!("pod ml/p: spec.topologySpreadConstraints[0].{error}")
+            );
+        }
     }
 
     #[test]

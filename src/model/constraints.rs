@@ -217,18 +217,38 @@ impl PodAffinityTerm {
     }
 }
 
+/// A hard topology spread constraint (`whenUnsatisfiable: DoNotSchedule`): the pods it
+/// selects in the pod's namespace may differ by at most `max_skew` between the domains
+/// of its key, counted over the nodes the pod could use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SpreadConstraint {
+    /// The selected pods (namespace: the pod's own) and the topology key.
+    pub pods: PodAffinityTerm,
+    pub max_skew: u32,
+    /// Fewer eligible domains than this count as a minimum of zero pods.
+    pub min_domains: Option<u32>,
+    /// Only nodes that match the pod's node selector and affinity count (`Honor`, the
+    /// default).
+    pub honor_node_affinity: bool,
+    /// Only nodes whose taints the pod tolerates count (`Ignore` is the default).
+    pub honor_taints: bool,
+}
+
 /// A pod's identity with its required inter-pod rules; every pod of a job shares them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct PodAffinity {
+pub struct PodRules {
     pub identity: PodIdentity,
     /// Each term needs a selected pod in the node's domain.
     pub affinity: Vec<PodAffinityTerm>,
     /// No term may have a selected pod in the node's domain, and this pod keeps the pods
     /// its terms select out of its own domains.
     pub anti_affinity: Vec<PodAffinityTerm>,
+    /// Hard topology spread constraints.
+    pub spread: Vec<SpreadConstraint>,
 }
 
-impl PodAffinity {
+impl PodRules {
+    /// Whether it has affinity or anti-affinity terms.
     pub fn has_terms(&self) -> bool {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{GpuRequest, JobId, NodeConstraints, PodAffinity, PoolId, TenantId};
+use super::{GpuRequest, JobId, NodeConstraints, PodRules, PoolId, TenantId};
 
 /// What one pod asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,9 +142,10 @@ pub struct Job {
     pub topology: Option<TopologyNeed>,
     /// Node selector, required node affinity and tolerations; `None`: any node.
     pub constraints: Option<Arc<NodeConstraints>>,
-    /// Who its pods are and their required inter-pod affinity and anti-affinity; `None`
-    /// (the simulator's jobs): no rules, and no other pod's rules select it.
-    pub pod_affinity: Option<Arc<PodAffinity>>,
+    /// Who its pods are, with their required inter-pod affinity and anti-affinity and
+    /// their hard topology spread; `None` (the simulator's jobs): no rules, and no other
+    /// pod's rules select it.
+    pub pod_rules: Option<Arc<PodRules>>,
 }
 
 impl Job {

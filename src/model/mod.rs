@@ -17,8 +17,8 @@ pub use cluster::{
     ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
 };
 pub use constraints::{
-    Labels, Namespaces, NodeConstraints, PodAffinity, PodAffinityTerm, PodIdentity, Requirement,
-    SelectorOp, SelectorTerm, Taint, TaintEffect, Toleration, untolerated,
+    Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules, Requirement,
+    SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration, untolerated,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};

@@ -17,6 +17,7 @@ mod priority_sort;
 mod resource_fit;
 mod spread;
 mod taint_toleration;
+mod topology_spread;
 mod utilization;
 
 use std::sync::Arc;
@@ -36,17 +37,19 @@ pub use priority_sort::PrioritySort;
 pub use resource_fit::ResourceFit;
 pub use spread::Spread;
 pub use taint_toleration::TaintToleration;
+pub use topology_spread::TopologySpread;
 
 use crate::config::{Config, ProfileConfig};
 use crate::framework::{Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 15] = [
+pub const PLUGIN_NAMES: [&str; 16] = [
     "priority-sort",
     "node-pool",
     "node-affinity",
     "taint-toleration",
     "pod-affinity",
+    "topology-spread",
     "resource-fit",
     "gpu-devices",
     "first-fit-devices",
@@ -115,6 +118,11 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "taint-toleration" => profile.filters.push(Arc::new(TaintToleration)),
             "pod-affinity" => {
                 let p = Arc::new(InterPodAffinity);
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p);
+            }
+            "topology-spread" => {
+                let p = Arc::new(TopologySpread);
                 profile.pre_filters.push(p.clone());
                 profile.filters.push(p);
             }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::cache::ClusterState;
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status};
-use crate::model::{ClusterSpec, Job, Labels, NodeId, PodAffinity, PodAffinityTerm};
+use crate::model::{ClusterSpec, Job, Labels, NodeId, PodAffinityTerm, PodRules};
 
 pub struct InterPodAffinity;
 
@@ -81,7 +81,7 @@ struct Gathered {
 impl PreFilter for InterPodAffinity {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
         // A job without an identity (the simulator's) has no rules, and no rule selects it.
-        let Some(own) = job.pod_affinity.as_deref() else {
+        let Some(own) = job.pod_rules.as_deref() else {
             return Status::SUCCESS;
         };
         let has_terms = own.has_terms();
@@ -113,7 +113,7 @@ impl PreFilter for InterPodAffinity {
             }
         }
         if has_terms {
-            for (other, rules) in snapshot.pod_affinities() {
+            for (other, rules) in snapshot.pod_rules() {
                 if !own.affinity.is_empty() && own.affinity_selects(&rules.identity) {
                     for term in &own.affinity {
                         let nodes = snapshot.job_nodes(other);
@@ -141,7 +141,7 @@ impl PreFilter for InterPodAffinity {
 
 impl Filter for InterPodAffinity {
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
-        let Some(own) = pod.job.pod_affinity.as_deref() else {
+        let Some(own) = pod.job.pod_rules.as_deref() else {
             return Status::SUCCESS;
         };
         let Some(gathered) = state.read::<Gathered>() else {
@@ -179,7 +179,7 @@ impl Filter for InterPodAffinity {
 /// selects (the job's pods placed in this attempt count when they select themselves), or
 /// the pod may be the first of its kind.
 fn satisfies_affinity(
-    own: &PodAffinity,
+    own: &PodRules,
     gathered: &Gathered,
     pod: &PodContext,
     placed_nearby: &dyn Fn(&PodAffinityTerm) -> bool,
@@ -211,11 +211,7 @@ fn satisfies_affinity(
 /// For a gang drawn to itself with none of its kind placed: the domain of its first
 /// affinity term with room for the most of its pods (whole free devices on nodes that
 /// carry every term's key), the lowest label value among equals.
-fn roomiest_domain(
-    job: &Job,
-    own: &PodAffinity,
-    snapshot: &ClusterState,
-) -> Option<(String, String)> {
+fn roomiest_domain(job: &Job, own: &PodRules, snapshot: &ClusterState) -> Option<(String, String)> {
     let key = &own.affinity.first()?.topology_key;
     let devices_per_pod = job.pods.first().map_or(1, |p| p.gpu.whole().max(1));
     let spec = snapshot.spec();

@@ -508,7 +508,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
                 required: false,
             }),
             constraints: None,
-            pod_affinity: None,
+            pod_rules: None,
         });
     }
 

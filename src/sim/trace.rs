@@ -327,7 +327,7 @@ pub fn parse_jobs(
             duration_ms: Some(duration_ms),
             topology,
             constraints: None,
-            pod_affinity: None,
+            pod_rules: None,
         });
     }
     jobs.sort_by_key(|job| job.submit_ms);

@@ -64,7 +64,7 @@ pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64)
         duration_ms: Some(3_600_000),
         topology: None,
         constraints: None,
-        pod_affinity: None,
+        pod_rules: None,
     }
 }
 

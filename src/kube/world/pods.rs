@@ -16,7 +16,7 @@ use crate::cache::{DeviceAlloc, Placement, PodKey};
 use crate::framework::Adopted;
 use crate::model::{
     ClusterSpec, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
-    PodAffinity, PodRequest, PoolId, TenantId, bits,
+    PodRequest, PodRules, PoolId, TenantId, bits,
 };
 use crate::queue::DEFAULT_TENANT;
 
@@ -108,7 +108,7 @@ pub(super) struct BoundFacts {
     pub priority: i32,
     pub started_ms: u64,
     /// Who it is, for other pods' affinity (`None`: it cannot be read).
-    pub pod_affinity: Option<Arc<PodAffinity>>,
+    pub pod_rules: Option<Arc<PodRules>>,
 }
 
 pub(super) struct PodEntry {
@@ -357,7 +357,7 @@ fn bound_facts(
             .as_ref()
             .and_then(|s| millis(s.start_time.as_ref()))
             .unwrap_or(created_ms),
-        pod_affinity: facts.as_ref().ok().map(|f| f.pod_affinity.clone()),
+        pod_rules: facts.as_ref().ok().map(|f| f.pod_rules.clone()),
     }
 }
 
@@ -829,7 +829,7 @@ impl World {
             duration_ms: None,
             topology: first.topology,
             constraints: first.constraints.clone().map(Arc::new),
-            pod_affinity: Some(first.pod_affinity.clone()),
+            pod_rules: Some(first.pod_rules.clone()),
         };
         let entry = JobEntry::new(
             job.clone(),
@@ -902,7 +902,7 @@ impl World {
         let mut ours = false;
         let mut priority = 0;
         let mut started = now_ms;
-        let mut pod_affinity = None;
+        let mut pod_rules = None;
         for uid in uids {
             let Some(entry) = self.pods.entries.get(uid) else {
                 return false;
@@ -925,7 +925,7 @@ impl World {
             }
             ours |= bound.ours;
             priority = priority.max(bound.priority);
-            pod_affinity = pod_affinity.or(bound.pod_affinity);
+            pod_rules = pod_rules.or(bound.pod_rules);
             started = started.min(bound.started_ms);
         }
         let first = &self.pods.entries[&uids[0]];
@@ -943,7 +943,7 @@ impl World {
             duration_ms: None,
             topology: None,
             constraints: None,
-            pod_affinity,
+            pod_rules,
         };
         let running = Adopted::Running { preemptible: ours };
         if let Err(e) = self

@@ -1,8 +1,13 @@
-//! Required inter-pod affinity and anti-affinity (the `pod-affinity` plugin), as
-//! kube-scheduler's `InterPodAffinity` decides: replicas that must avoid each other placed
-//! in one round, pods drawn to a domain of selected pods, existing pods' anti-affinity
-//! keeping others away, gangs keeping their rules among their own pods, and the rules
-//! following pods that go and clusters that change.
+//! Rules between pods, as kube-scheduler decides them.
+//!
+//! - Required inter-pod affinity and anti-affinity (the `pod-affinity` plugin, after
+//!   `InterPodAffinity`): replicas that must avoid each other placed in one round, pods
+//!   drawn to a domain of selected pods, existing pods' anti-affinity keeping others away,
+//!   gangs keeping their rules among their own pods, and the rules following pods that go
+//!   and clusters that change.
+//! - Hard topology spread constraints (the `topology-spread` plugin, after
+//!   `PodTopologySpread`): replicas spread by zone and by node, existing pods counted, the
+//!   node inclusion policy and `minDomains`, gangs spreading among their own pods.
 
 mod common;
 
@@ -11,8 +16,8 @@ use std::sync::Arc;
 use common::*;
 use kant::framework::Scheduler;
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, Namespaces, NodeRow,
-    PodAffinity, PodAffinityTerm, PodIdentity, Requirement, SelectorOp,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, Namespaces, NodeConstraints,
+    NodeRow, PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SpreadConstraint,
 };
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -63,15 +68,53 @@ fn app(
     anti_affinity: Vec<PodAffinityTerm>,
 ) -> kant::model::Job {
     let mut job = job(id, pods, GpuRequest::Whole(gpus), 0, u64::from(id));
-    job.pod_affinity = Some(Arc::new(PodAffinity {
+    job.pod_rules = Some(Arc::new(PodRules {
         identity: PodIdentity {
             namespace: "ml".into(),
             labels: [("app".to_owned(), app.to_owned())].into(),
         },
         affinity,
         anti_affinity,
+        spread: Vec::new(),
     }));
     job
+}
+
+/// A job like [`app`] whose pods spread by the given constraints instead.
+fn spread_app(
+    id: u32,
+    pods: usize,
+    gpus: u32,
+    name: &str,
+    spread: Vec<SpreadConstraint>,
+) -> kant::model::Job {
+    let mut job = app(id, pods, gpus, name, vec![], vec![]);
+    let mut rules = job.pod_rules.as_deref().unwrap().clone();
+    rules.spread = spread;
+    job.pod_rules = Some(Arc::new(rules));
+    job
+}
+
+/// At most `max_skew` more `app=<app>` pods in one domain of `key` than in the emptiest.
+fn skew(app: &str, key: &str, max_skew: u32) -> SpreadConstraint {
+    SpreadConstraint {
+        pods: term(app, key),
+        max_skew,
+        min_domains: None,
+        honor_node_affinity: true,
+        honor_taints: false,
+    }
+}
+
+/// The zone of each node holding a pod of these jobs, sorted.
+fn zones_of(s: &Scheduler, jobs: impl IntoIterator<Item = u32>) -> Vec<String> {
+    let mut zones: Vec<String> = jobs
+        .into_iter()
+        .flat_map(|j| s.state().job_nodes(JobId(j)).collect::<Vec<_>>())
+        .map(|n| s.state().spec().node(n).labels["zone"].clone())
+        .collect();
+    zones.sort();
+    zones
 }
 
 fn nodes_of(s: &Scheduler, job: u32) -> Vec<String> {
@@ -161,9 +204,9 @@ fn an_existing_pods_anti_affinity_keeps_the_pods_it_selects_away() {
     s.submit(app(2, 1, 1, "batch", vec![], vec![]));
     s.submit(app(3, 1, 1, "web", vec![], vec![]));
     let mut other_namespace = app(4, 1, 1, "batch", vec![], vec![]);
-    let mut rules = other_namespace.pod_affinity.as_deref().unwrap().clone();
+    let mut rules = other_namespace.pod_rules.as_deref().unwrap().clone();
     rules.identity.namespace = "research".into();
-    other_namespace.pod_affinity = Some(Arc::new(rules));
+    other_namespace.pod_rules = Some(Arc::new(rules));
     s.submit(other_namespace);
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2), JobId(3), JobId(4)]);
     assert_eq!(nodes_of(&s, 2), ["n2"], "out of zone a");
@@ -219,4 +262,124 @@ fn rules_survive_a_change_of_the_cluster() {
     let mut nodes: Vec<String> = (1..=3).flat_map(|j| nodes_of(&s, j)).collect();
     nodes.sort();
     assert_eq!(nodes, ["n0", "n1", "n2"]);
+}
+
+#[test]
+fn replicas_spread_evenly_over_zones_counting_those_already_placed() {
+    let mut s = default_scheduler(zoned(&["a", "a", "b", "c"]));
+    // Two replicas already run in zone a.
+    s.submit(app(1, 2, 1, "web", vec![], vec![]));
+    s.schedule(0);
+    assert_eq!(zones_of(&s, [1]), ["a", "a"]);
+    // E-Binpack alone would stack these on n0 too.
+    for id in 2..=6 {
+        s.submit(spread_app(id, 1, 1, "web", vec![skew("web", "zone", 1)]));
+    }
+    assert_eq!(placed_jobs(&s.schedule(1)).len(), 5);
+    assert_eq!(
+        per_zone(&s, 1..=6),
+        [2, 2, 3],
+        "seven replicas over three zones"
+    );
+}
+
+/// How many pods of these jobs each zone holds, fewest first.
+fn per_zone(s: &Scheduler, jobs: impl IntoIterator<Item = u32>) -> Vec<usize> {
+    let zones = zones_of(s, jobs);
+    let mut counts: Vec<usize> = zones
+        .chunk_by(|a, b| a == b)
+        .map(|same| same.len())
+        .collect();
+    counts.sort();
+    counts
+}
+
+#[test]
+fn a_spread_by_node_and_its_gang_form() {
+    let mut s = default_scheduler(zoned(&["a", "a", "a"]));
+    for id in 1..=4 {
+        s.submit(spread_app(id, 1, 1, "web", vec![skew("web", HOSTNAME, 1)]));
+    }
+    // A gang of three that spreads its own pods over the nodes.
+    s.submit(spread_app(5, 3, 1, "ps", vec![skew("ps", HOSTNAME, 1)]));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 5);
+    let mut web: Vec<String> = (1..=4).flat_map(|j| nodes_of(&s, j)).collect();
+    web.sort();
+    web.dedup();
+    assert_eq!(
+        web.len(),
+        3,
+        "four replicas, at most two on a node: {web:?}"
+    );
+    let mut ps = nodes_of(&s, 5);
+    ps.sort();
+    assert_eq!(ps, ["n0", "n1", "n2"]);
+}
+
+#[test]
+fn only_nodes_the_pod_may_use_make_domains_unless_told_otherwise() {
+    // Zone c's node lacks the pool label the pods select.
+    let mut spec = (*zoned(&["a", "b", "c"])).clone();
+    for node in &mut spec.nodes[..2] {
+        node.labels.insert("pool".into(), "web".into());
+    }
+    let spec = Arc::new(spec);
+    let with_selector = |id: u32, honor_node_affinity: bool| {
+        let mut job = spread_app(
+            id,
+            1,
+            1,
+            "web",
+            vec![SpreadConstraint {
+                honor_node_affinity,
+                ..skew("web", "zone", 1)
+            }],
+        );
+        job.constraints = Some(Arc::new(NodeConstraints {
+            node_selector: vec![("pool".into(), "web".into())],
+            ..NodeConstraints::default()
+        }));
+        job
+    };
+    let mut honoured = default_scheduler(spec.clone());
+    for id in 1..=4 {
+        honoured.submit(with_selector(id, true));
+    }
+    assert_eq!(
+        placed_jobs(&honoured.schedule(0)).len(),
+        4,
+        "zones a and b: 2 and 2"
+    );
+    // Counted in, zone c stays empty and holds the others to one pod per zone.
+    let mut ignored = default_scheduler(spec);
+    for id in 1..=4 {
+        ignored.submit(with_selector(id, false));
+    }
+    assert_eq!(placed_jobs(&ignored.schedule(0)).len(), 2);
+    assert_eq!(
+        ignored.diagnose(JobId(3), 0).unwrap().message(),
+        "0/3 nodes are available: 2 node(s) didn't match pod topology spread constraints, \
+         1 node(s) didn't match Pod's node affinity/selector."
+    );
+}
+
+#[test]
+fn too_few_domains_count_as_an_empty_one_and_unlabelled_nodes_are_out() {
+    let mut spec = (*zoned(&["a", "b", "b"])).clone();
+    spec.nodes[2].labels.remove("zone");
+    let mut s = default_scheduler(Arc::new(spec));
+    let min_three = SpreadConstraint {
+        min_domains: Some(3),
+        ..skew("web", "zone", 1)
+    };
+    for id in 1..=3 {
+        s.submit(spread_app(id, 1, 1, "web", vec![min_three.clone()]));
+    }
+    // Two zones where three are asked for: each zone holds at most max_skew pods.
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    assert_eq!(
+        s.diagnose(JobId(3), 0).unwrap().message(),
+        "0/3 nodes are available: 2 node(s) didn't match pod topology spread constraints, \
+         1 node(s) didn't match pod topology spread constraints (missing required label)."
+    );
 }
