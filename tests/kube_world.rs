@@ -234,10 +234,9 @@ fn a_relist_drops_what_vanished_while_the_watch_was_down() {
 #[test]
 fn constraints_kant_does_not_enforce_are_told_once() {
     let mut world = synced(&plain(), &[node("n1", 8)]);
-    let preferred = json!({"spec": {"affinity": {"podAntiAffinity": {
-        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "podAffinityTerm": {
-            "labelSelector": {"matchLabels": {"app": "web"}},
-            "topologyKey": "kubernetes.io/hostname"}}]}}}});
+    let preferred = json!({"spec": {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {"app": "web"}}}]}});
     world.apply(
         Input::Pod(Box::new(Event::Apply(pod("p", 1, preferred)))),
         T0,
@@ -258,7 +257,7 @@ fn constraints_kant_does_not_enforce_are_told_once() {
     assert_eq!(
         warnings,
         ["kant does not enforce \
-             spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution; \
+             spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway; \
              the pod is scheduled without it"]
     );
     assert_eq!(binds(&out).len(), 1);

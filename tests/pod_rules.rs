@@ -8,6 +8,8 @@
 //! - Hard topology spread constraints (the `topology-spread` plugin, after
 //!   `PodTopologySpread`): replicas spread by zone and by node, existing pods counted, the
 //!   node inclusion policy and `minDomains`, gangs spreading among their own pods.
+//! - Preferred node affinity and inter-pod affinity and anti-affinity (the scores of the
+//!   `node-affinity` and `pod-affinity` plugins): they order the nodes that pass.
 
 mod common;
 
@@ -17,7 +19,8 @@ use common::*;
 use kant::framework::Scheduler;
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, Namespaces, NodeConstraints,
-    NodeRow, PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SpreadConstraint,
+    NodeRow, PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SelectorTerm,
+    SpreadConstraint, Weighted,
 };
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
@@ -75,7 +78,7 @@ fn app(
         },
         affinity,
         anti_affinity,
-        spread: Vec::new(),
+        ..PodRules::default()
     }));
     job
 }
@@ -382,4 +385,51 @@ fn too_few_domains_count_as_an_empty_one_and_unlabelled_nodes_are_out() {
         "0/3 nodes are available: 2 node(s) didn't match pod topology spread constraints, \
          1 node(s) didn't match pod topology spread constraints (missing required label)."
     );
+}
+
+#[test]
+fn preferences_order_the_nodes_that_pass() {
+    let mut s = default_scheduler(zoned(&["a", "a", "b", "b"]));
+    s.submit(app(1, 1, 1, "db", vec![], vec![]));
+    s.schedule(0);
+    assert_eq!(nodes_of(&s, 1), ["n0"]);
+    let prefer = |id: u32, affinity: Vec<Weighted<PodAffinityTerm>>, anti| {
+        let mut job = app(id, 1, 1, "web", vec![], vec![]);
+        let mut rules = job.pod_rules.as_deref().unwrap().clone();
+        rules.preferred_affinity = affinity;
+        rules.preferred_anti_affinity = anti;
+        job.pod_rules = Some(Arc::new(rules));
+        job
+    };
+    let weighted = |weight, term| Weighted { weight, term };
+    // E-Binpack alone would put each next to the database, on n0. Near the database's
+    // zone but, more strongly, not on its node:
+    s.submit(prefer(
+        2,
+        vec![weighted(10, term("db", "zone"))],
+        vec![weighted(90, term("db", HOSTNAME))],
+    ));
+    // Away from the database's zone:
+    s.submit(prefer(3, vec![], vec![weighted(50, term("db", "zone"))]));
+    // In zone b, by node affinity:
+    let mut zone_b = job(4, 1, GpuRequest::Whole(1), 0, 4);
+    zone_b.constraints = Some(Arc::new(NodeConstraints {
+        preferred: vec![Weighted {
+            weight: 10,
+            term: SelectorTerm {
+                match_expressions: vec![Requirement {
+                    key: "zone".into(),
+                    op: SelectorOp::In,
+                    values: vec!["b".into()],
+                }],
+                ..SelectorTerm::default()
+            },
+        }],
+        ..NodeConstraints::default()
+    }));
+    s.submit(zone_b);
+    assert_eq!(placed_jobs(&s.schedule(1)).len(), 3);
+    assert_eq!(nodes_of(&s, 2), ["n1"]);
+    assert_eq!(zones_of(&s, [3]), ["b"]);
+    assert_eq!(zones_of(&s, [4]), ["b"]);
 }

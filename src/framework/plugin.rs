@@ -125,6 +125,12 @@ pub trait Score: Plugin {
 
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64;
 
+    /// Whether the plugin has anything to say about this job's pods; when not, it is not
+    /// asked per node (its score would be the same everywhere).
+    fn applies(&self, _job: &Job) -> bool {
+        true
+    }
+
     /// Rescales the scores of all feasible nodes for one pod; scores already in
     /// `0..=MAX_NODE_SCORE` need nothing.
     fn normalize(&self, _scores: &mut [i64]) {}

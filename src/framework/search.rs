@@ -11,13 +11,14 @@
 //! rollback is dropping the clone.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
 use crate::model::{GroupId, Job, NodeId, PoolId, Tier};
 
-use super::plugin::{JobPlan, NodeView, PodContext};
+use super::plugin::{JobPlan, NodeView, PodContext, Score};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
@@ -595,13 +596,13 @@ fn best_node(
             .all(|f| f.filter(pod, cycle, view).is_success())
             .then_some(view)
     });
-    if profile.scores.iter().any(|(s, _)| s.normalizes()) {
-        return best_normalized(profile, pod, cycle, feasible.collect());
+    let scorers = Scorers::of(profile, pod.job);
+    if scorers.iter().any(|(s, _)| s.normalizes()) {
+        return best_normalized(&scorers, pod, cycle, feasible.collect());
     }
     let mut best: Option<(i64, NodeId)> = None;
     for view in feasible {
-        let score: i64 = profile
-            .scores
+        let score: i64 = scorers
             .iter()
             .map(|(s, w)| w * s.score(pod, cycle, view))
             .sum();
@@ -614,15 +615,47 @@ fn best_node(
 
 /// The slow path for profiles with a normalizing scorer: every plugin scores every
 /// feasible node, normalizes, then the weighted sums are compared.
+/// The profile's scorers that have something to say about a job, without allocating: a
+/// bit per scorer (a profile has far fewer than 64; any beyond always take part).
+struct Scorers<'a> {
+    all: &'a [(Arc<dyn Score>, i64)],
+    applying: u64,
+}
+
+impl<'a> Scorers<'a> {
+    fn of(profile: &'a Profile, job: &Job) -> Self {
+        let applying = profile
+            .scores
+            .iter()
+            .enumerate()
+            .filter(|(i, (s, _))| *i >= 64 || s.applies(job))
+            .fold(0u64, |bits, (i, _)| {
+                bits | 1u64.checked_shl(i as u32).unwrap_or(0)
+            });
+        Self {
+            all: &profile.scores,
+            applying,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'a (Arc<dyn Score>, i64)> + '_ {
+        self.all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i >= 64 || self.applying >> i & 1 == 1)
+            .map(|(_, scorer)| scorer)
+    }
+}
+
 fn best_normalized(
-    profile: &Profile,
+    scorers: &Scorers,
     pod: &PodContext,
     cycle: &CycleState,
     feasible: Vec<NodeView>,
 ) -> Option<NodeId> {
     let mut totals = vec![0i64; feasible.len()];
     let mut scores = vec![0i64; feasible.len()];
-    for (plugin, weight) in &profile.scores {
+    for (plugin, weight) in scorers.iter() {
         for (slot, view) in scores.iter_mut().zip(&feasible) {
             *slot = plugin.score(pod, cycle, *view);
         }

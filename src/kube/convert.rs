@@ -27,10 +27,11 @@
 //!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`.
 //! - Inter-pod rules: required `podAffinity` and `podAntiAffinity` terms, over the pods'
 //!   namespaces and labels and any node label as the topology key (`matchLabelKeys` and
-//!   `mismatchLabelKeys` included), and `DoNotSchedule` topology spread constraints. A
-//!   non-empty `namespaceSelector` is read as every namespace (namespaces are not
-//!   watched). Preferred node and pod affinity and `ScheduleAnyway` spread constraints are
-//!   preferences, not handled: they are reported as ignored.
+//!   `mismatchLabelKeys` included), their preferred terms, and `DoNotSchedule` topology
+//!   spread constraints. A non-empty `namespaceSelector` is read as every namespace
+//!   (namespaces are not watched). Preferred node affinity is read with the node
+//!   constraints. `ScheduleAnyway` spread constraints are not handled: they are reported
+//!   as ignored.
 //! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
 //! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
 //! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
@@ -70,8 +71,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as TermObject, PodSpec,
-    TopologySpreadConstraint,
+    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm as TermObject,
+    PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm as WeightedTermObject,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -85,7 +86,7 @@ use crate::model::{
     GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
     MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm, PodIdentity, PodRequest,
     PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect,
-    Toleration, TopologyNeed, bits,
+    Toleration, TopologyNeed, Weighted, bits,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -362,37 +363,6 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let (constraints, gpu_models) = constraints(&object, spec)?;
 
     let mut ignored = Vec::new();
-    if let Some(affinity) = &spec.affinity {
-        let preferred = [
-            (
-                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                affinity
-                    .node_affinity
-                    .as_ref()
-                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
-            ),
-            (
-                "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                affinity
-                    .pod_affinity
-                    .as_ref()
-                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
-            ),
-            (
-                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                affinity
-                    .pod_anti_affinity
-                    .as_ref()
-                    .map(|a| is_set(&a.preferred_during_scheduling_ignored_during_execution)),
-            ),
-        ];
-        ignored.extend(
-            preferred
-                .into_iter()
-                .filter(|(_, set)| *set == Some(true))
-                .map(|(field, _)| field),
-        );
-    }
     let pod_rules = pod_rules(&object, pod, &mut ignored)?;
 
     Ok(PodFacts {
@@ -597,6 +567,61 @@ fn gpu_request(
 
 const REQUIRED_AFFINITY: &str =
     "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+const PREFERRED_AFFINITY: &str =
+    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
+
+/// A requirement on the node's name that no node meets.
+fn no_node() -> Requirement {
+    Requirement {
+        key: NODE_NAME_FIELD.to_owned(),
+        op: SelectorOp::In,
+        values: Vec::new(),
+    }
+}
+
+/// One node selector term, as written (an empty one is the caller's to judge).
+fn selector_term(
+    object: &str,
+    path: &str,
+    term: &NodeSelectorTerm,
+) -> Result<SelectorTerm, ConvertError> {
+    let mut converted = SelectorTerm::default();
+    for (i, r) in term.match_expressions.iter().flatten().enumerate() {
+        let path = format!("{path}.matchExpressions[{i}]");
+        converted
+            .match_expressions
+            .push(requirement(object, &path, r)?);
+    }
+    for (i, r) in term.match_fields.iter().flatten().enumerate() {
+        let path = format!("{path}.matchFields[{i}]");
+        if r.key != NODE_NAME_FIELD {
+            return Err(ConvertError::new(
+                object,
+                format!("{path}.key"),
+                format!(
+                    "unknown field {:?} (only {NODE_NAME_FIELD} is known)",
+                    r.key
+                ),
+            ));
+        }
+        converted.match_fields.push(requirement(object, &path, r)?);
+    }
+    Ok(converted)
+}
+
+/// A preference's weight, 1 to 100 as Kubernetes requires.
+fn weight(object: &str, path: &str, weight: i32) -> Result<u32, ConvertError> {
+    u32::try_from(weight)
+        .ok()
+        .filter(|w| (1..=100).contains(w))
+        .ok_or_else(|| {
+            ConvertError::new(
+                object,
+                format!("{path}.weight"),
+                format!("{weight} is not in 1..=100"),
+            )
+        })
+}
 
 /// The pod's node constraints (`None` when it has none) and the GPU models they name.
 fn constraints(
@@ -621,48 +646,38 @@ fn constraints(
     if let Some(selector) = required {
         for (t, term) in selector.node_selector_terms.iter().enumerate() {
             let path = format!("{REQUIRED_AFFINITY}.nodeSelectorTerms[{t}]");
-            let mut converted = SelectorTerm::default();
-            for (i, r) in term.match_expressions.iter().flatten().enumerate() {
-                let path = format!("{path}.matchExpressions[{i}]");
-                converted
-                    .match_expressions
-                    .push(requirement(object, &path, r)?);
-            }
-            for (i, r) in term.match_fields.iter().flatten().enumerate() {
-                let path = format!("{path}.matchFields[{i}]");
-                if r.key != NODE_NAME_FIELD {
-                    return Err(ConvertError::new(
-                        object,
-                        format!("{path}.key"),
-                        format!(
-                            "unknown field {:?} (only {NODE_NAME_FIELD} is known)",
-                            r.key
-                        ),
-                    ));
-                }
-                converted.match_fields.push(requirement(object, &path, r)?);
-            }
+            let mut converted = selector_term(object, &path, term)?;
             if converted.match_expressions.is_empty() && converted.match_fields.is_empty() {
                 // Kubernetes: an empty term matches no node. The model's empty term would
                 // match every node, so it gets a requirement no node meets.
-                converted.match_fields.push(Requirement {
-                    key: NODE_NAME_FIELD.to_owned(),
-                    op: SelectorOp::In,
-                    values: Vec::new(),
-                });
+                converted.match_fields.push(no_node());
             }
             affinity.push(converted);
         }
         if affinity.is_empty() {
             // No term at all: Kubernetes places the pod nowhere.
             affinity.push(SelectorTerm {
-                match_fields: vec![Requirement {
-                    key: NODE_NAME_FIELD.to_owned(),
-                    op: SelectorOp::In,
-                    values: Vec::new(),
-                }],
+                match_fields: vec![no_node()],
                 ..SelectorTerm::default()
             });
+        }
+    }
+    let mut preferred = Vec::new();
+    let preferences = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        });
+    for (t, p) in preferences.into_iter().flatten().enumerate() {
+        let path = format!("{PREFERRED_AFFINITY}[{t}]");
+        let term = selector_term(object, &format!("{path}.preference"), &p.preference)?;
+        // An empty preference matches every node alike: it orders nothing.
+        if !term.match_expressions.is_empty() || !term.match_fields.is_empty() {
+            let weight = weight(object, &path, p.weight)?;
+            preferred.push(Weighted { weight, term });
         }
     }
     let mut tolerations = Vec::new();
@@ -710,11 +725,13 @@ fn constraints(
     };
     let constraints = (!node_selector.is_empty()
         || !affinity.is_empty()
-        || !tolerations.is_empty())
+        || !tolerations.is_empty()
+        || !preferred.is_empty())
     .then_some(NodeConstraints {
         node_selector,
         affinity,
         tolerations,
+        preferred,
     });
     Ok((constraints, gpu_models))
 }
@@ -830,20 +847,45 @@ fn pod_rules(
         }
         Ok::<_, ConvertError>(converted)
     };
-    let affinity_terms = affinity
-        .and_then(|a| a.pod_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
-    let anti_terms = affinity
-        .and_then(|a| a.pod_anti_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        });
+    let pod_affinity = affinity.and_then(|a| a.pod_affinity.as_ref());
+    let pod_anti_affinity = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+    let affinity_terms = pod_affinity.and_then(|a| {
+        a.required_during_scheduling_ignored_during_execution
+            .as_ref()
+    });
+    let anti_terms = pod_anti_affinity.and_then(|a| {
+        a.required_during_scheduling_ignored_during_execution
+            .as_ref()
+    });
     let affinity = required("podAffinity", affinity_terms)?;
     let anti_affinity = required("podAntiAffinity", anti_terms)?;
+    let mut preferred = |field: &'static str, terms: Option<&Vec<WeightedTermObject>>| {
+        let mut converted = Vec::new();
+        for (i, p) in terms.into_iter().flatten().enumerate() {
+            let path = format!(
+                "spec.affinity.{field}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            );
+            let term_path = format!("{path}.podAffinityTerm");
+            let term = affinity_term(object, &term_path, &p.pod_affinity_term, &identity, ignored)?;
+            let weight = weight(object, &path, p.weight)?;
+            converted.push(Weighted { weight, term });
+        }
+        Ok::<_, ConvertError>(converted)
+    };
+    let preferred_affinity = preferred(
+        "podAffinity",
+        pod_affinity.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
+    )?;
+    let preferred_anti_affinity = preferred(
+        "podAntiAffinity",
+        pod_anti_affinity.and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .as_ref()
+        }),
+    )?;
     let mut spread = Vec::new();
     let constraints = spec.and_then(|s| s.topology_spread_constraints.as_ref());
     for (i, constraint) in constraints.into_iter().flatten().enumerate() {
@@ -860,6 +902,8 @@ fn pod_rules(
         affinity,
         anti_affinity,
         spread,
+        preferred_affinity,
+        preferred_anti_affinity,
     })
 }
 
@@ -1948,7 +1992,7 @@ mod tests {
     }
 
     #[test]
-    fn unsupported_scheduling_fields_are_reported_as_ignored() {
+    fn preferences_and_spread_constraints_and_what_is_ignored() {
         let term = json!({"labelSelector": {"matchLabels": {"app": "x"}},
                           "topologyKey": "kubernetes.io/hostname"});
         let facts = facts(json!({"spec": {
@@ -1958,7 +2002,7 @@ mod tests {
                 ]},
                 "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term.clone()]},
                 "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 1, "podAffinityTerm": term}
+                    {"weight": 30, "podAffinityTerm": term}
                 ]}
             },
             "topologySpreadConstraints": [
@@ -1970,11 +2014,7 @@ mod tests {
         }}));
         assert_eq!(
             facts.ignored,
-            [
-                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                "spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway",
-            ]
+            ["spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway"]
         );
         let [hard] = &facts.pod_rules.spread[..] else {
             panic!("one hard constraint: {:?}", facts.pod_rules.spread);
@@ -1989,12 +2029,20 @@ mod tests {
             (2, Some(3), true, true)
         );
         assert_eq!(hard.pods.namespaces, Namespaces::Only(vec!["ml".into()]));
-        assert_eq!(
-            facts.constraints, None,
-            "preferred affinity is no constraint"
+        let node = facts.constraints.expect("a preference");
+        assert!(
+            node.selects("n1", &Labels::new()),
+            "a preference is no constraint"
         );
+        assert_eq!(node.preferred[0].weight, 1);
+        assert_eq!(
+            node.preference("n1", &[("a".into(), "1".into())].into()),
+            100
+        );
+        assert_eq!(node.preference("n1", &Labels::new()), 0);
         assert_eq!(facts.pod_rules.affinity.len(), 1, "required terms are kept");
         assert!(facts.pod_rules.anti_affinity.is_empty());
+        assert_eq!(facts.pod_rules.preferred_anti_affinity[0].weight, 30);
     }
 
     #[test]
@@ -2105,6 +2153,15 @@ mod tests {
             "pod ml/p: spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]\
              .labelSelector.matchExpressions[0].operator: unknown operator \"Gt\" (known: In, \
              NotIn, Exists, DoesNotExist)"
+        );
+        let heavy = json!({"spec": {"affinity": {"podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 101,
+                "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}]
+        }}}});
+        assert_eq!(
+            pod_error(heavy),
+            "pod ml/p: spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]\
+             .weight: 101 is not in 1..=100"
         );
     }
 

@@ -140,6 +140,29 @@ impl SelectorTerm {
     }
 }
 
+/// A preference: a term and its weight (1 to 100).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Weighted<T> {
+    pub weight: u32,
+    pub term: T,
+}
+
+/// Scales the weight of the preferences that hold to 0..=100 of their total: the same
+/// order of nodes as kube-scheduler's sum of weights, normalised per pod so that no other
+/// node needs to be seen.
+pub fn preference_score<T>(preferences: &[Weighted<T>], holds: impl Fn(&T) -> bool) -> i64 {
+    let total: u64 = preferences.iter().map(|p| u64::from(p.weight)).sum();
+    if total == 0 {
+        return 0;
+    }
+    let met: u64 = preferences
+        .iter()
+        .filter(|p| holds(&p.term))
+        .map(|p| u64::from(p.weight))
+        .sum();
+    (met * 100 / total) as i64
+}
+
 /// A job's placement constraints: every pod of a job shares them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeConstraints {
@@ -148,6 +171,8 @@ pub struct NodeConstraints {
     /// Required node affinity: at least one term must hold (none: no constraint).
     pub affinity: Vec<SelectorTerm>,
     pub tolerations: Vec<Toleration>,
+    /// Preferred node affinity: nodes matching more weight score higher.
+    pub preferred: Vec<Weighted<SelectorTerm>>,
 }
 
 impl NodeConstraints {
@@ -157,6 +182,11 @@ impl NodeConstraints {
             .iter()
             .all(|(k, v)| labels.get(k) == Some(v))
             && (self.affinity.is_empty() || self.affinity.iter().any(|t| t.matches(name, labels)))
+    }
+
+    /// How well the node meets the preferred node affinity, 0 to 100.
+    pub fn preference(&self, name: &str, labels: &Labels) -> i64 {
+        preference_score(&self.preferred, |term| term.matches(name, labels))
     }
 
     /// The first of `taints` that keeps new pods away and that no toleration covers.
@@ -245,12 +275,22 @@ pub struct PodRules {
     pub anti_affinity: Vec<PodAffinityTerm>,
     /// Hard topology spread constraints.
     pub spread: Vec<SpreadConstraint>,
+    /// Preferred affinity: a domain holding pods a term selects is better by its weight.
+    pub preferred_affinity: Vec<Weighted<PodAffinityTerm>>,
+    /// Preferred anti-affinity: a domain holding pods a term selects is worse by its
+    /// weight.
+    pub preferred_anti_affinity: Vec<Weighted<PodAffinityTerm>>,
 }
 
 impl PodRules {
-    /// Whether it has affinity or anti-affinity terms.
+    /// Whether it has required affinity or anti-affinity terms.
     pub fn has_terms(&self) -> bool {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// Whether it has preferred affinity or anti-affinity terms.
+    pub fn has_preferences(&self) -> bool {
+        !self.preferred_affinity.is_empty() || !self.preferred_anti_affinity.is_empty()
     }
 
     /// Whether every affinity term selects `pod` (kube-scheduler counts a pod towards a

@@ -18,7 +18,8 @@ pub use cluster::{
 };
 pub use constraints::{
     Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules, Requirement,
-    SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration, untolerated,
+    SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration, Weighted,
+    preference_score, untolerated,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, PodRequest, Tier, TopologyNeed};

@@ -114,12 +114,17 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 profile.pre_filters.push(p.clone());
                 profile.filters.push(p);
             }
-            "node-affinity" => profile.filters.push(Arc::new(NodeAffinity)),
+            "node-affinity" => {
+                let p = Arc::new(NodeAffinity);
+                profile.filters.push(p.clone());
+                profile.scores.push(scorer(p));
+            }
             "taint-toleration" => profile.filters.push(Arc::new(TaintToleration)),
             "pod-affinity" => {
                 let p = Arc::new(InterPodAffinity);
                 profile.pre_filters.push(p.clone());
-                profile.filters.push(p);
+                profile.filters.push(p.clone());
+                profile.scores.push(scorer(p));
             }
             "topology-spread" => {
                 let p = Arc::new(TopologySpread);
@@ -161,7 +166,15 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 )));
             }
         }
-        let scores = ["binpack", "e-binpack", "e-spread", "spread", "gpu-topology"];
+        let scores = [
+            "binpack",
+            "e-binpack",
+            "e-spread",
+            "spread",
+            "gpu-topology",
+            "node-affinity",
+            "pod-affinity",
+        ];
         if weight.is_some() && !scores.contains(&name) {
             return Err(error(format!(
                 "`{name}` is not a score plugin and takes no weight"

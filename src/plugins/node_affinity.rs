@@ -1,8 +1,11 @@
-//! `node-affinity` (Filter): a job's pods go only to nodes that match its node selector and
-//! its required node affinity, as kube-scheduler's `NodeAffinity` plugin decides. A job
-//! without constraints passes everywhere at the cost of one branch.
+//! `node-affinity` (Filter, Score): a job's pods go only to nodes that match its node
+//! selector and its required node affinity, and prefer the nodes that meet more of the
+//! weight of its preferred node affinity, as kube-scheduler's `NodeAffinity` plugin
+//! decides. A job without constraints passes everywhere at the cost of one branch, and
+//! one without preferences is not scored.
 
-use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
+use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Score, Status};
+use crate::model::Job;
 
 pub struct NodeAffinity;
 
@@ -20,5 +23,20 @@ impl Filter for NodeAffinity {
             }
             _ => Status::SUCCESS,
         }
+    }
+}
+
+impl Score for NodeAffinity {
+    fn applies(&self, job: &Job) -> bool {
+        job.constraints
+            .as_ref()
+            .is_some_and(|c| !c.preferred.is_empty())
+    }
+
+    fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
+        pod.job
+            .constraints
+            .as_ref()
+            .map_or(0, |c| c.preference(&node.spec.name, &node.spec.labels))
     }
 }

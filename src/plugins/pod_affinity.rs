@@ -1,5 +1,6 @@
-//! `pod-affinity` (PreFilter, Filter): required inter-pod affinity and anti-affinity, as
-//! kube-scheduler's `InterPodAffinity` plugin decides.
+//! `pod-affinity` (PreFilter, Filter, Score): required inter-pod affinity and
+//! anti-affinity, as kube-scheduler's `InterPodAffinity` plugin decides, and the preferred
+//! terms as a score.
 //!
 //! PreFilter gathers, once per job, the topology domains (a node label and its value)
 //! that hold pods its rules select, and the domains whose pods' anti-affinity selects the
@@ -8,6 +9,12 @@
 //! pods already placed in this attempt, so the replicas of a gang keep their rules among
 //! themselves. A job without an identity (the simulator's) costs one branch per node; a
 //! pod without rules, in a cluster whose pods carry no anti-affinity, one lookup.
+//!
+//! Score: the weight of the preferred terms a node meets (an affinity term where pods it
+//! selects are in the node's domain, an anti-affinity term where none is), scaled to
+//! 0..=100 of the job's total weight. Unlike kube-scheduler, a term counts once however many pods it
+//! selects there, and other pods' preferred terms do not score the job: the score needs
+//! no other node to be seen.
 //!
 //! The first of pods drawn to each other may go anywhere (kube-scheduler's rule). For a
 //! gang that is the whole gang, so its domain is chosen up front: the one with room for
@@ -18,7 +25,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status};
+use crate::framework::{
+    CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score, Status,
+};
 use crate::model::{ClusterSpec, Job, Labels, NodeId, PodAffinityTerm, PodRules};
 
 pub struct InterPodAffinity;
@@ -76,6 +85,9 @@ struct Gathered {
     first_of_its_kind: bool,
     /// For a gang that is the first of its kind: the domain (label and value) it goes to.
     gang_domain: Option<(String, String)>,
+    /// Per preferred affinity term, then per preferred anti-affinity term: the domains
+    /// holding pods it selects.
+    preferred: Vec<Domains>,
 }
 
 impl PreFilter for InterPodAffinity {
@@ -86,7 +98,7 @@ impl PreFilter for InterPodAffinity {
         };
         let has_terms = own.has_terms();
         let selectable = snapshot.has_anti_affinities();
-        if !has_terms && !selectable {
+        if !has_terms && !selectable && !own.has_preferences() {
             return Status::SUCCESS;
         }
         let spec = snapshot.spec();
@@ -97,6 +109,7 @@ impl PreFilter for InterPodAffinity {
             existing_anti_affinity: Domains::default(),
             first_of_its_kind: false,
             gang_domain: None,
+            preferred: Vec::new(),
         };
         if selectable {
             for (other, rules) in snapshot.anti_affinities() {
@@ -129,6 +142,20 @@ impl PreFilter for InterPodAffinity {
                     gathered.anti_affinity.add(spec, &term.topology_key, nodes);
                 }
             }
+        }
+        let preferences = own
+            .preferred_affinity
+            .iter()
+            .chain(&own.preferred_anti_affinity);
+        for preference in preferences {
+            let mut domains = Domains::default();
+            for (other, rules) in snapshot.pod_rules() {
+                if preference.term.selects(&rules.identity) {
+                    let key = &preference.term.topology_key;
+                    domains.add(spec, key, snapshot.job_nodes(other));
+                }
+            }
+            gathered.preferred.push(domains);
         }
         gathered.first_of_its_kind = gathered.affinity.0.is_empty();
         if gathered.first_of_its_kind && job.is_gang() && own.affinity_selects(&own.identity) {
@@ -172,6 +199,46 @@ impl Filter for InterPodAffinity {
             return Status::unschedulable(EXISTING_ANTI_AFFINITY);
         }
         Status::SUCCESS
+    }
+}
+
+impl Score for InterPodAffinity {
+    fn applies(&self, job: &Job) -> bool {
+        job.pod_rules.as_ref().is_some_and(|r| r.has_preferences())
+    }
+
+    fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
+        let (Some(own), Some(gathered)) = (pod.job.pod_rules.as_deref(), state.read::<Gathered>())
+        else {
+            return 0;
+        };
+        let labels = &node.spec.labels;
+        // An affinity preference is met where its pods are, an anti-affinity one where
+        // they are not.
+        let (attracting, repelling) = gathered.preferred.split_at(own.preferred_affinity.len());
+        let terms = (own
+            .preferred_affinity
+            .iter()
+            .zip(attracting)
+            .map(|t| (t, true)))
+        .chain(
+            own.preferred_anti_affinity
+                .iter()
+                .zip(repelling)
+                .map(|t| (t, false)),
+        );
+        let (mut met, mut total) = (0i64, 0i64);
+        for ((preference, domains), wanted) in terms {
+            let weight = i64::from(preference.weight);
+            total += weight;
+            if domains.holds(&preference.term.topology_key, labels) == wanted {
+                met += weight;
+            }
+        }
+        if total == 0 {
+            return 0;
+        }
+        met * MAX_NODE_SCORE / total
     }
 }
 
