@@ -108,6 +108,12 @@ pub trait Filter: Plugin {
     }
 
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status;
+
+    /// Whether the plugin may refuse any node for this job's pods; when not, it is not
+    /// asked per node by the search (a diagnosis still asks it).
+    fn applies(&self, _job: &Job) -> bool {
+        true
+    }
 }
 
 /// How good a node is for a pod, `0..=MAX_NODE_SCORE`. `score_group` ranks search groups

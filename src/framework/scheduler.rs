@@ -205,8 +205,8 @@ impl Scheduler {
         for &(key, placement) in &plan.pods {
             state.restore(key, placement, PlacementPhase::Bound)?;
         }
-        if let Some(affinity) = job.pod_rules.as_ref().filter(|_| !plan.pods.is_empty()) {
-            state.set_pod_rules(job.id, affinity);
+        if let Some(rules) = job.pod_rules.as_ref().filter(|_| !plan.pods.is_empty()) {
+            state.set_pod_rules(job.id, rules);
         }
         self.state = state;
         let tenant = self.tenant_of(&job);
@@ -428,19 +428,19 @@ impl Scheduler {
             }
         }
         let since = self.tight_waits.get(&job.id).copied();
-        if let Some(since) = since {
-            cycle.write(TightWaitSince(since));
-        }
         let mut held: Vec<GroupId> = self
             .reservations
             .iter()
             .filter(|r| r.job != job.id && r.priority >= job.priority)
             .flat_map(|r| r.groups.iter().copied())
             .collect();
-        if !held.is_empty() {
-            held.sort_unstable();
-            cycle.write(HeldGroups(held));
-        }
+        held.sort_unstable();
+        let inputs = CycleInputs {
+            now_ms,
+            tight_since: since,
+            held,
+        };
+        inputs.write(&mut cycle);
         let searched = room_now
             .then(|| place_job(&self.profile, job, &self.state, &cycle))
             .flatten();
@@ -450,7 +450,7 @@ impl Scheduler {
                 job,
                 offer.tenant,
                 admitted,
-                &cycle,
+                &inputs,
                 offer.backfill_since,
                 now_ms,
             ) {
@@ -464,7 +464,7 @@ impl Scheduler {
             // The victims' going must have let the job into its quota too.
             let admitted_now = self.tenants.admit(offer.tenant, job) != Admission::Denied;
             (preempted && admitted_now)
-                .then(|| place_job(&self.profile, job, &self.state, &cycle))
+                .then(|| inputs.place(&self.profile, job, &self.state))
                 .flatten()
         });
         let Some(found) = found else {
@@ -648,13 +648,13 @@ impl Scheduler {
         job: &Arc<Job>,
         tenant: usize,
         admitted: bool,
-        cycle: &CycleState,
+        inputs: &CycleInputs,
         backfill_since: Option<u64>,
         now_ms: u64,
     ) -> Preempted {
         let mut retry_at: Option<u64> = None;
         let proposal = {
-            let fits = |state: &ClusterState| place_job(&self.profile, job, state, cycle).is_some();
+            let fits = |state: &ClusterState| inputs.place(&self.profile, job, state).is_some();
             let reserved = self
                 .reservations
                 .iter()
@@ -810,6 +810,41 @@ enum Preempted {
     /// Nothing now; victims become available then.
     RetryAt(u64),
     Nothing,
+}
+
+/// What the scheduler itself writes into a job's cycle state, kept so that the cycle can
+/// be prepared again on another state: preemption judges the state without its victims,
+/// and what PreFilter gathered from the placed pods (inter-pod rules) changes with them.
+struct CycleInputs {
+    now_ms: u64,
+    tight_since: Option<u64>,
+    /// Sorted.
+    held: Vec<GroupId>,
+}
+
+impl CycleInputs {
+    fn write(&self, cycle: &mut CycleState) {
+        if let Some(since) = self.tight_since {
+            cycle.write(TightWaitSince(since));
+        }
+        if !self.held.is_empty() {
+            cycle.write(HeldGroups(self.held.clone()));
+        }
+    }
+
+    /// The job's placement on `state`, PreFilter run afresh on it; `None` when a PreFilter
+    /// refuses or the search finds nothing.
+    fn place(&self, profile: &Profile, job: &Job, state: &ClusterState) -> Option<Found> {
+        let mut cycle = CycleState::new(self.now_ms);
+        for plugin in &profile.pre_filters {
+            match plugin.pre_filter(job, state, &mut cycle).code {
+                Code::Success | Code::Skip => {}
+                _ => return None,
+            }
+        }
+        self.write(&mut cycle);
+        place_job(profile, job, state, &cycle)
+    }
 }
 
 fn empty_queues(profile: &Profile, tenants: usize) -> Queues {

@@ -519,8 +519,8 @@ impl Attempt {
 
     /// The complete placement, on a state that also knows who the job's pods are.
     fn finish(mut self, job: &Job) -> Found {
-        if let Some(affinity) = &job.pod_rules {
-            self.state.set_pod_rules(job.id, affinity);
+        if let Some(rules) = job.pod_rules.as_ref().filter(|_| !self.plan.is_empty()) {
+            self.state.set_pod_rules(job.id, rules);
         }
         Found {
             plan: JobPlan { pods: self.plan },
@@ -584,19 +584,19 @@ fn best_node(
     nodes: &[&[NodeId]],
 ) -> Option<NodeId> {
     let spec = state.spec();
+    let filters = Applying::of(&profile.filters, |f| f.applies(pod.job));
     let feasible = nodes.iter().flat_map(|s| s.iter()).filter_map(|&id| {
         let view = NodeView {
             id,
             spec: spec.node(id),
             state: state.node(id),
         };
-        profile
-            .filters
+        filters
             .iter()
             .all(|f| f.filter(pod, cycle, view).is_success())
             .then_some(view)
     });
-    let scorers = Scorers::of(profile, pod.job);
+    let scorers = Applying::of(&profile.scores, |(s, _)| s.applies(pod.job));
     if scorers.iter().any(|(s, _)| s.normalizes()) {
         return best_normalized(&scorers, pod, cycle, feasible.collect());
     }
@@ -615,40 +615,37 @@ fn best_node(
 
 /// The slow path for profiles with a normalizing scorer: every plugin scores every
 /// feasible node, normalizes, then the weighted sums are compared.
-/// The profile's scorers that have something to say about a job, without allocating: a
-/// bit per scorer (a profile has far fewer than 64; any beyond always take part).
-struct Scorers<'a> {
-    all: &'a [(Arc<dyn Score>, i64)],
-    applying: u64,
+/// The plugins of a list that have something to say about a job, chosen once per pod
+/// without allocating: a bit per plugin (a profile has far fewer than 64; any beyond always
+/// take part).
+struct Applying<'a, T> {
+    all: &'a [T],
+    bits: u64,
 }
 
-impl<'a> Scorers<'a> {
-    fn of(profile: &'a Profile, job: &Job) -> Self {
-        let applying = profile
-            .scores
+impl<'a, T> Applying<'a, T> {
+    fn of(all: &'a [T], applies: impl Fn(&T) -> bool) -> Self {
+        let bits = all
             .iter()
             .enumerate()
-            .filter(|(i, (s, _))| *i >= 64 || s.applies(job))
+            .filter(|(i, plugin)| *i >= 64 || applies(plugin))
             .fold(0u64, |bits, (i, _)| {
                 bits | 1u64.checked_shl(i as u32).unwrap_or(0)
             });
-        Self {
-            all: &profile.scores,
-            applying,
-        }
+        Self { all, bits }
     }
 
-    fn iter(&self) -> impl Iterator<Item = &'a (Arc<dyn Score>, i64)> + '_ {
+    fn iter(&self) -> impl Iterator<Item = &'a T> + '_ {
         self.all
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i >= 64 || self.applying >> i & 1 == 1)
-            .map(|(_, scorer)| scorer)
+            .filter(|(i, _)| *i >= 64 || self.bits >> i & 1 == 1)
+            .map(|(_, plugin)| plugin)
     }
 }
 
 fn best_normalized(
-    scorers: &Scorers,
+    scorers: &Applying<(Arc<dyn Score>, i64)>,
     pod: &PodContext,
     cycle: &CycleState,
     feasible: Vec<NodeView>,

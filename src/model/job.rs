@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::{GpuRequest, JobId, NodeConstraints, PodRules, PoolId, TenantId};
+use super::{
+    GpuRequest, JobId, NodeConstraints, NodeSpec, PodRules, PoolId, TenantId, untolerated,
+};
 
 /// What one pod asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,6 +158,21 @@ impl Job {
 
     pub fn accepts_pool(&self, pool: PoolId) -> bool {
         self.pools.is_empty() || self.pools.contains(&pool)
+    }
+
+    /// Whether its pods may go on the node at all, room aside: its pool, its node
+    /// selector and required affinity, and the taints it must tolerate.
+    pub fn may_use(&self, node: &NodeSpec) -> bool {
+        let tolerations = self
+            .constraints
+            .as_ref()
+            .map_or(&[][..], |c| &c.tolerations);
+        self.accepts_pool(node.pool)
+            && self
+                .constraints
+                .as_ref()
+                .is_none_or(|c| c.selects(&node.name, &node.labels))
+            && untolerated(tolerations, &node.taints).is_none()
     }
 
     pub fn is_gang(&self) -> bool {

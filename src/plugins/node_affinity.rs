@@ -16,6 +16,10 @@ impl Plugin for NodeAffinity {
 }
 
 impl Filter for NodeAffinity {
+    fn applies(&self, job: &Job) -> bool {
+        job.constraints.is_some()
+    }
+
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
         match &pod.job.constraints {
             Some(c) if !c.selects(&node.spec.name, &node.spec.labels) => {

@@ -167,6 +167,10 @@ impl PreFilter for InterPodAffinity {
 }
 
 impl Filter for InterPodAffinity {
+    fn applies(&self, job: &Job) -> bool {
+        job.pod_rules.is_some()
+    }
+
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let Some(own) = pod.job.pod_rules.as_deref() else {
             return Status::SUCCESS;
@@ -276,20 +280,21 @@ fn satisfies_affinity(
 }
 
 /// For a gang drawn to itself with none of its kind placed: the domain of its first
-/// affinity term with room for the most of its pods (whole free devices on nodes that
-/// carry every term's key), the lowest label value among equals.
+/// affinity term with room for the most of its pods (whole free devices on the nodes it
+/// may use that carry every term's key), the lowest label value among equals.
 fn roomiest_domain(job: &Job, own: &PodRules, snapshot: &ClusterState) -> Option<(String, String)> {
     let key = &own.affinity.first()?.topology_key;
     let devices_per_pod = job.pods.first().map_or(1, |p| p.gpu.whole().max(1));
     let spec = snapshot.spec();
     let mut room: HashMap<&str, u32> = HashMap::new();
     for (id, state) in snapshot.nodes() {
-        let labels = &spec.node(id).labels;
-        if !own
+        let node = spec.node(id);
+        let labels = &node.labels;
+        let has_keys = own
             .affinity
             .iter()
-            .all(|t| labels.contains_key(&t.topology_key))
-        {
+            .all(|t| labels.contains_key(&t.topology_key));
+        if !has_keys || !job.may_use(node) {
             continue;
         }
         *room.entry(labels[key].as_str()).or_default() +=

@@ -7,13 +7,16 @@
 //! selector and affinity and tolerating the node's taints. Filter lets a pod onto a node
 //! only if the node's domain would then hold at most `maxSkew` more selected pods than
 //! the emptiest domain. The job's pods placed earlier in the attempt count too, so a
-//! gang's pods spread among themselves. A job without constraints costs one branch.
+//! gang's pods spread among themselves (over all its candidate groups at once, without
+//! waiting for a tight domain). A job without constraints is not asked per node.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status};
+use crate::framework::{
+    AnyGroup, CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status,
+};
 use crate::model::{ClusterSpec, Job, NodeId, NodeSpec, SpreadConstraint, untolerated};
 
 pub struct TopologySpread;
@@ -36,6 +39,8 @@ struct Counted {
     selects_itself: bool,
     /// Selected pods per domain of the eligible nodes, every domain listed.
     counts: HashMap<String, u32>,
+    /// Per node: whether its pods count.
+    counted_on: Vec<bool>,
     /// The smallest count (0 with fewer domains than `minDomains`), and how many domains
     /// have it.
     min: u32,
@@ -124,9 +129,15 @@ impl PreFilter for TopologySpread {
                 max_skew: c.max_skew,
                 selects_itself: c.pods.selects(&rules.identity),
                 counts,
+                counted_on,
                 min,
                 at_min: if too_few { usize::MAX } else { at_min },
             });
+        }
+        // A gang that spreads its own pods gains nothing from staying in one group, and
+        // must not wait for one.
+        if job.is_gang() && constraints.iter().any(|c| c.selects_itself) {
+            state.write(AnyGroup);
         }
         state.write(Gathered {
             spec: spec.clone(),
@@ -137,6 +148,10 @@ impl PreFilter for TopologySpread {
 }
 
 impl Filter for TopologySpread {
+    fn applies(&self, job: &Job) -> bool {
+        job.pod_rules.as_ref().is_some_and(|r| !r.spread.is_empty())
+    }
+
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         if pod
             .job
@@ -156,7 +171,11 @@ impl Filter for TopologySpread {
             };
             let mut placed: HashMap<&str, u32> = HashMap::new();
             if c.selects_itself {
-                for (_, p) in pod.placed {
+                let counted = pod
+                    .placed
+                    .iter()
+                    .filter(|(_, p)| c.counted_on[p.node.index()]);
+                for (_, p) in counted {
                     if let Some(d) = domain_of(p.node, &c.key) {
                         *placed.entry(d.as_str()).or_default() += 1;
                     }
