@@ -16,7 +16,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use kant::framework::Scheduler;
+use kant::framework::{Decision, Scheduler};
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, Namespaces, NodeConstraints,
     NodeRow, PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SelectorTerm,
@@ -25,10 +25,16 @@ use kant::model::{
 
 const HOSTNAME: &str = "kubernetes.io/hostname";
 
-/// Nodes of 8 GPUs named `n0`, `n1`, ..., each in the zone given.
+/// Nodes of 8 H100 GPUs named `n0`, `n1`, ..., each in the zone given.
 fn zoned(zones: &[&str]) -> Arc<ClusterSpec> {
+    let nodes: Vec<(&str, &str)> = zones.iter().map(|&z| (z, "H100")).collect();
+    zoned_models(&nodes)
+}
+
+/// Nodes of 8 GPUs named `n0`, `n1`, ..., each in the zone and of the GPU model given.
+fn zoned_models(nodes: &[(&str, &str)]) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
-    for (i, zone) in zones.iter().enumerate() {
+    for (i, (zone, model)) in nodes.iter().enumerate() {
         let name = format!("n{i}");
         let row = NodeRow {
             labels: [
@@ -37,7 +43,7 @@ fn zoned(zones: &[&str]) -> Arc<ClusterSpec> {
             ]
             .into(),
             name,
-            gpu_model: Some("H100".into()),
+            gpu_model: Some(model.to_string()),
             gpus: 8,
             ..Default::default()
         };
@@ -432,4 +438,111 @@ fn preferences_order_the_nodes_that_pass() {
     assert_eq!(nodes_of(&s, 2), ["n1"]);
     assert_eq!(zones_of(&s, [3]), ["b"]);
     assert_eq!(zones_of(&s, [4]), ["b"]);
+}
+
+/// The default profile with the `preemption` plugin.
+fn preempting_scheduler(spec: Arc<ClusterSpec>) -> Scheduler {
+    let mut config = profile_config("default", None, None);
+    config
+        .plugins
+        .push(kant::config::PluginConfig::Name("preemption".into()));
+    scheduler(build(&config), spec)
+}
+
+fn victims(decisions: &[Decision]) -> Vec<JobId> {
+    decisions
+        .iter()
+        .flat_map(|d| match d {
+            Decision::Preempted { victims, .. } => victims.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Two hours: the jobs placed at 0 are past their protection from preemption.
+const LATER_MS: u64 = 7_200_000;
+
+#[test]
+fn preemption_judges_the_rules_without_its_victims() {
+    // A cache must be in the database's zone: evicting the database cannot make room
+    // for it, nor can evicting the filler of the other zone.
+    let mut s = preempting_scheduler(zoned(&["a", "b"]));
+    s.submit(app(1, 1, 8, "db", vec![], vec![]));
+    s.submit(app(2, 1, 8, "filler", vec![], vec![]));
+    s.schedule(0);
+    let mut cache = app(3, 1, 8, "cache", vec![term("db", "zone")], vec![]);
+    cache.priority = 10;
+    s.submit(cache);
+    let decisions = s.schedule(LATER_MS);
+    assert!(victims(&decisions).is_empty(), "{decisions:?}");
+    assert!(placed_jobs(&decisions).is_empty());
+
+    // A noisy job keeps batch pods off its node: evicting it (4 GPUs, the least work
+    // lost) makes room there, which only a judgement without it can see.
+    let mut s = preempting_scheduler(zoned(&["a", "b"]));
+    s.submit(app(1, 1, 4, "noisy", vec![], vec![term("batch", HOSTNAME)]));
+    s.submit(app(2, 1, 8, "filler", vec![], vec![]));
+    s.schedule(0);
+    assert_eq!(nodes_of(&s, 1), ["n0"]);
+    let mut batch = app(3, 1, 8, "batch", vec![], vec![]);
+    batch.priority = 10;
+    s.submit(batch);
+    let decisions = s.schedule(LATER_MS);
+    assert_eq!(victims(&decisions), [JobId(1)]);
+    assert_eq!(nodes_of(&s, 3), ["n0"]);
+}
+
+#[test]
+fn only_pods_that_every_affinity_term_selects_count() {
+    let mut s = default_scheduler(zoned(&["a", "b"]));
+    let labelled = |id: u32, labels: &[(&str, &str)], affinity: Vec<PodAffinityTerm>| {
+        let mut job = app(id, 1, 1, "", vec![], vec![]);
+        let mut rules = job.pod_rules.as_deref().unwrap().clone();
+        rules.identity.labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        rules.affinity = affinity;
+        job.pod_rules = Some(Arc::new(rules));
+        job
+    };
+    // One pod is a database, another gold tier; none is both.
+    s.submit(labelled(1, &[("app", "db")], vec![]));
+    s.submit(labelled(2, &[("tier", "gold")], vec![]));
+    s.schedule(0);
+    let gold = PodAffinityTerm {
+        selector: Some(vec![Requirement {
+            key: "tier".into(),
+            op: SelectorOp::In,
+            values: vec!["gold".into()],
+        }]),
+        ..term("", "zone")
+    };
+    s.submit(labelled(3, &[], vec![term("db", "zone"), gold.clone()]));
+    assert!(placed_jobs(&s.schedule(1)).is_empty());
+    // A gold database counts, once the waiting pod is tried again.
+    s.submit(labelled(4, &[("app", "db"), ("tier", "gold")], vec![]));
+    assert_eq!(placed_jobs(&s.schedule(2)), [JobId(4)]);
+    let retry = s.next_retry_ms(2).expect("the waiting pod is tried again");
+    assert_eq!(placed_jobs(&s.schedule(retry)), [JobId(3)]);
+    assert_eq!(zones_of(&s, [3]), zones_of(&s, [4]));
+}
+
+#[test]
+fn a_gang_spreads_evenly_over_its_nodes() {
+    let mut s = default_scheduler(zoned(&["a", "a"]));
+    s.submit(spread_app(1, 4, 1, "ps", vec![skew("ps", HOSTNAME, 1)]));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let mut nodes = nodes_of(&s, 1);
+    nodes.sort();
+    assert_eq!(nodes, ["n0", "n0", "n1", "n1"]);
+}
+
+#[test]
+fn a_self_drawn_gang_picks_its_domain_among_the_nodes_it_may_use() {
+    // Zone b has the most room, but of another GPU model.
+    let mut s = default_scheduler(zoned_models(&[("a", "H100"), ("b", "A100"), ("b", "A100")]));
+    s.submit(app(1, 2, 4, "ring", vec![term("ring", "zone")], vec![]));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, 1), ["n0", "n0"]);
 }

@@ -474,7 +474,15 @@ impl Scheduler {
                 Some(_) => self.tight_waits.insert(job.id, since),
                 None => self.tight_waits.remove(&job.id),
             };
-            let retry_at = [tight_retry, preemption_retry]
+            // Pods arriving elsewhere free no capacity, yet may be what a job's affinity or
+            // spread waits for: such a job is tried again after the requeue backoff.
+            let waits_on_pods = job
+                .pod_rules
+                .as_ref()
+                .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
+            let rules_retry =
+                waits_on_pods.then(|| now_ms + self.profile.queue_settings.requeue_backoff);
+            let retry_at = [tight_retry, preemption_retry, rules_retry]
                 .into_iter()
                 .flatten()
                 .filter(|&t| t > now_ms)
