@@ -263,6 +263,24 @@ fn constraints_kant_does_not_enforce_are_told_once() {
     assert_eq!(binds(&out).len(), 1);
 }
 
+#[test]
+fn rules_a_custom_profile_leaves_out_are_told() {
+    let mut config = plain();
+    for profile in &mut config.profiles {
+        profile.plugins.retain(|p| p.name() != "pod-affinity");
+    }
+    let mut world = synced(&config, &[node("n1", 8)]);
+    apply_pod(&mut world, &web_replica("web-0"), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    let told = out.iter().any(|o| {
+        matches!(o, Output::Event { reason: "IgnoredConstraint", message, .. }
+            if message.contains("the profile has no pod-affinity plugin"))
+    });
+    assert!(told, "{out:?}");
+    assert_eq!(binds(&out).len(), 1);
+}
+
 /// A web replica: labelled `app=web`, kept off nodes that run another.
 fn web_replica(name: &str) -> k8s_openapi::api::core::v1::Pod {
     pod(

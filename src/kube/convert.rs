@@ -928,7 +928,9 @@ fn affinity_term(
             Namespaces::All
         }
         Some(_) => {
-            ignored.push("a pod affinity term's namespaceSelector (read as every namespace)");
+            ignored.push(
+                "a pod affinity term's namespaceSelector (the term is applied to every namespace)",
+            );
             Namespaces::All
         }
         None if listed.is_empty() => Namespaces::Only(vec![pod.namespace.clone()]),
@@ -2101,7 +2103,7 @@ mod tests {
         assert!(every.selects(&pod("anywhere", &[])));
         assert_eq!(
             facts.ignored,
-            ["a pod affinity term's namespaceSelector (read as every namespace)"]
+            ["a pod affinity term's namespaceSelector (the term is applied to every namespace)"]
         );
     }
 

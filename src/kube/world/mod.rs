@@ -214,6 +214,28 @@ pub struct World {
     reporter: Reporter,
     metrics: Arc<LiveMetrics>,
     outputs: Vec<Output>,
+    /// Which of a pod's scheduling fields the profile's plugins enforce.
+    enforced: Enforced,
+}
+
+/// Whether the profile has the filters that enforce a pod's node and inter-pod rules (a
+/// custom profile may leave them out; the pods are then told).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Enforced {
+    pub node_affinity: bool,
+    pub pod_affinity: bool,
+    pub topology_spread: bool,
+}
+
+impl Enforced {
+    fn of(profile: &Profile) -> Self {
+        let has = |name: &str| profile.filters.iter().any(|f| f.name() == name);
+        Self {
+            node_affinity: has("node-affinity"),
+            pod_affinity: has("pod-affinity"),
+            topology_spread: has("topology-spread"),
+        }
+    }
 }
 
 impl World {
@@ -229,6 +251,7 @@ impl World {
         let mut nodes = Nodes::new(converter);
         let spec = nodes.build_spec();
         let tenants = Tenants::resolve(&[], &spec)?;
+        let enforced = Enforced::of(&profile);
         let mut scheduler =
             Scheduler::with_tenants(profile, Box::new(DeferredBinder), Arc::new(spec), tenants);
         // Evicted pods take time to go: their devices are theirs until they are gone.
@@ -248,6 +271,7 @@ impl World {
             reporter: Reporter::new(options.diagnose_every_ms, options.diagnoses_per_round),
             metrics,
             outputs: Vec::new(),
+            enforced,
             options,
         })
     }

@@ -680,14 +680,15 @@ impl World {
             let Some(facts) = entry.facts.clone() else {
                 continue;
             };
-            if !facts.ignored.is_empty() && self.pods.warned.insert(uid.clone()) {
+            let ignored = self.unenforced(&facts);
+            if !ignored.is_empty() && self.pods.warned.insert(uid.clone()) {
                 self.outputs.push(Output::Event {
                     target: entry.target.clone(),
                     warning: true,
                     reason: "IgnoredConstraint",
                     message: format!(
                         "kant does not enforce {}; the pod is scheduled without it",
-                        facts.ignored.join(", ")
+                        ignored.join(", ")
                     ),
                 });
             }
@@ -724,6 +725,39 @@ impl World {
             jobs.extend(self.form_gang(&group, now_ms));
         }
         jobs
+    }
+
+    /// The pod's scheduling fields that are not enforced: those Kant never reads, and
+    /// those whose plugin the profile leaves out.
+    fn unenforced(&self, facts: &PodFacts) -> Vec<&'static str> {
+        let mut ignored = facts.ignored.clone();
+        let rules = &facts.pod_rules;
+        let node_rules = facts.constraints.as_ref().is_some_and(|c| {
+            !c.node_selector.is_empty() || !c.affinity.is_empty() || !c.preferred.is_empty()
+        });
+        let missing = [
+            (
+                !self.enforced.node_affinity && node_rules,
+                "spec.nodeSelector and spec.affinity.nodeAffinity (the profile has no \
+                 node-affinity plugin)",
+            ),
+            (
+                !self.enforced.pod_affinity && (rules.has_terms() || rules.has_preferences()),
+                "spec.affinity.podAffinity and podAntiAffinity (the profile has no \
+                 pod-affinity plugin)",
+            ),
+            (
+                !self.enforced.topology_spread && !rules.spread.is_empty(),
+                "spec.topologySpreadConstraints (the profile has no topology-spread plugin)",
+            ),
+        ];
+        ignored.extend(
+            missing
+                .into_iter()
+                .filter(|(m, _)| *m)
+                .map(|(_, what)| what),
+        );
+        ignored
     }
 
     /// A PodGroup's job, when enough of its members wait: `minMember`, less the members
