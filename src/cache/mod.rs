@@ -104,9 +104,9 @@ pub struct ClusterState {
     placements: OrdMap<PodKey, PlacedPod>,
     /// Milli-GPUs of the placements still only assumed (not yet confirmed bound).
     assumed_milli: u64,
-    /// Who the pods of each job with placed pods are, for inter-pod affinity (Kubernetes
-    /// pods only); apart, the jobs whose pods carry anti-affinity terms, which every
-    /// incoming pod is checked against.
+    /// Who the pods of each job with placed pods are, with their rules, for the inter-pod
+    /// rules of pods placed later (Kubernetes pods only); apart, the jobs whose pods carry
+    /// anti-affinity terms, which every incoming pod is checked against.
     pod_rules: OrdMap<JobId, Arc<PodRules>>,
     anti_affinities: OrdMap<JobId, Arc<PodRules>>,
 }
@@ -221,21 +221,21 @@ impl ClusterState {
             .map(|(_, placed)| placed.placement.node)
     }
 
-    /// Records who a job's pods are, for the inter-pod affinity of pods placed later. Call
-    /// it once a pod of the job is placed: it is dropped with the job's last placement.
-    pub fn set_pod_rules(&mut self, job: JobId, affinity: &Arc<PodRules>) {
-        if !affinity.anti_affinity.is_empty() {
-            self.anti_affinities.insert(job, affinity.clone());
+    /// Records who a job's pods are, for the inter-pod rules of pods placed later. Call it
+    /// once a pod of the job is placed: it is dropped with the job's last placement.
+    pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
+        if !rules.anti_affinity.is_empty() {
+            self.anti_affinities.insert(job, rules.clone());
         }
-        self.pod_rules.insert(job, affinity.clone());
+        self.pod_rules.insert(job, rules.clone());
     }
 
-    /// Takes over the pod affinities of `old`'s jobs that still have a placement here (the
+    /// Takes over the pod rules of `old`'s jobs that still have a placement here (the
     /// cluster was rebuilt).
     pub fn keep_pod_rules(&mut self, old: &ClusterState) {
-        for (&job, affinity) in &old.pod_rules {
+        for (&job, rules) in &old.pod_rules {
             if self.job_nodes(job).next().is_some() {
-                self.set_pod_rules(job, affinity);
+                self.set_pod_rules(job, rules);
             }
         }
     }
@@ -250,6 +250,7 @@ impl ClusterState {
         self.anti_affinities.iter().map(|(&job, a)| (job, a))
     }
 
+    /// Whether any placed pod carries anti-affinity terms.
     pub fn has_anti_affinities(&self) -> bool {
         !self.anti_affinities.is_empty()
     }
