@@ -546,3 +546,18 @@ fn a_self_drawn_gang_picks_its_domain_among_the_nodes_it_may_use() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
     assert_eq!(nodes_of(&s, 1), ["n0", "n0"]);
 }
+
+#[test]
+fn a_gang_that_spreads_over_zones_does_not_wait_for_one_leaf() {
+    // Two leaves of two nodes, each leaf its own zone: the search would first hold out
+    // for one leaf, which the spread forbids.
+    let mut spec = (*cluster(4, 8, 2, LinkProfile::NvlinkAll)).clone();
+    for (i, node) in spec.nodes.iter_mut().enumerate() {
+        let zone = if i < 2 { "a" } else { "b" };
+        node.labels.insert("zone".into(), zone.into());
+    }
+    let mut s = default_scheduler(Arc::new(spec));
+    s.submit(spread_app(1, 2, 4, "ring", vec![skew("ring", "zone", 1)]));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(zones_of(&s, [1]), ["a", "b"]);
+}
