@@ -234,9 +234,11 @@ fn a_relist_drops_what_vanished_while_the_watch_was_down() {
 #[test]
 fn constraints_kant_does_not_enforce_are_told_once() {
     let mut world = synced(&plain(), &[node("n1", 8)]);
-    let preferred = json!({"spec": {"topologySpreadConstraints": [{
-        "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
-        "labelSelector": {"matchLabels": {"app": "web"}}}]}});
+    let preferred = json!({"spec": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "namespaceSelector": {"matchLabels": {"team": "web"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}}});
     world.apply(
         Input::Pod(Box::new(Event::Apply(pod("p", 1, preferred)))),
         T0,
@@ -257,8 +259,8 @@ fn constraints_kant_does_not_enforce_are_told_once() {
     assert_eq!(
         warnings,
         ["kant does not enforce \
-             spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway; \
-             the pod is scheduled without it"]
+             a pod affinity term's namespaceSelector (the term is applied to every \
+             namespace); the pod is scheduled without it"]
     );
     assert_eq!(binds(&out).len(), 1);
 }

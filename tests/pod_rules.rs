@@ -561,3 +561,19 @@ fn a_gang_that_spreads_over_zones_does_not_wait_for_one_leaf() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
     assert_eq!(zones_of(&s, [1]), ["a", "b"]);
 }
+
+#[test]
+fn a_soft_spread_prefers_the_emptier_zone() {
+    let mut s = default_scheduler(zoned(&["a", "a", "b", "b"]));
+    s.submit(app(1, 1, 1, "web", vec![], vec![]));
+    s.schedule(0);
+    assert_eq!(zones_of(&s, [1]), ["a"]);
+    // E-Binpack alone would stack it on the first replica's node.
+    let mut soft = spread_app(2, 1, 1, "web", vec![]);
+    let mut rules = soft.pod_rules.as_deref().unwrap().clone();
+    rules.preferred_spread = vec![skew("web", "zone", 1)];
+    soft.pod_rules = Some(Arc::new(rules));
+    s.submit(soft);
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
+    assert_eq!(zones_of(&s, [2]), ["b"]);
+}

@@ -27,11 +27,10 @@
 //!   labels, `matchFields` on `metadata.name`) and `spec.tolerations`.
 //! - Inter-pod rules: required `podAffinity` and `podAntiAffinity` terms, over the pods'
 //!   namespaces and labels and any node label as the topology key (`matchLabelKeys` and
-//!   `mismatchLabelKeys` included), their preferred terms, and `DoNotSchedule` topology
-//!   spread constraints. A non-empty `namespaceSelector` is read as every namespace
-//!   (namespaces are not watched). Preferred node affinity is read with the node
-//!   constraints. `ScheduleAnyway` spread constraints are not handled: they are reported
-//!   as ignored.
+//!   `mismatchLabelKeys` included), their preferred terms, and topology spread
+//!   constraints (`DoNotSchedule` and `ScheduleAnyway`). A non-empty `namespaceSelector`
+//!   is read as every namespace (namespaces are not watched). Preferred node affinity is
+//!   read with the node constraints.
 //! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
 //! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
 //! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
@@ -819,13 +818,12 @@ fn selector_requirement(
     })
 }
 
-/// Who the pod is, with its required inter-pod affinity and anti-affinity terms and its
-/// hard topology spread constraints. A term's `matchLabelKeys` and `mismatchLabelKeys`
+/// Who the pod is, with its inter-pod affinity and anti-affinity terms and its topology
+/// spread constraints, required and preferred. A term's `matchLabelKeys` and `mismatchLabelKeys`
 /// become requirements on the pod's own label values, as the API server does. A non-empty
 /// `namespaceSelector` cannot be evaluated (namespaces are not watched): the term is read
 /// as selecting every namespace, which makes anti-affinity stricter and affinity looser,
-/// and the field is reported. `ScheduleAnyway` spread constraints are preferences, and
-/// reported.
+/// and the field is reported.
 fn pod_rules(
     object: &str,
     pod: &Pod,
@@ -886,14 +884,15 @@ fn pod_rules(
                 .as_ref()
         }),
     )?;
-    let mut spread = Vec::new();
+    let (mut spread, mut preferred_spread) = (Vec::new(), Vec::new());
     let constraints = spec.and_then(|s| s.topology_spread_constraints.as_ref());
     for (i, constraint) in constraints.into_iter().flatten().enumerate() {
         let path = format!("spec.topologySpreadConstraints[{i}]");
-        match spread_constraint(object, &path, constraint, &identity)? {
-            Some(hard) => spread.push(hard),
-            None => ignored
-                .push("spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway"),
+        let (hard, converted) = spread_constraint(object, &path, constraint, &identity)?;
+        if hard {
+            spread.push(converted);
+        } else {
+            preferred_spread.push(converted);
         }
     }
     ignored.dedup();
@@ -902,6 +901,7 @@ fn pod_rules(
         affinity,
         anti_affinity,
         spread,
+        preferred_spread,
         preferred_affinity,
         preferred_anti_affinity,
     })
@@ -943,17 +943,17 @@ fn affinity_term(
     })
 }
 
-/// A hard spread constraint; `None` for a `ScheduleAnyway` one.
+/// A spread constraint, and whether it is hard (`DoNotSchedule`).
 fn spread_constraint(
     object: &str,
     path: &str,
     constraint: &TopologySpreadConstraint,
     pod: &PodIdentity,
-) -> Result<Option<SpreadConstraint>, ConvertError> {
+) -> Result<(bool, SpreadConstraint), ConvertError> {
     let field = |name: &str| format!("{path}.{name}");
-    match constraint.when_unsatisfiable.as_str() {
-        "DoNotSchedule" => {}
-        "ScheduleAnyway" => return Ok(None),
+    let hard = match constraint.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => true,
+        "ScheduleAnyway" => false,
         other => {
             return Err(ConvertError::new(
                 object,
@@ -961,7 +961,7 @@ fn spread_constraint(
                 format!("unknown value {other:?} (known: DoNotSchedule, ScheduleAnyway)"),
             ));
         }
-    }
+    };
     let max_skew = u32::try_from(constraint.max_skew)
         .ok()
         .filter(|&s| s > 0)
@@ -993,7 +993,7 @@ fn spread_constraint(
         (&None, SelectorOp::NotIn),
     ];
     let selector = pod_selector(object, path, constraint.label_selector.as_ref(), keys, pod)?;
-    Ok(Some(SpreadConstraint {
+    let converted = SpreadConstraint {
         pods: PodAffinityTerm {
             selector,
             namespaces: Namespaces::Only(vec![pod.namespace.clone()]),
@@ -1003,7 +1003,8 @@ fn spread_constraint(
         min_domains,
         honor_node_affinity: policy("nodeAffinityPolicy", &constraint.node_affinity_policy, true)?,
         honor_taints: policy("nodeTaintsPolicy", &constraint.node_taints_policy, false)?,
-    }))
+    };
+    Ok((hard, converted))
 }
 
 fn topology_key(object: &str, path: &str, key: &str) -> Result<String, ConvertError> {
@@ -1994,7 +1995,7 @@ mod tests {
     }
 
     #[test]
-    fn preferences_and_spread_constraints_and_what_is_ignored() {
+    fn preferences_and_spread_constraints() {
         let term = json!({"labelSelector": {"matchLabels": {"app": "x"}},
                           "topologyKey": "kubernetes.io/hostname"});
         let facts = facts(json!({"spec": {
@@ -2014,10 +2015,8 @@ mod tests {
                  "nodeTaintsPolicy": "Honor"}
             ]
         }}));
-        assert_eq!(
-            facts.ignored,
-            ["spec.topologySpreadConstraints with whenUnsatisfiable: ScheduleAnyway"]
-        );
+        assert!(facts.ignored.is_empty(), "{:?}", facts.ignored);
+        assert_eq!(facts.pod_rules.preferred_spread.len(), 1);
         let [hard] = &facts.pod_rules.spread[..] else {
             panic!("one hard constraint: {:?}", facts.pod_rules.spread);
         };

@@ -247,9 +247,10 @@ impl PodAffinityTerm {
     }
 }
 
-/// A hard topology spread constraint (`whenUnsatisfiable: DoNotSchedule`): the pods it
-/// selects in the pod's namespace may differ by at most `max_skew` between the domains
-/// of its key, counted over the nodes the pod could use.
+/// A topology spread constraint: the pods it selects in the pod's namespace may differ by
+/// at most `max_skew` between the domains of its key, counted over the nodes the pod
+/// could use (`DoNotSchedule`); or, as a preference (`ScheduleAnyway`), the domains
+/// holding fewer of them are better.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SpreadConstraint {
     /// The selected pods (namespace: the pod's own) and the topology key.
@@ -275,6 +276,8 @@ pub struct PodRules {
     pub anti_affinity: Vec<PodAffinityTerm>,
     /// Hard topology spread constraints.
     pub spread: Vec<SpreadConstraint>,
+    /// Soft topology spread constraints (a score).
+    pub preferred_spread: Vec<SpreadConstraint>,
     /// Preferred affinity: a domain holding pods a term selects is better by its weight.
     pub preferred_affinity: Vec<Weighted<PodAffinityTerm>>,
     /// Preferred anti-affinity: a domain holding pods a term selects is worse by its

@@ -129,7 +129,8 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "topology-spread" => {
                 let p = Arc::new(TopologySpread);
                 profile.pre_filters.push(p.clone());
-                profile.filters.push(p);
+                profile.filters.push(p.clone());
+                profile.scores.push(scorer(p));
             }
             "resource-fit" => {
                 let p = Arc::new(ResourceFit);
@@ -174,6 +175,7 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "gpu-topology",
             "node-affinity",
             "pod-affinity",
+            "topology-spread",
         ];
         if weight.is_some() && !scores.contains(&name) {
             return Err(error(format!(

@@ -1,5 +1,6 @@
-//! `topology-spread` (PreFilter, Filter): hard topology spread constraints
-//! (`whenUnsatisfiable: DoNotSchedule`), as kube-scheduler's `PodTopologySpread` decides.
+//! `topology-spread` (PreFilter, Filter, Score): topology spread constraints, as
+//! kube-scheduler's `PodTopologySpread` decides: the hard ones (`DoNotSchedule`) filter,
+//! the soft ones (`ScheduleAnyway`) score.
 //!
 //! PreFilter counts, once per job and per constraint, the pods the constraint selects in
 //! each domain (a value of its node label) over the nodes the pod could use: those with
@@ -8,16 +9,20 @@
 //! only if the node's domain would then hold at most `maxSkew` more selected pods than
 //! the emptiest domain. The job's pods placed earlier in the attempt count too, so a
 //! gang's pods spread among themselves (over all its candidate groups at once, without
-//! waiting for a tight domain). A job without constraints is not asked per node.
+//! waiting for a tight domain). Score ranks a node by how few selected pods its domain
+//! holds between the fullest and the emptiest domain, 0 to 100, averaged over the soft
+//! constraints; a node without the label scores 0. A job without constraints is not
+//! asked per node.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
 use crate::framework::{
-    AnyGroup, CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status,
+    AnyGroup, CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score,
+    Status,
 };
-use crate::model::{ClusterSpec, Job, NodeId, NodeSpec, SpreadConstraint, untolerated};
+use crate::model::{ClusterSpec, Job, NodeSpec, PodIdentity, SpreadConstraint, untolerated};
 
 pub struct TopologySpread;
 
@@ -45,6 +50,8 @@ struct Counted {
     /// have it.
     min: u32,
     at_min: usize,
+    /// The largest count.
+    max: u32,
 }
 
 impl Counted {
@@ -66,14 +73,91 @@ impl Counted {
     }
 }
 
-struct Gathered {
-    spec: Arc<ClusterSpec>,
-    constraints: Vec<Counted>,
+impl Counted {
+    /// Counts, for `c` (one of `kind`, the job's hard or soft constraints), the pods it
+    /// selects per domain of the nodes that count.
+    fn of(
+        job: &Job,
+        snapshot: &ClusterState,
+        kind: &[SpreadConstraint],
+        c: &SpreadConstraint,
+        identity: &PodIdentity,
+    ) -> Counted {
+        let spec = snapshot.spec();
+        let key = &c.pods.topology_key;
+        let counted_on: Vec<bool> = spec
+            .nodes
+            .iter()
+            .map(|node| eligible(job, kind, c, node))
+            .collect();
+        let mut counts: HashMap<String, u32> = HashMap::new();
+        for (node, _) in spec.nodes.iter().zip(&counted_on).filter(|(_, on)| **on) {
+            counts.entry(node.labels[key].clone()).or_default();
+        }
+        for (other, pod) in snapshot.pod_rules() {
+            if !c.pods.selects(&pod.identity) {
+                continue;
+            }
+            for node in snapshot.job_nodes(other) {
+                let count = counted_on[node.index()]
+                    .then(|| counts.get_mut(&spec.node(node).labels[key]))
+                    .flatten();
+                if let Some(count) = count {
+                    *count += 1;
+                }
+            }
+        }
+        let too_few = c.min_domains.is_some_and(|m| counts.len() < m as usize);
+        let min = if too_few {
+            0
+        } else {
+            counts.values().copied().min().unwrap_or(0)
+        };
+        let at_min = counts.values().filter(|&&n| n == min).count();
+        Counted {
+            key: key.clone(),
+            max_skew: c.max_skew,
+            selects_itself: c.pods.selects(identity),
+            max: counts.values().copied().max().unwrap_or(0),
+            counts,
+            counted_on,
+            min,
+            at_min: if too_few { usize::MAX } else { at_min },
+        }
+    }
+
+    /// The job's pods placed earlier in this attempt, per domain, where they count.
+    fn placed<'a>(&self, pod: &PodContext, spec: &'a ClusterSpec) -> HashMap<&'a str, u32> {
+        let mut placed = HashMap::new();
+        if !self.selects_itself {
+            return placed;
+        }
+        for (_, p) in pod
+            .placed
+            .iter()
+            .filter(|(_, p)| self.counted_on[p.node.index()])
+        {
+            if let Some(domain) = spec.node(p.node).labels.get(&self.key) {
+                *placed.entry(domain.as_str()).or_default() += 1;
+            }
+        }
+        placed
+    }
 }
 
-/// Whether a node's pods count for a constraint of `job`.
-fn eligible(job: &Job, all: &[SpreadConstraint], c: &SpreadConstraint, node: &NodeSpec) -> bool {
-    let has_keys = all
+struct Gathered {
+    spec: Arc<ClusterSpec>,
+    /// The hard constraints' counts.
+    constraints: Vec<Counted>,
+    /// The soft constraints' counts.
+    preferred: Vec<Counted>,
+}
+
+/// Whether a node's pods count for a constraint of `job`: it carries the label of every
+/// constraint of the same kind (`kind`: the hard or the soft ones) and passes the
+/// constraint's inclusion policies.
+fn eligible(job: &Job, kind: &[SpreadConstraint], c: &SpreadConstraint, node: &NodeSpec) -> bool {
+    let has_keys = kind
         .iter()
         .all(|c| node.labels.contains_key(&c.pods.topology_key));
     let constraints = job.constraints.as_deref();
@@ -88,60 +172,28 @@ fn eligible(job: &Job, all: &[SpreadConstraint], c: &SpreadConstraint, node: &No
 
 impl PreFilter for TopologySpread {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
-        let Some(rules) = job.pod_rules.as_deref().filter(|r| !r.spread.is_empty()) else {
+        let Some(rules) = job
+            .pod_rules
+            .as_deref()
+            .filter(|r| !r.spread.is_empty() || !r.preferred_spread.is_empty())
+        else {
             return Status::SUCCESS;
         };
-        let spec = snapshot.spec();
-        let mut constraints = Vec::with_capacity(rules.spread.len());
-        for c in &rules.spread {
-            let key = &c.pods.topology_key;
-            let counted_on: Vec<bool> = spec
-                .nodes
-                .iter()
-                .map(|node| eligible(job, &rules.spread, c, node))
-                .collect();
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for (node, _) in spec.nodes.iter().zip(&counted_on).filter(|(_, on)| **on) {
-                counts.entry(node.labels[key].clone()).or_default();
-            }
-            for (other, pod) in snapshot.pod_rules() {
-                if !c.pods.selects(&pod.identity) {
-                    continue;
-                }
-                for node in snapshot.job_nodes(other) {
-                    let count = counted_on[node.index()]
-                        .then(|| counts.get_mut(&spec.node(node).labels[key]))
-                        .flatten();
-                    if let Some(count) = count {
-                        *count += 1;
-                    }
-                }
-            }
-            let too_few = c.min_domains.is_some_and(|m| counts.len() < m as usize);
-            let min = if too_few {
-                0
-            } else {
-                counts.values().copied().min().unwrap_or(0)
-            };
-            let at_min = counts.values().filter(|&&n| n == min).count();
-            constraints.push(Counted {
-                key: key.clone(),
-                max_skew: c.max_skew,
-                selects_itself: c.pods.selects(&rules.identity),
-                counts,
-                counted_on,
-                min,
-                at_min: if too_few { usize::MAX } else { at_min },
-            });
-        }
+        let count = |kind: &[SpreadConstraint]| -> Vec<Counted> {
+            kind.iter()
+                .map(|c| Counted::of(job, snapshot, kind, c, &rules.identity))
+                .collect()
+        };
+        let constraints = count(&rules.spread);
         // A gang that spreads its own pods gains nothing from staying in one group, and
         // must not wait for one.
         if job.is_gang() && constraints.iter().any(|c| c.selects_itself) {
             state.write(AnyGroup);
         }
         state.write(Gathered {
-            spec: spec.clone(),
+            spec: snapshot.spec().clone(),
             constraints,
+            preferred: count(&rules.preferred_spread),
         });
         Status::SUCCESS
     }
@@ -164,23 +216,11 @@ impl Filter for TopologySpread {
         let Some(gathered) = state.read::<Gathered>() else {
             return Status::SUCCESS;
         };
-        let domain_of = |node: NodeId, key: &str| gathered.spec.node(node).labels.get(key);
         for c in &gathered.constraints {
             let Some(domain) = node.spec.labels.get(&c.key) else {
                 return Status::unresolvable(LABEL_MISSING);
             };
-            let mut placed: HashMap<&str, u32> = HashMap::new();
-            if c.selects_itself {
-                let counted = pod
-                    .placed
-                    .iter()
-                    .filter(|(_, p)| c.counted_on[p.node.index()]);
-                for (_, p) in counted {
-                    if let Some(d) = domain_of(p.node, &c.key) {
-                        *placed.entry(d.as_str()).or_default() += 1;
-                    }
-                }
-            }
+            let placed = c.placed(pod, &gathered.spec);
             let here = c.counts.get(domain).copied().unwrap_or(0)
                 + placed.get(domain.as_str()).copied().unwrap_or(0)
                 + u32::from(c.selects_itself);
@@ -189,5 +229,38 @@ impl Filter for TopologySpread {
             }
         }
         Status::SUCCESS
+    }
+}
+
+impl Score for TopologySpread {
+    fn applies(&self, job: &Job) -> bool {
+        job.pod_rules
+            .as_ref()
+            .is_some_and(|r| !r.preferred_spread.is_empty())
+    }
+
+    fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
+        let Some(gathered) = state.read::<Gathered>().filter(|g| !g.preferred.is_empty()) else {
+            return 0;
+        };
+        let total: i64 = gathered
+            .preferred
+            .iter()
+            .map(|c| {
+                let Some(domain) = node.spec.labels.get(&c.key) else {
+                    return 0;
+                };
+                let placed = c.placed(pod, &gathered.spec);
+                let here = c.counts.get(domain).copied().unwrap_or(0)
+                    + placed.get(domain.as_str()).copied().unwrap_or(0);
+                let (min, max) = (i64::from(c.min), i64::from(c.max));
+                if max == min {
+                    return MAX_NODE_SCORE;
+                }
+                let fewer = (max - i64::from(here)).max(0);
+                fewer * MAX_NODE_SCORE / (max - min)
+            })
+            .sum();
+        total / gathered.preferred.len() as i64
     }
 }

@@ -747,7 +747,8 @@ impl World {
                  pod-affinity plugin)",
             ),
             (
-                !self.enforced.topology_spread && !rules.spread.is_empty(),
+                !self.enforced.topology_spread
+                    && (!rules.spread.is_empty() || !rules.preferred_spread.is_empty()),
                 "spec.topologySpreadConstraints (the profile has no topology-spread plugin)",
             ),
         ];
