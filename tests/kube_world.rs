@@ -344,6 +344,27 @@ fn replicas_with_a_zone_spread_constraint_spread_over_zones() {
 }
 
 #[test]
+fn a_relabelled_pod_is_seen_by_the_rules_of_pods_placed_after() {
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let web = pod("web-0", 1, json!({"metadata": {"labels": {"app": "web"}}}));
+    let mut bound = place(&mut world, &web, T0);
+    assert_eq!(
+        bound.spec.as_ref().unwrap().node_name.as_deref(),
+        Some("n1")
+    );
+    // Taken out of the service: no longer `app=web`.
+    bound.metadata.labels = Some([("app".to_owned(), "retired".to_owned())].into());
+    bound.metadata.resource_version = Some("10".into());
+    apply_pod(&mut world, &bound, T0 + 1);
+    // A replica that avoids web pods may now join it on n1, where E-Binpack puts it.
+    apply_pod(&mut world, &web_replica("web-1"), T0 + 1);
+    world.round(T0 + 1);
+    let out = world.take_outputs();
+    let nodes: Vec<String> = bindings(&out).into_iter().map(|(_, n, _)| n).collect();
+    assert_eq!(nodes, ["n1"], "{out:?}");
+}
+
+#[test]
 fn pods_found_bound_keep_their_anti_affinity_across_a_restart() {
     // Bound before the scheduler started, with its devices named: the web replica on n1.
     let mut bound = web_replica("web-0");

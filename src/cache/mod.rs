@@ -221,10 +221,13 @@ impl ClusterState {
             .map(|(_, placed)| placed.placement.node)
     }
 
-    /// Records who a job's pods are, for the inter-pod rules of pods placed later. Call it
-    /// once a pod of the job is placed: it is dropped with the job's last placement.
+    /// Records (or replaces) who a job's pods are, for the inter-pod rules of pods placed
+    /// later. Call it once a pod of the job is placed: it is dropped with the job's last
+    /// placement.
     pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
-        if !rules.anti_affinity.is_empty() {
+        if rules.anti_affinity.is_empty() {
+            self.anti_affinities.remove(&job);
+        } else {
             self.anti_affinities.insert(job, rules.clone());
         }
         self.pod_rules.insert(job, rules.clone());

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PoolId};
+use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PodRules, PoolId};
 use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants, Waiting};
 
 use super::plugin::{
@@ -219,6 +219,14 @@ impl Scheduler {
         }
         self.capacity_epoch += 1;
         Ok(())
+    }
+
+    /// A running job's pods changed who they are (their labels): other pods' rules see
+    /// the new identity.
+    pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
+        if self.state.job_nodes(job).next().is_some() {
+            self.state.set_pod_rules(job, rules);
+        }
     }
 
     /// One pod of a running job is gone (deleted, finished, or its node removed): its

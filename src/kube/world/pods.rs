@@ -511,6 +511,7 @@ impl World {
                     if let Some(landed) = entry.landed.get_mut(index as usize) {
                         *landed = true;
                     }
+                    self.follow_relabel(uid, job);
                     return;
                 }
                 _ => {
@@ -526,6 +527,28 @@ impl World {
         match self.nodes.is_ours(node) {
             Some(false) => self.set_state(uid, PodState::Ignored),
             _ => self.pods.park(uid),
+        }
+    }
+
+    /// A lone pod that runs may have changed its labels: other pods' rules see the new
+    /// ones. (A gang keeps its first member's, as it was formed.)
+    fn follow_relabel(&mut self, uid: &str, job: JobId) {
+        let rules = self
+            .pods
+            .entries
+            .get(uid)
+            .and_then(|e| e.bound.as_ref()?.pod_rules.clone());
+        let Some(rules) = rules else {
+            return;
+        };
+        let Some(entry) = self.pods.jobs.get_mut(&job).filter(|e| e.pods.len() == 1) else {
+            return;
+        };
+        if entry.job.pod_rules.as_ref() != Some(&rules) {
+            let mut relabelled = (*entry.job).clone();
+            relabelled.pod_rules = Some(rules.clone());
+            entry.job = Arc::new(relabelled);
+            self.scheduler.set_pod_rules(job, &rules);
         }
     }
 
