@@ -577,3 +577,29 @@ fn a_soft_spread_prefers_the_emptier_zone() {
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
     assert_eq!(zones_of(&s, [2]), ["b"]);
 }
+
+#[test]
+fn a_gangs_preferences_count_its_own_pods() {
+    let mut s = default_scheduler(zoned(&["a", "a", "b", "b"]));
+    // Two 1-GPU pods preferring different zones, on an empty cluster: E-Binpack alone
+    // would put both on n0.
+    let mut soft = spread_app(1, 2, 1, "web", vec![]);
+    let mut rules = soft.pod_rules.as_deref().unwrap().clone();
+    rules.preferred_spread = vec![skew("web", "zone", 1)];
+    soft.pod_rules = Some(Arc::new(rules));
+    s.submit(soft);
+    // Two preferring different nodes.
+    let mut apart = app(2, 2, 1, "cache", vec![], vec![]);
+    let mut rules = apart.pod_rules.as_deref().unwrap().clone();
+    rules.preferred_anti_affinity = vec![Weighted {
+        weight: 100,
+        term: term("cache", HOSTNAME),
+    }];
+    apart.pod_rules = Some(Arc::new(rules));
+    s.submit(apart);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1), JobId(2)]);
+    assert_eq!(zones_of(&s, [1]), ["a", "b"]);
+    let mut nodes = nodes_of(&s, 2);
+    nodes.dedup();
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+}

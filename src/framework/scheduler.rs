@@ -76,7 +76,8 @@ pub struct Scheduler {
     capacity_epoch: u64,
     /// Gangs waiting only for a tight placement, since when (world clock).
     tight_waits: HashMap<JobId, u64>,
-    /// Failed bindings per job, for the backoff.
+    /// Failed bindings per job, and failed attempts of a job waiting on other pods (its
+    /// affinity or spread), for the backoff.
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
@@ -226,6 +227,11 @@ impl Scheduler {
     pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
         if self.state.job_nodes(job).next().is_some() {
             self.state.set_pod_rules(job, rules);
+        }
+        if let Some(running) = self.running.get_mut(&job) {
+            let mut relabelled = (*running.job).clone();
+            relabelled.pod_rules = Some(rules.clone());
+            running.job = Arc::new(relabelled);
         }
     }
 
@@ -483,13 +489,13 @@ impl Scheduler {
                 None => self.tight_waits.remove(&job.id),
             };
             // Pods arriving elsewhere free no capacity, yet may be what a job's affinity or
-            // spread waits for: such a job is tried again after the requeue backoff.
+            // spread waits for: such a job is tried again after the requeue backoff, which
+            // doubles with each failure up to its cap.
             let waits_on_pods = job
                 .pod_rules
                 .as_ref()
                 .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
-            let rules_retry =
-                waits_on_pods.then(|| now_ms + self.profile.queue_settings.requeue_backoff);
+            let rules_retry = waits_on_pods.then(|| now_ms + self.backoff(job.id));
             let retry_at = [tight_retry, preemption_retry, rules_retry]
                 .into_iter()
                 .flatten()
@@ -646,8 +652,8 @@ impl Scheduler {
         pools
     }
 
-    /// The wait before the next attempt after a failed binding: doubling per failure,
-    /// capped.
+    /// The wait before the next attempt after a failed binding (or a failed attempt of a
+    /// job waiting on other pods): doubling per failure, capped.
     fn backoff(&mut self, job: JobId) -> u64 {
         let failures = self.bind_failures.entry(job).or_insert(0);
         *failures += 1;

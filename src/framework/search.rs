@@ -78,11 +78,20 @@ fn two_level(
     if state.read::<AnyGroup>().is_some() {
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let spec = snapshot.spec();
-        let nodes: Vec<&[NodeId]> = ranked
+        let nodes_of = |pool: Option<PoolId>| -> Vec<&[NodeId]> {
+            ranked
+                .iter()
+                .filter(|&&(_, g)| pool.is_none_or(|p| spec.group(g).pool == p))
+                .map(|&(_, g)| spec.group(g).nodes.as_slice())
+                .collect()
+        };
+        if job.pods.len() == 1 {
+            return try_nodes(profile, job, snapshot, state, &nodes_of(None));
+        }
+        // A gang never mixes GPU models: one pool at a time.
+        return pools
             .iter()
-            .map(|&(_, g)| spec.group(g).nodes.as_slice())
-            .collect();
-        return try_nodes(profile, job, snapshot, state, &nodes);
+            .find_map(|&p| try_nodes(profile, job, snapshot, state, &nodes_of(Some(p))));
     }
     let need = job.topology;
     if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {

@@ -180,13 +180,8 @@ impl Filter for InterPodAffinity {
         };
         let labels = &node.spec.labels;
         // The job's pods placed in this attempt count as placed pods of the same identity.
-        let placed_nearby = |term: &PodAffinityTerm| {
-            labels.get(&term.topology_key).is_some_and(|value| {
-                pod.placed.iter().any(|(_, p)| {
-                    gathered.spec.node(p.node).labels.get(&term.topology_key) == Some(value)
-                })
-            })
-        };
+        let placed_nearby =
+            |term: &PodAffinityTerm| own_pod_nearby(pod, &gathered.spec, labels, term);
         if !own.affinity.is_empty()
             && !satisfies_affinity(own, gathered, pod, &placed_nearby, labels)
         {
@@ -235,7 +230,12 @@ impl Score for InterPodAffinity {
         for ((preference, domains), wanted) in terms {
             let weight = i64::from(preference.weight);
             total += weight;
-            if domains.holds(&preference.term.topology_key, labels) == wanted {
+            let term = &preference.term;
+            // The job's own pods placed in this attempt count when the term selects them.
+            let near = domains.holds(&term.topology_key, labels)
+                || (term.selects(&own.identity)
+                    && own_pod_nearby(pod, &gathered.spec, labels, term));
+            if near == wanted {
                 met += weight;
             }
         }
@@ -244,6 +244,22 @@ impl Score for InterPodAffinity {
         }
         met * MAX_NODE_SCORE / total
     }
+}
+
+/// Whether a pod of the job placed earlier in this attempt is in the node's domain of the
+/// term's key (the node has `labels`).
+fn own_pod_nearby(
+    pod: &PodContext,
+    spec: &ClusterSpec,
+    labels: &Labels,
+    term: &PodAffinityTerm,
+) -> bool {
+    let key = &term.topology_key;
+    labels.get(key).is_some_and(|value| {
+        pod.placed
+            .iter()
+            .any(|(_, p)| spec.node(p.node).labels.get(key) == Some(value))
+    })
 }
 
 /// Whether the node is, for each affinity term, in a domain that holds a pod every term

@@ -9,10 +9,11 @@
 //! only if the node's domain would then hold at most `maxSkew` more selected pods than
 //! the emptiest domain. The job's pods placed earlier in the attempt count too, so a
 //! gang's pods spread among themselves (over all its candidate groups at once, without
-//! waiting for a tight domain). Score ranks a node by how few selected pods its domain
-//! holds between the fullest and the emptiest domain, 0 to 100, averaged over the soft
-//! constraints; a node without the label scores 0. A job without constraints is not
-//! asked per node.
+//! waiting for a tight domain, when its domains are wider than a search group). Score
+//! ranks the feasible nodes by how few selected pods their domains hold, summed over the
+//! soft constraints and normalised between the fullest (0) and the emptiest (100); a node
+//! without a soft constraint's label scores 0. A job without constraints is not asked per
+//! node.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use crate::cache::ClusterState;
 use crate::framework::{
     AnyGroup, CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score,
-    Status,
+    Status, pools_for,
 };
 use crate::model::{ClusterSpec, Job, NodeSpec, PodIdentity, SpreadConstraint, untolerated};
 
@@ -50,8 +51,6 @@ struct Counted {
     /// have it.
     min: u32,
     at_min: usize,
-    /// The largest count.
-    max: u32,
 }
 
 impl Counted {
@@ -118,7 +117,6 @@ impl Counted {
             key: key.clone(),
             max_skew: c.max_skew,
             selects_itself: c.pods.selects(identity),
-            max: counts.values().copied().max().unwrap_or(0),
             counts,
             counted_on,
             min,
@@ -185,9 +183,14 @@ impl PreFilter for TopologySpread {
                 .collect()
         };
         let constraints = count(&rules.spread);
-        // A gang that spreads its own pods gains nothing from staying in one group, and
-        // must not wait for one.
-        if job.is_gang() && constraints.iter().any(|c| c.selects_itself) {
+        // A gang that spreads its own pods over domains wider than a search group (zones
+        // made of leaves) cannot stay in one group, and must not wait for one; unless it
+        // asked to stay within a tier.
+        let wider_than_groups = |c: &Counted| {
+            c.selects_itself && within_groups(job, snapshot, &c.key).is_none_or(|one| one)
+        };
+        let required_tier = job.topology.is_some_and(|t| t.required);
+        if job.is_gang() && !required_tier && constraints.iter().any(wider_than_groups) {
             state.write(AnyGroup);
         }
         state.write(Gathered {
@@ -197,6 +200,28 @@ impl PreFilter for TopologySpread {
         });
         Status::SUCCESS
     }
+}
+
+/// Whether every search group of the job's pools lies inside one domain of `key` (its
+/// nodes carry at most one value); `None` without groups.
+fn within_groups(job: &Job, snapshot: &ClusterState, key: &str) -> Option<bool> {
+    let spec = snapshot.spec();
+    let pools = pools_for(job, snapshot);
+    let mut groups = pools
+        .iter()
+        .flat_map(|&pool| spec.pool(pool).groups.iter())
+        .map(|&g| {
+            let mut values = spec
+                .group(g)
+                .nodes
+                .iter()
+                .filter_map(|&n| spec.node(n).labels.get(key));
+            let first = values.next();
+            values.all(|v| Some(v) == first)
+        })
+        .peekable();
+    groups.peek()?;
+    Some(groups.all(|one| one))
 }
 
 impl Filter for TopologySpread {
@@ -232,6 +257,9 @@ impl Filter for TopologySpread {
     }
 }
 
+/// What a node lacking a soft constraint's label scores before normalising (0 after).
+const UNLABELLED: i64 = -1;
+
 impl Score for TopologySpread {
     fn applies(&self, job: &Job) -> bool {
         job.pod_rules
@@ -239,28 +267,43 @@ impl Score for TopologySpread {
             .is_some_and(|r| !r.preferred_spread.is_empty())
     }
 
+    /// The selected pods in the node's domains, summed over the soft constraints (the
+    /// job's pods placed in this attempt included); fewer is better once normalised.
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
-        let Some(gathered) = state.read::<Gathered>().filter(|g| !g.preferred.is_empty()) else {
+        let Some(gathered) = state.read::<Gathered>() else {
             return 0;
         };
-        let total: i64 = gathered
-            .preferred
-            .iter()
-            .map(|c| {
-                let Some(domain) = node.spec.labels.get(&c.key) else {
-                    return 0;
-                };
-                let placed = c.placed(pod, &gathered.spec);
-                let here = c.counts.get(domain).copied().unwrap_or(0)
-                    + placed.get(domain.as_str()).copied().unwrap_or(0);
-                let (min, max) = (i64::from(c.min), i64::from(c.max));
-                if max == min {
-                    return MAX_NODE_SCORE;
-                }
-                let fewer = (max - i64::from(here)).max(0);
-                fewer * MAX_NODE_SCORE / (max - min)
-            })
-            .sum();
-        total / gathered.preferred.len() as i64
+        let mut pods = 0i64;
+        for c in &gathered.preferred {
+            let Some(domain) = node.spec.labels.get(&c.key) else {
+                return UNLABELLED;
+            };
+            let placed = c.placed(pod, &gathered.spec);
+            let here = c.counts.get(domain).copied().unwrap_or(0)
+                + placed.get(domain.as_str()).copied().unwrap_or(0);
+            pods += i64::from(here);
+        }
+        pods
+    }
+
+    fn normalizes(&self) -> bool {
+        true
+    }
+
+    /// Between the fullest and the emptiest of the feasible nodes' domains: the emptiest
+    /// scores 100, the fullest 0, an unlabelled node 0.
+    fn normalize(&self, scores: &mut [i64]) {
+        let labelled = scores.iter().copied().filter(|&s| s != UNLABELLED);
+        let (Some(min), Some(max)) = (labelled.clone().min(), labelled.max()) else {
+            scores.fill(0);
+            return;
+        };
+        for score in scores.iter_mut() {
+            *score = match *score {
+                UNLABELLED => 0,
+                _ if max == min => MAX_NODE_SCORE,
+                pods => (max - pods) * MAX_NODE_SCORE / (max - min),
+            };
+        }
     }
 }
