@@ -372,7 +372,10 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         constraints,
         pod_rules: Arc::new(pod_rules),
         group: labels.get(POD_GROUP_LABEL).cloned(),
-        gated: is_set(&spec.scheduling_gates),
+        gated: spec
+            .scheduling_gates
+            .as_ref()
+            .is_some_and(|g| !g.is_empty()),
         kind,
         topology,
         ignored,
@@ -1503,12 +1506,6 @@ fn nic_names(
         ));
     }
     Ok(names)
-}
-
-/// Whether an (anti-)affinity has any required or preferred term.
-/// Whether an optional list has an item.
-fn is_set<T>(list: &Option<Vec<T>>) -> bool {
-    list.as_ref().is_some_and(|l| !l.is_empty())
 }
 
 #[cfg(test)]
