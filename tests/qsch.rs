@@ -678,6 +678,148 @@ fn backfill_counts_the_room_already_free() {
     assert_eq!(placed_jobs(&decisions), ids(&[2]));
 }
 
+/// Two tenants' heads blocked past the threshold: the younger one, placed first in its
+/// turn, was not backfilled past the older one, which therefore may not evict it (heads
+/// evicting each other was a cascade).
+#[test]
+fn a_head_served_past_the_threshold_is_not_evicted_as_backfilled() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("x", TenantMode::Shared, 8),
+        tenant("y", TenantMode::Shared, 8),
+    ];
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = with_tenants(backfill, spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(tjob(2, 1, 2, 8, 0, 1)); // x's head: both nodes
+    s.submit(tjob(3, 2, 1, 8, 0, 2)); // y's head: one node
+    assert!(s.schedule(2 * SECOND).is_empty());
+    // Both overdue; a node frees and y's head, which fits, takes it.
+    let overdue = 2 * SECOND + BACKFILL_THRESHOLD;
+    s.finish(JobId(1));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
+    // Past job 3's minimum runtime the other node frees: x's head would fit without job 3,
+    // which started after it blocked, but job 3 was served in its turn.
+    s.finish(JobId(0));
+    let decisions = s.schedule(overdue + MIN_RUNTIME + MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 3));
+    s.finish(JobId(3));
+    let later = overdue + MIN_RUNTIME + 2 * MINUTE;
+    assert_eq!(placed_jobs(&s.schedule(later)), ids(&[2]));
+}
+
+/// Backfill without the `preemption` plugin.
+fn backfill_only() -> Profile {
+    build(&profile_config(
+        "default",
+        Some(QueueingPolicy::Backfill),
+        None,
+    ))
+}
+
+/// An isolated tenant's quota gathers for its overdue head: its later jobs wait. A shared
+/// tenant's later jobs compete with its head only for room, as every tenant's do, so its
+/// overdue head (short of room) holds nothing back.
+#[test]
+fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    s.submit(tjob(1, 2, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    // Heads: iso's is past its quota (4 + 5 > 8), shared's past the room it may use
+    // (16 - 8 held by iso - 4 = 4 < 6).
+    s.submit(tjob(2, 1, 1, 5, 0, 1));
+    s.submit(tjob(3, 2, 1, 6, 0, 1));
+    assert!(s.schedule(SECOND).is_empty());
+    // Before the threshold both tenants backfill behind their heads.
+    s.submit(tjob(4, 1, 1, 1, 0, 60));
+    s.submit(tjob(5, 2, 1, 1, 0, 60));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[4, 5]));
+    // Past it, iso's next job waits for its head though its quota has room for it.
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(tjob(6, 1, 1, 1, 0, 120));
+    s.submit(tjob(7, 2, 1, 1, 0, 120));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[7]));
+    assert!(
+        s.reservations().is_empty(),
+        "no head is admitted: nothing held"
+    );
+    // Iso's quota returns: its head goes first, and the job behind it follows.
+    s.finish(JobId(0));
+    s.finish(JobId(4));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[2, 6]));
+    check_accounting(&s);
+}
+
+/// A head with enough free room, but not in the shape it needs (an 8-GPU pod, no node
+/// with 8 free), gets room held past the threshold: jobs of its priority go elsewhere,
+/// and it is placed once the held group frees a node.
+#[test]
+fn an_admitted_overdue_head_has_room_held_in_the_shape_it_needs() {
+    // Two leaf groups of two nodes.
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(backfill_only(), spec.clone());
+    for id in 0..4 {
+        s.submit(job(id, 1, whole(5), 0, 0)); // 3 GPUs left on each node
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
+    s.submit(job(4, 1, whole(8), 0, 1)); // the head: 12 GPUs free, none 8 on a node
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(job(5, 1, whole(1), 0, 60));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[5]), "backfilled");
+    assert!(
+        s.reservations().is_empty(),
+        "nothing held before the threshold"
+    );
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held = match s.reservations() {
+        [reservation] if reservation.job == JobId(4) => reservation.groups.clone(),
+        other => panic!("one reservation for the head expected: {other:?}"),
+    };
+    assert_eq!(held.len(), 1, "one group holds an 8-GPU pod");
+    let in_held = |node: NodeId| held.contains(&spec.node_group[node.index()]);
+    // The other group has 5 GPUs free (3 + 3, less job 5's): six more jobs of the head's
+    // priority, and the sixth waits rather than take held room.
+    for id in 6..12 {
+        s.submit(job(id, 1, whole(1), 0, 1_900 + u64::from(id)));
+    }
+    assert_eq!(
+        placed_jobs(&s.schedule(overdue + MINUTE)),
+        ids(&[6, 7, 8, 9, 10])
+    );
+    for id in 5..11 {
+        assert!(
+            nodes_of(&s, id).iter().all(|&n| !in_held(n)),
+            "job {id} of the head's priority was placed in its held group"
+        );
+    }
+    // A job of higher priority is not held out.
+    s.submit(job(12, 1, whole(1), 10, 2_000));
+    assert_eq!(placed_jobs(&s.schedule(overdue + 2 * MINUTE)), ids(&[12]));
+    assert!(in_held(nodes_of(&s, 12)[0]));
+    // The held group's other node frees: the head takes it, and, the hold released, the
+    // waiting job follows.
+    let freed = (0..4)
+        .find(|&id| in_held(nodes_of(&s, id)[0]) && nodes_of(&s, id) != nodes_of(&s, 12))
+        .expect("a job in the held group");
+    s.finish(JobId(freed));
+    assert_eq!(
+        placed_jobs(&s.schedule(overdue + 3 * MINUTE)),
+        ids(&[4, 11])
+    );
+    assert!(in_held(nodes_of(&s, 4)[0]));
+    assert!(s.reservations().is_empty(), "released once placed");
+}
+
 // 6. Priority preemption: the minimal victim set -----------------------------------------
 
 /// A round of lone jobs placed at once: (seconds, [(id, GPUs, priority)]).

@@ -133,36 +133,6 @@ fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
     );
 }
 
-#[test]
-fn an_overdue_backfill_head_holds_its_pools_and_not_the_others() {
-    let spec = models_cluster(&[("H100", 8), ("H100", 8), ("A100", 8)]);
-    let h100 = vec![kant::model::PoolId(0)];
-    let a100 = vec![kant::model::PoolId(1)];
-    let on = |mut j: kant::model::Job, pools: &Vec<kant::model::PoolId>| {
-        j.pools = pools.clone();
-        j
-    };
-    let mut s = scheduler(
-        profile("default", Some(QueueingPolicy::Backfill), None),
-        spec,
-    );
-    s.submit(on(job(0, 1, whole(8), 0, 0), &h100));
-    s.submit(on(job(1, 2, whole(8), 0, 1), &h100)); // the head: both H100 nodes
-    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(0)]);
-    // Before the threshold a small job backfills past the blocked head.
-    s.submit(on(job(2, 1, whole(1), 0, 2), &h100));
-    assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(2)]);
-    // Past it (30 min), the head holds the H100 pool: nothing more is backfilled there,
-    // while A100 jobs still flow.
-    let overdue = 1_000 + 30 * 60 * 1000;
-    s.submit(on(job(3, 1, whole(1), 0, 3), &h100));
-    s.submit(on(job(4, 1, whole(1), 0, 4), &a100));
-    assert_eq!(placed_jobs(&s.schedule(overdue)), [JobId(4)]);
-    s.finish(JobId(0));
-    s.finish(JobId(2));
-    assert_eq!(placed_jobs(&s.schedule(overdue + 1)), [JobId(1)]);
-}
-
 /// A binder that answers `Wait`: the world reports the outcome later.
 struct LaterBinder;
 

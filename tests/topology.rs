@@ -10,6 +10,7 @@ use common::*;
 use kant::config::Placement;
 use kant::framework::Scheduler;
 use kant::model::{JobId, LinkProfile, NodeId, Tier, TopologyNeed};
+use kant::queue::QueueingPolicy;
 
 fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
     s.state()
@@ -68,10 +69,11 @@ fn a_gang_that_fits_one_leaf_stays_in_it() {
 }
 
 /// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the
-/// nodes in `free`.
+/// nodes in `free`. Best-effort FIFO, so that no backfill threshold wakes a blocked job.
 fn cluster_with_free_nodes(free: &[u32]) -> Scheduler {
     let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
-    let mut s = scheduler(profile("default", None, None), spec);
+    let best_effort = Some(QueueingPolicy::BestEffortFifo);
+    let mut s = scheduler(profile("default", best_effort, None), spec);
     for i in 0..8 {
         s.submit(job(i, 1, whole(8), 0, 0));
     }

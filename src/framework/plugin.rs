@@ -206,6 +206,9 @@ pub struct RunningJob {
     /// False for pods this scheduler does not manage (placed by another scheduler): they
     /// count against capacity but are never victims.
     pub preemptible: bool,
+    /// Placed as a backfill head (blocked past the threshold): it was served in its turn,
+    /// not ahead of anyone, so no other head may evict it as backfilled.
+    pub served_overdue: bool,
 }
 
 /// What a PostFilter plugin may look at to make room for a job.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PodRules, PoolId};
-use crate::queue::{Admission, Attempted, Driver, Offer, Queues, Tenants, Waiting};
+use crate::queue::{Admission, Attempted, Driver, Offer, Queues, TenantMode, Tenants, Waiting};
 
 use super::plugin::{
     Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
@@ -424,7 +424,12 @@ impl Scheduler {
                 _ => return Attempted::Failed { retry_at: None },
             }
         }
-        if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.job == job.id) {
+        // Room is held for a backfill head only when there is enough of it (its quota
+        // admits it, which for a shared tenant means its pools have the room free): then
+        // holding keeps others from breaking the shape it needs. Holding for a head still
+        // short of room would idle that room until enough drained; it waits as any job.
+        let holds = admitted && offer.backfill_since.is_some();
+        if holds && !self.reservations.iter().any(|r| r.job == job.id) {
             let mut groups = reservation_groups(job, &self.state);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
@@ -507,6 +512,9 @@ impl Scheduler {
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
             self.reservations.retain(|r| r.job != job.id);
+            if let Some(running) = self.running.get_mut(&job.id) {
+                running.served_overdue = offer.backfill_since.is_some();
+            }
         }
         attempted
     }
@@ -622,6 +630,7 @@ impl Scheduler {
                 started_ms,
                 pools,
                 preemptible,
+                served_overdue: false,
             },
         );
     }
@@ -887,6 +896,10 @@ struct Round<'a> {
 impl Driver for Round<'_> {
     fn share(&self, tenant: usize) -> f64 {
         self.scheduler.tenants.share(tenant)
+    }
+
+    fn quota_is_own(&self, tenant: usize) -> bool {
+        self.scheduler.tenants.mode(tenant) == TenantMode::Isolated
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -69,8 +69,10 @@ impl Preemption {
         }
         let lower = victim.job.priority < job.priority;
         // Backfilled: it was submitted after the head and started while the head waited,
-        // so it overtook the head (a job older than the head never counts: no cascade).
+        // so it overtook the head (a job older than the head never counts, nor one placed
+        // as an overdue head itself: no cascade).
         if let Some(since) = context.backfill_since
+            && !victim.served_overdue
             && victim.started_ms >= since
             && victim.job.submit_ms > job.submit_ms
             && victim.job.priority <= job.priority

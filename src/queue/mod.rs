@@ -27,8 +27,10 @@ pub enum QueueingPolicy {
     /// Later jobs that fit go ahead of a blocked head.
     BestEffortFifo,
     /// As best-effort, but the first job blocked past the backfill threshold becomes the
-    /// head: room is held for it (no job of lower or equal priority is placed there) and
-    /// made by preempting the jobs placed there after it blocked.
+    /// head: room is held for it (no job of lower or equal priority is placed there) and,
+    /// with the `preemption` plugin, made by preempting the jobs placed there after it
+    /// blocked. An isolated tenant's later jobs wait behind its head, which its quota
+    /// gathers for.
     Backfill,
 }
 
@@ -91,6 +93,9 @@ pub struct Offer<'a> {
 pub trait Driver {
     /// The tenant's use against its weighted quota share (lower is served first).
     fn share(&self, tenant: usize) -> f64;
+    /// Whether the tenant's quota is its alone (an isolated tenant): then its own later
+    /// jobs are all that compete with its backfill head for that quota.
+    fn quota_is_own(&self, tenant: usize) -> bool;
     fn attempt(&mut self, offer: Offer) -> Attempted;
 }
 
@@ -232,8 +237,10 @@ impl Queues {
         let mut cursor = vec![0usize; self.queues.len()];
         let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
         let mut head_taken = vec![false; self.queues.len()];
-        // Per tenant, the pools its backfill head holds: nothing behind the head that could
-        // use them is placed (the head's quota and room gather for it). `None`: nothing
+        // Per tenant whose quota is its own, the pools its backfill head holds: nothing
+        // behind the head that could use them is placed, so the head's quota gathers for
+        // it. A shared tenant's later jobs compete with its head only for room, as every
+        // other tenant's do, and the scheduler holds room for the head. `None`: nothing
         // held; an empty list (a head that accepts any pool) holds every pool.
         let mut held_pools: Vec<Option<Vec<crate::model::PoolId>>> = vec![None; self.queues.len()];
         while let Some(tenant) = (0..self.queues.len())
@@ -268,7 +275,7 @@ impl Queues {
                 .filter(|_| overdue && entry.backfill_failed_at != Some(epoch));
             let waiting = now_ms < entry.not_before
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
-            if overdue && !entry.unresolvable {
+            if overdue && !entry.unresolvable && driver.quota_is_own(tenant) {
                 // The head holds its pools whether or not it is tried this round.
                 held_pools[tenant] = Some(entry.job.pools.clone());
             }
