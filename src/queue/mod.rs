@@ -84,8 +84,8 @@ pub struct Offer<'a> {
     pub job: &'a Arc<Job>,
     pub tenant: usize,
     /// Set for the backfill head of a queue (its first job blocked past the threshold):
-    /// since when it is blocked. The scheduler holds room for it and may preempt jobs
-    /// placed after that time.
+    /// since when it is blocked. The scheduler holds room for it once enough is free, and
+    /// may preempt jobs placed after that time.
     pub backfill_since: Option<u64>,
 }
 
