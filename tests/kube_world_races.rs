@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kant::kube::world::Input;
+use kant::kube::world::{Input, World};
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
@@ -261,6 +261,22 @@ fn a_preemptor_is_bound_where_it_was_reserved_after_a_node_joined() {
 // ----------------------------------------------------------------------------------------
 // Gangs
 
+/// Submits PodGroup `g` of `size` members `w0..` of 8 GPUs each at T0 and runs a round.
+fn gang_of(w: &mut World, size: i32) -> Vec<Pod> {
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", size)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..size)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(w, p, T0);
+    }
+    w.round(T0);
+    members
+}
+
 /// A 3-pod gang is being bound; its first pod is deleted before the answers, the other
 /// two land. `Scheduler::bound` then stops at the missing pod, so the two running pods
 /// stay merely "assumed". When the node of one of them goes away, the whole job is
@@ -270,17 +286,7 @@ fn a_preemptor_is_bound_where_it_was_reserved_after_a_node_joined() {
 fn a_gang_bound_after_losing_a_member_survives_a_node_loss() {
     let nodes = [node("n1", 8), node("n2", 8), node("n3", 8)];
     let mut w = synced(&plain(), &nodes);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 3)))),
-        T0,
-    );
-    let pods: Vec<Pod> = (0..3)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &pods {
-        apply_pod(&mut w, p, T0);
-    }
-    w.round(T0);
+    let pods = gang_of(&mut w, 3);
     let mut b = binds(&w.take_outputs());
     b.sort_by_key(|b| b.pod);
     assert_eq!(b.len(), 3);
@@ -322,17 +328,7 @@ fn a_gang_bound_after_losing_a_member_survives_a_node_loss() {
 #[test]
 fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
     let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
-        T0,
-    );
-    let members: Vec<Pod> = (0..2)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &members {
-        apply_pod(&mut w, p, T0);
-    }
-    w.round(T0);
+    let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
     let b = binds(&out);
     assert_eq!(b.len(), 2, "{out:?}");
@@ -397,17 +393,7 @@ fn a_queued_gang_follows_a_raised_min_member() {
 #[test]
 fn a_gang_whose_binding_failed_after_a_member_was_deleted_is_not_rebound_partly() {
     let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
-        T0,
-    );
-    let members: Vec<Pod> = (0..2)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &members {
-        apply_pod(&mut w, p, T0);
-    }
-    w.round(T0);
+    let members = gang_of(&mut w, 2);
     let b = binds(&w.take_outputs());
     assert_eq!(b.len(), 2);
     let (gone, kept) = (&b[1], &b[0]);
