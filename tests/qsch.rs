@@ -424,6 +424,54 @@ fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
     assert_eq!(placed_jobs(&decisions), ids(&[20]));
 }
 
+/// A (1) borrows from B (2), who is below its quota; A's preemptor would have to evict B's
+/// job and borrow more, which B could reclaim as soon as the minimum runtime ends: it waits
+/// instead. The same preemptor in B, below its quota, evicts at once.
+#[test]
+fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(10, 1, 1, 8, 0, 0));
+    s.submit(tjob(11, 2, 1, 4, 0, 0));
+    s.submit(tjob(12, 1, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
+    assert!(s.tenants().under_quota(2, H100));
+    assert_eq!(s.state().total().free_gpus, 0);
+    // Every running job is past its minimum runtime and of lower priority. Job 11 (B's)
+    // comes first in the victim order; A's job 12 (borrowed) ties with it but for its id.
+    s.submit(tjob(20, 1, 1, 4, 5, 60));
+    for now in [MINUTE + MIN_RUNTIME, MINUTE + 3 * MIN_RUNTIME] {
+        let decisions = s.schedule(now);
+        assert!(decisions.is_empty(), "at {now}: {decisions:?}");
+    }
+    assert!(
+        is_running(&s, 11),
+        "B's job is not evicted for A to borrow more"
+    );
+    assert_eq!(s.pending_of(1), 1);
+    // B's own preemptor stays within B's quota once job 11 goes: it evicts. Then A's,
+    // in the same round, evicts A's own borrowed job: A borrows no more than before.
+    s.submit(tjob(21, 2, 1, 4, 5, 120));
+    let decisions = s.schedule(MINUTE + 4 * MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [
+            (ids(&[11]), JobId(21), PreemptionKind::Priority),
+            (ids(&[12]), JobId(20), PreemptionKind::Priority)
+        ],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[21, 20]));
+    assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
+    assert_eq!(s.tenants().used(2, H100), gpus(4));
+    check_accounting(&s);
+}
+
 // 3. An isolated tenant never lends ------------------------------------------------------
 
 #[test]

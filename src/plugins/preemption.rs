@@ -11,14 +11,18 @@
 //! runtime ago (so preemption cannot cascade), taken lowest priority first, then least
 //! GPU-time lost, then most recently started, until the job fits on the state without
 //! them; then any victim whose removal is not needed is spared. Nothing is proposed unless
-//! the job was checked to fit.
+//! the job was checked to fit, within its quota. Nothing is proposed either when that set
+//! would leave the preemptor's tenant borrowing more on a pool where another shared tenant
+//! is below its quota: that owner could reclaim the job as soon as its minimum runtime
+//! ends, and the evictions would cycle (a borrowing head evicts its way in, is reclaimed,
+//! evicts again). The job then waits for room as any other.
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
     Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
-use crate::queue::{Admission, TenantMode};
+use crate::queue::{Admission, TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor: bounds the search's cost.
 const MAX_CANDIDATES: usize = 256;
@@ -128,19 +132,44 @@ fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
     })
 }
 
-/// Whether the job passes static quota admission once `victims` are gone.
-fn admitted_without(
-    job: &Job,
+/// The tenants' accounts once `victims` are gone.
+fn tenants_without(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
-) -> bool {
+) -> Tenants {
     let mut tenants = context.tenants.clone();
     for (victim, _) in victims {
         for &(pool, milli) in &victim.pools {
             tenants.charge(victim.tenant, pool, -(milli as i64));
         }
     }
-    tenants.admit(context.tenant, job) != Admission::Denied
+    tenants
+}
+
+/// Whether the job passes static quota admission once `victims` are gone.
+fn admitted_without(
+    job: &Job,
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+) -> bool {
+    tenants_without(context, victims).admit(context.tenant, job) != Admission::Denied
+}
+
+/// Whether the job, placed once `victims` are gone, would leave its tenant borrowing more
+/// than before on a pool where another shared tenant is below its quota (any pool the job
+/// may land in).
+fn reclaimable_after(
+    job: &Job,
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+) -> bool {
+    let tenants = tenants_without(context, victims);
+    let need = job.total_milli();
+    job_pools(job, context).any(|pool| {
+        let before = context.tenants.used(context.tenant, pool);
+        tenants.used(context.tenant, pool) + need > before
+            && tenants.reclaimable(context.tenant, pool, need)
+    })
 }
 
 /// Removes a running job's pods from a what-if state.
@@ -274,6 +303,9 @@ impl PostFilter for Preemption {
         if chosen.is_empty() {
             // The job fits without anyone going: nothing to preempt.
             return PostFilterResult::None;
+        }
+        if reclaimable_after(job, context, &chosen) {
+            return nothing_now;
         }
         // The strongest reason among the victims names the preemption.
         let kind = chosen

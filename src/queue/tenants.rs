@@ -279,6 +279,19 @@ impl Tenants {
         self.used(tenant, pool) < self.quota(tenant, pool)
     }
 
+    /// Whether `milli` more milli-GPUs for `tenant` on `pool` would leave it borrowing
+    /// while another shared tenant is below its quota there: room the owner may reclaim
+    /// at once.
+    pub fn reclaimable(&self, tenant: usize, pool: PoolId, milli: u64) -> bool {
+        let used = self.used(tenant, pool).saturating_add(milli);
+        used > self.quota(tenant, pool)
+            && (0..self.len()).any(|owner| {
+                owner != tenant
+                    && self.modes[owner] == TenantMode::Shared
+                    && self.under_quota(owner, pool)
+            })
+    }
+
     /// The tenant's use against its weighted quota share: who is furthest below its share
     /// is served first. A tenant without quota counts its use against one GPU.
     pub fn share(&self, tenant: usize) -> f64 {
