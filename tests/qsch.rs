@@ -50,6 +50,16 @@ fn with_tenants(
     Scheduler::with_tenants(profile, binder, spec, tenants)
 }
 
+/// Tenants a (1) and b (2), shared, 8 H100 each, on two nodes of 8 GPUs.
+fn shared_pair(profile: Profile) -> Scheduler {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    with_tenants(profile, spec, &configs, binds())
+}
+
 fn binds() -> Box<dyn Bind> {
     Box::new(TestBinder { refuse: false })
 }
@@ -334,12 +344,7 @@ fn isolated_tenant_at_quota_does_not_preempt_its_way_past_it() {
 /// Tenants A (1) and B (2), shared, 8 H100 each, on 16 GPUs. B runs job 10 from t=0 (its
 /// own quota) and job 11 from t=60s (borrowing A's idle quota); A then submits job 20.
 fn borrowed_cluster() -> Scheduler {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("a", TenantMode::Shared, 8),
-        tenant("b", TenantMode::Shared, 8),
-    ];
-    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    let mut s = shared_pair(profile("default", None, None));
     s.submit(tjob(10, 2, 1, 8, 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[10]));
     s.submit(tjob(11, 2, 1, 8, 0, 60));
@@ -429,12 +434,7 @@ fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
 /// instead. The same preemptor in B, below its quota, evicts at once.
 #[test]
 fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("a", TenantMode::Shared, 8),
-        tenant("b", TenantMode::Shared, 8),
-    ];
-    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    let mut s = shared_pair(profile("default", None, None));
     s.submit(tjob(10, 1, 1, 8, 0, 0));
     s.submit(tjob(11, 2, 1, 4, 0, 0));
     s.submit(tjob(12, 1, 1, 4, 0, 0));
@@ -582,13 +582,7 @@ fn strict_fifo_blocks_a_tenants_queue_behind_its_head_but_not_other_tenants() {
         (QueueingPolicy::StrictFifo, ids(&[0, 10]), 2),
         (QueueingPolicy::BestEffortFifo, ids(&[0, 10, 2]), 1),
     ] {
-        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-        let configs = [
-            tenant("a", TenantMode::Shared, 8),
-            tenant("b", TenantMode::Shared, 8),
-        ];
-        let native = profile("native", Some(policy), None);
-        let mut s = with_tenants(native, spec, &configs, binds());
+        let mut s = shared_pair(profile("native", Some(policy), None));
         s.submit(tjob(0, 1, 1, 8, 0, 0));
         s.submit(tjob(1, 1, 2, 8, 0, 1)); // 16 GPUs: blocked
         s.submit(tjob(2, 1, 1, 4, 0, 2)); // fits, behind the blocked head
@@ -1204,13 +1198,11 @@ fn a_binding_that_fails_later_forgets_the_job_and_backs_off() {
 
 #[test]
 fn a_burst_from_one_tenant_does_not_starve_another() {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("a", TenantMode::Shared, 8),
-        tenant("b", TenantMode::Shared, 8),
-    ];
-    let policy = profile("native", Some(QueueingPolicy::BestEffortFifo), None);
-    let mut s = with_tenants(policy, spec, &configs, binds());
+    let mut s = shared_pair(profile(
+        "native",
+        Some(QueueingPolicy::BestEffortFifo),
+        None,
+    ));
     for i in 0..8 {
         s.submit(tjob(i, 1, 1, 4, 0, u64::from(i)));
     }
