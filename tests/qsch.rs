@@ -1,5 +1,6 @@
 //! The queue side (QSCH) through the public scheduler: tenants and their quotas (shared
-//! borrowing, isolated holding, the owner's reclaim), the queueing policies per tenant,
+//! borrowing, isolated holding, the owner's reclaim, no preemption into borrowing that
+//! would be reclaimed), the queueing policies per tenant,
 //! backfill, priority preemption and its minimal victim set, gangs evicted and requeued
 //! whole, the requeue backoff after a failed binding, and the fair order across tenants.
 
