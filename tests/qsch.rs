@@ -726,24 +726,18 @@ fn backfill_counts_the_room_already_free() {
 /// evicting each other was a cascade).
 #[test]
 fn a_head_served_past_the_threshold_is_not_evicted_as_backfilled() {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("x", TenantMode::Shared, 8),
-        tenant("y", TenantMode::Shared, 8),
-    ];
-    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
-    let mut s = with_tenants(backfill, spec, &configs, binds());
+    let mut s = shared_pair(profile("default", Some(QueueingPolicy::Backfill), None));
     s.submit(tjob(0, 1, 1, 8, 0, 0));
     s.submit(tjob(1, 2, 1, 8, 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
-    s.submit(tjob(2, 1, 2, 8, 0, 1)); // x's head: both nodes
-    s.submit(tjob(3, 2, 1, 8, 0, 2)); // y's head: one node
+    s.submit(tjob(2, 1, 2, 8, 0, 1)); // a's head: both nodes
+    s.submit(tjob(3, 2, 1, 8, 0, 2)); // b's head: one node
     assert!(s.schedule(2 * SECOND).is_empty());
-    // Both overdue; a node frees and y's head, which fits, takes it.
+    // Both overdue; a node frees and b's head, which fits, takes it.
     let overdue = 2 * SECOND + BACKFILL_THRESHOLD;
     s.finish(JobId(1));
     assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
-    // Past job 3's minimum runtime the other node frees: x's head would fit without job 3,
+    // Past job 3's minimum runtime the other node frees: a's head would fit without job 3,
     // which started after it blocked, but job 3 was served in its turn.
     s.finish(JobId(0));
     let decisions = s.schedule(overdue + MIN_RUNTIME + MINUTE);
