@@ -133,6 +133,21 @@ fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
     );
 }
 
+#[test]
+fn a_fractional_gang_its_devices_cannot_hold_is_unresolvable_not_blocking() {
+    // Three devices hold 3 GPUs, but only three pods of 0.6 GPU: one per device.
+    let spec = models_cluster(&[("H100", 3)]);
+    let mut s = scheduler(profile("native", None, None), spec);
+    s.submit(job(0, 4, GpuRequest::Fraction(600), 0, 0));
+    s.submit(job(1, 3, GpuRequest::Fraction(600), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("can ever hold 4 pods of 0.6 GPUs"),
+        "{message}"
+    );
+}
+
 /// A binder that answers `Wait`: the world reports the outcome later.
 struct LaterBinder;
 

@@ -109,6 +109,34 @@ fn a_required_leaf_waits_rather_than_spills_and_a_preferred_one_spreads() {
 }
 
 #[test]
+fn a_required_tier_no_domain_can_ever_hold_is_unresolvable_not_blocking() {
+    // Leaves of 2 nodes (16 GPUs) under spines of 2 leaves, and one scale-up domain of 2.
+    let spec = fabric(8, 8, 2, 2, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("native", None, None), spec);
+    s.submit(needing(job(0, 3, whole(8), 0, 0), Tier::Leaf, true));
+    s.submit(needing(job(1, 3, whole(8), 0, 1), Tier::Hbd, true));
+    s.submit(needing(job(2, 5, whole(8), 0, 2), Tier::Spine, true));
+    s.submit(needing(job(3, 4, whole(8), 0, 3), Tier::Spine, true));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(3)]);
+    for (id, tier) in [(0, "leaf"), (1, "hbd"), (2, "spine")] {
+        let message = s.diagnose(JobId(id), 0).expect("pending").message();
+        assert!(
+            message.contains(&format!("no {tier} of the job's node pools can ever hold")),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn nodes_outside_every_leaf_group_never_meet_a_required_tier() {
+    let spec = models_cluster(&[("H100", 8), ("H100", 8)]);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(needing(job(0, 2, whole(8), 0, 0), Tier::Leaf, true));
+    s.submit(needing(job(1, 2, whole(8), 0, 0), Tier::Leaf, false));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+}
+
+#[test]
 fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
     // Two free nodes in each leaf: a 3-node gang could fit one leaf once more is freed.
     let mut s = cluster_with_free_nodes(&[0, 1, 4, 5]);

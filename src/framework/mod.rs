@@ -17,5 +17,8 @@ pub use plugin::{
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Adopted, Decision, Reshaped, Scheduler};
-pub use search::{AnyGroup, Found, HeldGroups, diagnose, place_job, pools_for, reservation_groups};
+pub use search::{
+    AnyGroup, Found, HeldGroups, diagnose, place_job, pools_for, reservation_groups,
+    some_domain_could_hold,
+};
 pub use status::{Code, Diagnosis, Status};

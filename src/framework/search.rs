@@ -100,6 +100,11 @@ fn two_level(
             return found;
         }
     }
+    if need.is_some_and(|n| n.required) {
+        // Nodes outside every leaf group are in no domain: they never meet a required tier.
+        let spec = snapshot.spec();
+        ranked.retain(|&(_, g)| spec.group(g).leaf.is_some());
+    }
     if let Some(found) = within_one_group(profile, job, snapshot, state, &mut ranked) {
         return Some(found);
     }
@@ -176,23 +181,38 @@ pub fn tight_wait_ends(
 /// The tightest tier with one domain whose GPUs, all free, would hold the job's whole GPUs
 /// (`None`: only the whole pools would).
 fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) -> Option<Tier> {
-    let spec = snapshot.spec();
-    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
     [Tier::Leaf, Tier::Spine, Tier::Superspine]
         .into_iter()
-        .find(|&tier| {
-            let mut capacity: Vec<(u32, u64)> = pools
-                .iter()
-                .flat_map(|&p| snapshot.pool_groups(p))
-                .filter_map(|(g, aggregate)| {
-                    Some((spec.group_domain(g, tier)?, u64::from(aggregate.gpus)))
-                })
-                .collect();
-            capacity.sort_unstable_by_key(|&(domain, _)| domain);
-            capacity
-                .chunk_by(|a, b| a.0 == b.0)
-                .any(|domain| domain.iter().map(|&(_, gpus)| gpus).sum::<u64>() >= needed)
-        })
+        .find(|&tier| some_domain_could_hold(job, snapshot, pools, tier))
+}
+
+/// Whether one domain of `tier` in the job's pools has, all free, GPUs for the job's whole
+/// GPUs. Nodes outside every leaf group are in no domain of any tier.
+pub fn some_domain_could_hold(
+    job: &Job,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    tier: Tier,
+) -> bool {
+    let spec = snapshot.spec();
+    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
+    if tier == Tier::Hbd {
+        return (0..spec.hbds.len() as u32).any(|h| {
+            let in_pools = spec.hbd_nodes[h as usize]
+                .first()
+                .is_some_and(|n| pools.contains(&spec.node(*n).pool));
+            in_pools && u64::from(snapshot.hbd(h).gpus) >= needed
+        });
+    }
+    let mut capacity: Vec<(u32, u64)> = pools
+        .iter()
+        .flat_map(|&p| snapshot.pool_groups(p))
+        .filter_map(|(g, aggregate)| Some((spec.group_domain(g, tier)?, u64::from(aggregate.gpus))))
+        .collect();
+    capacity.sort_unstable_by_key(|&(domain, _)| domain);
+    capacity
+        .chunk_by(|a, b| a.0 == b.0)
+        .any(|domain| domain.iter().map(|&(_, gpus)| gpus).sum::<u64>() >= needed)
 }
 
 /// Written into the cycle state by the scheduler: search groups held for another job (a
