@@ -425,7 +425,33 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             writeln!(stdout, "{}", table(&title, &runs))
         }
     };
-    printed.map_err(output)
+    printed.map_err(output)?;
+    warn_never_placed(&main_run);
+    Ok(())
+}
+
+/// The jobs the main run never placed, with why, on standard error: the first few, and
+/// where to find the rest.
+fn warn_never_placed(run: &kant::sim::RunReport) {
+    const SHOWN: usize = 5;
+    let jobs = &run.never_placed;
+    if jobs.is_empty() {
+        return;
+    }
+    let count = match jobs.len() {
+        1 => "1 job was".to_owned(),
+        n => format!("{n} jobs were"),
+    };
+    eprintln!("{count} never placed by profile {}:", run.profile);
+    for job in jobs.iter().take(SHOWN) {
+        eprintln!("  {}: {}", job.job, job.reason);
+    }
+    if jobs.len() > SHOWN {
+        eprintln!(
+            "  and {} more (all of them under `never_placed` in the JSON report)",
+            jobs.len() - SHOWN
+        );
+    }
 }
 
 /// The trace named on the command line, or the embedded default cluster with a synthetic

@@ -573,6 +573,10 @@ fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
     s.submit(tjob(1, 2, 1, 8, 0, 1));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
     assert_eq!(s.pending_of(2), 1);
+    assert_eq!(
+        s.diagnose(JobId(0), 0).expect("pending").message(),
+        "the job needs 16 GPUs: more than it can ever have under tenant shared's quota"
+    );
 }
 
 // 4. Strict FIFO per tenant ---------------------------------------------------------------
@@ -617,6 +621,10 @@ fn strict_fifo_blocks_behind_a_head_that_waits_for_quota() {
     s.submit(tjob(3, 0, 1, 4, 0, 3)); // another tenant is not blocked
     // The default tenant (index 0) is served first at equal shares.
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[3, 0]));
+    assert_eq!(
+        s.diagnose(JobId(1), 0).expect("pending").message(),
+        "the job needs 8 GPUs: more than is free now of isolated tenant iso's quota"
+    );
     s.finish(JobId(0));
     assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]));
 }

@@ -162,6 +162,50 @@ fn hand_made_trace_gives_hand_computed_metrics() {
     assert_eq!(submit["gpu_model"], "H100");
 }
 
+#[test]
+fn jobs_never_placed_are_listed_with_why() {
+    let dir = temp_dir("never-placed");
+    // The pool holds 24 GPUs, but no leaf more than 16.
+    let nodes = write(
+        &dir,
+        "nodes.csv",
+        &format!("{NODES}node-c,H100,8,64000,524288,l2,s1,ss,\n"),
+    );
+    let jobs = write(
+        &dir,
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind,topology\n\
+         wide,,0,100,8,3,H100,0,train,required:leaf\n\
+         fits,,10,100,8,2,H100,0,train,required:leaf\n",
+    );
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--format",
+        "json",
+        "--baseline",
+        "none",
+    ]);
+    assert!(output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    let never = &report["never_placed"];
+    assert_eq!(never.as_array().map(Vec::len), Some(1), "{never}");
+    assert_eq!(never[0]["job"], "wide");
+    let reason = never[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no leaf of the job's node pools can ever hold its 24 GPUs"),
+        "{reason}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("1 job was never placed") && stderr.contains("wide: "),
+        "{stderr}"
+    );
+}
+
 fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
     let output = kant(args);
     let stderr = String::from_utf8_lossy(&output.stderr);

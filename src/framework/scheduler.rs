@@ -20,7 +20,7 @@ use super::plugin::{
 use super::search::{
     Found, HeldGroups, TightWaitSince, diagnose, place_job, reservation_groups, tight_wait_ends,
 };
-use super::{Code, CycleState, Diagnosis, Profile};
+use super::{Code, CycleState, Diagnosis, Profile, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -801,16 +801,32 @@ impl Scheduler {
         self.queues.next_retry_ms(self.capacity_epoch, now_ms)
     }
 
-    /// Why a pending job cannot be placed now, in kube-scheduler's words: node by node,
-    /// unless a PreFilter found the job unresolvable as a whole.
+    /// Why a pending job cannot be placed now, in kube-scheduler's words: the job as a
+    /// whole when a PreFilter or its tenant's quota rules it out, else node by node.
     pub fn diagnose(&self, job: JobId, now_ms: u64) -> Option<Diagnosis> {
-        let job = self.queues.jobs().find(|j| j.id == job)?;
+        let waiting = self.queues.waiting().find(|w| w.job.id == job)?;
+        let (job, tenant) = (waiting.job, waiting.tenant);
+        let gpus = job.total_milli() as f64 / f64::from(MILLI_PER_GPU);
+        let quota = |verdict: fn(String) -> Status, why: &str| {
+            let tenant = self.tenants.name(tenant);
+            let message = format!("the job needs {gpus} GPUs: {why} tenant {tenant}'s quota");
+            Some(Diagnosis::job_level(verdict(message)))
+        };
         let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
             if status.code == Code::UnschedulableAndUnresolvable {
                 return Some(Diagnosis::job_level(status));
             }
+        }
+        if !self.tenants.could_ever_admit(tenant, job) {
+            return quota(Status::unresolvable, "more than it can ever have under");
+        }
+        // A shared tenant denied admission lacks room the nodes explain; an isolated one
+        // waits for its own quota.
+        let isolated = self.tenants.mode(tenant) == TenantMode::Isolated;
+        if isolated && self.tenants.admit(tenant, job) == Admission::Denied {
+            return quota(Status::unschedulable, "more than is free now of isolated");
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }

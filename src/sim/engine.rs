@@ -62,6 +62,16 @@ pub struct RunReport {
     pub preemptions: PreemptionStats,
     /// Multi-GPU pods off NVLink while an NVLink set was free.
     pub nvlink: LinkAudit,
+    /// The jobs still waiting when the replay ended, each with why it could not be placed
+    /// on the cluster as the replay left it.
+    pub never_placed: Vec<NeverPlaced>,
+}
+
+/// A job the replay never placed, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NeverPlaced {
+    pub job: String,
+    pub reason: String,
 }
 
 /// Replays `workload` on `cluster` under `profile`, with `tenants` (the workload's tenants
@@ -89,6 +99,18 @@ pub fn run(
     let last = sim.clock_ms;
     let first = workload.jobs.first().map_or(0, |j| j.submit_ms);
     let tenant_reports = sim.tenant_series.report(&sim.scheduler);
+    let never_placed = sim
+        .scheduler
+        .waiting()
+        .filter(|w| !sim.ever_placed.contains(&w.job.id))
+        .map(|w| NeverPlaced {
+            job: w.job.name.clone(),
+            reason: sim
+                .scheduler
+                .diagnose(w.job.id, last)
+                .map_or_else(String::new, |d| d.message()),
+        })
+        .collect();
     Ok(RunReport {
         profile: profile_name,
         tenants: tenant_reports,
@@ -102,6 +124,7 @@ pub fn run(
         pods_placed: sim.pods_placed,
         preemptions: sim.preemptions,
         nvlink: sim.nvlink,
+        never_placed,
     })
 }
 
