@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -123,7 +123,7 @@ const JOB_COLUMNS: [&str; 9] = [
 pub fn read_nodes(path: &Path, options: &TraceOptions) -> Result<ClusterSpec, TraceError> {
     let name = path.display().to_string();
     let file = open(&name, path)?;
-    parse_nodes(&name, BufReader::new(file), options)
+    parse_nodes(&name, file, options)
 }
 
 /// Reads a `jobs.csv` against `cluster` (GPU model names resolve to its pools).
@@ -134,7 +134,7 @@ pub fn read_jobs(
 ) -> Result<Workload, TraceError> {
     let name = path.display().to_string();
     let file = open(&name, path)?;
-    parse_jobs(&name, BufReader::new(file), cluster, options)
+    parse_jobs(&name, file, cluster, options)
 }
 
 fn open(name: &str, path: &Path) -> Result<File, TraceError> {
@@ -147,16 +147,17 @@ pub fn parse_nodes(
     reader: impl Read,
     options: &TraceOptions,
 ) -> Result<ClusterSpec, TraceError> {
-    let mut csv = csv_reader(reader);
-    let header = Header::read(name, &mut csv)?;
+    let source = Source::read(name, reader)?;
+    let mut csv = source.csv();
+    let header = Header::read(&source, &mut csv)?;
     let [node_id, gpu_model, gpus, cpu_milli, memory_mib] = header.require(&NODE_COLUMNS)?;
     let [leaf, spine, superspine, hbd] = header.optional(&TOPOLOGY_COLUMNS)?;
 
     let mut builder = ClusterSpecBuilder::new();
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut record = csv::StringRecord::new();
-    while read_record(name, &mut csv, &mut record)? {
-        let row = Row::new(name, &record);
+    while source.read_record(&mut csv, &mut record)? {
+        let row = Row::new(&source, &record);
         let node_name = row.text(Some(node_id));
         if node_name.is_empty() {
             return Err(row.error("node_id", "empty (every node needs a name)"));
@@ -214,7 +215,7 @@ pub fn parse_nodes(
             Some(matrix) => builder.add_with_links(node, matrix.clone()),
             None => builder.add(node, options.links_for(model)),
         };
-        added.map_err(|e| TraceError::new(name, row.line, e.to_string()))?;
+        added.map_err(|e| source.error(row.line, e.to_string()))?;
     }
     Ok(builder.build())
 }
@@ -229,8 +230,9 @@ pub fn parse_jobs(
     cluster: &ClusterSpec,
     options: &TraceOptions,
 ) -> Result<Workload, TraceError> {
-    let mut csv = csv_reader(reader);
-    let header = Header::read(name, &mut csv)?;
+    let source = Source::read(name, reader)?;
+    let mut csv = source.csv();
+    let header = Header::read(&source, &mut csv)?;
     let [
         job_id,
         tenant,
@@ -251,8 +253,8 @@ pub fn parse_jobs(
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut skipped_no_duration = 0;
     let mut record = csv::StringRecord::new();
-    while read_record(name, &mut csv, &mut record)? {
-        let row = Row::new(name, &record);
+    while source.read_record(&mut csv, &mut record)? {
+        let row = Row::new(&source, &record);
         let job_name = row.text(Some(job_id));
         if job_name.is_empty() {
             return Err(row.error("job_id", "empty (every job needs a name)"));
@@ -342,35 +344,88 @@ pub fn parse_jobs(
     })
 }
 
-fn csv_reader<R: Read>(reader: R) -> csv::Reader<R> {
-    csv::ReaderBuilder::new()
-        .has_headers(true)
-        .trim(csv::Trim::All)
-        .from_reader(reader)
+/// A trace file, read whole, and the lines its records start on.
+///
+/// The CSV reader's own line numbers are wrong after a blank line (rust-csv issue #208),
+/// and the byte offset it gives a record is where the blank lines before it begin: lines
+/// are counted here, from the text.
+struct Source<'a> {
+    name: &'a str,
+    text: Vec<u8>,
+    /// The byte offset of every line but the first. A line ends at `\n`, `\r\n` or a lone
+    /// `\r`, as for the CSV reader.
+    line_starts: Vec<usize>,
 }
 
-/// Reads the next record into `record`; `false` at the end of the file.
-fn read_record<R: Read>(
-    name: &str,
-    csv: &mut csv::Reader<R>,
-    record: &mut csv::StringRecord,
-) -> Result<bool, TraceError> {
-    csv.read_record(record).map_err(|e| csv_error(name, &e))
-}
+impl<'a> Source<'a> {
+    fn read(name: &'a str, mut reader: impl Read) -> Result<Self, TraceError> {
+        let mut text = Vec::new();
+        reader
+            .read_to_end(&mut text)
+            .map_err(|e| TraceError::new(name, 0, format!("cannot read: {e}")))?;
+        let line_starts = (0..text.len())
+            .filter(|&i| match text[i] {
+                b'\n' => true,
+                b'\r' => text.get(i + 1) != Some(&b'\n'),
+                _ => false,
+            })
+            .map(|i| i + 1)
+            .collect();
+        Ok(Self {
+            name,
+            text,
+            line_starts,
+        })
+    }
 
-fn csv_error(name: &str, err: &csv::Error) -> TraceError {
-    let line = err.position().map_or(0, csv::Position::line);
-    let message = match err.kind() {
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => format!("the row has {len} fields, the header has {expected_len}"),
-        csv::ErrorKind::Utf8 { err, .. } => {
-            format!("field number {} is not valid UTF-8", err.field() + 1)
-        }
-        csv::ErrorKind::Io(e) => format!("cannot read: {e}"),
-        _ => err.to_string(),
-    };
-    TraceError::new(name, line, message)
+    fn csv(&self) -> csv::Reader<&[u8]> {
+        csv::ReaderBuilder::new()
+            .has_headers(true)
+            .trim(csv::Trim::All)
+            .from_reader(&self.text[..])
+    }
+
+    /// Reads the next record into `record`; `false` at the end of the file.
+    fn read_record(
+        &self,
+        csv: &mut csv::Reader<&[u8]>,
+        record: &mut csv::StringRecord,
+    ) -> Result<bool, TraceError> {
+        csv.read_record(record).map_err(|e| self.csv_error(&e))
+    }
+
+    /// The 1-based line a record starts on, from its position (0 without one): past the
+    /// blank lines at its byte offset.
+    fn line(&self, position: Option<&csv::Position>) -> u64 {
+        let Some(position) = position else {
+            return 0;
+        };
+        let offset =
+            usize::try_from(position.byte()).map_or(self.text.len(), |b| b.min(self.text.len()));
+        let blank = self.text[offset..]
+            .iter()
+            .take_while(|&&b| b == b'\n' || b == b'\r')
+            .count();
+        let start = offset + blank;
+        self.line_starts.partition_point(|&s| s <= start) as u64 + 1
+    }
+
+    fn error(&self, line: u64, message: impl Into<String>) -> TraceError {
+        TraceError::new(self.name, line, message)
+    }
+
+    fn csv_error(&self, err: &csv::Error) -> TraceError {
+        let message = match err.kind() {
+            csv::ErrorKind::UnequalLengths {
+                expected_len, len, ..
+            } => format!("the row has {len} fields, the header has {expected_len}"),
+            csv::ErrorKind::Utf8 { err, .. } => {
+                format!("field number {} is not valid UTF-8", err.field() + 1)
+            }
+            _ => err.to_string(),
+        };
+        self.error(self.line(err.position()), message)
+    }
 }
 
 fn non_empty(text: &str) -> Option<&str> {
@@ -379,13 +434,16 @@ fn non_empty(text: &str) -> Option<&str> {
 
 /// The header row: the position of each column by name.
 struct Header<'a> {
-    file: &'a str,
+    source: &'a Source<'a>,
+    /// The line the header is on.
+    line: u64,
     names: Vec<String>,
 }
 
 impl<'a> Header<'a> {
-    fn read<R: Read>(file: &'a str, csv: &mut csv::Reader<R>) -> Result<Self, TraceError> {
-        let record = csv.headers().map_err(|e| csv_error(file, &e))?;
+    fn read(source: &'a Source<'a>, csv: &mut csv::Reader<&[u8]>) -> Result<Self, TraceError> {
+        let record = csv.headers().map_err(|e| source.csv_error(&e))?;
+        let line = source.line(record.position());
         let names = record
             .iter()
             .enumerate()
@@ -399,16 +457,19 @@ impl<'a> Header<'a> {
             })
             .map(str::to_owned)
             .collect();
-        Ok(Self { file, names })
+        Ok(Self {
+            source,
+            line,
+            names,
+        })
     }
 
     fn find(&self, column: &str) -> Result<Option<usize>, TraceError> {
         let mut found = self.names.iter().enumerate().filter(|(_, n)| *n == column);
         let first = found.next().map(|(i, _)| i);
         if found.next().is_some() {
-            return Err(TraceError::new(
-                self.file,
-                1,
+            return Err(self.source.error(
+                self.line,
                 format!("column {column} appears more than once in the header"),
             ));
         }
@@ -419,8 +480,7 @@ impl<'a> Header<'a> {
         let mut positions = [0; N];
         for (slot, column) in positions.iter_mut().zip(columns) {
             *slot = self.find(column)?.ok_or_else(|| {
-                TraceError::new(
-                    self.file,
+                self.source.error(
                     0,
                     format!(
                         "missing column {column} (the header has {}; required: {})",
@@ -447,19 +507,24 @@ impl<'a> Header<'a> {
 
 /// One data row and the field parsers that name the row in their errors.
 struct Row<'a> {
-    file: &'a str,
+    source: &'a Source<'a>,
     line: u64,
     record: &'a csv::StringRecord,
 }
 
 impl<'a> Row<'a> {
-    fn new(file: &'a str, record: &'a csv::StringRecord) -> Self {
-        let line = record.position().map_or(0, csv::Position::line);
-        Self { file, line, record }
+    fn new(source: &'a Source<'a>, record: &'a csv::StringRecord) -> Self {
+        let line = source.line(record.position());
+        Self {
+            source,
+            line,
+            record,
+        }
     }
 
     fn error(&self, field: &str, message: impl std::fmt::Display) -> TraceError {
-        TraceError::new(self.file, self.line, format!("field {field}: {message}"))
+        self.source
+            .error(self.line, format!("field {field}: {message}"))
     }
 
     /// The (trimmed) text of a column; empty for a column the file does not have.
@@ -1142,6 +1207,37 @@ mod tests {
         );
         let err = read_nodes(Path::new("/nonexistent/kant/nodes.csv"), &options()).unwrap_err();
         assert_error(err, 0, &["/nonexistent/kant/nodes.csv", "cannot open"]);
+    }
+
+    #[test]
+    fn errors_name_the_true_line_past_blank_lines_and_quoted_line_breaks() {
+        assert_error(
+            jobs("\n\na,,0,10,1,1,,,\n\nb,,x,10,1,1,,,\n").unwrap_err(),
+            6,
+            &["field submit_s"],
+        );
+        assert_error(
+            jobs("a,,0,10,1,1,,,\n\n\n\na,,0,10,1,1,,,\n").unwrap_err(),
+            6,
+            &["duplicate job \"a\" (first on line 2)"],
+        );
+        assert_error(
+            jobs("\"q\nq\",,0,10,1,1,,,\n\nb,,0,10,1,1,,\n").unwrap_err(),
+            5,
+            &["8 fields"],
+        );
+        let crlf = JOBS_HEADER.replace('\n', "\r\n") + "\r\na,,0,10,1,1,,,\r\nb,,x,10,1,1,,,\r\n";
+        let err = parse_jobs("jobs.csv", crlf.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 4, &["field submit_s"]);
+        let cr = JOBS_HEADER.replace('\n', "\r") + "a,,0,10,1,1,,,\r\rb,,x,10,1,1,,,\r";
+        let err = parse_jobs("jobs.csv", cr.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 4, &["field submit_s"]);
+        let text = format!(
+            "\n\n{}leaf,leaf\n",
+            NODES_HEADER.trim_end().to_owned() + ","
+        );
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options()).unwrap_err();
+        assert_error(err, 3, &["column leaf appears more than once"]);
     }
 
     #[test]
