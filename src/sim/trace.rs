@@ -196,11 +196,28 @@ pub fn parse_nodes(
             }
             _ => {}
         }
-        let leaf_path = non_empty(row.text(leaf)).map(|leaf| LeafPath {
-            superspine: row.text(superspine).to_owned(),
-            spine: row.text(spine).to_owned(),
-            leaf: leaf.to_owned(),
-        });
+        let leaf_path = match non_empty(row.text(leaf)) {
+            Some(leaf) => Some(LeafPath {
+                superspine: row.text(superspine).to_owned(),
+                spine: row.text(spine).to_owned(),
+                leaf: leaf.to_owned(),
+            }),
+            None => {
+                let above = [("spine", spine), ("superspine", superspine)]
+                    .into_iter()
+                    .find_map(|(tier, column)| non_empty(row.text(column)).map(|n| (tier, n)));
+                if let Some((tier, switch)) = above {
+                    return Err(row.error(
+                        "leaf",
+                        format!(
+                            "empty, but {tier} is \"{switch}\" (a node under a {tier} needs its \
+                             leaf; leave leaf, spine and superspine empty for a node in no group)"
+                        ),
+                    ));
+                }
+                None
+            }
+        };
         let node = NodeRow {
             name: node_name.to_owned(),
             gpu_model: model.map(str::to_owned),
@@ -1172,6 +1189,27 @@ mod tests {
     }
 
     #[test]
+    fn a_spine_or_superspine_without_a_leaf_is_rejected() {
+        let header = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n";
+        let parse = |rows: &str| {
+            let text = format!("{header}{rows}");
+            parse_nodes("nodes.csv", text.as_bytes(), &options())
+        };
+        assert_error(
+            parse("a,H100,8,,,l1,s1,ss,\nb,H100,8,,,,s1,,\n").unwrap_err(),
+            3,
+            &["field leaf", "spine is \"s1\""],
+        );
+        assert_error(
+            parse("a,H100,8,,,,,ss,\n").unwrap_err(),
+            2,
+            &["field leaf", "superspine is \"ss\""],
+        );
+        let cluster = parse("a,H100,8,,,,,,h1\n").expect("an HBD needs no leaf");
+        assert_eq!(cluster.hbds, ["h1"]);
+    }
+
+    #[test]
     fn missing_columns_are_file_level_errors() {
         let err = parse_nodes(
             "nodes.csv",
@@ -1245,7 +1283,7 @@ mod tests {
         let text = "hbd,gpus,node_id,leaf,memory_mib,cpu_milli,gpu_model,spine,superspine\n\
                     d0,8,x,leaf-0,,, H100 ,p1,s\n\
                     ,8,y,leaf-0,,,H100,p2,s\n\
-                    ,4,z,,,,T4,p2,s\n\
+                    ,4,z,,,,T4,,\n\
                     ,0,cpu,,1,2,,,\n";
         let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("parse");
         assert_eq!(
