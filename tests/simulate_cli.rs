@@ -16,6 +16,8 @@ fn temp_dir(name: &str) -> PathBuf {
 fn kant(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kant"))
         .args(args)
+        // Warnings show at the default level.
+        .env_remove("RUST_LOG")
         .output()
         .expect("the kant binary runs")
 }
@@ -342,4 +344,33 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
         .find(|e| e["type"] == "place" && e["job"] == "gang")
         .expect("the gang is placed");
     assert!(close(&place["t"], 700.0), "placed at {}", place["t"]);
+}
+
+#[test]
+fn a_column_the_format_does_not_know_is_warned_of() {
+    let dir = temp_dir("columns");
+    let nodes = write(
+        &dir,
+        "nodes.csv",
+        &NODES
+            .replace("hbd\n", "hbd,rack\n")
+            .replace(",ss,\n", ",ss,,r1\n"),
+    );
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let args = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+    ];
+    let output = kant(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nodes.csv: ignoring the column(s) rack"),
+        "{stderr}"
+    );
 }

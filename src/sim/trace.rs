@@ -152,6 +152,7 @@ pub fn parse_nodes(
     let header = Header::read(&source, &mut csv)?;
     let [node_id, gpu_model, gpus, cpu_milli, memory_mib] = header.require(&NODE_COLUMNS)?;
     let [leaf, spine, superspine, hbd] = header.optional(&TOPOLOGY_COLUMNS)?;
+    header.warn_unknown(&[NODE_COLUMNS.as_slice(), &TOPOLOGY_COLUMNS].concat());
 
     let mut builder = ClusterSpecBuilder::new();
     let mut first_line: HashMap<String, u64> = HashMap::new();
@@ -262,6 +263,7 @@ pub fn parse_jobs(
         kind,
     ] = header.require(&JOB_COLUMNS)?;
     let [topology] = header.optional(&[JOB_TOPOLOGY_COLUMN])?;
+    header.warn_unknown(&[JOB_COLUMNS.as_slice(), &[JOB_TOPOLOGY_COLUMN]].concat());
 
     let mut jobs = Vec::new();
     let mut tenants = vec![DEFAULT_TENANT.to_owned()];
@@ -449,7 +451,7 @@ fn non_empty(text: &str) -> Option<&str> {
     (!text.is_empty()).then_some(text)
 }
 
-/// The header row: the position of each column by name.
+/// The header row: the position of each column by name, matched ignoring ASCII case.
 struct Header<'a> {
     source: &'a Source<'a>,
     /// The line the header is on.
@@ -482,7 +484,11 @@ impl<'a> Header<'a> {
     }
 
     fn find(&self, column: &str) -> Result<Option<usize>, TraceError> {
-        let mut found = self.names.iter().enumerate().filter(|(_, n)| *n == column);
+        let mut found = self
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.eq_ignore_ascii_case(column));
         let first = found.next().map(|(i, _)| i);
         if found.next().is_some() {
             return Err(self.source.error(
@@ -491,6 +497,24 @@ impl<'a> Header<'a> {
             ));
         }
         Ok(first)
+    }
+
+    /// Warns, on stderr, of the columns that are none of `known`: they are ignored.
+    fn warn_unknown(&self, known: &[&str]) {
+        let unknown: Vec<&str> = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !known.iter().any(|k| k.eq_ignore_ascii_case(name)))
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(
+                "{}: ignoring the column(s) {} (the format's columns: {})",
+                self.source.name,
+                unknown.join(", "),
+                known.join(", ")
+            );
+        }
     }
 
     fn require<const N: usize>(&self, columns: &[&str; N]) -> Result<[usize; N], TraceError> {
@@ -1306,6 +1330,17 @@ mod tests {
         assert_eq!((cpu.gpu_model.as_deref(), cpu.gpus()), (None, 0));
         assert_eq!(cluster.total_gpus(), 20);
         assert!(cluster.has_unknown_capacity());
+    }
+
+    #[test]
+    fn column_names_match_ignoring_case() {
+        let text = "NODE_ID,Gpu_Model,GPUS,cpu_milli,memory_mib,Leaf,rack\nn,H100,8,,,l1,r1\n";
+        let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("parse");
+        assert_eq!(cluster.leaves.len(), 1, "Leaf is the leaf column");
+        assert_eq!(cluster.nodes[0].gpus(), 8);
+        let text = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,LEAF\n";
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options()).unwrap_err();
+        assert_error(err, 1, &["column leaf appears more than once"]);
     }
 
     #[test]
