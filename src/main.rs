@@ -340,7 +340,8 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         )));
     }
     let (cluster, mut workload, source) = load_workload(&args, &config)?;
-    scale_arrivals(&mut workload, args.load_factor);
+    scale_arrivals(&mut workload, args.load_factor)
+        .map_err(|e| input(format!("--load-factor {:?}: {e}", args.load_factor)))?;
     let synthetic_tenants = args.synthetic_tenants || args.nodes.is_none();
     let tenant_configs = if !config.tenants.is_empty() {
         config.tenants.clone()

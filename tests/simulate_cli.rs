@@ -232,6 +232,22 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     ];
     assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
+    let args = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--load-factor",
+        "1e-300",
+        "--out",
+        &out,
+    ];
+    assert_rejected(
+        &args,
+        "--load-factor 1e-300: job j2 would end past",
+        &out_path,
+    );
     let args = ["simulate", "--format", "xml", "--out", &out];
     assert_rejected(&args, "invalid value 'xml'", &out_path);
     let args = ["simulate", "--nodes", &nodes, "--out", &out];

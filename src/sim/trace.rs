@@ -95,6 +95,11 @@ pub struct Workload {
 /// The default tenant, `TenantId(0)`, is written as an empty tenant column.
 use crate::queue::DEFAULT_TENANT;
 
+/// The latest instant a trace may name, in milliseconds (10^12 s, about 31,700 years): a
+/// row submitted or ending later is rejected, so that the replay's clock has room to add
+/// to its times without overflowing.
+pub const MAX_TIME_MS: u64 = 1_000_000_000_000_000;
+
 /// The most pods one job may have: a larger count is taken for a broken row, not a job.
 pub const MAX_PODS_PER_JOB: u64 = 100_000;
 
@@ -292,6 +297,18 @@ pub fn parse_jobs(
             "" => None,
             text => Some(row.seconds_as_ms("duration_s", text)?),
         };
+        // Both are at most MAX_TIME_MS: their sum fits.
+        let end_ms = submit_ms + duration_ms.unwrap_or(0);
+        if end_ms > MAX_TIME_MS {
+            return Err(row.error(
+                "duration_s",
+                format!(
+                    "the job would end at {} s, past the clock's last second, {}",
+                    format_seconds(end_ms),
+                    MAX_TIME_MS / 1000
+                ),
+            ));
+        }
         let gpu = GpuRequest::parse(row.text(Some(gpus_per_pod)))
             .map_err(|message| row.error("gpus_per_pod", message))?;
         let pod_count = row.whole("pods", Some(pods))?;
@@ -664,8 +681,9 @@ fn parse_whole(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("\"{text}\" is too large a number"))
 }
 
-/// Seconds, whole or decimal, to milliseconds without float rounding. Digits past the
-/// third decimal place round to the nearest millisecond (half up).
+/// Seconds, whole or decimal, to milliseconds without float rounding, at most
+/// [`MAX_TIME_MS`]. Digits past the third decimal place round to the nearest millisecond
+/// (half up).
 fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     if text.starts_with('-') {
         return Err(format!("\"{text}\" is negative"));
@@ -675,7 +693,12 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
         return Err(format!("\"{text}\" is not a number of seconds"));
     }
-    let too_large = || format!("\"{text}\" is too many seconds");
+    let too_large = || {
+        format!(
+            "\"{text}\" is more seconds than the clock holds ({})",
+            MAX_TIME_MS / 1000
+        )
+    };
     let whole: u64 = if whole.is_empty() {
         0
     } else {
@@ -691,6 +714,7 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     whole
         .checked_mul(1000)
         .and_then(|ms| ms.checked_add(millis))
+        .filter(|&ms| ms <= MAX_TIME_MS)
         .ok_or_else(too_large)
 }
 
@@ -1164,6 +1188,22 @@ mod tests {
     }
 
     #[test]
+    fn times_past_the_clocks_limit_are_rejected() {
+        assert_error(
+            jobs("a,,0,10,1,1,,,\nb,,18446744073709551,10,1,1,,,\n").unwrap_err(),
+            3,
+            &["field submit_s", "more seconds than the clock holds"],
+        );
+        assert_error(
+            jobs("a,,999999999990,11,1,1,,,\n").unwrap_err(),
+            2,
+            &["field duration_s", "would end at 1000000000001 s"],
+        );
+        let last = jobs("a,,999999999990,10,1,1,,,\nb,,1000000000000,,1,1,,,\n").expect("parse");
+        assert_eq!(last.jobs[0].submit_ms + 10_000, MAX_TIME_MS);
+    }
+
+    #[test]
     fn unknown_gpu_model_lists_the_known_ones() {
         let err = jobs("a,,0,60,1,1,H100,,\nb,,0,60,1,1,A100|V100,,\n").unwrap_err();
         assert_error(
@@ -1351,7 +1391,18 @@ mod tests {
         assert_eq!(parse_seconds_as_ms("7."), Ok(7_000));
         assert_eq!(parse_seconds_as_ms("1.0005"), Ok(1_001));
         assert_eq!(parse_seconds_as_ms("1.0004999"), Ok(1_000));
-        for bad in ["", ".", "-1", "1e3", "abc", "1.2.3", "99999999999999999999"] {
+        assert_eq!(parse_seconds_as_ms("1000000000000"), Ok(MAX_TIME_MS));
+        for bad in [
+            "",
+            ".",
+            "-1",
+            "1e3",
+            "abc",
+            "1.2.3",
+            "99999999999999999999",
+            "18446744073709551",
+            "1000000000000.001",
+        ] {
             assert!(parse_seconds_as_ms(bad).is_err(), "{bad} accepted");
         }
         for ms in [0, 1, 10, 1500, 60_000, 123_456] {
