@@ -339,6 +339,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             args.load_factor
         )));
     }
+    check_outputs(&args)?;
     let (cluster, mut workload, source) = load_workload(&args, &config)?;
     scale_arrivals(&mut workload, args.load_factor)
         .map_err(|e| input(format!("--load-factor {:?}: {e}", args.load_factor)))?;
@@ -461,6 +462,50 @@ fn load_workload(
             Ok((cluster, workload, source))
         }
     }
+}
+
+/// Refuses a run that would write over one of its inputs, or write two outputs to one
+/// file: files are compared as the file system resolves them.
+fn check_outputs(args: &SimulateArgs) -> Result<(), Failure> {
+    let trace_file = |name: &str| args.write_trace.as_ref().map(|dir| dir.join(name));
+    let inputs = [
+        ("--nodes", args.nodes.clone()),
+        ("--jobs", args.jobs.clone()),
+        ("--config", args.config.clone()),
+    ];
+    let outputs = [
+        ("--write-trace", trace_file("nodes.csv")),
+        ("--write-trace", trace_file("jobs.csv")),
+        ("--out", args.out.clone()),
+        ("--events", args.events.clone()),
+    ];
+    let mut taken: Vec<(&str, PathBuf)> = inputs
+        .into_iter()
+        .filter_map(|(flag, path)| Some((flag, resolved(&path?)?)))
+        .collect();
+    for (flag, path) in outputs {
+        let Some(file) = path.as_deref().and_then(resolved) else {
+            continue;
+        };
+        if let Some((other, _)) = taken.iter().find(|(_, taken)| *taken == file) {
+            return Err(Failure::Input(format!(
+                "{flag} would write over {}, which {other} also names",
+                file.display()
+            )));
+        }
+        taken.push((flag, file));
+    }
+    Ok(())
+}
+
+/// The file `path` names, links resolved; for a file not there yet, its folder's (`None`
+/// when that is not there either: no file can be there yet).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    path.canonicalize().ok().or_else(|| {
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let folder = folder.unwrap_or(Path::new(".")).canonicalize().ok()?;
+        Some(folder.join(path.file_name()?))
+    })
 }
 
 fn write_trace(dir: &Path, cluster: &ClusterSpec, workload: &Workload) -> Result<(), Failure> {

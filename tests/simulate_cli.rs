@@ -248,28 +248,41 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         "--load-factor 1e-300: job j2 would end past",
         &out_path,
     );
+    let same = dir.join("same");
+    std::fs::create_dir_all(&same).expect("same dir");
+    let (same_nodes, same_jobs) = (
+        write(&same, "nodes.csv", NODES),
+        write(&same, "jobs.csv", JOBS),
+    );
+    let same_arg = same.display().to_string();
+    let args = [
+        "simulate",
+        "--nodes",
+        &same_nodes,
+        "--jobs",
+        &same_jobs,
+        "--write-trace",
+        &same_arg,
+        "--out",
+        &out,
+    ];
+    assert_rejected(&args, "--write-trace would write over", &out_path);
+    assert_eq!(std::fs::read_to_string(&same_jobs).unwrap(), JOBS);
+    assert_eq!(std::fs::read_to_string(&same_nodes).unwrap(), NODES);
     let args = ["simulate", "--format", "xml", "--out", &out];
     assert_rejected(&args, "invalid value 'xml'", &out_path);
     let args = ["simulate", "--nodes", &nodes, "--out", &out];
     assert_rejected(&args, "--jobs", &out_path);
 }
 
-#[test]
-fn written_trace_replays_to_the_same_figures() {
-    let dir = temp_dir("replay");
-    let trace = dir.join("trace");
+/// Runs `kant simulate ARGS --write-trace DIR`, replays the written trace with REPLAY_ARGS,
+/// and checks that both runs, and their baselines, give the same figures; returns the
+/// first run's report.
+fn assert_written_trace_replays_the_same(name: &str, args: &[&str], replay_args: &[&str]) -> Value {
+    let trace = temp_dir(name).join("trace");
     let trace_arg = trace.display().to_string();
-    let first = kant(&[
-        "simulate",
-        "--synthetic-jobs",
-        "300",
-        "--seed",
-        "7",
-        "--format",
-        "json",
-        "--write-trace",
-        &trace_arg,
-    ]);
+    let json = ["--format", "json"];
+    let first = kant(&[&["simulate"], args, &json, &["--write-trace", &trace_arg]].concat());
     assert!(
         first.status.success(),
         "{}",
@@ -277,17 +290,8 @@ fn written_trace_replays_to_the_same_figures() {
     );
     let nodes = trace.join("nodes.csv").display().to_string();
     let jobs = trace.join("jobs.csv").display().to_string();
-    // The written trace names each job's tenant; their quotas are the synthetic ones.
-    let replay = kant(&[
-        "simulate",
-        "--nodes",
-        &nodes,
-        "--jobs",
-        &jobs,
-        "--synthetic-tenants",
-        "--format",
-        "json",
-    ]);
+    let trace_args = ["simulate", "--nodes", &nodes, "--jobs", &jobs];
+    let replay = kant(&[&trace_args, replay_args, &json].concat());
     assert!(
         replay.status.success(),
         "{}",
@@ -302,7 +306,9 @@ fn written_trace_replays_to_the_same_figures() {
         "gfr_mean",
         "jwtd",
         "jtted",
+        "jobs_total",
         "jobs_placed",
+        "jobs_skipped",
     ] {
         assert_eq!(a[key], b[key], "{key} differs after replay");
         assert_eq!(
@@ -310,8 +316,30 @@ fn written_trace_replays_to_the_same_figures() {
             "baseline {key} differs"
         );
     }
-    assert_eq!(a["jobs_total"], 300);
-    assert_eq!(a["baseline"]["profile"], "native");
+    a
+}
+
+#[test]
+fn written_trace_replays_to_the_same_figures() {
+    // The written trace names each job's tenant; their quotas are the synthetic ones.
+    let report = assert_written_trace_replays_the_same(
+        "replay",
+        &["--synthetic-jobs", "300", "--seed", "7"],
+        &["--synthetic-tenants"],
+    );
+    assert_eq!(report["jobs_total"], 300);
+    assert_eq!(report["baseline"]["profile"], "native");
+
+    // A trace's skipped row (j4, no duration) is written back too.
+    let dir = temp_dir("replay-trace");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let trace_args = ["--nodes", nodes.as_str(), "--jobs", jobs.as_str()];
+    let report = assert_written_trace_replays_the_same("replay-written", &trace_args, &[]);
+    assert_eq!(
+        (&report["jobs_total"], &report["jobs_skipped"]),
+        (&4.into(), &1.into())
+    );
 }
 
 #[test]

@@ -88,7 +88,10 @@ pub struct Workload {
     /// "default" (used for an empty tenant column).
     pub tenants: Vec<String>,
     /// Rows skipped because their duration is empty (the job never ran in the original
-    /// trace).
+    /// trace), in file order, as jobs without a duration: never replayed, but written back
+    /// with the workload. `skipped[i].id == JobId(jobs.len() + i)`.
+    pub skipped: Vec<Job>,
+    /// How many rows were skipped: `skipped.len()`.
     pub skipped_no_duration: u64,
 }
 
@@ -245,8 +248,7 @@ pub fn parse_nodes(
 
 /// Parses jobs from any reader against `cluster`; `name` is the file name errors carry.
 ///
-/// Every row is checked in full, skipped rows (empty duration) included; only kept rows
-/// intern their tenants.
+/// Every row is checked in full, skipped rows (empty duration) included.
 pub fn parse_jobs(
     name: &str,
     reader: impl Read,
@@ -275,7 +277,7 @@ pub fn parse_jobs(
     let mut tenant_ids: HashMap<String, TenantId> =
         HashMap::from([(DEFAULT_TENANT.to_owned(), TenantId(0))]);
     let mut first_line: HashMap<String, u64> = HashMap::new();
-    let mut skipped_no_duration = 0;
+    let mut skipped = Vec::new();
     let mut record = csv::StringRecord::new();
     while source.read_record(&mut csv, &mut record)? {
         let row = Row::new(&source, &record);
@@ -331,10 +333,6 @@ pub fn parse_jobs(
         let topology = TopologyNeed::parse(row.text(topology))
             .map_err(|message| row.error(JOB_TOPOLOGY_COLUMN, message))?;
 
-        let Some(duration_ms) = duration_ms else {
-            skipped_no_duration += 1;
-            continue;
-        };
         let tenant = match row.text(Some(tenant)) {
             "" => TenantId(0),
             tenant_name => match tenant_ids.get(tenant_name) {
@@ -349,10 +347,10 @@ pub fn parse_jobs(
                 }
             },
         };
-        if u32::try_from(jobs.len()).is_err() {
+        if u32::try_from(jobs.len() + skipped.len()).is_err() {
             return Err(row.error("job_id", format!("more than {} jobs", u32::MAX)));
         }
-        jobs.push(Job {
+        let job = Job {
             id: JobId(0),
             name: job_name.to_owned(),
             tenant,
@@ -362,21 +360,26 @@ pub fn parse_jobs(
             // Bounded by MAX_PODS_PER_JOB above.
             pods: vec![PodRequest::gpus(gpu); pod_count as usize],
             submit_ms,
-            duration_ms: Some(duration_ms),
+            duration_ms,
             topology,
             constraints: None,
             pod_rules: None,
-        });
+        };
+        match duration_ms {
+            Some(_) => jobs.push(job),
+            None => skipped.push(job),
+        }
     }
     jobs.sort_by_key(|job| job.submit_ms);
-    for (index, job) in jobs.iter_mut().enumerate() {
-        // Fits: checked for every kept row above.
+    for (index, job) in jobs.iter_mut().chain(&mut skipped).enumerate() {
+        // Fits: checked for every row above.
         job.id = JobId(index as u32);
     }
     Ok(Workload {
         jobs,
         tenants,
-        skipped_no_duration,
+        skipped_no_duration: skipped.len() as u64,
+        skipped,
     })
 }
 
@@ -727,7 +730,8 @@ pub fn write_nodes(path: &Path, cluster: &ClusterSpec) -> io::Result<()> {
     write_nodes_to(BufWriter::new(File::create(path)?), cluster)
 }
 
-/// Writes `workload` as a `jobs.csv`; pools are written as the GPU model names of `cluster`.
+/// Writes `workload` as a `jobs.csv`, its skipped rows last with an empty `duration_s`;
+/// pools are written as the GPU model names of `cluster`.
 pub fn write_jobs(path: &Path, workload: &Workload, cluster: &ClusterSpec) -> io::Result<()> {
     write_jobs_to(BufWriter::new(File::create(path)?), workload, cluster)
 }
@@ -790,7 +794,7 @@ pub fn write_jobs_to(
 ) -> io::Result<()> {
     let mut csv = csv::Writer::from_writer(writer);
     csv.write_record(JOB_COLUMNS.iter().chain(&[JOB_TOPOLOGY_COLUMN]))?;
-    for job in &workload.jobs {
+    for job in workload.jobs.iter().chain(&workload.skipped) {
         let Some(first) = job.pods.first() else {
             return Err(invalid(format!("job {}: no pods", job.name)));
         };
@@ -1100,13 +1104,49 @@ mod tests {
     }
 
     #[test]
-    fn empty_durations_are_skipped_and_counted() {
+    fn empty_durations_are_skipped_counted_and_written_back() {
         let workload = jobs("a,,0,,1,1,,,\nb,,5,60,1,1,,,\nc,t,9,,0.5,1,,BE,\n").expect("parse");
         assert_eq!(workload.skipped_no_duration, 2);
         assert_eq!(workload.jobs.len(), 1);
         assert_eq!(workload.jobs[0].name, "b");
-        // A skipped row's tenant is not interned.
-        assert_eq!(workload.tenants, ["default"]);
+        let skipped: Vec<(&str, JobId)> = workload
+            .skipped
+            .iter()
+            .map(|j| (j.name.as_str(), j.id))
+            .collect();
+        assert_eq!(skipped, [("a", JobId(1)), ("c", JobId(2))]);
+
+        let cluster = small_cluster();
+        let mut out = Vec::new();
+        write_jobs_to(&mut out, &workload, &cluster).expect("write");
+        let written = String::from_utf8(out).expect("utf-8");
+        assert!(
+            written.contains("\nc,t,9,,0.5,1,,-10,unknown,\n"),
+            "{written}"
+        );
+        let back = parse_jobs("again.csv", written.as_bytes(), &cluster, &options()).expect("read");
+        assert_eq!(back.skipped_no_duration, 2);
+        assert_eq!(back.tenants, workload.tenants);
+        for (x, y) in workload.skipped.iter().zip(&back.skipped) {
+            assert_eq!(
+                (
+                    &x.name,
+                    x.tenant,
+                    x.priority,
+                    &x.pods,
+                    x.submit_ms,
+                    x.duration_ms
+                ),
+                (
+                    &y.name,
+                    y.tenant,
+                    y.priority,
+                    &y.pods,
+                    y.submit_ms,
+                    y.duration_ms
+                )
+            );
+        }
     }
 
     #[test]
