@@ -281,8 +281,12 @@ impl Config {
             source_name: source_name.to_owned(),
             message,
         };
-        let config: Config = serde_saphyr::from_str(text)
-            .map_err(|e| error(e.to_string().lines().next().unwrap_or("").to_owned()))?;
+        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
+            // The parser leads its first line with the "error: " the command line adds.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("");
+            error(first.strip_prefix("error: ").unwrap_or(first).to_owned())
+        })?;
         if config.profiles.is_empty() {
             return Err(error("no profiles".into()));
         }
@@ -373,6 +377,14 @@ mod tests {
             err.contains("half an hour") && err.contains("not a duration"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_yaml_error_names_the_file_and_line_once() {
+        let err = Config::parse("kant.yaml", "default_profile: p\nprofiles: [\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("kant.yaml: line 2 column"), "{text}");
+        assert!(!text.contains("error"), "{text}");
     }
 
     #[test]
