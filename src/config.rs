@@ -62,17 +62,17 @@ pub struct ProfileConfig {
 pub struct QueueSettings {
     /// How long the head of a backfill queue waits, blocked, before room is made for it
     /// (a duration: `30m`, `1800s`, `2h`).
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<0, _>")]
     pub backfill_threshold: u64,
     /// A job placed less than this long ago is never preempted, so preemption cannot
     /// cascade.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<1, _>")]
     pub min_runtime: u64,
     /// The first wait of a job requeued after a failed binding; it doubles per failure.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<2, _>")]
     pub requeue_backoff: u64,
     /// The longest such wait.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<3, _>")]
     pub requeue_backoff_max: u64,
     /// Between jobs of equal priority and submission time, which size goes first.
     pub size_order: SizeOrder,
@@ -125,17 +125,49 @@ pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
     }
 }
 
-fn duration_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Text {
-        Number(u64),
-        Text(String),
+/// The keys of [`QueueSettings`]' durations, for their errors: `duration_ms::<I, _>` reads
+/// the `I`th.
+const DURATION_KEYS: [&str; 4] = [
+    "backfill_threshold",
+    "min_runtime",
+    "requeue_backoff",
+    "requeue_backoff_max",
+];
+
+/// A duration as [`parse_duration_ms`] reads it, written as text or as a plain number
+/// (seconds); an error names the key.
+fn duration_ms<'de, const KEY: usize, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<u64, D::Error> {
+    struct Text;
+    impl serde::de::Visitor<'_> for Text {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a duration (for example 30m, 1800s, 2h, 250ms)")
+        }
+        fn visit_str<E>(self, text: &str) -> Result<String, E> {
+            Ok(text.to_owned())
+        }
+        fn visit_u64<E>(self, number: u64) -> Result<String, E> {
+            Ok(number.to_string())
+        }
+        fn visit_i64<E>(self, number: i64) -> Result<String, E> {
+            Ok(number.to_string())
+        }
+        fn visit_f64<E>(self, number: f64) -> Result<String, E> {
+            // `1e300` stays short, and is refused for its `e`.
+            Ok(format!("{number:?}"))
+        }
+        fn visit_bool<E>(self, value: bool) -> Result<String, E> {
+            Ok(value.to_string())
+        }
+        fn visit_unit<E>(self) -> Result<String, E> {
+            Ok(String::new())
+        }
     }
-    match Text::deserialize(deserializer)? {
-        Text::Number(seconds) => Ok(seconds.saturating_mul(1000)),
-        Text::Text(text) => parse_duration_ms(&text).map_err(serde::de::Error::custom),
-    }
+    let text = deserializer.deserialize_any(Text)?;
+    parse_duration_ms(&text)
+        .map_err(|e| serde::de::Error::custom(format!("queueing.{}: {e}", DURATION_KEYS[KEY])))
 }
 
 /// The placement strategies `--placement` chooses between: each is a score plugin.
@@ -377,6 +409,31 @@ mod tests {
             err.contains("half an hour") && err.contains("not a duration"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_plain_number_is_seconds_and_a_bad_one_names_its_key() {
+        let queueing = |key: &str, value: &str| {
+            let line = DEFAULT_CONFIG
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{key}:")))
+                .expect("the key is in the embedded configuration");
+            let text = DEFAULT_CONFIG.replace(line, &format!("  {key}: {value}"));
+            Config::parse("kant.yaml", &text).map(|c| c.queueing)
+        };
+        let settings = queueing("backfill_threshold", "1.5").expect("1.5 s");
+        assert_eq!(settings.backfill_threshold, 1_500);
+        let settings = queueing("min_runtime", "1e3").expect("1000 s");
+        assert_eq!(settings.min_runtime, 1_000_000);
+        for key in DURATION_KEYS {
+            for bad in ["-5", "1e300", "true", ""] {
+                let err = queueing(key, bad).unwrap_err().to_string();
+                assert!(
+                    err.contains(&format!("queueing.{key}: `{bad}` is not a duration")),
+                    "{err}"
+                );
+            }
+        }
     }
 
     #[test]
