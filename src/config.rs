@@ -4,6 +4,7 @@
 //! plugin objects.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -139,35 +140,45 @@ const DURATION_KEYS: [&str; 4] = [
 fn duration_ms<'de, const KEY: usize, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<u64, D::Error> {
-    struct Text;
-    impl serde::de::Visitor<'_> for Text {
-        type Value = String;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a duration (for example 30m, 1800s, 2h, 250ms)")
-        }
-        fn visit_str<E>(self, text: &str) -> Result<String, E> {
-            Ok(text.to_owned())
-        }
-        fn visit_u64<E>(self, number: u64) -> Result<String, E> {
-            Ok(number.to_string())
-        }
-        fn visit_i64<E>(self, number: i64) -> Result<String, E> {
-            Ok(number.to_string())
-        }
-        fn visit_f64<E>(self, number: f64) -> Result<String, E> {
-            // `1e300` stays short, and is refused for its `e`.
-            Ok(format!("{number:?}"))
-        }
-        fn visit_bool<E>(self, value: bool) -> Result<String, E> {
-            Ok(value.to_string())
-        }
-        fn visit_unit<E>(self) -> Result<String, E> {
-            Ok(String::new())
-        }
-    }
-    let text = deserializer.deserialize_any(Text)?;
+    let Scalar(text) = Scalar::deserialize(deserializer)?;
     parse_duration_ms(&text)
         .map_err(|e| serde::de::Error::custom(format!("queueing.{}: {e}", DURATION_KEYS[KEY])))
+}
+
+/// A YAML scalar as text, whatever its type (null is empty), so that the error of a value
+/// that is not what it should be can quote it.
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = String;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number or text")
+            }
+            fn visit_str<E>(self, text: &str) -> Result<String, E> {
+                Ok(text.to_owned())
+            }
+            fn visit_u64<E>(self, number: u64) -> Result<String, E> {
+                Ok(number.to_string())
+            }
+            fn visit_i64<E>(self, number: i64) -> Result<String, E> {
+                Ok(number.to_string())
+            }
+            fn visit_f64<E>(self, number: f64) -> Result<String, E> {
+                // `1e300` stays short.
+                Ok(format!("{number:?}"))
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<String, E> {
+                Ok(value.to_string())
+            }
+            fn visit_unit<E>(self) -> Result<String, E> {
+                Ok(String::new())
+            }
+        }
+        deserializer.deserialize_any(Text).map(Scalar)
+    }
 }
 
 /// The placement strategies `--placement` chooses between: each is a score plugin.
@@ -230,15 +241,61 @@ impl ProfileConfig {
 }
 
 /// A plugin by name, or with a score weight.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum PluginConfig {
     Name(String),
-    Weighted {
-        name: String,
-        #[serde(default)]
-        weight: Option<i64>,
-    },
+    Weighted { name: String, weight: Option<i64> },
+}
+
+/// A plugin's name, or `{name: NAME, weight: N}`. An unknown key, or a weight that is not
+/// a whole number, is an error naming the plugin.
+impl<'de> Deserialize<'de> for PluginConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = PluginConfig;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a plugin name, or {name: NAME, weight: N}")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<PluginConfig, E> {
+                Ok(PluginConfig::Name(name.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<PluginConfig, A::Error> {
+                use serde::de::Error;
+                let (mut name, mut weight, mut unknown) = (None, None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value::<String>()?),
+                        "weight" => weight = Some(map.next_value::<Scalar>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            unknown.get_or_insert(key);
+                        }
+                    }
+                }
+                let name = name.ok_or_else(|| A::Error::custom("a plugin entry has no name"))?;
+                if let Some(key) = unknown {
+                    return Err(A::Error::custom(format!(
+                        "plugin `{name}`: unknown key `{key}` (an entry has name and weight)"
+                    )));
+                }
+                let weight = weight
+                    .map(|text| {
+                        text.parse().map_err(|_| {
+                            A::Error::custom(format!(
+                                "weight `{text}` of `{name}` is not a whole number from 0 to 100"
+                            ))
+                        })
+                    })
+                    .transpose()?;
+                Ok(PluginConfig::Weighted { name, weight })
+            }
+        }
+        deserializer.deserialize_any(Entry)
+    }
 }
 
 impl PluginConfig {
@@ -471,6 +528,39 @@ mod tests {
         );
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
         assert!(err.contains("is above 100"), "{err}");
+    }
+
+    #[test]
+    fn a_plugin_entry_names_its_unknown_key_or_bad_weight() {
+        let parse = |entry: &str| {
+            let text = with_plugins(&format!("[priority-sort, gpu-devices, {entry}]"));
+            Config::parse("kant.yaml", &text).map_err(|e| e.to_string())
+        };
+        let err = parse("{name: binpack, weigth: 5}").unwrap_err();
+        assert!(
+            err.contains("plugin `binpack`: unknown key `weigth`"),
+            "{err}"
+        );
+        let err = parse("{weigth: 5, name: binpack}").unwrap_err();
+        assert!(err.contains("unknown key `weigth`"), "{err}");
+        for bad in ["2.5", "heavy", "1e20"] {
+            let err = parse(&format!("{{name: binpack, weight: {bad}}}")).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "weight `{bad}` of `binpack` is not a whole number"
+                )),
+                "{err}"
+            );
+        }
+        let err = parse("{weight: 5}").unwrap_err();
+        assert!(err.contains("a plugin entry has no name"), "{err}");
+        let config = parse("{name: binpack, weight: 5}").expect("valid");
+        let weights: Vec<Option<i64>> = config.profiles[0]
+            .plugins
+            .iter()
+            .map(PluginConfig::weight)
+            .collect();
+        assert_eq!(weights, [None, None, Some(5)]);
     }
 
     #[test]
