@@ -379,6 +379,12 @@ impl Config {
         if config.profiles.is_empty() {
             return Err(error("no profiles".into()));
         }
+        if let Some(name) = first_repeat(config.profiles.iter().map(|p| p.name.as_str())) {
+            return Err(error(format!("profile `{name}` is declared twice")));
+        }
+        if let Some(name) = first_repeat(config.tenants.iter().map(|t| t.name.as_str())) {
+            return Err(error(format!("tenant {name} is declared twice")));
+        }
         for profile in &config.profiles {
             crate::plugins::build_profile(profile, &config).map_err(error)?;
         }
@@ -402,6 +408,12 @@ impl Config {
     pub fn profile_names(&self) -> Vec<&str> {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
     }
+}
+
+/// The first of `names` that an earlier one repeats.
+fn first_repeat<'a>(mut names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    names.find(|name| !seen.insert(*name))
 }
 
 #[cfg(test)]
@@ -499,6 +511,18 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("kant.yaml: line 2 column"), "{text}");
         assert!(!text.contains("error"), "{text}");
+    }
+
+    #[test]
+    fn a_profile_or_tenant_declared_twice_is_named() {
+        let text = DEFAULT_CONFIG.replace("  - name: native", "  - name: default");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert_eq!(err, "kant.yaml: profile `default` is declared twice");
+        for name in ["team-a", "default"] {
+            let text = format!("{DEFAULT_CONFIG}tenants:\n  - name: {name}\n  - name: {name}\n");
+            let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+            assert_eq!(err, format!("kant.yaml: tenant {name} is declared twice"));
+        }
     }
 
     #[test]
