@@ -232,6 +232,23 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     ];
     assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
+    let no_native = write(
+        &dir,
+        "no_native.yaml",
+        "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
+         search: flat\n    plugins: [priority-sort, gpu-devices]\n",
+    );
+    let args = [
+        "simulate",
+        "--config",
+        &no_native,
+        "--synthetic-jobs",
+        "10",
+        "--out",
+        &out,
+    ];
+    assert_rejected(&args, "no profile `native`", &out_path);
+    assert_rejected(&args, "--baseline none", &out_path);
     let args = [
         "simulate",
         "--nodes",
@@ -391,7 +408,7 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
 }
 
 #[test]
-fn a_column_the_format_does_not_know_is_warned_of() {
+fn an_ignored_column_or_flag_is_warned_of() {
     let dir = temp_dir("columns");
     let nodes = write(
         &dir,
@@ -409,6 +426,8 @@ fn a_column_the_format_does_not_know_is_warned_of() {
         &jobs,
         "--baseline",
         "none",
+        "--synthetic-jobs",
+        "10",
     ];
     let output = kant(&args);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -417,4 +436,28 @@ fn a_column_the_format_does_not_know_is_warned_of() {
         stderr.contains("nodes.csv: ignoring the column(s) rack"),
         "{stderr}"
     );
+    assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
+}
+
+#[test]
+fn an_unwritable_output_fails_before_the_replay() {
+    let dir = temp_dir("unwritable");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let out = dir
+        .join("missing")
+        .join("report.json")
+        .display()
+        .to_string();
+    let events_path = dir.join("events.jsonl");
+    let events = events_path.display().to_string();
+    let args = [
+        "simulate", "--nodes", &nodes, "--jobs", &jobs, "--out", &out, "--events", &events,
+    ];
+    let output = kant(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("report.json"), "{stderr}");
+    assert!(!events_path.exists(), "the replay ran and wrote its events");
+    assert!(output.stdout.is_empty());
 }
