@@ -354,8 +354,9 @@ impl PreemptionStats {
 }
 
 /// Divides every inter-arrival time by `factor` (> 1 compresses the arrivals, raising the
-/// offered load), keeping the first submission where it is. Durations are unchanged. Fails,
-/// changing nothing, when a job would end past [`MAX_TIME_MS`].
+/// offered load), keeping the first submission where it is. Durations are unchanged, and
+/// so are the skipped rows (they never run). Fails, changing nothing, when a job would end
+/// past [`MAX_TIME_MS`].
 pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String> {
     let Some(first) = workload.jobs.first().map(|j| j.submit_ms) else {
         return Ok(());
