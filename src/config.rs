@@ -4,6 +4,7 @@
 //! plugin objects.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -62,17 +63,17 @@ pub struct ProfileConfig {
 pub struct QueueSettings {
     /// How long the head of a backfill queue waits, blocked, before room is made for it
     /// (a duration: `30m`, `1800s`, `2h`).
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<0, _>")]
     pub backfill_threshold: u64,
     /// A job placed less than this long ago is never preempted, so preemption cannot
     /// cascade.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<1, _>")]
     pub min_runtime: u64,
     /// The first wait of a job requeued after a failed binding; it doubles per failure.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<2, _>")]
     pub requeue_backoff: u64,
     /// The longest such wait.
-    #[serde(deserialize_with = "duration_ms")]
+    #[serde(deserialize_with = "duration_ms::<3, _>")]
     pub requeue_backoff_max: u64,
     /// Between jobs of equal priority and submission time, which size goes first.
     pub size_order: SizeOrder,
@@ -125,16 +126,58 @@ pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
     }
 }
 
-fn duration_ms<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Text {
-        Number(u64),
-        Text(String),
-    }
-    match Text::deserialize(deserializer)? {
-        Text::Number(seconds) => Ok(seconds.saturating_mul(1000)),
-        Text::Text(text) => parse_duration_ms(&text).map_err(serde::de::Error::custom),
+/// The keys of [`QueueSettings`]' durations, for their errors: `duration_ms::<I, _>` reads
+/// the `I`th.
+const DURATION_KEYS: [&str; 4] = [
+    "backfill_threshold",
+    "min_runtime",
+    "requeue_backoff",
+    "requeue_backoff_max",
+];
+
+/// A duration as [`parse_duration_ms`] reads it, written as text or as a plain number
+/// (seconds); an error names the key.
+fn duration_ms<'de, const KEY: usize, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<u64, D::Error> {
+    let Scalar(text) = Scalar::deserialize(deserializer)?;
+    parse_duration_ms(&text)
+        .map_err(|e| serde::de::Error::custom(format!("queueing.{}: {e}", DURATION_KEYS[KEY])))
+}
+
+/// A YAML scalar as text, whatever its type (null is empty), so that the error of a value
+/// that is not what it should be can quote it.
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = String;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number or text")
+            }
+            fn visit_str<E>(self, text: &str) -> Result<String, E> {
+                Ok(text.to_owned())
+            }
+            fn visit_u64<E>(self, number: u64) -> Result<String, E> {
+                Ok(number.to_string())
+            }
+            fn visit_i64<E>(self, number: i64) -> Result<String, E> {
+                Ok(number.to_string())
+            }
+            fn visit_f64<E>(self, number: f64) -> Result<String, E> {
+                // `1e300` stays short.
+                Ok(format!("{number:?}"))
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<String, E> {
+                Ok(value.to_string())
+            }
+            fn visit_unit<E>(self) -> Result<String, E> {
+                Ok(String::new())
+            }
+        }
+        deserializer.deserialize_any(Text).map(Scalar)
     }
 }
 
@@ -198,15 +241,61 @@ impl ProfileConfig {
 }
 
 /// A plugin by name, or with a score weight.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum PluginConfig {
     Name(String),
-    Weighted {
-        name: String,
-        #[serde(default)]
-        weight: Option<i64>,
-    },
+    Weighted { name: String, weight: Option<i64> },
+}
+
+/// A plugin's name, or `{name: NAME, weight: N}`. An unknown key, or a weight that is not
+/// a whole number, is an error naming the plugin.
+impl<'de> Deserialize<'de> for PluginConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Entry;
+        impl<'de> serde::de::Visitor<'de> for Entry {
+            type Value = PluginConfig;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a plugin name, or {name: NAME, weight: N}")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<PluginConfig, E> {
+                Ok(PluginConfig::Name(name.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<PluginConfig, A::Error> {
+                use serde::de::Error;
+                let (mut name, mut weight, mut unknown) = (None, None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "name" => name = Some(map.next_value::<String>()?),
+                        "weight" => weight = Some(map.next_value::<Scalar>()?.0),
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            unknown.get_or_insert(key);
+                        }
+                    }
+                }
+                let name = name.ok_or_else(|| A::Error::custom("a plugin entry has no name"))?;
+                if let Some(key) = unknown {
+                    return Err(A::Error::custom(format!(
+                        "plugin `{name}`: unknown key `{key}` (an entry has name and weight)"
+                    )));
+                }
+                let weight = weight
+                    .map(|text| {
+                        text.parse().map_err(|_| {
+                            A::Error::custom(format!(
+                                "weight `{text}` of `{name}` is not a whole number from 0 to 100"
+                            ))
+                        })
+                    })
+                    .transpose()?;
+                Ok(PluginConfig::Weighted { name, weight })
+            }
+        }
+        deserializer.deserialize_any(Entry)
+    }
 }
 
 impl PluginConfig {
@@ -281,10 +370,20 @@ impl Config {
             source_name: source_name.to_owned(),
             message,
         };
-        let config: Config = serde_saphyr::from_str(text)
-            .map_err(|e| error(e.to_string().lines().next().unwrap_or("").to_owned()))?;
+        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
+            // The parser leads its first line with the "error: " the command line adds.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("");
+            error(first.strip_prefix("error: ").unwrap_or(first).to_owned())
+        })?;
         if config.profiles.is_empty() {
             return Err(error("no profiles".into()));
+        }
+        if let Some(name) = first_repeat(config.profiles.iter().map(|p| p.name.as_str())) {
+            return Err(error(format!("profile `{name}` is declared twice")));
+        }
+        if let Some(name) = first_repeat(config.tenants.iter().map(|t| t.name.as_str())) {
+            return Err(error(format!("tenant {name} is declared twice")));
         }
         for profile in &config.profiles {
             crate::plugins::build_profile(profile, &config).map_err(error)?;
@@ -309,6 +408,12 @@ impl Config {
     pub fn profile_names(&self) -> Vec<&str> {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
     }
+}
+
+/// The first of `names` that an earlier one repeats.
+fn first_repeat<'a>(mut names: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    names.find(|name| !seen.insert(*name))
 }
 
 #[cfg(test)]
@@ -376,6 +481,51 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_number_is_seconds_and_a_bad_one_names_its_key() {
+        let queueing = |key: &str, value: &str| {
+            let line = DEFAULT_CONFIG
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("{key}:")))
+                .expect("the key is in the embedded configuration");
+            let text = DEFAULT_CONFIG.replace(line, &format!("  {key}: {value}"));
+            Config::parse("kant.yaml", &text).map(|c| c.queueing)
+        };
+        let settings = queueing("backfill_threshold", "1.5").expect("1.5 s");
+        assert_eq!(settings.backfill_threshold, 1_500);
+        let settings = queueing("min_runtime", "1e3").expect("1000 s");
+        assert_eq!(settings.min_runtime, 1_000_000);
+        for key in DURATION_KEYS {
+            for bad in ["-5", "1e300", "true", ""] {
+                let err = queueing(key, bad).unwrap_err().to_string();
+                assert!(
+                    err.contains(&format!("queueing.{key}: `{bad}` is not a duration")),
+                    "{err}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_yaml_error_names_the_file_and_line_once() {
+        let err = Config::parse("kant.yaml", "default_profile: p\nprofiles: [\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("kant.yaml: line 2 column"), "{text}");
+        assert!(!text.contains("error"), "{text}");
+    }
+
+    #[test]
+    fn a_profile_or_tenant_declared_twice_is_named() {
+        let text = DEFAULT_CONFIG.replace("  - name: native", "  - name: default");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert_eq!(err, "kant.yaml: profile `default` is declared twice");
+        for name in ["team-a", "default"] {
+            let text = format!("{DEFAULT_CONFIG}tenants:\n  - name: {name}\n  - name: {name}\n");
+            let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+            assert_eq!(err, format!("kant.yaml: tenant {name} is declared twice"));
+        }
+    }
+
+    #[test]
     fn a_negative_quota_is_refused() {
         let text = format!("{DEFAULT_CONFIG}tenants:\n  - name: team-a\n    quota: {{H100: -8}}\n");
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
@@ -402,6 +552,39 @@ mod tests {
         );
         let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
         assert!(err.contains("is above 100"), "{err}");
+    }
+
+    #[test]
+    fn a_plugin_entry_names_its_unknown_key_or_bad_weight() {
+        let parse = |entry: &str| {
+            let text = with_plugins(&format!("[priority-sort, gpu-devices, {entry}]"));
+            Config::parse("kant.yaml", &text).map_err(|e| e.to_string())
+        };
+        let err = parse("{name: binpack, weigth: 5}").unwrap_err();
+        assert!(
+            err.contains("plugin `binpack`: unknown key `weigth`"),
+            "{err}"
+        );
+        let err = parse("{weigth: 5, name: binpack}").unwrap_err();
+        assert!(err.contains("unknown key `weigth`"), "{err}");
+        for bad in ["2.5", "heavy", "1e20"] {
+            let err = parse(&format!("{{name: binpack, weight: {bad}}}")).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "weight `{bad}` of `binpack` is not a whole number"
+                )),
+                "{err}"
+            );
+        }
+        let err = parse("{weight: 5}").unwrap_err();
+        assert!(err.contains("a plugin entry has no name"), "{err}");
+        let config = parse("{name: binpack, weight: 5}").expect("valid");
+        let weights: Vec<Option<i64>> = config.profiles[0]
+            .plugins
+            .iter()
+            .map(PluginConfig::weight)
+            .collect();
+        assert_eq!(weights, [None, None, Some(5)]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ enum Command {
     Run(Box<RunArgs>),
     /// Replay a workload (a trace, or the embedded default) and report GAR, SOR, GFR, JWTD
     /// and JTTED, beside the same workload under a baseline profile.
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
     /// Validate a configuration file.
     Config {
         #[command(subcommand)]
@@ -137,9 +137,10 @@ struct SimulateArgs {
     /// Seed of the synthetic workload.
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
-    /// Number of jobs in the synthetic workload.
-    #[arg(long, value_name = "N", default_value_t = 4000)]
-    synthetic_jobs: usize,
+    /// Number of jobs in the synthetic workload (default 4000); ignored, with a warning,
+    /// for a trace.
+    #[arg(long, value_name = "N")]
+    synthetic_jobs: Option<usize>,
     /// Divide inter-arrival times by X (2 doubles the offered load).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     load_factor: f64,
@@ -216,7 +217,7 @@ fn main() -> ExitCode {
             print!("{}", kant::kube::crd::crd_manifests());
             Ok(())
         }
-        Command::Simulate(args) => simulate(args),
+        Command::Simulate(args) => simulate(*args),
         Command::Config {
             action: ConfigAction::Check { file },
         } => check_config(&file),
@@ -310,10 +311,11 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         Some(path) => Config::load(path).map_err(|e| input(e.to_string()))?,
         None => Config::embedded(),
     };
-    let profile_named = |name: &str, placement: Option<Placement>| {
+    // `hint` ends the message of a profile the configuration does not have.
+    let profile_named = |name: &str, placement: Option<Placement>, hint: &str| {
         let profile = config.profile(name).ok_or_else(|| {
             input(format!(
-                "no profile `{name}` in the configuration (profiles: {})",
+                "no profile `{name}` in the configuration (profiles: {}){hint}",
                 config.profile_names().join(", ")
             ))
         })?;
@@ -324,14 +326,19 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         build_profile(&profile, &config).map_err(input)
     };
     let main_name = args.profile.as_deref().unwrap_or(&config.default_profile);
-    let mut main_profile = profile_named(main_name, args.placement)?;
+    let mut main_profile = profile_named(main_name, args.placement, "")?;
     if let Some(queueing) = args.queueing {
         main_profile.queueing = queueing;
     }
     let baseline = match args.baseline.as_str() {
         "none" => None,
         name if name == main_name && args.placement.is_none() && args.queueing.is_none() => None,
-        name => Some(profile_named(name, None)?),
+        name => Some(profile_named(
+            name,
+            None,
+            "; --baseline names the profile run beside it, `native` unless given: give \
+             another, or --baseline none",
+        )?),
     };
     if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
         return Err(input(format!(
@@ -339,8 +346,10 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             args.load_factor
         )));
     }
+    check_outputs(&args)?;
     let (cluster, mut workload, source) = load_workload(&args, &config)?;
-    scale_arrivals(&mut workload, args.load_factor);
+    scale_arrivals(&mut workload, args.load_factor)
+        .map_err(|e| input(format!("--load-factor {:?}: {e}", args.load_factor)))?;
     let synthetic_tenants = args.synthetic_tenants || args.nodes.is_none();
     let tenant_configs = if !config.tenants.is_empty() {
         config.tenants.clone()
@@ -355,17 +364,24 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let tenants = Tenants::resolve(&tenant_configs, &cluster).map_err(input)?;
     let cluster = Arc::new(cluster);
 
+    // Every output is opened before the replay: one that cannot be written fails at once.
+    let create = |path: &Path| {
+        File::create(path)
+            .map(BufWriter::new)
+            .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))
+    };
+    let report_file = args
+        .out
+        .as_deref()
+        .map(|path| create(path).map(|file| (path, file)))
+        .transpose()?;
+    let mut events = match &args.events {
+        Some(path) => EventLog::new(Some(Box::new(create(path)?))),
+        None => EventLog::disabled(),
+    };
     if let Some(dir) = &args.write_trace {
         write_trace(dir, &cluster, &workload)?;
     }
-    let mut events = match &args.events {
-        Some(path) => {
-            let file = File::create(path)
-                .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
-            EventLog::new(Some(Box::new(BufWriter::new(file))))
-        }
-        None => EventLog::disabled(),
-    };
     let progress = std::io::stderr().is_terminal();
     let output = |e: std::io::Error| Failure::Output(e.to_string());
     // One after the other, so that neither run's wall time is measured under the other's
@@ -397,10 +413,11 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         main: &main_run,
         baseline: baseline_run.as_ref(),
     };
-    if let Some(path) = &args.out {
-        let text =
-            serde_json::to_string_pretty(&json).map_err(|e| Failure::Output(e.to_string()))?;
-        std::fs::write(path, text + "\n")
+    if let Some((path, mut file)) = report_file {
+        serde_json::to_writer_pretty(&mut file, &json)
+            .map_err(std::io::Error::other)
+            .and_then(|()| writeln!(file))
+            .and_then(|()| file.flush())
             .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
     }
     let mut stdout = std::io::stdout().lock();
@@ -469,6 +486,9 @@ fn load_workload(
     };
     match (&args.nodes, &args.jobs) {
         (Some(nodes), Some(jobs)) => {
+            if args.synthetic_jobs.is_some() {
+                tracing::warn!("--synthetic-jobs is ignored: the jobs are those of the trace");
+            }
             let input = |e: kant::sim::TraceError| Failure::Input(e.to_string());
             let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
             let workload = trace::read_jobs(jobs, &cluster, &options).map_err(input)?;
@@ -476,16 +496,61 @@ fn load_workload(
         }
         _ => {
             let cluster = default_cluster();
+            let defaults = SyntheticOptions::default();
             let synthetic = SyntheticOptions {
                 seed: args.seed,
-                jobs: args.synthetic_jobs,
-                ..SyntheticOptions::default()
+                jobs: args.synthetic_jobs.unwrap_or(defaults.jobs),
+                ..defaults
             };
             let workload = generate_workload(&cluster, &synthetic);
             let source = format!("embedded default (seed {})", args.seed);
             Ok((cluster, workload, source))
         }
     }
+}
+
+/// Refuses a run that would write over one of its inputs, or write two outputs to one
+/// file: files are compared as the file system resolves them.
+fn check_outputs(args: &SimulateArgs) -> Result<(), Failure> {
+    let trace_file = |name: &str| args.write_trace.as_ref().map(|dir| dir.join(name));
+    let inputs = [
+        ("--nodes", args.nodes.clone()),
+        ("--jobs", args.jobs.clone()),
+        ("--config", args.config.clone()),
+    ];
+    let outputs = [
+        ("--write-trace", trace_file("nodes.csv")),
+        ("--write-trace", trace_file("jobs.csv")),
+        ("--out", args.out.clone()),
+        ("--events", args.events.clone()),
+    ];
+    let mut taken: Vec<(&str, PathBuf)> = inputs
+        .into_iter()
+        .filter_map(|(flag, path)| Some((flag, resolved(&path?)?)))
+        .collect();
+    for (flag, path) in outputs {
+        let Some(file) = path.as_deref().and_then(resolved) else {
+            continue;
+        };
+        if let Some((other, _)) = taken.iter().find(|(_, taken)| *taken == file) {
+            return Err(Failure::Input(format!(
+                "{flag} would write over {}, which {other} also names",
+                file.display()
+            )));
+        }
+        taken.push((flag, file));
+    }
+    Ok(())
+}
+
+/// The file `path` names, links resolved; for a file not there yet, its folder's (`None`
+/// when that is not there either: no file can be there yet).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    path.canonicalize().ok().or_else(|| {
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let folder = folder.unwrap_or(Path::new(".")).canonicalize().ok()?;
+        Some(folder.join(path.file_name()?))
+    })
 }
 
 fn write_trace(dir: &Path, cluster: &ClusterSpec, workload: &Workload) -> Result<(), Failure> {

@@ -16,6 +16,8 @@ fn temp_dir(name: &str) -> PathBuf {
 fn kant(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kant"))
         .args(args)
+        // Warnings show at the default level.
+        .env_remove("RUST_LOG")
         .output()
         .expect("the kant binary runs")
 }
@@ -274,28 +276,74 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     ];
     assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
+    let no_native = write(
+        &dir,
+        "no_native.yaml",
+        "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
+         search: flat\n    plugins: [priority-sort, gpu-devices]\n",
+    );
+    let args = [
+        "simulate",
+        "--config",
+        &no_native,
+        "--synthetic-jobs",
+        "10",
+        "--out",
+        &out,
+    ];
+    assert_rejected(&args, "no profile `native`", &out_path);
+    assert_rejected(&args, "--baseline none", &out_path);
+    let args = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--load-factor",
+        "1e-300",
+        "--out",
+        &out,
+    ];
+    assert_rejected(
+        &args,
+        "--load-factor 1e-300: job j2 would end past",
+        &out_path,
+    );
+    let same = dir.join("same");
+    std::fs::create_dir_all(&same).expect("same dir");
+    let (same_nodes, same_jobs) = (
+        write(&same, "nodes.csv", NODES),
+        write(&same, "jobs.csv", JOBS),
+    );
+    let same_arg = same.display().to_string();
+    let args = [
+        "simulate",
+        "--nodes",
+        &same_nodes,
+        "--jobs",
+        &same_jobs,
+        "--write-trace",
+        &same_arg,
+        "--out",
+        &out,
+    ];
+    assert_rejected(&args, "--write-trace would write over", &out_path);
+    assert_eq!(std::fs::read_to_string(&same_jobs).unwrap(), JOBS);
+    assert_eq!(std::fs::read_to_string(&same_nodes).unwrap(), NODES);
     let args = ["simulate", "--format", "xml", "--out", &out];
     assert_rejected(&args, "invalid value 'xml'", &out_path);
     let args = ["simulate", "--nodes", &nodes, "--out", &out];
     assert_rejected(&args, "--jobs", &out_path);
 }
 
-#[test]
-fn written_trace_replays_to_the_same_figures() {
-    let dir = temp_dir("replay");
-    let trace = dir.join("trace");
+/// Runs `kant simulate ARGS --write-trace DIR`, replays the written trace with REPLAY_ARGS,
+/// and checks that both runs, and their baselines, give the same figures; returns the
+/// first run's report.
+fn assert_written_trace_replays_the_same(name: &str, args: &[&str], replay_args: &[&str]) -> Value {
+    let trace = temp_dir(name).join("trace");
     let trace_arg = trace.display().to_string();
-    let first = kant(&[
-        "simulate",
-        "--synthetic-jobs",
-        "300",
-        "--seed",
-        "7",
-        "--format",
-        "json",
-        "--write-trace",
-        &trace_arg,
-    ]);
+    let json = ["--format", "json"];
+    let first = kant(&[&["simulate"], args, &json, &["--write-trace", &trace_arg]].concat());
     assert!(
         first.status.success(),
         "{}",
@@ -303,17 +351,8 @@ fn written_trace_replays_to_the_same_figures() {
     );
     let nodes = trace.join("nodes.csv").display().to_string();
     let jobs = trace.join("jobs.csv").display().to_string();
-    // The written trace names each job's tenant; their quotas are the synthetic ones.
-    let replay = kant(&[
-        "simulate",
-        "--nodes",
-        &nodes,
-        "--jobs",
-        &jobs,
-        "--synthetic-tenants",
-        "--format",
-        "json",
-    ]);
+    let trace_args = ["simulate", "--nodes", &nodes, "--jobs", &jobs];
+    let replay = kant(&[&trace_args, replay_args, &json].concat());
     assert!(
         replay.status.success(),
         "{}",
@@ -328,7 +367,9 @@ fn written_trace_replays_to_the_same_figures() {
         "gfr_mean",
         "jwtd",
         "jtted",
+        "jobs_total",
         "jobs_placed",
+        "jobs_skipped",
     ] {
         assert_eq!(a[key], b[key], "{key} differs after replay");
         assert_eq!(
@@ -336,8 +377,30 @@ fn written_trace_replays_to_the_same_figures() {
             "baseline {key} differs"
         );
     }
-    assert_eq!(a["jobs_total"], 300);
-    assert_eq!(a["baseline"]["profile"], "native");
+    a
+}
+
+#[test]
+fn written_trace_replays_to_the_same_figures() {
+    // The written trace names each job's tenant; their quotas are the synthetic ones.
+    let report = assert_written_trace_replays_the_same(
+        "replay",
+        &["--synthetic-jobs", "300", "--seed", "7"],
+        &["--synthetic-tenants"],
+    );
+    assert_eq!(report["jobs_total"], 300);
+    assert_eq!(report["baseline"]["profile"], "native");
+
+    // A trace's skipped row (j4, no duration) is written back too.
+    let dir = temp_dir("replay-trace");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let trace_args = ["--nodes", nodes.as_str(), "--jobs", jobs.as_str()];
+    let report = assert_written_trace_replays_the_same("replay-written", &trace_args, &[]);
+    assert_eq!(
+        (&report["jobs_total"], &report["jobs_skipped"]),
+        (&4.into(), &1.into())
+    );
 }
 
 #[test]
@@ -386,4 +449,59 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
         .find(|e| e["type"] == "place" && e["job"] == "gang")
         .expect("the gang is placed");
     assert!(close(&place["t"], 700.0), "placed at {}", place["t"]);
+}
+
+#[test]
+fn an_ignored_column_or_flag_is_warned_of() {
+    let dir = temp_dir("columns");
+    let nodes = write(
+        &dir,
+        "nodes.csv",
+        &NODES
+            .replace("hbd\n", "hbd,rack\n")
+            .replace(",ss,\n", ",ss,,r1\n"),
+    );
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let args = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+        "--synthetic-jobs",
+        "10",
+    ];
+    let output = kant(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nodes.csv: ignoring the column(s) rack"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
+}
+
+#[test]
+fn an_unwritable_output_fails_before_the_replay() {
+    let dir = temp_dir("unwritable");
+    let nodes = write(&dir, "nodes.csv", NODES);
+    let jobs = write(&dir, "jobs.csv", JOBS);
+    let out = dir
+        .join("missing")
+        .join("report.json")
+        .display()
+        .to_string();
+    let events_path = dir.join("events.jsonl");
+    let events = events_path.display().to_string();
+    let args = [
+        "simulate", "--nodes", &nodes, "--jobs", &jobs, "--out", &out, "--events", &events,
+    ];
+    let output = kant(&args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("report.json"), "{stderr}");
+    assert!(!events_path.exists(), "the replay ran and wrote its events");
+    assert!(output.stdout.is_empty());
 }

@@ -222,6 +222,23 @@ fn tenants_replaced_by_name_keep_charges_and_queues() {
 }
 
 #[test]
+fn a_tenant_declared_twice_is_refused_the_default_included() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
+    let team = |name: &str, gpus: i64| TenantConfig {
+        name: name.into(),
+        mode: TenantMode::Shared,
+        weight: 1.0,
+        quota: [("H100".to_string(), gpus)].into(),
+    };
+    for name in ["x", "default"] {
+        let err = Tenants::resolve(&[team(name, 4), team(name, 8)], &spec).unwrap_err();
+        assert_eq!(err, format!("tenant {name} is declared twice"));
+    }
+    let tenants = Tenants::resolve(&[team("default", 4)], &spec).expect("configured once");
+    assert_eq!((tenants.len(), tenants.quota(0, PoolId(0))), (1, 4_000));
+}
+
+#[test]
 fn withdrawn_jobs_leave_their_queue() {
     let spec = spec_of(vec![row("a", "H100", 8)], &[]);
     let mut s = scheduler(profile("default", None, None), spec);

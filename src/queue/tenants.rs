@@ -107,11 +107,14 @@ impl Tenants {
             used: vec![vec![0; pools]],
             capacity: pool_capacities(cluster),
         };
-        for config in configs {
+        for (declared, config) in configs.iter().enumerate() {
             config.validate()?;
-            let index = match tenants.names.iter().position(|n| *n == config.name) {
-                Some(0) => 0,
-                Some(_) => return Err(format!("tenant {} is declared twice", config.name)),
+            if configs[..declared].iter().any(|c| c.name == config.name) {
+                return Err(format!("tenant {} is declared twice", config.name));
+            }
+            let index = match tenants.index(&config.name) {
+                // The default tenant, configured.
+                Some(index) => index,
                 None => {
                     tenants.names.push(config.name.clone());
                     tenants.modes.push(config.mode);

@@ -22,7 +22,7 @@ use crate::queue::Tenants;
 use super::events::EventLog;
 use super::link_audit::LinkAudit;
 use super::tenant_report::{TenantReport, TenantSeries};
-use super::trace::Workload;
+use super::trace::{MAX_TIME_MS, Workload};
 
 /// The simulator's binder: a pod is bound the moment it is placed.
 struct InstantBinder;
@@ -320,7 +320,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
                 .job_first_placed(now, job.submit_ms, job.total_milli(), spread);
         }
         // Every simulated job has a duration: rows without one were skipped on reading.
-        let end = now + job.duration_ms.unwrap_or(0);
+        let end = now.saturating_add(job.duration_ms.unwrap_or(0));
         self.running.insert(id, end);
         self.completions.push(Reverse((end, id)));
         Ok(())
@@ -377,13 +377,33 @@ impl PreemptionStats {
 }
 
 /// Divides every inter-arrival time by `factor` (> 1 compresses the arrivals, raising the
-/// offered load), keeping the first submission where it is. Durations are unchanged.
-pub fn scale_arrivals(workload: &mut Workload, factor: f64) {
+/// offered load), keeping the first submission where it is. Durations are unchanged, and
+/// so are the skipped rows (they never run). Fails, changing nothing, when a job would end
+/// past [`MAX_TIME_MS`].
+pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String> {
     let Some(first) = workload.jobs.first().map(|j| j.submit_ms) else {
-        return;
+        return Ok(());
     };
-    for job in &mut workload.jobs {
-        let offset = (job.submit_ms - first) as f64 / factor;
-        job.submit_ms = first + offset.round() as u64;
+    let submits = workload
+        .jobs
+        .iter()
+        .map(|job| {
+            let offset = ((job.submit_ms - first) as f64 / factor).round();
+            // Whole numbers, exact up to 2^53, which is past MAX_TIME_MS.
+            let end = first as f64 + offset + job.duration_ms.unwrap_or(0) as f64;
+            if end <= MAX_TIME_MS as f64 {
+                Ok(first + offset as u64)
+            } else {
+                Err(format!(
+                    "job {} would end past the clock's last second, {}",
+                    job.name,
+                    MAX_TIME_MS / 1000
+                ))
+            }
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    for (job, submit) in workload.jobs.iter_mut().zip(submits) {
+        job.submit_ms = submit;
     }
+    Ok(())
 }

@@ -545,7 +545,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
     Workload {
         jobs,
         tenants,
-        skipped_no_duration: 0,
+        ..Workload::default()
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -88,12 +88,20 @@ pub struct Workload {
     /// "default" (used for an empty tenant column).
     pub tenants: Vec<String>,
     /// Rows skipped because their duration is empty (the job never ran in the original
-    /// trace).
+    /// trace), in file order, as jobs without a duration: never replayed, but written back
+    /// with the workload. `skipped[i].id == JobId(jobs.len() + i)`.
+    pub skipped: Vec<Job>,
+    /// How many rows were skipped: `skipped.len()`.
     pub skipped_no_duration: u64,
 }
 
 /// The default tenant, `TenantId(0)`, is written as an empty tenant column.
 use crate::queue::DEFAULT_TENANT;
+
+/// The latest instant a trace may name, in milliseconds (10^12 s, about 31,700 years): a
+/// row submitted or ending later is rejected, so that the replay's clock has room to add
+/// to its times without overflowing.
+pub const MAX_TIME_MS: u64 = 1_000_000_000_000_000;
 
 /// The most pods one job may have: a larger count is taken for a broken row, not a job.
 pub const MAX_PODS_PER_JOB: u64 = 100_000;
@@ -123,7 +131,7 @@ const JOB_COLUMNS: [&str; 9] = [
 pub fn read_nodes(path: &Path, options: &TraceOptions) -> Result<ClusterSpec, TraceError> {
     let name = path.display().to_string();
     let file = open(&name, path)?;
-    parse_nodes(&name, BufReader::new(file), options)
+    parse_nodes(&name, file, options)
 }
 
 /// Reads a `jobs.csv` against `cluster` (GPU model names resolve to its pools).
@@ -134,7 +142,7 @@ pub fn read_jobs(
 ) -> Result<Workload, TraceError> {
     let name = path.display().to_string();
     let file = open(&name, path)?;
-    parse_jobs(&name, BufReader::new(file), cluster, options)
+    parse_jobs(&name, file, cluster, options)
 }
 
 fn open(name: &str, path: &Path) -> Result<File, TraceError> {
@@ -147,16 +155,18 @@ pub fn parse_nodes(
     reader: impl Read,
     options: &TraceOptions,
 ) -> Result<ClusterSpec, TraceError> {
-    let mut csv = csv_reader(reader);
-    let header = Header::read(name, &mut csv)?;
+    let source = Source::read(name, reader)?;
+    let mut csv = source.csv();
+    let header = Header::read(&source, &mut csv)?;
     let [node_id, gpu_model, gpus, cpu_milli, memory_mib] = header.require(&NODE_COLUMNS)?;
     let [leaf, spine, superspine, hbd] = header.optional(&TOPOLOGY_COLUMNS)?;
+    header.warn_unknown(&[NODE_COLUMNS.as_slice(), &TOPOLOGY_COLUMNS].concat());
 
     let mut builder = ClusterSpecBuilder::new();
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut record = csv::StringRecord::new();
-    while read_record(name, &mut csv, &mut record)? {
-        let row = Row::new(name, &record);
+    while source.read_record(&mut csv, &mut record)? {
+        let row = Row::new(&source, &record);
         let node_name = row.text(Some(node_id));
         if node_name.is_empty() {
             return Err(row.error("node_id", "empty (every node needs a name)"));
@@ -195,11 +205,28 @@ pub fn parse_nodes(
             }
             _ => {}
         }
-        let leaf_path = non_empty(row.text(leaf)).map(|leaf| LeafPath {
-            superspine: row.text(superspine).to_owned(),
-            spine: row.text(spine).to_owned(),
-            leaf: leaf.to_owned(),
-        });
+        let leaf_path = match non_empty(row.text(leaf)) {
+            Some(leaf) => Some(LeafPath {
+                superspine: row.text(superspine).to_owned(),
+                spine: row.text(spine).to_owned(),
+                leaf: leaf.to_owned(),
+            }),
+            None => {
+                let above = [("spine", spine), ("superspine", superspine)]
+                    .into_iter()
+                    .find_map(|(tier, column)| non_empty(row.text(column)).map(|n| (tier, n)));
+                if let Some((tier, switch)) = above {
+                    return Err(row.error(
+                        "leaf",
+                        format!(
+                            "empty, but {tier} is \"{switch}\" (a node under a {tier} needs its \
+                             leaf; leave leaf, spine and superspine empty for a node in no group)"
+                        ),
+                    ));
+                }
+                None
+            }
+        };
         let node = NodeRow {
             name: node_name.to_owned(),
             gpu_model: model.map(str::to_owned),
@@ -214,23 +241,23 @@ pub fn parse_nodes(
             Some(matrix) => builder.add_with_links(node, matrix.clone()),
             None => builder.add(node, options.links_for(model)),
         };
-        added.map_err(|e| TraceError::new(name, row.line, e.to_string()))?;
+        added.map_err(|e| source.error(row.line, e.to_string()))?;
     }
     Ok(builder.build())
 }
 
 /// Parses jobs from any reader against `cluster`; `name` is the file name errors carry.
 ///
-/// Every row is checked in full, skipped rows (empty duration) included; only kept rows
-/// intern their tenants.
+/// Every row is checked in full, skipped rows (empty duration) included.
 pub fn parse_jobs(
     name: &str,
     reader: impl Read,
     cluster: &ClusterSpec,
     options: &TraceOptions,
 ) -> Result<Workload, TraceError> {
-    let mut csv = csv_reader(reader);
-    let header = Header::read(name, &mut csv)?;
+    let source = Source::read(name, reader)?;
+    let mut csv = source.csv();
+    let header = Header::read(&source, &mut csv)?;
     let [
         job_id,
         tenant,
@@ -243,16 +270,17 @@ pub fn parse_jobs(
         kind,
     ] = header.require(&JOB_COLUMNS)?;
     let [topology] = header.optional(&[JOB_TOPOLOGY_COLUMN])?;
+    header.warn_unknown(&[JOB_COLUMNS.as_slice(), &[JOB_TOPOLOGY_COLUMN]].concat());
 
     let mut jobs = Vec::new();
     let mut tenants = vec![DEFAULT_TENANT.to_owned()];
     let mut tenant_ids: HashMap<String, TenantId> =
         HashMap::from([(DEFAULT_TENANT.to_owned(), TenantId(0))]);
     let mut first_line: HashMap<String, u64> = HashMap::new();
-    let mut skipped_no_duration = 0;
+    let mut skipped = Vec::new();
     let mut record = csv::StringRecord::new();
-    while read_record(name, &mut csv, &mut record)? {
-        let row = Row::new(name, &record);
+    while source.read_record(&mut csv, &mut record)? {
+        let row = Row::new(&source, &record);
         let job_name = row.text(Some(job_id));
         if job_name.is_empty() {
             return Err(row.error("job_id", "empty (every job needs a name)"));
@@ -271,6 +299,18 @@ pub fn parse_jobs(
             "" => None,
             text => Some(row.seconds_as_ms("duration_s", text)?),
         };
+        // Both are at most MAX_TIME_MS: their sum fits.
+        let end_ms = submit_ms + duration_ms.unwrap_or(0);
+        if end_ms > MAX_TIME_MS {
+            return Err(row.error(
+                "duration_s",
+                format!(
+                    "the job would end at {} s, past the clock's last second, {}",
+                    format_seconds(end_ms),
+                    MAX_TIME_MS / 1000
+                ),
+            ));
+        }
         let gpu = GpuRequest::parse(row.text(Some(gpus_per_pod)))
             .map_err(|message| row.error("gpus_per_pod", message))?;
         let pod_count = row.whole("pods", Some(pods))?;
@@ -293,10 +333,6 @@ pub fn parse_jobs(
         let topology = TopologyNeed::parse(row.text(topology))
             .map_err(|message| row.error(JOB_TOPOLOGY_COLUMN, message))?;
 
-        let Some(duration_ms) = duration_ms else {
-            skipped_no_duration += 1;
-            continue;
-        };
         let tenant = match row.text(Some(tenant)) {
             "" => TenantId(0),
             tenant_name => match tenant_ids.get(tenant_name) {
@@ -311,10 +347,10 @@ pub fn parse_jobs(
                 }
             },
         };
-        if u32::try_from(jobs.len()).is_err() {
+        if u32::try_from(jobs.len() + skipped.len()).is_err() {
             return Err(row.error("job_id", format!("more than {} jobs", u32::MAX)));
         }
-        jobs.push(Job {
+        let job = Job {
             id: JobId(0),
             name: job_name.to_owned(),
             tenant,
@@ -324,68 +360,129 @@ pub fn parse_jobs(
             // Bounded by MAX_PODS_PER_JOB above.
             pods: vec![PodRequest::gpus(gpu); pod_count as usize],
             submit_ms,
-            duration_ms: Some(duration_ms),
+            duration_ms,
             topology,
             constraints: None,
             pod_rules: None,
-        });
+        };
+        match duration_ms {
+            Some(_) => jobs.push(job),
+            None => skipped.push(job),
+        }
     }
     jobs.sort_by_key(|job| job.submit_ms);
-    for (index, job) in jobs.iter_mut().enumerate() {
-        // Fits: checked for every kept row above.
+    for (index, job) in jobs.iter_mut().chain(&mut skipped).enumerate() {
+        // Fits: checked for every row above.
         job.id = JobId(index as u32);
     }
     Ok(Workload {
         jobs,
         tenants,
-        skipped_no_duration,
+        skipped_no_duration: skipped.len() as u64,
+        skipped,
     })
 }
 
-fn csv_reader<R: Read>(reader: R) -> csv::Reader<R> {
-    csv::ReaderBuilder::new()
-        .has_headers(true)
-        .trim(csv::Trim::All)
-        .from_reader(reader)
+/// A trace file, read whole, and the lines its records start on.
+///
+/// The CSV reader's own line numbers are wrong after a blank line (rust-csv issue #208),
+/// and the byte offset it gives a record is where the blank lines before it begin: lines
+/// are counted here, from the text.
+struct Source<'a> {
+    name: &'a str,
+    text: Vec<u8>,
+    /// The byte offset of every line but the first. A line ends at `\n`, `\r\n` or a lone
+    /// `\r`, as for the CSV reader.
+    line_starts: Vec<usize>,
 }
 
-/// Reads the next record into `record`; `false` at the end of the file.
-fn read_record<R: Read>(
-    name: &str,
-    csv: &mut csv::Reader<R>,
-    record: &mut csv::StringRecord,
-) -> Result<bool, TraceError> {
-    csv.read_record(record).map_err(|e| csv_error(name, &e))
-}
+impl<'a> Source<'a> {
+    fn read(name: &'a str, mut reader: impl Read) -> Result<Self, TraceError> {
+        let mut text = Vec::new();
+        reader
+            .read_to_end(&mut text)
+            .map_err(|e| TraceError::new(name, 0, format!("cannot read: {e}")))?;
+        let line_starts = (0..text.len())
+            .filter(|&i| match text[i] {
+                b'\n' => true,
+                b'\r' => text.get(i + 1) != Some(&b'\n'),
+                _ => false,
+            })
+            .map(|i| i + 1)
+            .collect();
+        Ok(Self {
+            name,
+            text,
+            line_starts,
+        })
+    }
 
-fn csv_error(name: &str, err: &csv::Error) -> TraceError {
-    let line = err.position().map_or(0, csv::Position::line);
-    let message = match err.kind() {
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => format!("the row has {len} fields, the header has {expected_len}"),
-        csv::ErrorKind::Utf8 { err, .. } => {
-            format!("field number {} is not valid UTF-8", err.field() + 1)
-        }
-        csv::ErrorKind::Io(e) => format!("cannot read: {e}"),
-        _ => err.to_string(),
-    };
-    TraceError::new(name, line, message)
+    fn csv(&self) -> csv::Reader<&[u8]> {
+        csv::ReaderBuilder::new()
+            .has_headers(true)
+            .trim(csv::Trim::All)
+            .from_reader(&self.text[..])
+    }
+
+    /// Reads the next record into `record`; `false` at the end of the file.
+    fn read_record(
+        &self,
+        csv: &mut csv::Reader<&[u8]>,
+        record: &mut csv::StringRecord,
+    ) -> Result<bool, TraceError> {
+        csv.read_record(record).map_err(|e| self.csv_error(&e))
+    }
+
+    /// The 1-based line a record starts on, from its position (0 without one): past the
+    /// blank lines at its byte offset.
+    fn line(&self, position: Option<&csv::Position>) -> u64 {
+        let Some(position) = position else {
+            return 0;
+        };
+        let offset =
+            usize::try_from(position.byte()).map_or(self.text.len(), |b| b.min(self.text.len()));
+        let blank = self.text[offset..]
+            .iter()
+            .take_while(|&&b| b == b'\n' || b == b'\r')
+            .count();
+        let start = offset + blank;
+        self.line_starts.partition_point(|&s| s <= start) as u64 + 1
+    }
+
+    fn error(&self, line: u64, message: impl Into<String>) -> TraceError {
+        TraceError::new(self.name, line, message)
+    }
+
+    fn csv_error(&self, err: &csv::Error) -> TraceError {
+        let message = match err.kind() {
+            csv::ErrorKind::UnequalLengths {
+                expected_len, len, ..
+            } => format!("the row has {len} fields, the header has {expected_len}"),
+            csv::ErrorKind::Utf8 { err, .. } => {
+                format!("field number {} is not valid UTF-8", err.field() + 1)
+            }
+            _ => err.to_string(),
+        };
+        self.error(self.line(err.position()), message)
+    }
 }
 
 fn non_empty(text: &str) -> Option<&str> {
     (!text.is_empty()).then_some(text)
 }
 
-/// The header row: the position of each column by name.
+/// The header row: the position of each column by name, matched ignoring ASCII case.
 struct Header<'a> {
-    file: &'a str,
+    source: &'a Source<'a>,
+    /// The line the header is on.
+    line: u64,
     names: Vec<String>,
 }
 
 impl<'a> Header<'a> {
-    fn read<R: Read>(file: &'a str, csv: &mut csv::Reader<R>) -> Result<Self, TraceError> {
-        let record = csv.headers().map_err(|e| csv_error(file, &e))?;
+    fn read(source: &'a Source<'a>, csv: &mut csv::Reader<&[u8]>) -> Result<Self, TraceError> {
+        let record = csv.headers().map_err(|e| source.csv_error(&e))?;
+        let line = source.line(record.position());
         let names = record
             .iter()
             .enumerate()
@@ -399,28 +496,52 @@ impl<'a> Header<'a> {
             })
             .map(str::to_owned)
             .collect();
-        Ok(Self { file, names })
+        Ok(Self {
+            source,
+            line,
+            names,
+        })
     }
 
     fn find(&self, column: &str) -> Result<Option<usize>, TraceError> {
-        let mut found = self.names.iter().enumerate().filter(|(_, n)| *n == column);
+        let mut found = self
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.eq_ignore_ascii_case(column));
         let first = found.next().map(|(i, _)| i);
         if found.next().is_some() {
-            return Err(TraceError::new(
-                self.file,
-                1,
+            return Err(self.source.error(
+                self.line,
                 format!("column {column} appears more than once in the header"),
             ));
         }
         Ok(first)
     }
 
+    /// Warns, on stderr, of the columns that are none of `known`: they are ignored.
+    fn warn_unknown(&self, known: &[&str]) {
+        let unknown: Vec<&str> = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !known.iter().any(|k| k.eq_ignore_ascii_case(name)))
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(
+                "{}: ignoring the column(s) {} (the format's columns: {})",
+                self.source.name,
+                unknown.join(", "),
+                known.join(", ")
+            );
+        }
+    }
+
     fn require<const N: usize>(&self, columns: &[&str; N]) -> Result<[usize; N], TraceError> {
         let mut positions = [0; N];
         for (slot, column) in positions.iter_mut().zip(columns) {
             *slot = self.find(column)?.ok_or_else(|| {
-                TraceError::new(
-                    self.file,
+                self.source.error(
                     0,
                     format!(
                         "missing column {column} (the header has {}; required: {})",
@@ -447,19 +568,24 @@ impl<'a> Header<'a> {
 
 /// One data row and the field parsers that name the row in their errors.
 struct Row<'a> {
-    file: &'a str,
+    source: &'a Source<'a>,
     line: u64,
     record: &'a csv::StringRecord,
 }
 
 impl<'a> Row<'a> {
-    fn new(file: &'a str, record: &'a csv::StringRecord) -> Self {
-        let line = record.position().map_or(0, csv::Position::line);
-        Self { file, line, record }
+    fn new(source: &'a Source<'a>, record: &'a csv::StringRecord) -> Self {
+        let line = source.line(record.position());
+        Self {
+            source,
+            line,
+            record,
+        }
     }
 
     fn error(&self, field: &str, message: impl std::fmt::Display) -> TraceError {
-        TraceError::new(self.file, self.line, format!("field {field}: {message}"))
+        self.source
+            .error(self.line, format!("field {field}: {message}"))
     }
 
     /// The (trimmed) text of a column; empty for a column the file does not have.
@@ -558,8 +684,9 @@ fn parse_whole(text: &str) -> Result<u64, String> {
         .map_err(|_| format!("\"{text}\" is too large a number"))
 }
 
-/// Seconds, whole or decimal, to milliseconds without float rounding. Digits past the
-/// third decimal place round to the nearest millisecond (half up).
+/// Seconds, whole or decimal, to milliseconds without float rounding, at most
+/// [`MAX_TIME_MS`]. Digits past the third decimal place round to the nearest millisecond
+/// (half up).
 fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     if text.starts_with('-') {
         return Err(format!("\"{text}\" is negative"));
@@ -569,7 +696,12 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
         return Err(format!("\"{text}\" is not a number of seconds"));
     }
-    let too_large = || format!("\"{text}\" is too many seconds");
+    let too_large = || {
+        format!(
+            "\"{text}\" is more seconds than the clock holds ({})",
+            MAX_TIME_MS / 1000
+        )
+    };
     let whole: u64 = if whole.is_empty() {
         0
     } else {
@@ -585,6 +717,7 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     whole
         .checked_mul(1000)
         .and_then(|ms| ms.checked_add(millis))
+        .filter(|&ms| ms <= MAX_TIME_MS)
         .ok_or_else(too_large)
 }
 
@@ -597,7 +730,8 @@ pub fn write_nodes(path: &Path, cluster: &ClusterSpec) -> io::Result<()> {
     write_nodes_to(BufWriter::new(File::create(path)?), cluster)
 }
 
-/// Writes `workload` as a `jobs.csv`; pools are written as the GPU model names of `cluster`.
+/// Writes `workload` as a `jobs.csv`, its skipped rows last with an empty `duration_s`;
+/// pools are written as the GPU model names of `cluster`.
 pub fn write_jobs(path: &Path, workload: &Workload, cluster: &ClusterSpec) -> io::Result<()> {
     write_jobs_to(BufWriter::new(File::create(path)?), workload, cluster)
 }
@@ -660,7 +794,7 @@ pub fn write_jobs_to(
 ) -> io::Result<()> {
     let mut csv = csv::Writer::from_writer(writer);
     csv.write_record(JOB_COLUMNS.iter().chain(&[JOB_TOPOLOGY_COLUMN]))?;
-    for job in &workload.jobs {
+    for job in workload.jobs.iter().chain(&workload.skipped) {
         let Some(first) = job.pods.first() else {
             return Err(invalid(format!("job {}: no pods", job.name)));
         };
@@ -970,13 +1104,49 @@ mod tests {
     }
 
     #[test]
-    fn empty_durations_are_skipped_and_counted() {
+    fn empty_durations_are_skipped_counted_and_written_back() {
         let workload = jobs("a,,0,,1,1,,,\nb,,5,60,1,1,,,\nc,t,9,,0.5,1,,BE,\n").expect("parse");
         assert_eq!(workload.skipped_no_duration, 2);
         assert_eq!(workload.jobs.len(), 1);
         assert_eq!(workload.jobs[0].name, "b");
-        // A skipped row's tenant is not interned.
-        assert_eq!(workload.tenants, ["default"]);
+        let skipped: Vec<(&str, JobId)> = workload
+            .skipped
+            .iter()
+            .map(|j| (j.name.as_str(), j.id))
+            .collect();
+        assert_eq!(skipped, [("a", JobId(1)), ("c", JobId(2))]);
+
+        let cluster = small_cluster();
+        let mut out = Vec::new();
+        write_jobs_to(&mut out, &workload, &cluster).expect("write");
+        let written = String::from_utf8(out).expect("utf-8");
+        assert!(
+            written.contains("\nc,t,9,,0.5,1,,-10,unknown,\n"),
+            "{written}"
+        );
+        let back = parse_jobs("again.csv", written.as_bytes(), &cluster, &options()).expect("read");
+        assert_eq!(back.skipped_no_duration, 2);
+        assert_eq!(back.tenants, workload.tenants);
+        for (x, y) in workload.skipped.iter().zip(&back.skipped) {
+            assert_eq!(
+                (
+                    &x.name,
+                    x.tenant,
+                    x.priority,
+                    &x.pods,
+                    x.submit_ms,
+                    x.duration_ms
+                ),
+                (
+                    &y.name,
+                    y.tenant,
+                    y.priority,
+                    &y.pods,
+                    y.submit_ms,
+                    y.duration_ms
+                )
+            );
+        }
     }
 
     #[test]
@@ -1058,6 +1228,22 @@ mod tests {
     }
 
     #[test]
+    fn times_past_the_clocks_limit_are_rejected() {
+        assert_error(
+            jobs("a,,0,10,1,1,,,\nb,,18446744073709551,10,1,1,,,\n").unwrap_err(),
+            3,
+            &["field submit_s", "more seconds than the clock holds"],
+        );
+        assert_error(
+            jobs("a,,999999999990,11,1,1,,,\n").unwrap_err(),
+            2,
+            &["field duration_s", "would end at 1000000000001 s"],
+        );
+        let last = jobs("a,,999999999990,10,1,1,,,\nb,,1000000000000,,1,1,,,\n").expect("parse");
+        assert_eq!(last.jobs[0].submit_ms + 10_000, MAX_TIME_MS);
+    }
+
+    #[test]
     fn unknown_gpu_model_lists_the_known_ones() {
         let err = jobs("a,,0,60,1,1,H100,,\nb,,0,60,1,1,A100|V100,,\n").unwrap_err();
         assert_error(
@@ -1107,6 +1293,27 @@ mod tests {
     }
 
     #[test]
+    fn a_spine_or_superspine_without_a_leaf_is_rejected() {
+        let header = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n";
+        let parse = |rows: &str| {
+            let text = format!("{header}{rows}");
+            parse_nodes("nodes.csv", text.as_bytes(), &options())
+        };
+        assert_error(
+            parse("a,H100,8,,,l1,s1,ss,\nb,H100,8,,,,s1,,\n").unwrap_err(),
+            3,
+            &["field leaf", "spine is \"s1\""],
+        );
+        assert_error(
+            parse("a,H100,8,,,,,ss,\n").unwrap_err(),
+            2,
+            &["field leaf", "superspine is \"ss\""],
+        );
+        let cluster = parse("a,H100,8,,,,,,h1\n").expect("an HBD needs no leaf");
+        assert_eq!(cluster.hbds, ["h1"]);
+    }
+
+    #[test]
     fn missing_columns_are_file_level_errors() {
         let err = parse_nodes(
             "nodes.csv",
@@ -1145,11 +1352,42 @@ mod tests {
     }
 
     #[test]
+    fn errors_name_the_true_line_past_blank_lines_and_quoted_line_breaks() {
+        assert_error(
+            jobs("\n\na,,0,10,1,1,,,\n\nb,,x,10,1,1,,,\n").unwrap_err(),
+            6,
+            &["field submit_s"],
+        );
+        assert_error(
+            jobs("a,,0,10,1,1,,,\n\n\n\na,,0,10,1,1,,,\n").unwrap_err(),
+            6,
+            &["duplicate job \"a\" (first on line 2)"],
+        );
+        assert_error(
+            jobs("\"q\nq\",,0,10,1,1,,,\n\nb,,0,10,1,1,,\n").unwrap_err(),
+            5,
+            &["8 fields"],
+        );
+        let crlf = JOBS_HEADER.replace('\n', "\r\n") + "\r\na,,0,10,1,1,,,\r\nb,,x,10,1,1,,,\r\n";
+        let err = parse_jobs("jobs.csv", crlf.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 4, &["field submit_s"]);
+        let cr = JOBS_HEADER.replace('\n', "\r") + "a,,0,10,1,1,,,\r\rb,,x,10,1,1,,,\r";
+        let err = parse_jobs("jobs.csv", cr.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 4, &["field submit_s"]);
+        let text = format!(
+            "\n\n{}leaf,leaf\n",
+            NODES_HEADER.trim_end().to_owned() + ","
+        );
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options()).unwrap_err();
+        assert_error(err, 3, &["column leaf appears more than once"]);
+    }
+
+    #[test]
     fn columns_are_found_by_name_and_topology_is_optional() {
         let text = "hbd,gpus,node_id,leaf,memory_mib,cpu_milli,gpu_model,spine,superspine\n\
                     d0,8,x,leaf-0,,, H100 ,p1,s\n\
                     ,8,y,leaf-0,,,H100,p2,s\n\
-                    ,4,z,,,,T4,p2,s\n\
+                    ,4,z,,,,T4,,\n\
                     ,0,cpu,,1,2,,,\n";
         let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("parse");
         assert_eq!(
@@ -1175,6 +1413,17 @@ mod tests {
     }
 
     #[test]
+    fn column_names_match_ignoring_case() {
+        let text = "NODE_ID,Gpu_Model,GPUS,cpu_milli,memory_mib,Leaf,rack\nn,H100,8,,,l1,r1\n";
+        let cluster = parse_nodes("nodes.csv", text.as_bytes(), &options()).expect("parse");
+        assert_eq!(cluster.leaves.len(), 1, "Leaf is the leaf column");
+        assert_eq!(cluster.nodes[0].gpus(), 8);
+        let text = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,LEAF\n";
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options()).unwrap_err();
+        assert_error(err, 1, &["column leaf appears more than once"]);
+    }
+
+    #[test]
     fn seconds_parse_exactly() {
         assert_eq!(parse_seconds_as_ms("12"), Ok(12_000));
         assert_eq!(parse_seconds_as_ms("0.001"), Ok(1));
@@ -1182,7 +1431,18 @@ mod tests {
         assert_eq!(parse_seconds_as_ms("7."), Ok(7_000));
         assert_eq!(parse_seconds_as_ms("1.0005"), Ok(1_001));
         assert_eq!(parse_seconds_as_ms("1.0004999"), Ok(1_000));
-        for bad in ["", ".", "-1", "1e3", "abc", "1.2.3", "99999999999999999999"] {
+        assert_eq!(parse_seconds_as_ms("1000000000000"), Ok(MAX_TIME_MS));
+        for bad in [
+            "",
+            ".",
+            "-1",
+            "1e3",
+            "abc",
+            "1.2.3",
+            "99999999999999999999",
+            "18446744073709551",
+            "1000000000000.001",
+        ] {
             assert!(parse_seconds_as_ms(bad).is_err(), "{bad} accepted");
         }
         for ms in [0, 1, 10, 1500, 60_000, 123_456] {
