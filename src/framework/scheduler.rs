@@ -500,7 +500,7 @@ impl Scheduler {
                 .pod_rules
                 .as_ref()
                 .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
-            let rules_retry = waits_on_pods.then(|| now_ms + self.backoff(job.id));
+            let rules_retry = waits_on_pods.then(|| now_ms.saturating_add(self.backoff(job.id)));
             let retry_at = [tight_retry, preemption_retry, rules_retry]
                 .into_iter()
                 .flatten()
@@ -582,7 +582,7 @@ impl Scheduler {
                 if !permitted {
                     return Attempted::Failed { retry_at: None };
                 }
-                let retry_at = now_ms + self.backoff(job.id);
+                let retry_at = now_ms.saturating_add(self.backoff(job.id));
                 self.decisions.push(Decision::Requeued {
                     job: job.id,
                     reason: status.reason.to_string(),
@@ -769,7 +769,7 @@ impl Scheduler {
     /// again.
     pub fn bind_failed(&mut self, job: JobId, now_ms: u64) -> Option<u64> {
         let released = self.release(job)?;
-        let retry_at = now_ms + self.backoff(job);
+        let retry_at = now_ms.saturating_add(self.backoff(job));
         self.queues.push(released.job, released.tenant, retry_at);
         Some(retry_at)
     }

@@ -91,8 +91,6 @@ pub struct Workload {
     /// trace), in file order, as jobs without a duration: never replayed, but written back
     /// with the workload. `skipped[i].id == JobId(jobs.len() + i)`.
     pub skipped: Vec<Job>,
-    /// How many rows were skipped: `skipped.len()`.
-    pub skipped_no_duration: u64,
 }
 
 /// The default tenant, `TenantId(0)`, is written as an empty tenant column.
@@ -378,7 +376,6 @@ pub fn parse_jobs(
     Ok(Workload {
         jobs,
         tenants,
-        skipped_no_duration: skipped.len() as u64,
         skipped,
     })
 }
@@ -1012,7 +1009,7 @@ mod tests {
         let path = dir.0.join("jobs.csv");
         write_jobs(&path, &workload, &cluster).expect("write jobs");
         let back = read_jobs(&path, &cluster, &options()).expect("read jobs back");
-        assert_eq!(back.skipped_no_duration, 0);
+        assert_eq!(back.skipped.len(), 0);
         assert_eq!(back.jobs.len(), workload.jobs.len());
         for (x, y) in workload.jobs.iter().zip(&back.jobs) {
             assert_eq!(x.id, y.id);
@@ -1106,7 +1103,7 @@ mod tests {
     #[test]
     fn empty_durations_are_skipped_counted_and_written_back() {
         let workload = jobs("a,,0,,1,1,,,\nb,,5,60,1,1,,,\nc,t,9,,0.5,1,,BE,\n").expect("parse");
-        assert_eq!(workload.skipped_no_duration, 2);
+        assert_eq!(workload.skipped.len(), 2);
         assert_eq!(workload.jobs.len(), 1);
         assert_eq!(workload.jobs[0].name, "b");
         let skipped: Vec<(&str, JobId)> = workload
@@ -1125,7 +1122,7 @@ mod tests {
             "{written}"
         );
         let back = parse_jobs("again.csv", written.as_bytes(), &cluster, &options()).expect("read");
-        assert_eq!(back.skipped_no_duration, 2);
+        assert_eq!(back.skipped.len(), 2);
         assert_eq!(back.tenants, workload.tenants);
         for (x, y) in workload.skipped.iter().zip(&back.skipped) {
             assert_eq!(
