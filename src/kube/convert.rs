@@ -46,14 +46,20 @@
 //!
 //! Nodes
 //! - GPU model: the label `nvidia.com/gpu.product` (set by NVIDIA's GPU feature discovery);
-//!   GPUs: `status.allocatable["nvidia.com/gpu"]`, whole, absent = 0. GPUs without the
-//!   label are an error; the label on a node with no GPUs is ignored (a CPU-only node).
+//!   GPUs: `status.capacity["nvidia.com/gpu"]` (all the devices, numbered `0..n`), else
+//!   `status.allocatable`, whole, absent = 0. GPUs without the label are an error; the
+//!   label on a node with no GPUs is ignored (a CPU-only node).
 //! - CPU and memory: `status.allocatable` `cpu` and `memory`, rounded down to millicores
 //!   and MiB; absent: unknown (unlimited).
 //! - Network position: the labels `kant.io/superspine`, `kant.io/spine`, `kant.io/leaf`
 //!   and `kant.io/hbd` (the keys are configurable). A node without a leaf label is in no
 //!   leaf group.
-//! - Unhealthy GPUs: the annotation `kant.io/unhealthy-gpus` (`"2,5"`, device indexes).
+//! - Unhealthy GPUs: the devices the annotation `kant.io/unhealthy-gpus` lists (`"2,5"`,
+//!   device indexes), and as many as the device plugin reports unhealthy beyond them
+//!   (capacity less allocatable; `allocatable` absent counts 0 healthy, more than
+//!   capacity is an error). Which ones the plugin means is not known: the world marks the
+//!   highest-numbered devices no pod holds, then, if every device is held, the
+//!   highest-numbered held ones (which keep their pods).
 //! - Device links: the annotation `kant.io/gpu-topology`, a layout name (`nvlink-all`,
 //!   `nvlink-pairs`, `pcie`) or the full output of `nvidia-smi topo -m` (its GPU count
 //!   must be the node's). Absent: an all-NVLink node is assumed unless the configuration
@@ -1193,6 +1199,9 @@ pub struct NodeFacts {
     pub links: Arc<LinkMatrix>,
     /// The node's RDMA NIC names, indexed as [`LinkMatrix::nic`] numbers them.
     pub nics: Vec<String>,
+    /// How many more devices the device plugin reports unhealthy (capacity less
+    /// allocatable) than `kant.io/unhealthy-gpus` lists: which ones is not known.
+    pub unlisted_unhealthy: usize,
 }
 
 /// Converts nodes, sharing one link matrix between nodes of one layout: a layout name and
@@ -1235,29 +1244,25 @@ impl NodeConverter {
         let labels: Labels = node.metadata.labels.clone().unwrap_or_default();
         let empty = BTreeMap::new();
         let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
-        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let status = node.status.as_ref();
+        let allocatable = status.and_then(|s| s.allocatable.as_ref());
         let allocatable_field = |name: &str| format!("status.allocatable[{name}]");
         let quantity = |name: &str| allocatable.and_then(|a| a.get(name));
 
-        let gpus = match quantity(GPU_RESOURCE) {
-            None => 0,
-            Some(q) => {
-                let field = allocatable_field(GPU_RESOURCE);
-                let gpus = whole_gpus(q).map_err(|e| ConvertError::new(&object, &field, e))?;
-                usize::try_from(gpus)
-                    .ok()
-                    .filter(|&g| g <= MAX_GPUS_PER_NODE)
-                    .ok_or_else(|| {
-                        ConvertError::new(
-                            &object,
-                            &field,
-                            format!(
-                                "{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"
-                            ),
-                        )
-                    })?
-            }
+        let healthy = listed_gpus(&object, "status.allocatable", allocatable)?;
+        let all_devices = status.and_then(|s| s.capacity.as_ref());
+        let (gpus, gpu_field) = match listed_gpus(&object, "status.capacity", all_devices)? {
+            Some(gpus) => (gpus, format!("status.capacity[{GPU_RESOURCE}]")),
+            None => (healthy.unwrap_or(0), allocatable_field(GPU_RESOURCE)),
         };
+        let healthy = healthy.unwrap_or(0);
+        if healthy > gpus {
+            return Err(ConvertError::new(
+                &object,
+                allocatable_field(GPU_RESOURCE),
+                format!("{healthy} GPUs, more than the {gpus} of {gpu_field}"),
+            ));
+        }
         let model = labels
             .get(GPU_PRODUCT_LABEL)
             .filter(|m| !m.is_empty())
@@ -1267,8 +1272,7 @@ impl NodeConverter {
                 &object,
                 label_field(GPU_PRODUCT_LABEL),
                 format!(
-                    "missing on a node with {gpus} GPUs ({}): the GPU model is unknown",
-                    allocatable_field(GPU_RESOURCE)
+                    "missing on a node with {gpus} GPUs ({gpu_field}): the GPU model is unknown"
                 ),
             ));
         }
@@ -1301,9 +1305,10 @@ impl NodeConverter {
             })?,
             _ => 0,
         };
+        let unlisted_unhealthy = (gpus - healthy).saturating_sub(unhealthy.count_ones() as usize);
 
         let taints = taints(&object, node)?;
-        let links = self.links(&object, gpus, gpu_model.as_deref(), annotations)?;
+        let links = self.links(&object, gpus, &gpu_field, gpu_model.as_deref(), annotations)?;
         let nics = nic_names(&object, &links, gpus, annotations)?;
 
         Ok(NodeFacts {
@@ -1321,6 +1326,7 @@ impl NodeConverter {
             },
             links,
             nics,
+            unlisted_unhealthy,
         })
     }
 
@@ -1329,6 +1335,7 @@ impl NodeConverter {
         &mut self,
         object: &str,
         gpus: usize,
+        gpu_field: &str,
         model: Option<&str>,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Arc<LinkMatrix>, ConvertError> {
@@ -1359,8 +1366,7 @@ impl NodeConverter {
                     object,
                     field,
                     format!(
-                        "the topology matrix has {} GPUs, the node has {gpus} \
-                         (status.allocatable[{GPU_RESOURCE}])",
+                        "the topology matrix has {} GPUs, the node has {gpus} ({gpu_field})",
                         matrix.devices(),
                     ),
                 ));
@@ -1372,7 +1378,7 @@ impl NodeConverter {
                 if matrix.devices() != gpus {
                     return Err(ConvertError::new(
                         object,
-                        format!("status.allocatable[{GPU_RESOURCE}]"),
+                        gpu_field,
                         format!(
                             "{gpus} GPUs, but the configuration's links.topologies.{model} \
                              describes {}",
@@ -1424,6 +1430,31 @@ impl NodeConverter {
         self.texts.insert(text.to_owned(), parsed.clone());
         parsed
     }
+}
+
+/// The whole GPUs of a node's resource list (`status.capacity` or `status.allocatable`,
+/// named by `list`), at most [`MAX_GPUS_PER_NODE`]; `None` when it has no GPU entry.
+fn listed_gpus(
+    object: &str,
+    list: &str,
+    resources: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Option<usize>, ConvertError> {
+    let Some(q) = resources.and_then(|r| r.get(GPU_RESOURCE)) else {
+        return Ok(None);
+    };
+    let field = format!("{list}[{GPU_RESOURCE}]");
+    let gpus = whole_gpus(q).map_err(|e| ConvertError::new(object, &field, e))?;
+    usize::try_from(gpus)
+        .ok()
+        .filter(|&g| g <= MAX_GPUS_PER_NODE)
+        .map(Some)
+        .ok_or_else(|| {
+            ConvertError::new(
+                object,
+                &field,
+                format!("{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"),
+            )
+        })
 }
 
 /// The node's taints, with the one Kubernetes puts on a cordoned node.
@@ -2379,6 +2410,46 @@ mod tests {
         assert!(
             node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "one"}}}))
                 .contains("not a comma-separated list")
+        );
+    }
+
+    #[test]
+    fn devices_are_numbered_by_capacity_and_the_unhealthy_counted() {
+        // NVIDIA's device plugin: capacity counts every GPU, allocatable the healthy ones.
+        let one_down = json!({"status": {"capacity": {"nvidia.com/gpu": "8"},
+                                         "allocatable": {"nvidia.com/gpu": "7"}}});
+        let facts = converter().node(&node(one_down.clone())).unwrap();
+        assert_eq!(facts.row.gpus, 8);
+        assert_eq!((facts.row.unhealthy, facts.unlisted_unhealthy), (0, 1));
+        // The annotation says which one; an eight-GPU matrix still describes the node.
+        let mut listed = one_down;
+        merge(
+            &mut listed,
+            json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "7",
+                                                "kant.io/gpu-topology": DGX_H100}}}),
+        );
+        let facts = converter().node(&node(listed)).unwrap();
+        assert_eq!(facts.row.gpus, 8);
+        assert_eq!(
+            (facts.row.unhealthy, facts.unlisted_unhealthy),
+            (0b1000_0000, 0)
+        );
+        assert_eq!(facts.links.devices(), 8);
+
+        assert_eq!(
+            node_error(json!({"status": {"capacity": {"nvidia.com/gpu": "4"}}})),
+            "node n1: status.allocatable[nvidia.com/gpu]: 8 GPUs, more than the 4 of \
+             status.capacity[nvidia.com/gpu]"
+        );
+        assert_eq!(
+            node_error(json!({"status": {"capacity": {"nvidia.com/gpu": "8.5"}}})),
+            "node n1: status.capacity[nvidia.com/gpu]: \"8.5\" is not a whole number of GPUs"
+        );
+        assert_eq!(
+            node_error(json!({"metadata": {"labels": null},
+                              "status": {"capacity": {"nvidia.com/gpu": "8"}}})),
+            "node n1: metadata.labels[nvidia.com/gpu.product]: missing on a node with 8 GPUs \
+             (status.capacity[nvidia.com/gpu]): the GPU model is unknown"
         );
     }
 
