@@ -192,6 +192,57 @@ fn restart_counts_annotated_pods_whatever_pod_without_devices_comes_first() {
     assert_eq!(free_gpus(&w), 4, "both pods hold two GPUs each");
 }
 
+/// A running pod whose scheduling fields no longer parse (a `kant.io/workload` Kant does
+/// not know) still runs on its devices: on restart it is counted by its resources, and no
+/// second pod is bound to them.
+#[test]
+fn a_bound_pod_with_an_invalid_label_holds_its_gpus_across_a_restart() {
+    let mislabelled = pod(
+        "old",
+        4,
+        json!({"metadata": {"labels": {"kant.io/workload": "batch"},
+                            "annotations": {"kant.io/gpu-ids": "0,1,2,3"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let new = pod("new", 4, json!({}));
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &[mislabelled, new]);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].annotations["kant.io/gpu-ids"], "4,5,6,7");
+}
+
+/// On restart, a bound pod whose device list is wrong (three GPUs named for a pod of two)
+/// is counted on the lowest free devices, and one whose GPU share does not parse holds the
+/// whole device it was given: neither is left uncounted.
+#[test]
+fn bound_pods_with_an_unreadable_device_list_or_share_are_counted() {
+    let bound = |name: &str, gpus: u32, annotations: serde_json::Value| {
+        pod(
+            name,
+            gpus,
+            json!({"metadata": {"annotations": annotations},
+                   "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+        )
+    };
+    let pods = [
+        bound("a-named", 2, json!({"kant.io/gpu-ids": "0,1"})),
+        bound("b-miscounted", 2, json!({"kant.io/gpu-ids": "0,1,2"})),
+        bound(
+            "c-share",
+            0,
+            json!({"kant.io/gpu-ids": "7", "kant.io/gpu-fraction": "half"}),
+        ),
+    ];
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &pods);
+    w.round(T0);
+    assert_eq!(
+        free_gpus(&w),
+        3,
+        "two GPUs each for a and b, device 7 for c"
+    );
+}
+
 // ----------------------------------------------------------------------------------------
 // Preemption
 

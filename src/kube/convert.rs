@@ -43,6 +43,9 @@
 //! - `kant.io/rdma-nic`: the RDMA NIC nearest each device, without repeats, in device
 //!   order (`"mlx5_0,mlx5_1"`).
 //! - A fractional pod's share per device is its `kant.io/gpu-fraction`.
+//! - What a bound pod holds is read from its resources alone, whatever else of it does
+//!   not parse: the request above, except that a `kant.io/gpu-fraction` that does not
+//!   parse leaves its whole GPUs, or one whole GPU where it asks for none.
 //!
 //! Nodes
 //! - GPU model: the label `nvidia.com/gpu.product` (set by NVIDIA's GPU feature discovery);
@@ -330,22 +333,9 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
 
-    let amounts = effective_amounts(&object, spec)?;
-    let gpu = gpu_request(&object, amounts.gpus, annotations)?;
-    let too_large = |field: &str, what: &str| {
-        ConvertError::new(
-            &object,
-            field,
-            format!("the pod's {what} request is too large"),
-        )
-    };
-    let request = PodRequest {
-        gpu,
-        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
-            .map_err(|_| too_large("spec.containers", "cpu"))?,
-        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
-            .map_err(|_| too_large("spec.containers", "memory"))?,
-    };
+    let request = pod_request(&object, spec, |whole| {
+        gpu_request(&object, whole, annotations)
+    })?;
 
     let kind = match labels.get(WORKLOAD_LABEL).map(String::as_str) {
         None => JobKind::Unknown,
@@ -385,6 +375,49 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         kind,
         topology,
         ignored,
+    })
+}
+
+/// What a bound pod holds, from its resources alone: whatever else is wrong with the pod
+/// (its scheduling fields may not parse), it runs and holds this. The request as
+/// [`pod_facts`] reads it, except that a `kant.io/gpu-fraction` that cannot be read leaves
+/// the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that asks for none (the
+/// device the pod was given, all of it).
+pub fn bound_request(pod: &Pod) -> Result<PodRequest, ConvertError> {
+    let object = pod_object(pod);
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| ConvertError::new(&object, "spec", "missing"))?;
+    let empty = BTreeMap::new();
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+    pod_request(&object, spec, |whole| {
+        gpu_request(&object, whole, annotations)
+            .or_else(|_| gpu_request(&object, whole.max(1), &empty))
+    })
+}
+
+/// The pod's request: its effective amounts (see [`effective_amounts`]), the whole GPUs
+/// among them read into a GPU request by `gpu`.
+fn pod_request(
+    object: &str,
+    spec: &PodSpec,
+    gpu: impl FnOnce(u64) -> Result<GpuRequest, ConvertError>,
+) -> Result<PodRequest, ConvertError> {
+    let amounts = effective_amounts(object, spec)?;
+    let too_large = |what: &str| {
+        ConvertError::new(
+            object,
+            "spec.containers",
+            format!("the pod's {what} request is too large"),
+        )
+    };
+    Ok(PodRequest {
+        gpu: gpu(amounts.gpus)?,
+        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
+            .map_err(|_| too_large("cpu"))?,
+        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
+            .map_err(|_| too_large("memory"))?,
     })
 }
 
@@ -2712,6 +2745,33 @@ NIC Legend:\n\
 
         // No GPUs: no annotations.
         assert!(binding_annotations(&DeviceAlloc::default(), &facts.links, &facts.nics).is_empty());
+    }
+
+    #[test]
+    fn a_bound_pod_holds_what_its_resources_ask_whatever_else_is_wrong() {
+        let mut value = containers(json!({"limits": {"nvidia.com/gpu": "4", "cpu": "2"}}));
+        merge(
+            &mut value,
+            json!({"metadata": {"labels": {"kant.io/workload": "batch"}},
+                   "spec": {"nodeName": "n1"}}),
+        );
+        let mislabelled = pod(value);
+        assert!(pod_facts(&mislabelled).is_err());
+        assert_eq!(
+            bound_request(&mislabelled),
+            Ok(PodRequest {
+                gpu: GpuRequest::Whole(4),
+                cpu_milli: 2_000,
+                memory_mib: 0,
+            })
+        );
+        // A share that does not parse: the device it was given, all of it.
+        let share = bound(json!({"kant.io/gpu-fraction": "half"}));
+        assert!(pod_facts(&share).is_err());
+        assert_eq!(
+            bound_request(&share).map(|r| r.gpu),
+            Ok(GpuRequest::Whole(1))
+        );
     }
 
     #[test]
