@@ -1,15 +1,18 @@
 //! Pods and the jobs they form. A pod of this scheduler that is not bound waits until it
 //! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
-//! job: alone, or with the other members of its PodGroup once enough of them wait. A pod
-//! found bound (placed before a restart, by another scheduler, or by a binding whose
-//! answer was lost) is adopted into the cluster state with the devices its annotations
-//! name, so no device is ever given twice. It is counted by its resources alone: a
-//! scheduling field that does not parse is reported but does not stop that, and a device
-//! list that does not parse (or names the wrong count) gives way to the lowest free
-//! devices, as for a pod placed elsewhere. A pod that goes away returns what it held.
+//! job: alone, or with the other members of its PodGroup once enough of them wait. A job
+//! has one set of rules for all its pods: a gang's are those of its member asking for the
+//! most GPUs (the first by name among equals), and members whose node rules differ are
+//! told so. A pod found bound (placed before a restart, by another scheduler, or by a
+//! binding whose answer was lost) is adopted into the cluster state with the devices its
+//! annotations name, so no device is ever given twice. It is counted by its resources
+//! alone: a scheduling field that does not parse is reported but does not stop that, and
+//! a device list that does not parse (or names the wrong count) gives way to the lowest
+//! free devices, as for a pod placed elsewhere. A pod that goes away returns what it held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -272,6 +275,8 @@ pub(super) struct Pods {
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
+    /// PodGroup members told that another member's node rules are applied to them.
+    told_node_rules: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -342,6 +347,14 @@ fn uid_of(pod: &Pod) -> String {
 
 fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<u64> {
     time.map(|t| t.0.as_millisecond().max(0) as u64)
+}
+
+/// How a PodGroup's members rank to be its template, the member whose rules, kind,
+/// topology need and queue its job takes (a job has one set for all its pods): the most
+/// GPUs first, then the first by name. A launcher without GPUs thus never decides where
+/// its workers go.
+fn template_rank<'a>(request: &PodRequest, pod: &'a PodRef) -> (u64, Reverse<&'a str>) {
+    (request.gpu.milli(), Reverse(pod.name.as_str()))
 }
 
 /// What a bound pod holds, from its facts as `pod_facts` read them, or from its resources
@@ -567,7 +580,7 @@ impl World {
     }
 
     /// A lone pod that runs may have changed its labels: other pods' rules see the new
-    /// ones. (A gang keeps its first member's, as it was formed.)
+    /// ones. (A gang keeps its template member's, as it was formed.)
     fn follow_relabel(&mut self, uid: &str, job: JobId) {
         let rules = self
             .pods
@@ -644,6 +657,7 @@ impl World {
         pods.held_on_queue.remove(uid);
         pods.held.remove(uid);
         pods.warned.remove(uid);
+        pods.told_node_rules.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -900,9 +914,15 @@ impl World {
                 Some((e.facts.clone()?, e.created_ms, e.target.clone()))
             })
             .collect();
-        let (first, _, first_pod) = facts.first()?;
-        let queue = first.queue.clone();
-        let shard_models: Vec<&String> = first
+        let template = facts
+            .iter()
+            .max_by_key(|(f, _, pod)| template_rank(&f.request, pod))?;
+        if let Some(group) = &group {
+            self.tell_differing_node_rules(group, &facts, template);
+        }
+        let (template, _, template_pod) = template;
+        let queue = template.queue.clone();
+        let shard_models: Vec<&String> = template
             .gpu_models
             .iter()
             .filter(|m| self.options.owns_model(Some(m)))
@@ -913,17 +933,17 @@ impl World {
             .collect();
         let job = Job {
             id: self.pods.new_job_id(),
-            name: JobEntry::name(&group, first_pod),
+            name: JobEntry::name(&group, template_pod),
             tenant: self.tenant_of(queue.as_deref()),
             priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
-            kind: first.kind,
+            kind: template.kind,
             pools,
             pods: facts.iter().map(|(f, _, _)| f.request).collect(),
             submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
             duration_ms: None,
-            topology: first.topology,
-            constraints: first.constraints.clone().map(Arc::new),
-            pod_rules: Some(first.pod_rules.clone()),
+            topology: template.topology,
+            constraints: template.constraints.clone().map(Arc::new),
+            pod_rules: Some(template.pod_rules.clone()),
         };
         let entry = JobEntry::new(
             job.clone(),
@@ -936,6 +956,36 @@ impl World {
         );
         self.record_job(entry);
         Some(job)
+    }
+
+    /// Tells each member of a PodGroup whose node rules (selector, affinity, tolerations,
+    /// GPU model) differ from the template member's that the template's are applied to it:
+    /// a job has one set of rules for all its pods. Once per pod.
+    fn tell_differing_node_rules(
+        &mut self,
+        group: &GroupKey,
+        members: &[(PodFacts, u64, PodRef)],
+        (template, _, template_pod): &(PodFacts, u64, PodRef),
+    ) {
+        let differing = members.iter().filter(|(facts, _, _)| {
+            facts.constraints != template.constraints || facts.gpu_models != template.gpu_models
+        });
+        for (_, _, pod) in differing {
+            if !self.pods.told_node_rules.insert(pod.uid.clone()) {
+                continue;
+            }
+            self.outputs.push(Output::Event {
+                target: pod.clone(),
+                warning: true,
+                reason: "NodeRulesDiffer",
+                message: format!(
+                    "the pods of pod group {}/{} differ in their node selector, node \
+                     affinity, tolerations or GPU model; kant places them all by the rules \
+                     of {template_pod}, the member asking for the most GPUs",
+                    group.0, group.1
+                ),
+            });
+        }
     }
 
     /// Records a job and makes its live pods its members.
@@ -1002,6 +1052,7 @@ impl World {
             let Some(bound) = entry.bound.clone() else {
                 return false;
             };
+            let target = entry.target.clone();
             match self.placement_of(&bound, &placements) {
                 Ok((request, placement)) => {
                     requests.push(request);
@@ -1014,15 +1065,26 @@ impl World {
                     return false;
                 }
             }
-            members.push(bound);
+            members.push((bound, target));
         }
-        let queue = members[0].queue.clone();
-        let started = members.iter().map(|b| b.started_ms).fold(now_ms, u64::min);
+        // A member whose rules cannot be read is passed over for the template.
+        let template = members
+            .iter()
+            .zip(&requests)
+            .max_by_key(|((bound, target), request)| {
+                (bound.pod_rules.is_some(), template_rank(request, target))
+            })
+            .map(|((bound, _), _)| bound);
+        let queue = template.and_then(|t| t.queue.clone());
+        let started = members
+            .iter()
+            .map(|(b, _)| b.started_ms)
+            .fold(now_ms, u64::min);
         let job = Job {
             id: self.pods.new_job_id(),
-            name: JobEntry::name(&group, &self.pods.entries[&uids[0]].target),
+            name: JobEntry::name(&group, &members[0].1),
             tenant: self.tenant_of(queue.as_deref()),
-            priority: members.iter().map(|b| b.priority).max().unwrap_or(0),
+            priority: members.iter().map(|(b, _)| b.priority).max().unwrap_or(0),
             kind: JobKind::Unknown,
             pools: Vec::new(),
             pods: requests,
@@ -1030,9 +1092,9 @@ impl World {
             duration_ms: None,
             topology: None,
             constraints: None,
-            pod_rules: members.iter().find_map(|b| b.pod_rules.clone()),
+            pod_rules: template.and_then(|t| t.pod_rules.clone()),
         };
-        let ours = members.iter().any(|b| b.ours);
+        let ours = members.iter().any(|(b, _)| b.ours);
         let running = Adopted::Running { preemptible: ours };
         if let Err(e) = self
             .scheduler
@@ -1053,7 +1115,7 @@ impl World {
         // A workload found running counts as placed already.
         self.pods.placed_workloads.insert(entry.workload.clone());
         self.record_job(entry);
-        for problem in members.iter().flat_map(|bound| &bound.unread) {
+        for problem in members.iter().flat_map(|(bound, _)| &bound.unread) {
             tracing::warn!("{problem}");
         }
         true
