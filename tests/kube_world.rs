@@ -108,6 +108,62 @@ fn a_gang_waits_for_its_members_then_binds_whole() {
     assert_eq!(nodes, ["n1", "n2"]);
 }
 
+/// An MPIJob's gang: a launcher without GPUs or a node selector, and GPU workers that
+/// select their nodes. The job takes the rules of the member asking for the most GPUs, so
+/// no worker lands on a node its own selector rejects; the launcher is told whose rules
+/// it follows.
+#[test]
+fn a_gang_follows_the_node_rules_of_its_largest_member() {
+    let pool = |name: &str, pool: &str| {
+        node_with(name, 8, json!({"metadata": {"labels": {"pool": pool}}}))
+    };
+    let mut world = synced(
+        &plain(),
+        &[
+            pool("a1", "cpu"),
+            pool("a2", "cpu"),
+            pool("g1", "gpu"),
+            pool("g2", "gpu"),
+        ],
+    );
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 3)))),
+        T0,
+    );
+    let on_gpu_pool = json!({"spec": {"nodeSelector": {"pool": "gpu"}}});
+    for p in [
+        member("mpi-launcher", 0, "mpi", json!({})),
+        member("mpi-worker-0", 8, "mpi", on_gpu_pool.clone()),
+        member("mpi-worker-1", 8, "mpi", on_gpu_pool),
+    ] {
+        world.apply(Input::Pod(Box::new(Event::Apply(p))), T0);
+    }
+    world.round(T0);
+    let out = world.take_outputs();
+    let mut workers: Vec<String> = binds(&out)
+        .into_iter()
+        .filter(|b| b.name.starts_with("mpi-worker"))
+        .map(|b| b.node)
+        .collect();
+    workers.sort();
+    assert_eq!(workers, ["g1", "g2"]);
+    let told: Vec<(&str, &str)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event {
+                target,
+                reason: "NodeRulesDiffer",
+                message,
+                ..
+            } => Some((target.name.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, "mpi-launcher");
+    assert!(told[0].1.contains("ml/mpi-worker-0"), "{}", told[0].1);
+}
+
 #[test]
 fn pods_found_bound_keep_their_devices_across_a_restart() {
     let old = pod(
@@ -383,6 +439,43 @@ fn pods_found_bound_keep_their_anti_affinity_across_a_restart() {
     assert_eq!(
         bindings(&out),
         [("web-1".to_owned(), "n2".to_owned(), "0".to_owned())]
+    );
+}
+
+/// A gang found bound on restart is seen by other pods' rules with the labels of its
+/// member asking for the most GPUs, as when it was placed: here its worker's, not its
+/// launcher's.
+#[test]
+fn a_gang_found_bound_is_seen_with_its_largest_members_labels() {
+    let bound = |name: &str, gpus: u32, role: &str, ids: &str| {
+        member(
+            name,
+            gpus,
+            "mpi",
+            json!({"metadata": {"labels": {"role": role}, "annotations": {"kant.io/gpu-ids": ids}},
+                   "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+        )
+    };
+    let gang = [
+        bound("mpi-launcher", 0, "launcher", ""),
+        bound("mpi-worker-0", 2, "worker", "0,1"),
+    ];
+    let mut world = synced_with(&plain(), &[node("n1", 8), node("n2", 8)], &gang);
+    // A pod that must keep away from the workers avoids n1, where E-Binpack would put it.
+    let shy = pod(
+        "shy",
+        1,
+        json!({"spec": {"affinity": {"podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"role": "worker"}},
+                "topologyKey": "kubernetes.io/hostname"}]}}}}),
+    );
+    apply_pod(&mut world, &shy, T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(
+        bindings(&out),
+        [("shy".to_owned(), "n2".to_owned(), "0".to_owned())]
     );
 }
 

@@ -99,6 +99,39 @@ fn a_node_that_briefly_reports_no_gpus_keeps_its_pods_devices() {
     assert!(b.is_empty(), "q is given the GPUs p runs on: {b:?}");
 }
 
+/// NVIDIA's device plugin reports a GPU gone bad by lowering the node's allocatable GPUs,
+/// not its capacity: the node still has eight devices, and which one is bad is not said.
+/// The pods on all eight keep them and none is given to a new pod; once a pod leaves, the
+/// node offers what its allocatable leaves free (seven less what the other pod holds).
+#[test]
+fn a_gpu_gone_unhealthy_leaves_pods_their_devices_and_the_node_its_count() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let a = place(&mut w, &pod("a", 4, json!({})), T0);
+    place(&mut w, &pod("b", 4, json!({})), T0);
+    let one_down = node_with(
+        "n1",
+        7,
+        json!({"status": {"capacity": {"nvidia.com/gpu": "8"}}}),
+    );
+    apply_node(&mut w, &one_down, T0 + 1);
+    apply_pod(&mut w, &pod("c", 1, json!({})), T0 + 1);
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert!(
+        b.is_empty(),
+        "c is given a device a running pod holds: {b:?}"
+    );
+    assert_eq!(free_gpus(&w), 0, "a and b still hold all eight devices");
+    delete_pod(&mut w, &a, T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 60_000);
+    assert_eq!(binds(&out).len(), 1, "c is bound once a is gone");
+    assert_eq!(
+        free_gpus(&w),
+        2,
+        "seven healthy GPUs less b's four and c's one"
+    );
+}
+
 /// Node ids are positions in the rebuilt cluster spec: a node that goes away shifts the
 /// ids of the nodes after it. The world keeps each job's plan with the ids of the spec it
 /// was made in, and reads them against the new one.
@@ -157,6 +190,57 @@ fn restart_counts_annotated_pods_whatever_pod_without_devices_comes_first() {
     let mut w = synced_with(&plain(), &[node("n1", 8)], &[foreign, ours]);
     w.round(T0);
     assert_eq!(free_gpus(&w), 4, "both pods hold two GPUs each");
+}
+
+/// A running pod whose scheduling fields no longer parse (a `kant.io/workload` Kant does
+/// not know) still runs on its devices: on restart it is counted by its resources, and no
+/// second pod is bound to them.
+#[test]
+fn a_bound_pod_with_an_invalid_label_holds_its_gpus_across_a_restart() {
+    let mislabelled = pod(
+        "old",
+        4,
+        json!({"metadata": {"labels": {"kant.io/workload": "batch"},
+                            "annotations": {"kant.io/gpu-ids": "0,1,2,3"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let new = pod("new", 4, json!({}));
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &[mislabelled, new]);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].annotations["kant.io/gpu-ids"], "4,5,6,7");
+}
+
+/// On restart, a bound pod whose device list is wrong (three GPUs named for a pod of two)
+/// is counted on the lowest free devices, and one whose GPU share does not parse holds the
+/// whole device it was given: neither is left uncounted.
+#[test]
+fn bound_pods_with_an_unreadable_device_list_or_share_are_counted() {
+    let bound = |name: &str, gpus: u32, annotations: serde_json::Value| {
+        pod(
+            name,
+            gpus,
+            json!({"metadata": {"annotations": annotations},
+                   "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+        )
+    };
+    let pods = [
+        bound("a-named", 2, json!({"kant.io/gpu-ids": "0,1"})),
+        bound("b-miscounted", 2, json!({"kant.io/gpu-ids": "0,1,2"})),
+        bound(
+            "c-share",
+            0,
+            json!({"kant.io/gpu-ids": "7", "kant.io/gpu-fraction": "half"}),
+        ),
+    ];
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &pods);
+    w.round(T0);
+    assert_eq!(
+        free_gpus(&w),
+        3,
+        "two GPUs each for a and b, device 7 for c"
+    );
 }
 
 // ----------------------------------------------------------------------------------------

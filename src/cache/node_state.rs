@@ -47,6 +47,18 @@ impl NodeState {
         self.devices & !self.busy & !self.unhealthy
     }
 
+    /// Devices with anything assigned.
+    #[inline]
+    pub fn busy(&self) -> u32 {
+        self.busy
+    }
+
+    /// Devices that take no new pod.
+    #[inline]
+    pub fn unhealthy(&self) -> u32 {
+        self.unhealthy
+    }
+
     /// The most free devices connected by NVLink.
     #[inline]
     pub fn nvlink_island(&self) -> u32 {

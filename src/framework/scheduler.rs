@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, PodRules, PoolId};
+use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
 use crate::queue::{Admission, Attempted, Driver, Offer, Queues, TenantMode, Tenants, Waiting};
 
 use super::plugin::{
@@ -233,6 +233,19 @@ impl Scheduler {
             relabelled.pod_rules = Some(rules.clone());
             running.job = Arc::new(relabelled);
         }
+    }
+
+    /// Marks a device of a node healthy or not (the world's reading of the node changed):
+    /// an unhealthy device keeps its pods and takes no new one.
+    pub fn set_device_health(
+        &mut self,
+        node: NodeId,
+        device: usize,
+        healthy: bool,
+    ) -> Result<(), CacheError> {
+        self.state.set_device_health(node, device, healthy)?;
+        self.capacity_epoch += 1;
+        Ok(())
     }
 
     /// One pod of a running job is gone (deleted, finished, or its node removed): its

@@ -43,17 +43,26 @@
 //! - `kant.io/rdma-nic`: the RDMA NIC nearest each device, without repeats, in device
 //!   order (`"mlx5_0,mlx5_1"`).
 //! - A fractional pod's share per device is its `kant.io/gpu-fraction`.
+//! - What a bound pod holds is read from its resources alone, whatever else of it does
+//!   not parse: the request above, except that a `kant.io/gpu-fraction` that does not
+//!   parse leaves its whole GPUs, or one whole GPU where it asks for none.
 //!
 //! Nodes
 //! - GPU model: the label `nvidia.com/gpu.product` (set by NVIDIA's GPU feature discovery);
-//!   GPUs: `status.allocatable["nvidia.com/gpu"]`, whole, absent = 0. GPUs without the
-//!   label are an error; the label on a node with no GPUs is ignored (a CPU-only node).
+//!   GPUs: `status.capacity["nvidia.com/gpu"]` (all the devices, numbered `0..n`), else
+//!   `status.allocatable`, whole, absent = 0. GPUs without the label are an error; the
+//!   label on a node with no GPUs is ignored (a CPU-only node).
 //! - CPU and memory: `status.allocatable` `cpu` and `memory`, rounded down to millicores
 //!   and MiB; absent: unknown (unlimited).
 //! - Network position: the labels `kant.io/superspine`, `kant.io/spine`, `kant.io/leaf`
 //!   and `kant.io/hbd` (the keys are configurable). A node without a leaf label is in no
 //!   leaf group.
-//! - Unhealthy GPUs: the annotation `kant.io/unhealthy-gpus` (`"2,5"`, device indexes).
+//! - Unhealthy GPUs: the devices the annotation `kant.io/unhealthy-gpus` lists (`"2,5"`,
+//!   device indexes), and as many as the device plugin reports unhealthy beyond them
+//!   (capacity less allocatable; `allocatable` absent counts 0 healthy, more than
+//!   capacity is an error). Which ones the plugin means is not known: the world marks the
+//!   highest-numbered devices no pod holds, then, if every device is held, the
+//!   highest-numbered held ones (which keep their pods).
 //! - Device links: the annotation `kant.io/gpu-topology`, a layout name (`nvlink-all`,
 //!   `nvlink-pairs`, `pcie`) or the full output of `nvidia-smi topo -m` (its GPU count
 //!   must be the node's). Absent: an all-NVLink node is assumed unless the configuration
@@ -324,22 +333,9 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
 
-    let amounts = effective_amounts(&object, spec)?;
-    let gpu = gpu_request(&object, amounts.gpus, annotations)?;
-    let too_large = |field: &str, what: &str| {
-        ConvertError::new(
-            &object,
-            field,
-            format!("the pod's {what} request is too large"),
-        )
-    };
-    let request = PodRequest {
-        gpu,
-        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
-            .map_err(|_| too_large("spec.containers", "cpu"))?,
-        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
-            .map_err(|_| too_large("spec.containers", "memory"))?,
-    };
+    let request = pod_request(&object, spec, |whole| {
+        gpu_request(&object, whole, annotations)
+    })?;
 
     let kind = match labels.get(WORKLOAD_LABEL).map(String::as_str) {
         None => JobKind::Unknown,
@@ -379,6 +375,49 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         kind,
         topology,
         ignored,
+    })
+}
+
+/// What a bound pod holds, from its resources alone: whatever else is wrong with the pod
+/// (its scheduling fields may not parse), it runs and holds this. The request as
+/// [`pod_facts`] reads it, except that a `kant.io/gpu-fraction` that cannot be read leaves
+/// the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that asks for none (the
+/// device the pod was given, all of it).
+pub fn bound_request(pod: &Pod) -> Result<PodRequest, ConvertError> {
+    let object = pod_object(pod);
+    let spec = pod
+        .spec
+        .as_ref()
+        .ok_or_else(|| ConvertError::new(&object, "spec", "missing"))?;
+    let empty = BTreeMap::new();
+    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+    pod_request(&object, spec, |whole| {
+        gpu_request(&object, whole, annotations)
+            .or_else(|_| gpu_request(&object, whole.max(1), &empty))
+    })
+}
+
+/// The pod's request: its effective amounts (see [`effective_amounts`]), the whole GPUs
+/// among them read into a GPU request by `gpu`.
+fn pod_request(
+    object: &str,
+    spec: &PodSpec,
+    gpu: impl FnOnce(u64) -> Result<GpuRequest, ConvertError>,
+) -> Result<PodRequest, ConvertError> {
+    let amounts = effective_amounts(object, spec)?;
+    let too_large = |what: &str| {
+        ConvertError::new(
+            object,
+            "spec.containers",
+            format!("the pod's {what} request is too large"),
+        )
+    };
+    Ok(PodRequest {
+        gpu: gpu(amounts.gpus)?,
+        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
+            .map_err(|_| too_large("cpu"))?,
+        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
+            .map_err(|_| too_large("memory"))?,
     })
 }
 
@@ -1193,6 +1232,9 @@ pub struct NodeFacts {
     pub links: Arc<LinkMatrix>,
     /// The node's RDMA NIC names, indexed as [`LinkMatrix::nic`] numbers them.
     pub nics: Vec<String>,
+    /// How many more devices the device plugin reports unhealthy (capacity less
+    /// allocatable) than `kant.io/unhealthy-gpus` lists: which ones is not known.
+    pub unlisted_unhealthy: usize,
 }
 
 /// Converts nodes, sharing one link matrix between nodes of one layout: a layout name and
@@ -1235,29 +1277,25 @@ impl NodeConverter {
         let labels: Labels = node.metadata.labels.clone().unwrap_or_default();
         let empty = BTreeMap::new();
         let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
-        let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let status = node.status.as_ref();
+        let allocatable = status.and_then(|s| s.allocatable.as_ref());
         let allocatable_field = |name: &str| format!("status.allocatable[{name}]");
         let quantity = |name: &str| allocatable.and_then(|a| a.get(name));
 
-        let gpus = match quantity(GPU_RESOURCE) {
-            None => 0,
-            Some(q) => {
-                let field = allocatable_field(GPU_RESOURCE);
-                let gpus = whole_gpus(q).map_err(|e| ConvertError::new(&object, &field, e))?;
-                usize::try_from(gpus)
-                    .ok()
-                    .filter(|&g| g <= MAX_GPUS_PER_NODE)
-                    .ok_or_else(|| {
-                        ConvertError::new(
-                            &object,
-                            &field,
-                            format!(
-                                "{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"
-                            ),
-                        )
-                    })?
-            }
+        let healthy = listed_gpus(&object, "status.allocatable", allocatable)?;
+        let all_devices = status.and_then(|s| s.capacity.as_ref());
+        let (gpus, gpu_field) = match listed_gpus(&object, "status.capacity", all_devices)? {
+            Some(gpus) => (gpus, format!("status.capacity[{GPU_RESOURCE}]")),
+            None => (healthy.unwrap_or(0), allocatable_field(GPU_RESOURCE)),
         };
+        let healthy = healthy.unwrap_or(0);
+        if healthy > gpus {
+            return Err(ConvertError::new(
+                &object,
+                allocatable_field(GPU_RESOURCE),
+                format!("{healthy} GPUs, more than the {gpus} of {gpu_field}"),
+            ));
+        }
         let model = labels
             .get(GPU_PRODUCT_LABEL)
             .filter(|m| !m.is_empty())
@@ -1267,8 +1305,7 @@ impl NodeConverter {
                 &object,
                 label_field(GPU_PRODUCT_LABEL),
                 format!(
-                    "missing on a node with {gpus} GPUs ({}): the GPU model is unknown",
-                    allocatable_field(GPU_RESOURCE)
+                    "missing on a node with {gpus} GPUs ({gpu_field}): the GPU model is unknown"
                 ),
             ));
         }
@@ -1301,9 +1338,10 @@ impl NodeConverter {
             })?,
             _ => 0,
         };
+        let unlisted_unhealthy = (gpus - healthy).saturating_sub(unhealthy.count_ones() as usize);
 
         let taints = taints(&object, node)?;
-        let links = self.links(&object, gpus, gpu_model.as_deref(), annotations)?;
+        let links = self.links(&object, gpus, &gpu_field, gpu_model.as_deref(), annotations)?;
         let nics = nic_names(&object, &links, gpus, annotations)?;
 
         Ok(NodeFacts {
@@ -1321,6 +1359,7 @@ impl NodeConverter {
             },
             links,
             nics,
+            unlisted_unhealthy,
         })
     }
 
@@ -1329,6 +1368,7 @@ impl NodeConverter {
         &mut self,
         object: &str,
         gpus: usize,
+        gpu_field: &str,
         model: Option<&str>,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Arc<LinkMatrix>, ConvertError> {
@@ -1359,8 +1399,7 @@ impl NodeConverter {
                     object,
                     field,
                     format!(
-                        "the topology matrix has {} GPUs, the node has {gpus} \
-                         (status.allocatable[{GPU_RESOURCE}])",
+                        "the topology matrix has {} GPUs, the node has {gpus} ({gpu_field})",
                         matrix.devices(),
                     ),
                 ));
@@ -1372,7 +1411,7 @@ impl NodeConverter {
                 if matrix.devices() != gpus {
                     return Err(ConvertError::new(
                         object,
-                        format!("status.allocatable[{GPU_RESOURCE}]"),
+                        gpu_field,
                         format!(
                             "{gpus} GPUs, but the configuration's links.topologies.{model} \
                              describes {}",
@@ -1424,6 +1463,31 @@ impl NodeConverter {
         self.texts.insert(text.to_owned(), parsed.clone());
         parsed
     }
+}
+
+/// The whole GPUs of a node's resource list (`status.capacity` or `status.allocatable`,
+/// named by `list`), at most [`MAX_GPUS_PER_NODE`]; `None` when it has no GPU entry.
+fn listed_gpus(
+    object: &str,
+    list: &str,
+    resources: Option<&BTreeMap<String, Quantity>>,
+) -> Result<Option<usize>, ConvertError> {
+    let Some(q) = resources.and_then(|r| r.get(GPU_RESOURCE)) else {
+        return Ok(None);
+    };
+    let field = format!("{list}[{GPU_RESOURCE}]");
+    let gpus = whole_gpus(q).map_err(|e| ConvertError::new(object, &field, e))?;
+    usize::try_from(gpus)
+        .ok()
+        .filter(|&g| g <= MAX_GPUS_PER_NODE)
+        .map(Some)
+        .ok_or_else(|| {
+            ConvertError::new(
+                object,
+                &field,
+                format!("{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"),
+            )
+        })
 }
 
 /// The node's taints, with the one Kubernetes puts on a cordoned node.
@@ -2382,6 +2446,46 @@ mod tests {
         );
     }
 
+    #[test]
+    fn devices_are_numbered_by_capacity_and_the_unhealthy_counted() {
+        // NVIDIA's device plugin: capacity counts every GPU, allocatable the healthy ones.
+        let one_down = json!({"status": {"capacity": {"nvidia.com/gpu": "8"},
+                                         "allocatable": {"nvidia.com/gpu": "7"}}});
+        let facts = converter().node(&node(one_down.clone())).unwrap();
+        assert_eq!(facts.row.gpus, 8);
+        assert_eq!((facts.row.unhealthy, facts.unlisted_unhealthy), (0, 1));
+        // The annotation says which one; an eight-GPU matrix still describes the node.
+        let mut listed = one_down;
+        merge(
+            &mut listed,
+            json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "7",
+                                                "kant.io/gpu-topology": DGX_H100}}}),
+        );
+        let facts = converter().node(&node(listed)).unwrap();
+        assert_eq!(facts.row.gpus, 8);
+        assert_eq!(
+            (facts.row.unhealthy, facts.unlisted_unhealthy),
+            (0b1000_0000, 0)
+        );
+        assert_eq!(facts.links.devices(), 8);
+
+        assert_eq!(
+            node_error(json!({"status": {"capacity": {"nvidia.com/gpu": "4"}}})),
+            "node n1: status.allocatable[nvidia.com/gpu]: 8 GPUs, more than the 4 of \
+             status.capacity[nvidia.com/gpu]"
+        );
+        assert_eq!(
+            node_error(json!({"status": {"capacity": {"nvidia.com/gpu": "8.5"}}})),
+            "node n1: status.capacity[nvidia.com/gpu]: \"8.5\" is not a whole number of GPUs"
+        );
+        assert_eq!(
+            node_error(json!({"metadata": {"labels": null},
+                              "status": {"capacity": {"nvidia.com/gpu": "8"}}})),
+            "node n1: metadata.labels[nvidia.com/gpu.product]: missing on a node with 8 GPUs \
+             (status.capacity[nvidia.com/gpu]): the GPU model is unknown"
+        );
+    }
+
     fn annotated(topology: &str) -> Node {
         node(json!({"metadata": {"annotations": {"kant.io/gpu-topology": topology}}}))
     }
@@ -2641,6 +2745,33 @@ NIC Legend:\n\
 
         // No GPUs: no annotations.
         assert!(binding_annotations(&DeviceAlloc::default(), &facts.links, &facts.nics).is_empty());
+    }
+
+    #[test]
+    fn a_bound_pod_holds_what_its_resources_ask_whatever_else_is_wrong() {
+        let mut value = containers(json!({"limits": {"nvidia.com/gpu": "4", "cpu": "2"}}));
+        merge(
+            &mut value,
+            json!({"metadata": {"labels": {"kant.io/workload": "batch"}},
+                   "spec": {"nodeName": "n1"}}),
+        );
+        let mislabelled = pod(value);
+        assert!(pod_facts(&mislabelled).is_err());
+        assert_eq!(
+            bound_request(&mislabelled),
+            Ok(PodRequest {
+                gpu: GpuRequest::Whole(4),
+                cpu_milli: 2_000,
+                memory_mib: 0,
+            })
+        );
+        // A share that does not parse: the device it was given, all of it.
+        let share = bound(json!({"kant.io/gpu-fraction": "half"}));
+        assert!(pod_facts(&share).is_err());
+        assert_eq!(
+            bound_request(&share).map(|r| r.gpu),
+            Ok(GpuRequest::Whole(1))
+        );
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //!
 //! A round ([`World::round`]) applies what the events changed, in order: the cluster is
 //! rebuilt if a node changed in a way that matters, the tenants if a Queue changed, pods
-//! found bound are adopted, waiting pods form jobs and enter their queues; then the
-//! scheduler runs and its decisions become bindings, evictions and status.
+//! found bound are adopted, waiting pods form jobs and enter their queues, devices reported
+//! unhealthy are marked; then the scheduler runs and its decisions become bindings,
+//! evictions and status.
 
 mod nodes;
 mod outcomes;
@@ -355,6 +356,7 @@ impl World {
         let jobs = self.form_jobs(now_ms);
         // A job may name a GPU model no node has yet: its empty pool must exist first.
         self.rebuild_cluster(now_ms);
+        self.mark_unlisted_unhealthy();
         for job in jobs {
             self.submitted(&job, now_ms);
             self.scheduler.submit(job);

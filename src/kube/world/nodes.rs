@@ -3,16 +3,21 @@
 //! scheduling changed (a kubelet heartbeat changes none), at most once per round. Pool
 //! ids are handed out once per GPU model and kept for good, so that pending jobs and
 //! quotas keep pointing at the right pool across rebuilds.
+//!
+//! A node whose device plugin reports more devices unhealthy than `kant.io/unhealthy-gpus`
+//! lists gets that many more marked, chosen again every round: the highest-numbered
+//! devices no pod holds, then the highest-numbered held ones (they keep their pods). So
+//! the node offers what its allocatable leaves free, whichever devices the plugin means.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, PoolId};
+use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, PoolId, bits};
 
 use super::super::convert::{NodeConverter, NodeFacts};
-use super::WorldOptions;
 use super::resync::Change;
+use super::{World, WorldOptions};
 
 /// What is known of one node.
 enum NodeEntry {
@@ -126,6 +131,17 @@ impl Nodes {
         }
     }
 
+    /// The usable nodes with devices reported unhealthy beyond those their annotation
+    /// lists, with how many.
+    fn unlisted_unhealthy(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.known.iter().filter_map(|(name, entry)| match entry {
+            NodeEntry::Usable(facts) if facts.unlisted_unhealthy > 0 => {
+                Some((name.as_str(), facts.unlisted_unhealthy))
+            }
+            _ => None,
+        })
+    }
+
     /// Whether the node is this replica's (`Some(true)`), another shard's
     /// (`Some(false)`), or not known to be either (`None`: unknown, or its description is
     /// invalid for now).
@@ -136,4 +152,46 @@ impl Nodes {
             NodeEntry::Invalid(_) => None,
         }
     }
+}
+
+impl World {
+    /// Marks the devices reported unhealthy beyond those listed (see the module
+    /// documentation) on the cluster state as it is now.
+    pub(super) fn mark_unlisted_unhealthy(&mut self) {
+        for (name, more) in self.nodes.unlisted_unhealthy() {
+            let state = self.scheduler.state();
+            let Some(node) = state.spec().node_id(name) else {
+                continue;
+            };
+            let spec = state.spec().node(node);
+            let now = state.node(node);
+            let wanted = unhealthy_devices(spec.all_devices(), spec.unhealthy, now.busy(), more);
+            let changed = wanted ^ now.unhealthy();
+            for device in bits(changed) {
+                let healthy = wanted & (1 << device) == 0;
+                if let Err(e) = self.scheduler.set_device_health(node, device, healthy) {
+                    tracing::warn!("node {name}: device {device}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The devices to mark unhealthy on a node of `all` devices: the `listed` ones, and `more`
+/// of the others, the highest-numbered free ones first, then the highest-numbered busy ones.
+fn unhealthy_devices(all: u32, listed: u32, busy: u32, more: usize) -> u32 {
+    let free = highest(all & !listed & !busy, more);
+    let held = highest(all & !listed & busy, more - free.count_ones() as usize);
+    listed | free | held
+}
+
+/// The `count` highest devices of `mask` (all of them when it has fewer).
+fn highest(mut mask: u32, count: usize) -> u32 {
+    let mut chosen = 0u32;
+    while mask != 0 && (chosen.count_ones() as usize) < count {
+        let top = 1 << (31 - mask.leading_zeros());
+        chosen |= top;
+        mask &= !top;
+    }
+    chosen
 }

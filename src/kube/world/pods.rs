@@ -1,12 +1,18 @@
 //! Pods and the jobs they form. A pod of this scheduler that is not bound waits until it
 //! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
-//! job: alone, or with the other members of its PodGroup once enough of them wait. A pod
-//! found bound (placed before a restart, by another scheduler, or by a binding whose
-//! answer was lost) is adopted into the cluster state with the devices its annotations
-//! name, so no device is ever given twice. A pod that goes away returns what it held.
+//! job: alone, or with the other members of its PodGroup once enough of them wait. A job
+//! has one set of rules for all its pods: a gang's are those of its member asking for the
+//! most GPUs (the first by name among equals), and members whose node rules differ are
+//! told so. A pod found bound (placed before a restart, by another scheduler, or by a
+//! binding whose answer was lost) is adopted into the cluster state with the devices its
+//! annotations name, so no device is ever given twice. It is counted by its resources
+//! alone: a scheduling field that does not parse is reported but does not stop that, and
+//! a device list that does not parse (or names the wrong count) gives way to the lowest
+//! free devices, as for a pod placed elsewhere. A pod that goes away returns what it held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -20,7 +26,9 @@ use crate::model::{
 };
 use crate::queue::DEFAULT_TENANT;
 
-use super::super::convert::{ConvertError, PodFacts, bound_devices, pod_facts};
+use super::super::convert::{
+    ConvertError, PodFacts, QUEUE_LABEL, bound_devices, bound_request, pod_facts,
+};
 use super::super::crd::POD_GROUP_LABEL;
 use super::resync::Change;
 use super::{Output, World};
@@ -99,12 +107,19 @@ pub(super) enum PodState {
 #[derive(Debug, Clone)]
 pub(super) struct BoundFacts {
     pub node: String,
-    /// Its request, or why it cannot be read.
+    /// What its resources ask for, whatever else is wrong with it, or why they cannot be
+    /// read.
     pub request: Result<PodRequest, String>,
-    /// The devices its annotations name (`None`: none named), or why they cannot be read.
-    pub devices: Result<Option<DeviceAlloc>, String>,
+    /// The devices its `kant.io/gpu-ids` names; `None`: none named, or the list cannot be
+    /// read (the pod then gets the lowest free devices, as a pod placed elsewhere does).
+    pub devices: Option<DeviceAlloc>,
+    /// What of the pod cannot be read and what it costs, reported when it is adopted.
+    pub unread: Vec<String>,
     /// Placed for this scheduler (it may be a victim).
     pub ours: bool,
+    /// The Queue it is charged to: its `kant.io/queue`, for a pod of this scheduler
+    /// (`None`: the default tenant).
+    pub queue: Option<String>,
     pub priority: i32,
     pub started_ms: u64,
     /// Who it is, for other pods' affinity (`None`: it cannot be read).
@@ -260,6 +275,8 @@ pub(super) struct Pods {
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
+    /// PodGroup members told that another member's node rules are applied to them.
+    told_node_rules: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -332,7 +349,16 @@ fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -
     time.map(|t| t.0.as_millisecond().max(0) as u64)
 }
 
-/// What a bound pod holds, from its facts as `pod_facts` read them.
+/// How a PodGroup's members rank to be its template, the member whose rules, kind,
+/// topology need and queue its job takes (a job has one set for all its pods): the most
+/// GPUs first, then the first by name. A launcher without GPUs thus never decides where
+/// its workers go.
+fn template_rank<'a>(request: &PodRequest, pod: &'a PodRef) -> (u64, Reverse<&'a str>) {
+    (request.gpu.milli(), Reverse(pod.name.as_str()))
+}
+
+/// What a bound pod holds, from its facts as `pod_facts` read them, or from its resources
+/// alone where they cannot be read.
 fn bound_facts(
     pod: &Pod,
     facts: &Result<PodFacts, ConvertError>,
@@ -340,17 +366,40 @@ fn bound_facts(
     scheduler_name: &str,
     created_ms: u64,
 ) -> BoundFacts {
-    let request = facts.as_ref().map(|f| f.request).map_err(|e| e.to_string());
-    let devices = match &request {
-        Ok(request) => bound_devices(pod, request, MAX_GPUS_PER_NODE).map_err(|e| e.to_string()),
-        Err(e) => Err(e.clone()),
+    let mut unread = Vec::new();
+    let request = match facts {
+        Ok(facts) => Ok(facts.request),
+        Err(e) => {
+            let request = bound_request(pod).map_err(|e| e.to_string());
+            if request.is_ok() {
+                unread.push(format!(
+                    "{e}; it is counted by its resources, but other pods' rules do not see it"
+                ));
+            }
+            request
+        }
     };
+    let devices = request.as_ref().ok().and_then(|request| {
+        bound_devices(pod, request, MAX_GPUS_PER_NODE).unwrap_or_else(|e| {
+            unread.push(format!(
+                "{e}; it is counted on the lowest free devices of {node}"
+            ));
+            None
+        })
+    });
     let spec = pod.spec.as_ref();
+    let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
+    let labels = pod.metadata.labels.as_ref();
     BoundFacts {
         node,
         request,
         devices,
-        ours: spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name),
+        unread,
+        ours,
+        queue: labels
+            .and_then(|l| l.get(QUEUE_LABEL))
+            .filter(|_| ours)
+            .cloned(),
         priority: spec.and_then(|s| s.priority).unwrap_or(0),
         started_ms: pod
             .status
@@ -531,7 +580,7 @@ impl World {
     }
 
     /// A lone pod that runs may have changed its labels: other pods' rules see the new
-    /// ones. (A gang keeps its first member's, as it was formed.)
+    /// ones. (A gang keeps its template member's, as it was formed.)
     fn follow_relabel(&mut self, uid: &str, job: JobId) {
         let rules = self
             .pods
@@ -608,6 +657,7 @@ impl World {
         pods.held_on_queue.remove(uid);
         pods.held.remove(uid);
         pods.warned.remove(uid);
+        pods.told_node_rules.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -864,9 +914,15 @@ impl World {
                 Some((e.facts.clone()?, e.created_ms, e.target.clone()))
             })
             .collect();
-        let (first, _, first_pod) = facts.first()?;
-        let queue = first.queue.clone();
-        let shard_models: Vec<&String> = first
+        let template = facts
+            .iter()
+            .max_by_key(|(f, _, pod)| template_rank(&f.request, pod))?;
+        if let Some(group) = &group {
+            self.tell_differing_node_rules(group, &facts, template);
+        }
+        let (template, _, template_pod) = template;
+        let queue = template.queue.clone();
+        let shard_models: Vec<&String> = template
             .gpu_models
             .iter()
             .filter(|m| self.options.owns_model(Some(m)))
@@ -877,17 +933,17 @@ impl World {
             .collect();
         let job = Job {
             id: self.pods.new_job_id(),
-            name: JobEntry::name(&group, first_pod),
+            name: JobEntry::name(&group, template_pod),
             tenant: self.tenant_of(queue.as_deref()),
             priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
-            kind: first.kind,
+            kind: template.kind,
             pools,
             pods: facts.iter().map(|(f, _, _)| f.request).collect(),
             submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
             duration_ms: None,
-            topology: first.topology,
-            constraints: first.constraints.clone().map(Arc::new),
-            pod_rules: Some(first.pod_rules.clone()),
+            topology: template.topology,
+            constraints: template.constraints.clone().map(Arc::new),
+            pod_rules: Some(template.pod_rules.clone()),
         };
         let entry = JobEntry::new(
             job.clone(),
@@ -900,6 +956,36 @@ impl World {
         );
         self.record_job(entry);
         Some(job)
+    }
+
+    /// Tells each member of a PodGroup whose node rules (selector, affinity, tolerations,
+    /// GPU model) differ from the template member's that the template's are applied to it:
+    /// a job has one set of rules for all its pods. Once per pod.
+    fn tell_differing_node_rules(
+        &mut self,
+        group: &GroupKey,
+        members: &[(PodFacts, u64, PodRef)],
+        (template, _, template_pod): &(PodFacts, u64, PodRef),
+    ) {
+        let differing = members.iter().filter(|(facts, _, _)| {
+            facts.constraints != template.constraints || facts.gpu_models != template.gpu_models
+        });
+        for (_, _, pod) in differing {
+            if !self.pods.told_node_rules.insert(pod.uid.clone()) {
+                continue;
+            }
+            self.outputs.push(Output::Event {
+                target: pod.clone(),
+                warning: true,
+                reason: "NodeRulesDiffer",
+                message: format!(
+                    "the pods of pod group {}/{} differ in their node selector, node \
+                     affinity, tolerations or GPU model; kant places them all by the rules \
+                     of {template_pod}, the member asking for the most GPUs",
+                    group.0, group.1
+                ),
+            });
+        }
     }
 
     /// Records a job and makes its live pods its members.
@@ -933,7 +1019,7 @@ impl World {
                 // Its node is not (yet) usable: kept until it is.
                 continue;
             }
-            let unnamed = !matches!(bound.devices, Ok(Some(_)));
+            let unnamed = bound.devices.is_none();
             batches
                 .entry((unnamed, entry.group.clone()))
                 .or_default()
@@ -952,15 +1038,13 @@ impl World {
         }
     }
 
-    /// Adopts bound pods as one running job; false (nothing changed) when a pod cannot be
-    /// read or its devices conflict with what is recorded.
+    /// Adopts bound pods as one running job, by what they hold (what else of a pod cannot
+    /// be read is reported); false (nothing changed) when a pod's resources cannot be read
+    /// or its devices conflict with what is recorded.
     fn adopt(&mut self, uids: &[String], group: Option<GroupKey>, now_ms: u64) -> bool {
         let mut requests = Vec::new();
         let mut placements = Vec::new();
-        let mut ours = false;
-        let mut priority = 0;
-        let mut started = now_ms;
-        let mut pod_rules = None;
+        let mut members = Vec::new();
         for uid in uids {
             let Some(entry) = self.pods.entries.get(uid) else {
                 return false;
@@ -968,6 +1052,7 @@ impl World {
             let Some(bound) = entry.bound.clone() else {
                 return false;
             };
+            let target = entry.target.clone();
             match self.placement_of(&bound, &placements) {
                 Ok((request, placement)) => {
                     requests.push(request);
@@ -975,25 +1060,31 @@ impl World {
                 }
                 Err(reason) => {
                     if uids.len() == 1 {
-                        let unreadable = bound.request.is_err() || bound.devices.is_err();
-                        self.cannot_adopt(uid, &reason, unreadable);
+                        self.cannot_adopt(uid, &reason, bound.request.is_err());
                     }
                     return false;
                 }
             }
-            ours |= bound.ours;
-            priority = priority.max(bound.priority);
-            pod_rules = pod_rules.or(bound.pod_rules);
-            started = started.min(bound.started_ms);
+            members.push((bound, target));
         }
-        let first = &self.pods.entries[&uids[0]];
-        let name = JobEntry::name(&group, &first.target);
-        let queue = first.facts.as_ref().and_then(|f| f.queue.clone());
+        // A member whose rules cannot be read is passed over for the template.
+        let template = members
+            .iter()
+            .zip(&requests)
+            .max_by_key(|((bound, target), request)| {
+                (bound.pod_rules.is_some(), template_rank(request, target))
+            })
+            .map(|((bound, _), _)| bound);
+        let queue = template.and_then(|t| t.queue.clone());
+        let started = members
+            .iter()
+            .map(|(b, _)| b.started_ms)
+            .fold(now_ms, u64::min);
         let job = Job {
             id: self.pods.new_job_id(),
-            name,
+            name: JobEntry::name(&group, &members[0].1),
             tenant: self.tenant_of(queue.as_deref()),
-            priority,
+            priority: members.iter().map(|(b, _)| b.priority).max().unwrap_or(0),
             kind: JobKind::Unknown,
             pools: Vec::new(),
             pods: requests,
@@ -1001,8 +1092,9 @@ impl World {
             duration_ms: None,
             topology: None,
             constraints: None,
-            pod_rules,
+            pod_rules: template.and_then(|t| t.pod_rules.clone()),
         };
+        let ours = members.iter().any(|(b, _)| b.ours);
         let running = Adopted::Running { preemptible: ours };
         if let Err(e) = self
             .scheduler
@@ -1023,13 +1115,16 @@ impl World {
         // A workload found running counts as placed already.
         self.pods.placed_workloads.insert(entry.workload.clone());
         self.record_job(entry);
+        for problem in members.iter().flat_map(|(bound, _)| &bound.unread) {
+            tracing::warn!("{problem}");
+        }
         true
     }
 
-    /// A bound pod that could not be adopted. One that cannot be read is left uncounted;
-    /// one whose node cannot hold it now (its node changed, or what it holds conflicts
-    /// with a reservation) stays parked and is tried again when capacity or the cluster
-    /// changes.
+    /// A bound pod that could not be adopted. One whose resources cannot be read is left
+    /// uncounted; one whose node cannot hold it now (its node changed, or what it holds
+    /// conflicts with a reservation) stays parked and is tried again when capacity or the
+    /// cluster changes.
     fn cannot_adopt(&mut self, uid: &str, reason: &str, unreadable: bool) {
         let Some(target) = self.pods.entries.get(uid).map(|e| e.target.clone()) else {
             return;
@@ -1057,7 +1152,7 @@ impl World {
         let node = spec
             .node_id(&bound.node)
             .ok_or_else(|| format!("node {} is not in the cluster", bound.node))?;
-        let devices = match bound.devices.clone()? {
+        let devices = match bound.devices {
             Some(alloc) => alloc,
             None => self.free_devices(node, request.gpu, taken).ok_or_else(|| {
                 format!(
