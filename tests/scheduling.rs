@@ -148,6 +148,17 @@ fn a_fractional_gang_its_devices_cannot_hold_is_unresolvable_not_blocking() {
     );
 }
 
+#[test]
+fn a_gang_with_a_launcher_fits_as_many_nodes_as_it_has_workers() {
+    // One CPU-only launcher and two 8-GPU workers on two 8-GPU nodes.
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    let mut gang = job(0, 3, whole(8), 0, 0);
+    gang.pods[0].gpu = GpuRequest::NONE;
+    s.submit(gang);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+}
+
 /// A binder that answers `Wait`: the world reports the outcome later.
 struct LaterBinder;
 

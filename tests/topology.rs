@@ -12,6 +12,8 @@ use kant::framework::Scheduler;
 use kant::model::{JobId, LinkProfile, NodeId, Tier, TopologyNeed};
 use kant::queue::QueueingPolicy;
 
+const MINUTE_MS: u64 = 60_000;
+
 fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
     s.state()
         .placements()
@@ -125,6 +127,91 @@ fn a_required_tier_no_domain_can_ever_hold_is_unresolvable_not_blocking() {
             "{message}"
         );
     }
+}
+
+#[test]
+fn a_required_tier_whose_gpus_suffice_but_whose_nodes_cannot_hold_the_pods_is_unresolvable() {
+    // A leaf holds 16 GPUs, but only four pods of 3 GPUs (two per 8-GPU node).
+    let spec = fabric(4, 8, 2, 2, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::StrictFifo), None),
+        spec,
+    );
+    s.submit(needing(job(0, 5, whole(3), 0, 0), Tier::Leaf, true));
+    s.submit(job(1, 1, whole(1), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("no leaf of the job's node pools can ever hold"),
+        "{message}"
+    );
+}
+
+/// Nodes of 8 GPUs `(model, leaf, hbd)`, every leaf under one spine.
+fn two_model_fabric(nodes: &[(&str, &str, &str)]) -> std::sync::Arc<kant::model::ClusterSpec> {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, &(model, leaf, hbd)) in nodes.iter().enumerate() {
+        let row = kant::model::NodeRow {
+            name: format!("n{i}"),
+            gpu_model: Some(model.into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: leaf.into(),
+            }),
+            hbd: Some(hbd.into()),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid test node");
+    }
+    std::sync::Arc::new(builder.build())
+}
+
+#[test]
+fn a_gang_accepting_two_models_never_mixes_them_in_a_spine_or_an_hbd() {
+    // Each model has one node under leaf l0 and one under l1, all four in one spine, and
+    // each scale-up domain holds one node of each model.
+    let spec = two_model_fabric(&[
+        ("H100", "l0", "h0"),
+        ("A100", "l0", "h0"),
+        ("H100", "l1", "h1"),
+        ("A100", "l1", "h1"),
+    ]);
+    let both = |mut job: kant::model::Job| {
+        job.pools = vec![kant::model::PoolId(0), kant::model::PoolId(1)];
+        job
+    };
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    // No scale-up domain holds two nodes of one model.
+    s.submit(both(needing(job(9, 2, whole(8), 0, 0), Tier::Hbd, true)));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let message = s.diagnose(JobId(9), 0).expect("pending").message();
+    assert!(
+        message.contains("no hbd of the job's node pools can ever hold"),
+        "{message}"
+    );
+    // Leaf l0's H100 node and l1's A100 node are taken.
+    let mut h100 = job(0, 1, whole(8), 0, 0);
+    h100.pools = vec![kant::model::PoolId(0)];
+    let mut a100 = job(1, 1, whole(8), 0, 0);
+    a100.pools = vec![kant::model::PoolId(1)];
+    s.submit(h100);
+    s.submit(a100);
+    s.schedule(0);
+    // Two free nodes in one spine, of two models: the gang waits.
+    s.submit(both(needing(job(2, 2, whole(8), 0, 1), Tier::Spine, true)));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    // Once an H100 node frees, the spine gang takes both H100 nodes.
+    s.finish(JobId(0));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(2)]);
+    let models: HashSet<_> = nodes_of(&s, JobId(2))
+        .into_iter()
+        .map(|n| spec.node(n).pool)
+        .collect();
+    assert_eq!(models.len(), 1);
 }
 
 #[test]

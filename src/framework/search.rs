@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
-use crate::model::{GroupId, Job, NodeId, PoolId, Tier};
+use crate::model::{ClusterSpec, GroupId, Job, MAX_GPUS_PER_NODE, NodeId, PoolId, Tier};
 
 use super::plugin::{JobPlan, NodeView, PodContext, Score};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
@@ -186,8 +186,9 @@ fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) 
         .find(|&tier| some_domain_could_hold(job, snapshot, pools, tier))
 }
 
-/// Whether one domain of `tier` in the job's pools has, all free, GPUs for the job's whole
-/// GPUs. Nodes outside every leaf group are in no domain of any tier.
+/// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
+/// (its devices, and each whole-GPU pod inside one node). Nodes outside every leaf group
+/// are in no domain of any tier.
 pub fn some_domain_could_hold(
     job: &Job,
     snapshot: &ClusterState,
@@ -195,25 +196,53 @@ pub fn some_domain_could_hold(
     tier: Tier,
 ) -> bool {
     let spec = snapshot.spec();
-    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
     if tier == Tier::Hbd {
         return (0..spec.hbds.len() as u32).any(|h| {
-            let in_pools = spec.hbd_nodes[h as usize]
-                .first()
-                .is_some_and(|n| pools.contains(&spec.node(*n).pool));
-            in_pools && u64::from(snapshot.hbd(h).gpus) >= needed
+            pools
+                .iter()
+                .any(|&pool| job.could_fit_nodes(&node_sizes(spec, hbd_nodes_in(spec, h, pool))))
         });
     }
-    let mut capacity: Vec<(u32, u64)> = pools
+    let mut members: Vec<(PoolId, u32, GroupId)> = pools
         .iter()
-        .flat_map(|&p| snapshot.pool_groups(p))
-        .filter_map(|(g, aggregate)| Some((spec.group_domain(g, tier)?, u64::from(aggregate.gpus))))
+        .flat_map(|&p| spec.pool(p).groups.iter().map(move |&g| (p, g)))
+        .filter_map(|(p, g)| Some((p, spec.group_domain(g, tier)?, g)))
         .collect();
-    capacity.sort_unstable_by_key(|&(domain, _)| domain);
-    capacity
-        .chunk_by(|a, b| a.0 == b.0)
-        .any(|domain| domain.iter().map(|&(_, gpus)| gpus).sum::<u64>() >= needed)
+    members.sort_unstable();
+    members
+        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
+        .any(|domain| job.could_fit_nodes(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
 }
+
+/// The nodes of one pool inside a scale-up domain.
+fn hbd_nodes_in(spec: &ClusterSpec, hbd: u32, pool: PoolId) -> impl Iterator<Item = NodeId> + '_ {
+    spec.hbd_nodes[hbd as usize]
+        .iter()
+        .copied()
+        .filter(move |&n| spec.node(n).pool == pool)
+}
+
+/// How many nodes of each GPU count the nodes are.
+fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>) -> NodeSizes {
+    let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+    for node in nodes {
+        sizes[spec.node(node).gpus()] += 1;
+    }
+    sizes
+}
+
+/// How many nodes of each GPU count the groups hold together.
+fn group_node_sizes(spec: &ClusterSpec, groups: impl Iterator<Item = GroupId>) -> NodeSizes {
+    let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+    for group in groups {
+        for (total, count) in sizes.iter_mut().zip(spec.group(group).node_sizes) {
+            *total += count;
+        }
+    }
+    sizes
+}
+
+type NodeSizes = [u32; MAX_GPUS_PER_NODE + 1];
 
 /// Written into the cycle state by the scheduler: search groups held for another job (a
 /// backfill head's reservation) that this job must leave alone. Sorted.
@@ -225,10 +254,9 @@ pub struct HeldGroups(pub Vec<GroupId>);
 pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
-    let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
     let tier = tightest_possible_tier(job, snapshot, &pools);
-    // (pool, domain, group, gpus, free)
-    let mut members: Vec<(PoolId, u32, GroupId, u64, u64)> = pools
+    // (pool, domain, group, free)
+    let mut members: Vec<(PoolId, u32, GroupId, u64)> = pools
         .iter()
         .flat_map(|&pool| snapshot.pool_groups(pool).map(move |(g, a)| (pool, g, a)))
         .filter_map(|(pool, group, aggregate)| {
@@ -236,34 +264,26 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
                 Some(t) => spec.group_domain(group, t)?,
                 None => 0,
             };
-            Some((
-                pool,
-                domain,
-                group,
-                u64::from(aggregate.gpus),
-                u64::from(aggregate.free_gpus),
-            ))
+            Some((pool, domain, group, u64::from(aggregate.free_gpus)))
         })
         .collect();
     // Inside a domain, the groups with the most free GPUs first.
-    members.sort_unstable_by_key(|&(pool, domain, group, _, free)| {
+    members.sort_unstable_by_key(|&(pool, domain, group, free)| {
         (pool, domain, std::cmp::Reverse(free), group)
     });
     let Some(domain) = members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .filter(|domain| domain.iter().map(|m| m.3).sum::<u64>() >= needed)
-        .max_by_key(|domain| domain.iter().map(|m| m.4).sum::<u64>())
+        .filter(|domain| job.could_fit_nodes(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
+        .max_by_key(|domain| domain.iter().map(|m| m.3).sum::<u64>())
     else {
         return Vec::new();
     };
-    // Only as many of its groups as the job needs.
+    // Only as many of its groups as could hold the job.
     let mut held = Vec::new();
-    let mut gpus = 0;
     for member in domain {
-        if gpus >= needed {
+        if job.could_fit_nodes(&group_node_sizes(spec, held.iter().copied())) {
             break;
         }
-        gpus += member.3;
         held.push(member.2);
     }
     held
@@ -420,13 +440,15 @@ fn within_one_domain(
     let mut members: Vec<DomainMember> = ranked
         .iter()
         .filter_map(|&(score, group)| {
+            // A gang never mixes GPU models: a domain is one pool's part of it.
+            let pool = spec.group(group).pool;
             let domain = match tier {
                 Some(t) => spec.group_domain(group, t)?,
-                None => u32::from(spec.group(group).pool.0),
+                None => 0,
             };
             let room = demand.capacity(snapshot.group(group));
             (room > 0).then_some(DomainMember {
-                domain,
+                domain: (pool, domain),
                 room,
                 score,
                 group,
@@ -470,13 +492,14 @@ fn within_one_domain(
 
 /// A search group as a member of a domain, with the pods of the job it can hold.
 struct DomainMember {
-    domain: u32,
+    domain: (PoolId, u32),
     room: u64,
     score: i64,
     group: GroupId,
 }
 
-/// A job inside one scale-up domain of its pools, best fit first.
+/// A job inside one scale-up domain of its pools, on the nodes of one pool (a gang never
+/// mixes GPU models), best fit first.
 fn within_one_hbd(
     profile: &Profile,
     job: &Job,
@@ -489,17 +512,13 @@ fn within_one_hbd(
     let held = state
         .read::<HeldGroups>()
         .map_or(&[][..], |h| h.0.as_slice());
+    // The domain's aggregate counts every pool's nodes: an upper bound for each pool's.
     let mut domains: Vec<(u64, u32)> = (0..spec.hbds.len() as u32)
         .filter(|&h| {
-            let nodes = &spec.hbd_nodes[h as usize];
-            let in_pools = nodes
-                .first()
-                .is_some_and(|n| pools.contains(&spec.node(*n).pool));
             // A domain with a node in room held for a backfill head is left alone.
-            in_pools
-                && !nodes
-                    .iter()
-                    .any(|n| held.binary_search(&spec.node_group[n.index()]).is_ok())
+            !spec.hbd_nodes[h as usize]
+                .iter()
+                .any(|n| held.binary_search(&spec.node_group[n.index()]).is_ok())
         })
         .filter(|&h| demand.may_fit(snapshot.hbd(h)))
         .map(|h| {
@@ -511,8 +530,12 @@ fn within_one_hbd(
         .collect();
     domains.sort_unstable();
     domains.into_iter().find_map(|(_, h)| {
-        let nodes = [spec.hbd_nodes[h as usize].as_slice()];
-        try_nodes(profile, job, snapshot, state, &nodes)
+        pools.iter().find_map(|&pool| {
+            let nodes: Vec<NodeId> = hbd_nodes_in(spec, h, pool).collect();
+            (!nodes.is_empty())
+                .then(|| try_nodes(profile, job, snapshot, state, &[nodes.as_slice()]))
+                .flatten()
+        })
     })
 }
 

@@ -45,6 +45,8 @@ pub struct SearchGroup {
     pub pool: PoolId,
     pub leaf: Option<LeafId>,
     pub nodes: Vec<NodeId>,
+    /// `node_sizes[k]`: the group's nodes of `k` GPUs.
+    pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
 }
 
 /// The immutable cluster: nodes, pools, leaf groups, search groups.
@@ -321,13 +323,16 @@ impl ClusterSpecBuilder {
                     largest_leaf = largest_leaf.max(Some(gpus));
                 }
                 let gid = GroupId(spec.groups.len() as u32);
+                let mut node_sizes = [0; MAX_GPUS_PER_NODE + 1];
                 for n in &nodes {
                     spec.node_group[n.index()] = gid;
+                    node_sizes[spec.nodes[n.index()].gpus()] += 1;
                 }
                 spec.groups.push(SearchGroup {
                     pool: pool_id,
                     leaf,
                     nodes,
+                    node_sizes,
                 });
                 groups.push(gid);
             }

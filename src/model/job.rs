@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::{
-    GpuRequest, JobId, NodeConstraints, NodeSpec, PodRules, PoolId, TenantId, untolerated,
+    GpuRequest, JobId, MILLI_PER_GPU, NodeConstraints, NodeSpec, PodRules, PoolId, TenantId,
+    pods_that_fit, untolerated,
 };
 
 /// What one pod asks for.
@@ -154,6 +155,53 @@ impl Job {
     /// Milli-GPUs of the whole job.
     pub fn total_milli(&self) -> u64 {
         self.pods.iter().map(|p| p.gpu.milli()).sum()
+    }
+
+    /// The fewest devices that could ever hold the job: its whole GPUs, and for its
+    /// fractional pods the most that any size forces (pods of at least `m` milli-GPUs share
+    /// a device at most `1000 / m` at a time), or their total, whichever is more.
+    pub fn fewest_devices(&self) -> u64 {
+        let whole: u64 = self.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
+        let mut fractions: Vec<u32> = self
+            .pods
+            .iter()
+            .filter_map(|p| match p.gpu {
+                GpuRequest::Fraction(milli) => Some(milli),
+                GpuRequest::Whole(_) => None,
+            })
+            .collect();
+        fractions.sort_unstable_by(|a, b| b.cmp(a));
+        let by_size = fractions
+            .iter()
+            .enumerate()
+            .map(|(larger, &milli)| (larger as u64 + 1).div_ceil(u64::from(MILLI_PER_GPU / milli)));
+        let total = fractions
+            .iter()
+            .map(|&m| u64::from(m))
+            .sum::<u64>()
+            .div_ceil(u64::from(MILLI_PER_GPU));
+        whole + by_size.chain([total]).max().unwrap_or(0)
+    }
+
+    /// Whether nodes of these sizes (`node_sizes[k]`: nodes of `k` GPUs), all free, could
+    /// hold the whole job: its devices in all, and each whole-GPU pod inside one node (for
+    /// every size, the pods at least that wide against the slots that wide).
+    pub fn could_fit_nodes(&self, node_sizes: &[u32]) -> bool {
+        let devices: u64 = node_sizes
+            .iter()
+            .enumerate()
+            .map(|(gpus, &nodes)| gpus as u64 * u64::from(nodes))
+            .sum();
+        if devices < self.fewest_devices() {
+            return false;
+        }
+        let mut widths: Vec<u32> = self.pods.iter().map(|p| p.gpu.whole()).collect();
+        widths.sort_unstable_by(|a, b| b.cmp(a));
+        // `widths[..=i]` are the pods at least `widths[i]` wide.
+        widths
+            .iter()
+            .enumerate()
+            .all(|(i, &width)| width == 0 || pods_that_fit(node_sizes, width) > i as u64)
     }
 
     pub fn accepts_pool(&self, pool: PoolId) -> bool {
