@@ -470,3 +470,65 @@ async fn a_stale_unschedulable_status_does_not_overwrite_a_binding() {
     );
     kant.stop().await;
 }
+
+/// Options for one replica whose calls to the API server give up after one second.
+fn impatient(config: Config) -> RunOptions {
+    let mut options = RunOptions::new(config);
+    options.leader_election = false;
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.status_qps = 1_000;
+    options.api_timeout = Duration::from_secs(1);
+    options
+}
+
+/// An API server that takes a binding and never answers must not hold the pod (and its
+/// devices) for good: past the timeout the binding counts as failed and is tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_never_answered_is_given_up_and_tried_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 100;
+    let kant = Kant::start_with(&server, impatient(config)).await;
+    server.hang_next("create", "pods/binding", Some("ml"), Some("p"), 1);
+    server.create(&gpu_pod("p", 8));
+    eventually("the pod is bound on the second try", || {
+        node_of(&server, "p").is_some()
+    })
+    .await;
+    assert_eq!(
+        binding_count(&server),
+        2,
+        "one never answered, one accepted"
+    );
+    kant.stop().await;
+}
+
+/// Status writes go out one after another: one that is never answered must not hold up
+/// every later one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_never_answered_does_not_hold_up_the_others() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start_with(&server, impatient(Config::embedded())).await;
+    let unknown_queue = json!({"metadata": {"labels": {"kant.io/queue": "nope"}}});
+    server.hang_next("patch", "pods/status", Some("ml"), Some("first"), 1);
+    server.create(&pod("first", unknown_queue.clone()));
+    eventually("first's status write is sent", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.resource == "pods/status" && r.name.as_deref() == Some("first"))
+    })
+    .await;
+    server.create(&pod("second", unknown_queue));
+    eventually("second is told why it waits", || {
+        server
+            .get::<Pod>(Some("ml"), "second")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+    })
+    .await;
+    kant.stop().await;
+}

@@ -2,12 +2,16 @@
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
 //!   goes back to the loop as an input.
+//! - Every call is bounded by a timeout: an API server that takes a request and never
+//!   answers cannot hold a binding's devices, an eviction, or the status writes queued
+//!   behind one. A call past it reads as one that got no answer.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
 //!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
 //!   backlog are dropped.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -32,11 +36,14 @@ pub struct Writer {
     slots: Arc<Semaphore>,
     status: mpsc::UnboundedSender<StatusWork>,
     runtime: tokio::runtime::Handle,
+    /// The longest any one call waits for its answer.
+    timeout: Duration,
 }
 
 impl Writer {
-    /// A writer whose status task sends at most `status_qps` writes per second, and which
-    /// runs at most `max_in_flight` bindings and evictions at once.
+    /// A writer whose status task sends at most `status_qps` writes per second, which runs
+    /// at most `max_in_flight` bindings and evictions at once, and whose calls wait at most
+    /// `timeout` for an answer.
     pub fn start(
         client: Client,
         eviction_client: Client,
@@ -44,6 +51,7 @@ impl Writer {
         reporter: Reporter,
         max_in_flight: usize,
         status_qps: u32,
+        timeout: Duration,
     ) -> Writer {
         let (status, queue) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::current();
@@ -52,6 +60,7 @@ impl Writer {
             reporter,
             queue,
             status_qps.max(1),
+            timeout,
         ));
         Writer {
             client,
@@ -60,6 +69,7 @@ impl Writer {
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             status,
             runtime,
+            timeout,
         }
     }
 
@@ -77,10 +87,11 @@ impl Writer {
                 let _ = self.status.send(StatusWork::Forget(target.clone()));
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
+                let timeout = self.timeout;
                 self.runtime.spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
-                    let outcome = bind(client, &target, &node, annotations).await;
+                    let outcome = bind(client, &target, &node, annotations, timeout).await;
                     let _ = inputs.send(Input::Bound {
                         job,
                         pod,
@@ -95,9 +106,10 @@ impl Writer {
                     self.inputs.clone(),
                     self.slots.clone(),
                 );
+                let timeout = self.timeout;
                 self.runtime.spawn(async move {
                     let _slot = slots.acquire_owned().await;
-                    let outcome = evict(client, &target).await;
+                    let outcome = evict(client, &target, timeout).await;
                     let _ = inputs.send(Input::Evicted { job, pod, outcome });
                 });
             }
@@ -121,6 +133,20 @@ fn write_error(error: kube::Error) -> WriteError {
     }
 }
 
+/// The call's answer, or, past `timeout`, an error without a code: no answer.
+async fn within<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, WriteError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer.map_err(write_error),
+        Err(_) => Err(WriteError {
+            code: None,
+            message: format!("no answer within {timeout:?}"),
+        }),
+    }
+}
+
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;
 /// the pod's uid guards against binding a pod recreated under the same name.
 async fn bind(
@@ -128,6 +154,7 @@ async fn bind(
     target: &PodRef,
     node: &str,
     annotations: BTreeMap<String, String>,
+    timeout: Duration,
 ) -> Result<(), WriteError> {
     let api: Api<Pod> = Api::namespaced(client, &target.namespace);
     let binding = json!({
@@ -141,19 +168,14 @@ async fn bind(
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     });
-    api.create_subresource::<_, kube::core::Status>(
-        "binding",
-        &target.name,
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .map(|_| ())
-    .map_err(write_error)
+    let params = PostParams::default();
+    let call =
+        api.create_subresource::<_, kube::core::Status>("binding", &target.name, &params, &binding);
+    within(timeout, call).await.map(|_| ())
 }
 
 /// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429.
-async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
+async fn evict(client: Client, target: &PodRef, timeout: Duration) -> Result<(), WriteError> {
     let api: Api<Pod> = Api::namespaced(client, &target.namespace);
     let params = EvictParams {
         delete_options: Some(DeleteParams {
@@ -165,11 +187,11 @@ async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
         }),
         ..EvictParams::default()
     };
-    match api.evict(&target.name, &params).await {
+    match within(timeout, api.evict(&target.name, &params)).await {
         Ok(_) => Ok(()),
         // Already gone: what eviction was for.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(write_error(e)),
+        Err(e) if e.code == Some(404) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -215,6 +237,7 @@ async fn write_status(
     reporter: Reporter,
     mut queue: mpsc::UnboundedReceiver<StatusWork>,
     qps: u32,
+    timeout: Duration,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
     let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
@@ -234,7 +257,7 @@ async fn write_status(
             continue;
         };
         if let Some(output) = waiting.remove(&key)
-            && let Err(e) = write_one(&client, &recorder, output).await
+            && let Err(e) = within(timeout, write_one(&client, &recorder, output)).await
         {
             tracing::debug!("status write: {e}");
         }
