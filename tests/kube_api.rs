@@ -11,6 +11,8 @@ use kant::config::Config;
 use kant::kube::RunOptions;
 use kant::kube::crd::{PodGroup, Queue};
 use kant_testkit::ApiServer;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 mod common;
@@ -530,5 +532,33 @@ async fn a_status_write_never_answered_does_not_hold_up_the_others() {
             .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
     })
     .await;
+    kant.stop().await;
+}
+
+/// scheduler-plugins' PodGroup CRD does not require a spec. A PodGroup without one must
+/// neither keep the PodGroup watch from listing (nothing would be scheduled anywhere) nor
+/// keep its pods waiting: it reads as minMember 0, as scheduler-plugins reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_without_a_spec_does_not_stop_scheduling() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let resource = ApiResource::erase::<PodGroup>(&());
+    let groups: Api<DynamicObject> = Api::namespaced_with(server.client(), "ml", &resource);
+    groups
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("bare", &resource),
+        )
+        .await
+        .unwrap();
+    let kant = Kant::start(&server, Config::embedded()).await;
+    server.create(&gpu_pod("lone", 1));
+    let mut member = gpu_pod("member", 1);
+    member.metadata.labels = Some(BTreeMap::from([(
+        "scheduling.x-k8s.io/pod-group".to_string(),
+        "bare".to_string(),
+    )]));
+    server.create(&member);
+    eventually("both pods are bound", || bound_pods(&server).len() == 2).await;
     kant.stop().await;
 }
