@@ -535,6 +535,50 @@ async fn a_status_write_never_answered_does_not_hold_up_the_others() {
     kant.stop().await;
 }
 
+/// The API server carried out `first`'s binding but its answer says otherwise, and the
+/// watch (lagging, as a watch cache may) has not shown it yet. `first` runs on the node's
+/// eight GPUs: `second`, waiting behind it, must not be given them.
+async fn a_binding_that_landed_keeps_its_devices(answer: Option<u16>) {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    server.create(&with_priority(gpu_pod("first", 8), 100, "first"));
+    server.create(&with_priority(gpu_pod("second", 8), 0, "second"));
+    server.lose_next_answers(
+        "create",
+        "pods/binding",
+        Some("ml"),
+        Some("first"),
+        1,
+        answer,
+    );
+    server.pause_watches();
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 100;
+    let kant = Kant::start_with(&server, impatient(config)).await;
+    eventually("first is bound", || node_of(&server, "first").is_some()).await;
+    // Past the timeout, the answer and a few rounds.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    server.resume_watches();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        node_of(&server, "second"),
+        None,
+        "second is bound to first's GPUs"
+    );
+    kant.stop().await;
+}
+
+/// A 504 after the write committed; kube's retry then gets 409 "already assigned".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_that_landed_but_was_answered_504_keeps_its_devices() {
+    a_binding_that_landed_keeps_its_devices(Some(504)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_that_landed_but_was_never_answered_keeps_its_devices() {
+    a_binding_that_landed_keeps_its_devices(None).await;
+}
+
 /// scheduler-plugins' PodGroup CRD does not require a spec. A PodGroup without one must
 /// neither keep the PodGroup watch from listing (nothing would be scheduled anywhere) nor
 /// keep its pods waiting: it reads as minMember 0, as scheduler-plugins reads it.

@@ -5,6 +5,10 @@
 //! - Every call is bounded by a timeout: an API server that takes a request and never
 //!   answers cannot hold a binding's devices, an eviction, or the status writes queued
 //!   behind one. A call past it reads as one that got no answer.
+//! - A binding whose answer does not tell whether it landed (no answer, a 5xx, or a 409,
+//!   which is also what kube's retry of a binding that landed gets) is settled by reading
+//!   the pod: bound to the planned node is a success. Until the read is answered, the
+//!   binding's devices stay reserved.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
 //!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
@@ -148,7 +152,8 @@ async fn within<T>(
 }
 
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;
-/// the pod's uid guards against binding a pod recreated under the same name.
+/// the pod's uid guards against binding a pod recreated under the same name. An answer
+/// that does not tell whether the binding landed is settled by reading the pod.
 async fn bind(
     client: Client,
     target: &PodRef,
@@ -171,7 +176,40 @@ async fn bind(
     let params = PostParams::default();
     let call =
         api.create_subresource::<_, kube::core::Status>("binding", &target.name, &params, &binding);
-    within(timeout, call).await.map(|_| ())
+    let Err(error) = within(timeout, call).await else {
+        return Ok(());
+    };
+    let unsettled = error.code.is_none_or(|code| code == 409 || code >= 500);
+    if unsettled && bound_node(&api, target, timeout).await.as_deref() == Some(node) {
+        return Ok(());
+    }
+    Err(error)
+}
+
+/// The longest pause between two reads of a pod whose binding is unsettled.
+const MAX_READ_PAUSE: Duration = Duration::from_secs(30);
+
+/// The node the pod is bound to, as the API server has it now; `None` when the pod is not
+/// bound, or is gone (or recreated under its name). Reads again, with a doubling pause,
+/// until the API server answers.
+async fn bound_node(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> Option<String> {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        match within(timeout, api.get(&target.name)).await {
+            Ok(pod) if pod.metadata.uid.as_deref() == Some(target.uid.as_str()) => {
+                return pod.spec?.node_name.filter(|node| !node.is_empty());
+            }
+            Ok(_) => return None,
+            Err(e) if e.code == Some(404) => return None,
+            Err(e) => {
+                tracing::warn!(
+                    "pod {target}: cannot read whether its binding landed ({e}); reading again in {pause:?}"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_READ_PAUSE);
+            }
+        }
+    }
 }
 
 /// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429.
