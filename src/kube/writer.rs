@@ -12,7 +12,8 @@
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
 //!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
-//!   backlog are dropped.
+//!   backlog are dropped; an event's note is cut to the API server's limit, as
+//!   kube-scheduler cuts it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -236,6 +237,25 @@ async fn evict(client: Client, target: &PodRef, timeout: Duration) -> Result<(),
 /// Writes waiting past which new events are dropped.
 const EVENT_BACKLOG: usize = 10_000;
 
+/// The most bytes of an event's note (events.k8s.io/v1 refuses a longer one with 422).
+const NOTE_MAX_BYTES: usize = 1024;
+
+/// A note cut to `NOTE_MAX_BYTES` and ending in " ..." when cut, as kube-scheduler cuts its
+/// messages (here on a character boundary).
+fn fit_note(mut note: String) -> String {
+    const CUT: &str = " ...";
+    if note.len() <= NOTE_MAX_BYTES {
+        return note;
+    }
+    let mut end = NOTE_MAX_BYTES - CUT.len();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note.push_str(CUT);
+    note
+}
+
 /// What the status task is asked to do.
 enum StatusWork {
     Write(Output),
@@ -399,7 +419,7 @@ async fn write_one(
                     EventType::Normal
                 },
                 reason: reason.into(),
-                note: Some(message),
+                note: Some(fit_note(message)),
                 action: "Scheduling".into(),
                 secondary: None,
             };
@@ -446,6 +466,19 @@ mod tests {
             reason: "Scheduled",
             message: "placed".into(),
         })
+    }
+
+    #[test]
+    fn a_long_note_is_cut_to_the_limit_on_a_character_boundary() {
+        let fits = "x".repeat(NOTE_MAX_BYTES);
+        assert_eq!(fit_note(fits.clone()), fits);
+        let long = fit_note("x".repeat(NOTE_MAX_BYTES + 1));
+        assert_eq!(long.len(), NOTE_MAX_BYTES);
+        assert!(long.ends_with("x ..."), "{long}");
+        // Two-byte characters after one byte: the cut falls inside one and moves before it.
+        let wide = fit_note(format!("x{}", "é".repeat(NOTE_MAX_BYTES)));
+        assert_eq!(wide.len(), NOTE_MAX_BYTES - 1);
+        assert!(wide.ends_with("é ..."), "{wide}");
     }
 
     #[test]
