@@ -10,10 +10,10 @@
 //!   the pod: bound to the planned node is a success. Until the read is answered, the
 //!   binding's devices stay reserved.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
-//!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
-//!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
-//!   backlog are dropped; an event's note is cut to the API server's limit, as
-//!   kube-scheduler cuts it.
+//!   are coalesced per object and field (the latest wins: a pod's condition and its
+//!   nominated node are apart) and sent at a bounded rate, so a storm of unschedulable pods
+//!   can neither flood the API server nor slow scheduling. Events past a backlog are
+//!   dropped; an event's note is cut to the API server's limit, as kube-scheduler cuts it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -88,7 +88,7 @@ impl Writer {
                 node,
                 annotations,
             } => {
-                // What waits to be said of the pod while it was pending is stale now.
+                // Why the pod waited is stale now: its binding sets its condition.
                 let _ = self.status.send(StatusWork::Forget(target.clone()));
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
@@ -259,14 +259,15 @@ fn fit_note(mut note: String) -> String {
 /// What the status task is asked to do.
 enum StatusWork {
     Write(Output),
-    /// Drop what waits to be written on this pod's status.
+    /// Drop the condition that waits to be written on this pod.
     Forget(PodRef),
 }
 
 /// What one status write is about: the latest write per key wins while it waits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum StatusKey {
-    Pod(PodRef),
+    Condition(PodRef),
+    Nominated(PodRef),
     Event(PodRef, &'static str, String),
     Group(String, String),
     Queue(String),
@@ -274,7 +275,8 @@ enum StatusKey {
 
 fn status_key(output: &Output) -> Option<StatusKey> {
     Some(match output {
-        Output::PodStatus { target, .. } => StatusKey::Pod(target.clone()),
+        Output::PodCondition { target, .. } => StatusKey::Condition(target.clone()),
+        Output::Nominate { target, .. } => StatusKey::Nominated(target.clone()),
         Output::Event {
             target,
             reason,
@@ -332,7 +334,7 @@ fn enqueue(
         StatusWork::Write(output) => output,
         StatusWork::Forget(pod) => {
             // Its key stays in `order` and is skipped when it comes up.
-            waiting.remove(&StatusKey::Pod(pod));
+            waiting.remove(&StatusKey::Condition(pod));
             return;
         }
     };
@@ -354,6 +356,25 @@ fn enqueue(
     }
 }
 
+/// A strategic merge patch of the pod's status, guarded by `metadata` (its uid, and a
+/// resourceVersion if any).
+async fn patch_pod_status(
+    client: &Client,
+    target: &PodRef,
+    metadata: serde_json::Value,
+    status: serde_json::Value,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
+    let patch = json!({"metadata": metadata, "status": status});
+    api.patch_status(
+        &target.name,
+        &PatchParams::default(),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .map(|_| ())
+}
+
 async fn write_one(
     client: &Client,
     recorder: &Recorder,
@@ -361,42 +382,41 @@ async fn write_one(
 ) -> Result<(), kube::Error> {
     let params = PatchParams::default();
     match output {
-        Output::PodStatus {
+        Output::PodCondition {
             target,
             resource_version,
-            scheduled,
-            nominated_node,
+            condition:
+                Condition {
+                    status: ok,
+                    reason,
+                    message,
+                },
         } => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
-            let mut status = serde_json::Map::new();
-            if let Some(Condition {
-                status: ok,
-                reason,
-                message,
-            }) = scheduled
-            {
-                status.insert(
-                    "conditions".into(),
-                    json!([{
-                        "type": "PodScheduled",
-                        "status": if ok { "True" } else { "False" },
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
-                    }]),
-                );
-            }
-            if let Some(node) = nominated_node {
-                status.insert("nominatedNodeName".into(), json!(node));
-            }
-            let mut metadata = json!({"uid": target.uid});
-            if let Some(version) = resource_version {
-                metadata["resourceVersion"] = json!(version);
-            }
-            let patch = json!({"metadata": metadata, "status": status});
-            api.patch_status(&target.name, &params, &Patch::Strategic(patch))
-                .await
-                .map(|_| ())
+            let condition = json!({
+                "type": "PodScheduled",
+                "status": if ok { "True" } else { "False" },
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+            });
+            let metadata = json!({"uid": target.uid, "resourceVersion": resource_version});
+            patch_pod_status(
+                client,
+                &target,
+                metadata,
+                json!({"conditions": [condition]}),
+            )
+            .await
+        }
+        Output::Nominate { target, node } => {
+            let metadata = json!({"uid": target.uid});
+            patch_pod_status(
+                client,
+                &target,
+                metadata,
+                json!({"nominatedNodeName": node}),
+            )
+            .await
         }
         Output::Event {
             target,
@@ -481,6 +501,25 @@ mod tests {
         assert!(wide.ends_with("é ..."), "{wide}");
     }
 
+    fn unschedulable(name: &str) -> StatusWork {
+        StatusWork::Write(Output::PodCondition {
+            target: pod(name),
+            resource_version: "7".into(),
+            condition: Condition {
+                status: false,
+                reason: "Unschedulable",
+                message: "0/1 nodes are available".into(),
+            },
+        })
+    }
+
+    fn nominate(name: &str, node: Option<&str>) -> StatusWork {
+        StatusWork::Write(Output::Nominate {
+            target: pod(name),
+            node: node.map(str::to_owned),
+        })
+    }
+
     #[test]
     fn the_backlog_keeps_statuses_and_drops_events_past_its_bound() {
         let mut waiting = HashMap::new();
@@ -494,20 +533,35 @@ mod tests {
             EVENT_BACKLOG,
             "the event past the bound is dropped"
         );
-        let status = StatusWork::Write(Output::PodStatus {
-            target: pod("late"),
-            resource_version: None,
-            scheduled: None,
-            nominated_node: Some(None),
-        });
-        enqueue(&mut waiting, &mut order, status);
+        enqueue(&mut waiting, &mut order, unschedulable("late"));
         assert_eq!(
             waiting.len(),
             EVENT_BACKLOG + 1,
             "a status write is always kept"
         );
-        // A pod that gets bound has its waiting status forgotten.
+        // A pod that gets bound has its waiting condition forgotten.
         enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("late")));
         assert_eq!(waiting.len(), EVENT_BACKLOG);
+    }
+
+    /// A preemptor's nomination is cleared just before it is bound: binding it forgets its
+    /// waiting condition, not the clearing. Nor does a condition replace a nomination.
+    #[test]
+    fn a_pods_condition_and_nomination_wait_apart() {
+        let mut waiting = HashMap::new();
+        let mut order = VecDeque::new();
+        enqueue(&mut waiting, &mut order, nominate("p", Some("n1")));
+        enqueue(&mut waiting, &mut order, unschedulable("p"));
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
+        enqueue(&mut waiting, &mut order, nominate("p", None));
+        enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("p")));
+        let left: Vec<&Output> = waiting.values().collect();
+        assert_eq!(
+            left,
+            [&Output::Nominate {
+                target: pod("p"),
+                node: None
+            }]
+        );
     }
 }

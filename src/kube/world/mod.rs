@@ -133,15 +133,17 @@ pub enum Output {
         pod: u32,
         target: PodRef,
     },
-    /// Patch the pod's status: its `PodScheduled` condition and/or nominated node. With a
-    /// resourceVersion, only if the pod has not changed since (a binding that landed
-    /// meanwhile wins over a stale "unschedulable").
-    PodStatus {
+    /// Set the pod's `PodScheduled` condition, only if the pod has not changed since this
+    /// resourceVersion (a binding that landed meanwhile wins over a stale "unschedulable").
+    PodCondition {
         target: PodRef,
-        resource_version: Option<String>,
-        scheduled: Option<Condition>,
-        /// `Some(None)` clears it.
-        nominated_node: Option<Option<String>>,
+        resource_version: String,
+        condition: Condition,
+    },
+    /// Set the pod's `status.nominatedNodeName`; `None` clears it.
+    Nominate {
+        target: PodRef,
+        node: Option<String>,
     },
     /// Record an event on a pod.
     Event {

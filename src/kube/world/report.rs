@@ -73,10 +73,10 @@ impl World {
             }
             let gated = matches!(hold, Hold::Gated);
             let target = entry.target.clone();
-            self.outputs.push(Output::PodStatus {
+            self.outputs.push(Output::PodCondition {
                 target: target.clone(),
-                resource_version: Some(entry.resource_version.clone()),
-                scheduled: Some(Condition {
+                resource_version: entry.resource_version.clone(),
+                condition: Condition {
                     status: false,
                     reason: if gated {
                         "SchedulingGated"
@@ -84,8 +84,7 @@ impl World {
                         "Unschedulable"
                     },
                     message: message.clone(),
-                }),
-                nominated_node: None,
+                },
             });
             if !gated {
                 self.outputs.push(Output::Event {
