@@ -606,3 +606,26 @@ async fn a_pod_group_without_a_spec_does_not_stop_scheduling() {
     eventually("both pods are bound", || bound_pods(&server).len() == 2).await;
     kant.stop().await;
 }
+
+/// A pod's condition is written once per change of reason; one the API server refused
+/// must be written again, or the pod never says why it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_condition_is_written_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, Config::embedded()).await;
+    server.fail_next("patch", "pods/status", Some("ml"), Some("held"), 1, 500);
+    server.create(&pod(
+        "held",
+        json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+    ));
+    eventually("held is told why it waits", || {
+        server
+            .get::<Pod>(Some("ml"), "held")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+    })
+    .await;
+    assert_eq!(server.request_count("patch", "pods/status"), 2);
+    kant.stop().await;
+}

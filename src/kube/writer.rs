@@ -12,8 +12,10 @@
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object and field (the latest wins: a pod's condition and its
 //!   nominated node are apart) and sent at a bounded rate, so a storm of unschedulable pods
-//!   can neither flood the API server nor slow scheduling. Events past a backlog are
-//!   dropped; an event's note is cut to the API server's limit, as kube-scheduler cuts it.
+//!   can neither flood the API server nor slow scheduling. A pod's condition that could not
+//!   be written goes back to the loop as an input, to be written again. Events past a
+//!   backlog are dropped; an event's note is cut to the API server's limit, as
+//!   kube-scheduler cuts it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -64,6 +66,7 @@ impl Writer {
             client.clone(),
             reporter,
             queue,
+            inputs.clone(),
             status_qps.max(1),
             timeout,
         ));
@@ -291,11 +294,13 @@ fn status_key(output: &Output) -> Option<StatusKey> {
     })
 }
 
-/// The status task: coalesces and paces status writes.
+/// The status task: coalesces and paces status writes; tells `inputs` of each pod
+/// condition not written.
 async fn write_status(
     client: Client,
     reporter: Reporter,
     mut queue: mpsc::UnboundedReceiver<StatusWork>,
+    inputs: Sender<Input>,
     qps: u32,
     timeout: Duration,
 ) {
@@ -316,10 +321,18 @@ async fn write_status(
         let Some(key) = order.pop_front() else {
             continue;
         };
-        if let Some(output) = waiting.remove(&key)
-            && let Err(e) = within(timeout, write_one(&client, &recorder, output)).await
-        {
+        let Some(output) = waiting.remove(&key) else {
+            continue;
+        };
+        let condition_of = match &output {
+            Output::PodCondition { target, .. } => Some(target.clone()),
+            _ => None,
+        };
+        if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
             tracing::debug!("status write: {e}");
+            if let Some(target) = condition_of {
+                let _ = inputs.send(Input::ConditionNotWritten(target));
+            }
         }
         tokio::time::sleep(pause).await;
     }

@@ -98,6 +98,9 @@ pub enum Input {
         pod: u32,
         outcome: Result<(), WriteError>,
     },
+    /// A pod's `PodScheduled` condition could not be written (refused, or no answer): the
+    /// pod is to be told again.
+    ConditionNotWritten(PodRef),
 }
 
 /// Why a write to the API server failed: its HTTP code (`None`: no answer) and message.
@@ -340,6 +343,7 @@ impl World {
             Input::Evicted { job, pod, outcome } => {
                 self.eviction_answered(job, pod, outcome, now_ms)
             }
+            Input::ConditionNotWritten(target) => self.condition_not_written(&target),
         }
     }
 
