@@ -100,6 +100,9 @@ struct RunArgs {
     /// Status writes (pod conditions, events, PodGroup and Queue status) per second.
     #[arg(long, value_name = "N", default_value_t = 50)]
     status_qps: u32,
+    /// Seconds a binding, an eviction or a status write waits for the API server's answer.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    api_timeout: u64,
     /// Node label of the leaf switch group.
     #[arg(long, value_name = "KEY", default_value = "kant.io/leaf")]
     leaf_label: String,
@@ -260,6 +263,7 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
     options.health_addr = args.health_addr;
     options.max_in_flight = args.max_binds_in_flight;
     options.status_qps = args.status_qps;
+    options.api_timeout = std::time::Duration::from_secs(args.api_timeout);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

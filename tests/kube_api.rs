@@ -11,6 +11,8 @@ use kant::config::Config;
 use kant::kube::RunOptions;
 use kant::kube::crd::{PodGroup, Queue};
 use kant_testkit::ApiServer;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
 mod common;
@@ -468,5 +470,162 @@ async fn a_stale_unschedulable_status_does_not_overwrite_a_binding() {
         "late is bound to {:?}",
         node_of(&server, "late")
     );
+    kant.stop().await;
+}
+
+/// Options for one replica whose calls to the API server give up after one second.
+fn impatient(config: Config) -> RunOptions {
+    let mut options = RunOptions::new(config);
+    options.leader_election = false;
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.status_qps = 1_000;
+    options.api_timeout = Duration::from_secs(1);
+    options
+}
+
+/// An API server that takes a binding and never answers must not hold the pod (and its
+/// devices) for good: past the timeout the binding counts as failed and is tried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_never_answered_is_given_up_and_tried_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 100;
+    let kant = Kant::start_with(&server, impatient(config)).await;
+    server.hang_next("create", "pods/binding", Some("ml"), Some("p"), 1);
+    server.create(&gpu_pod("p", 8));
+    eventually("the pod is bound on the second try", || {
+        node_of(&server, "p").is_some()
+    })
+    .await;
+    assert_eq!(
+        binding_count(&server),
+        2,
+        "one never answered, one accepted"
+    );
+    kant.stop().await;
+}
+
+/// Status writes go out one after another: one that is never answered must not hold up
+/// every later one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_write_never_answered_does_not_hold_up_the_others() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start_with(&server, impatient(Config::embedded())).await;
+    let unknown_queue = json!({"metadata": {"labels": {"kant.io/queue": "nope"}}});
+    server.hang_next("patch", "pods/status", Some("ml"), Some("first"), 1);
+    server.create(&pod("first", unknown_queue.clone()));
+    eventually("first's status write is sent", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.resource == "pods/status" && r.name.as_deref() == Some("first"))
+    })
+    .await;
+    server.create(&pod("second", unknown_queue));
+    eventually("second is told why it waits", || {
+        server
+            .get::<Pod>(Some("ml"), "second")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+    })
+    .await;
+    kant.stop().await;
+}
+
+/// The API server carried out `first`'s binding but its answer says otherwise, and the
+/// watch (lagging, as a watch cache may) has not shown it yet. `first` runs on the node's
+/// eight GPUs: `second`, waiting behind it, must not be given them.
+async fn a_binding_that_landed_keeps_its_devices(answer: Option<u16>) {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    server.create(&with_priority(gpu_pod("first", 8), 100, "first"));
+    server.create(&with_priority(gpu_pod("second", 8), 0, "second"));
+    server.lose_next_answers(
+        "create",
+        "pods/binding",
+        Some("ml"),
+        Some("first"),
+        1,
+        answer,
+    );
+    server.pause_watches();
+    let mut config = Config::embedded();
+    config.queueing.requeue_backoff = 100;
+    let kant = Kant::start_with(&server, impatient(config)).await;
+    eventually("first is bound", || node_of(&server, "first").is_some()).await;
+    // Past the timeout, the answer and a few rounds.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    server.resume_watches();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        node_of(&server, "second"),
+        None,
+        "second is bound to first's GPUs"
+    );
+    kant.stop().await;
+}
+
+/// A 504 after the write committed; kube's retry then gets 409 "already assigned".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_that_landed_but_was_answered_504_keeps_its_devices() {
+    a_binding_that_landed_keeps_its_devices(Some(504)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_that_landed_but_was_never_answered_keeps_its_devices() {
+    a_binding_that_landed_keeps_its_devices(None).await;
+}
+
+/// scheduler-plugins' PodGroup CRD does not require a spec. A PodGroup without one must
+/// neither keep the PodGroup watch from listing (nothing would be scheduled anywhere) nor
+/// keep its pods waiting: it reads as minMember 0, as scheduler-plugins reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_group_without_a_spec_does_not_stop_scheduling() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let resource = ApiResource::erase::<PodGroup>(&());
+    let groups: Api<DynamicObject> = Api::namespaced_with(server.client(), "ml", &resource);
+    groups
+        .create(
+            &PostParams::default(),
+            &DynamicObject::new("bare", &resource),
+        )
+        .await
+        .unwrap();
+    let kant = Kant::start(&server, Config::embedded()).await;
+    server.create(&gpu_pod("lone", 1));
+    let mut member = gpu_pod("member", 1);
+    member.metadata.labels = Some(BTreeMap::from([(
+        "scheduling.x-k8s.io/pod-group".to_string(),
+        "bare".to_string(),
+    )]));
+    server.create(&member);
+    eventually("both pods are bound", || bound_pods(&server).len() == 2).await;
+    kant.stop().await;
+}
+
+/// A pod's condition is written once per change of reason; one the API server refused
+/// must be written again, or the pod never says why it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_condition_is_written_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, Config::embedded()).await;
+    server.fail_next("patch", "pods/status", Some("ml"), Some("held"), 1, 500);
+    server.create(&pod(
+        "held",
+        json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+    ));
+    eventually("held is told why it waits", || {
+        server
+            .get::<Pod>(Some("ml"), "held")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+    })
+    .await;
+    assert_eq!(server.request_count("patch", "pods/status"), 2);
     kant.stop().await;
 }

@@ -35,11 +35,9 @@ fn messages(outputs: &[Output]) -> Vec<String> {
     outputs
         .iter()
         .filter_map(|o| match o {
-            Output::PodStatus {
-                target,
-                scheduled: Some(c),
-                ..
-            } => Some(format!("{}: {}", target.name, c.message)),
+            Output::PodCondition {
+                target, condition, ..
+            } => Some(format!("{}: {}", target.name, condition.message)),
             _ => None,
         })
         .collect()

@@ -305,6 +305,7 @@ fn rbac_is_least_privilege_and_explained() {
     }
     let needed = [
         ("", "pods", "watch"),
+        ("", "pods", "get"),
         ("", "pods/binding", "create"),
         ("", "pods/status", "patch"),
         ("", "pods/eviction", "create"),

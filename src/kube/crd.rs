@@ -2,8 +2,9 @@
 //! scheduler-plugins PodGroup (`scheduling.x-k8s.io/v1alpha1`).
 //!
 //! This module owns the wire shape of both (the Rust types, their CRD schemas, the YAML of
-//! `kant crds`) and the conversion of a Queue's spec into a tenant. It holds no scheduling
-//! logic and talks to no API server.
+//! `kant crds`), how an object as the API server serves it is read ([`read`]: a missing
+//! spec is an empty one), and the conversion of a Queue's spec into a tenant. It holds no
+//! scheduling logic and talks to no API server.
 //!
 //! The PodGroup is field for field the one of kubernetes-sigs/scheduler-plugins, so that
 //! the PodGroups that Kubeflow's training operator (and others) create deserialize here, and
@@ -16,15 +17,39 @@ use std::fmt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
-use kube::core::CustomResourceExt;
+use kube::core::{CustomResourceExt, DynamicObject};
+use kube::{CustomResource, Resource, ResourceExt};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::queue::{TenantConfig, TenantMode};
 
 /// The pod label that makes a pod a member of the PodGroup it names (same namespace).
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+
+/// A PodGroup or Queue as the API server serves it. A missing or null `spec` reads as an
+/// empty one, every field at its default, as scheduler-plugins' Go types read it (its
+/// PodGroup CRD does not require a spec). Fails with a message that names the object.
+pub fn read<K>(mut object: DynamicObject) -> Result<K, String>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned,
+{
+    if object
+        .data
+        .get("spec")
+        .is_none_or(serde_json::Value::is_null)
+    {
+        object.data["spec"] = serde_json::json!({});
+    }
+    let name = match object.namespace() {
+        Some(namespace) => format!("{namespace}/{}", object.name_any()),
+        None => object.name_any(),
+    };
+    object
+        .try_parse()
+        .map_err(|e| format!("{} {name} cannot be read: {e}", K::kind(&())))
+}
 
 // ---------------------------------------------------------------------------------------
 // Queue
@@ -43,6 +68,7 @@ pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
     status = "QueueStatus",
     shortname = "kq",
     derive = "PartialEq",
+    derive = "Default",
     doc = "A Kant queue: one tenant of the cluster, with its sharing mode, fair-share \
            weight and GPU quota per GPU model.",
     printcolumn(
@@ -221,6 +247,7 @@ pub struct QueueStatus {
     shortname = "pg",
     shortname = "pgs",
     derive = "PartialEq",
+    derive = "Default",
     doc = "PodGroup is a collection of Pod; used for batch workload.",
     annotation(
         "api-approved.kubernetes.io",
@@ -665,6 +692,32 @@ mod tests {
             assert!(!matches!(phase, PodGroupPhase::Other(_)), "{name}");
             assert_eq!(serde_json::to_value(&phase).unwrap(), json!(name));
         }
+    }
+
+    #[test]
+    fn a_missing_spec_reads_as_empty_and_an_unreadable_object_is_named() {
+        let served = |value: Value| -> DynamicObject { serde_json::from_value(value).unwrap() };
+        let bare = served(json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "bare", "namespace": "ml"}
+        }));
+        let group: PodGroup = read(bare).unwrap();
+        assert_eq!(group.spec, PodGroupSpec::default());
+        let null = served(json!({
+            "apiVersion": "kant.io/v1alpha1", "kind": "Queue",
+            "metadata": {"name": "team"}, "spec": null
+        }));
+        let queue: Queue = read(null).unwrap();
+        assert_eq!(queue.spec, QueueSpec::default());
+        let bad = served(json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "bad", "namespace": "ml"}, "spec": {"minMember": "lots"}
+        }));
+        let error = read::<PodGroup>(bad).unwrap_err();
+        assert!(
+            error.starts_with("PodGroup ml/bad cannot be read: "),
+            "{error}"
+        );
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct RunOptions {
     pub max_in_flight: usize,
     /// Status writes per second at most.
     pub status_qps: u32,
+    /// The longest a binding, an eviction or a status write waits for the API server's
+    /// answer.
+    pub api_timeout: Duration,
 }
 
 impl RunOptions {
@@ -65,6 +68,7 @@ impl RunOptions {
             health_addr: ([0, 0, 0, 0], 8081).into(),
             max_in_flight: 64,
             status_qps: 50,
+            api_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -167,6 +171,7 @@ pub async fn run_with_config(
         reporter,
         options.max_in_flight,
         options.status_qps,
+        options.api_timeout,
     );
     let leader = Arc::new(AtomicBool::new(!options.leader_election));
     let (lost_tx, lost) = tokio::sync::oneshot::channel::<String>();

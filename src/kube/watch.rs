@@ -1,19 +1,26 @@
 //! The watch streams: pods, nodes, PodGroups and Queues, each a kube-rs watcher (list,
 //! then watch from the list's resourceVersion with bookmarks; relist on 410 Gone) whose
-//! events are forwarded, unchanged, to the scheduling loop. A stream that fails is
-//! retried with backoff; the loop never waits on it.
+//! events are forwarded to the scheduling loop. A stream that fails is retried with
+//! backoff; the loop never waits on it.
+//!
+//! Pods and nodes are forwarded unchanged. PodGroups and Queues are watched untyped and
+//! read one by one ([`crd::read`]), so that one object that cannot be read never fails a
+//! whole listing (which would keep the caches from syncing, and so stop all scheduling):
+//! it is logged, naming it, and counts as absent.
 
 use std::fmt::Debug;
 use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
-use super::crd::{PodGroup, Queue};
+use super::crd::{self, PodGroup, Queue};
 use super::world::Input;
 
 /// Starts one watcher per kind; every event goes to `inputs`. The tasks end when the
@@ -22,47 +29,89 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
     vec![
         spawn(
             Api::<Pod>::all(client.clone()),
+            "Pod",
             inputs.clone(),
-            |e| Input::Pod(Box::new(e)),
+            |e| Some(Input::Pod(Box::new(e))),
             false,
         ),
         spawn(
             Api::<Node>::all(client.clone()),
+            "Node",
             inputs.clone(),
-            |e| Input::Node(Box::new(e)),
+            |e| Some(Input::Node(Box::new(e))),
             false,
         ),
         spawn(
-            Api::<PodGroup>::all(client.clone()),
+            untyped::<PodGroup>(client),
+            "PodGroup",
             inputs.clone(),
-            |e| Input::PodGroup(Box::new(e)),
+            |e| read_event(e).map(|e| Input::PodGroup(Box::new(e))),
             true,
         ),
         spawn(
-            Api::<Queue>::all(client.clone()),
+            untyped::<Queue>(client),
+            "Queue",
             inputs.clone(),
-            |e| Input::Queue(Box::new(e)),
+            |e| read_event(e).map(|e| Input::Queue(Box::new(e))),
             true,
         ),
     ]
 }
 
-/// Forwards one watcher's events. With `optional`, a kind whose resource is not installed
-/// (its CRD is absent: 404) or not readable (403) counts as an empty listing, so that
-/// scheduling does not wait for it; the watcher keeps retrying and picks the objects up
-/// once it can.
+/// The objects of a custom resource, in every namespace, as the API server serves them.
+fn untyped<K: Resource<DynamicType = ()>>(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &ApiResource::erase::<K>(&()))
+}
+
+/// A custom resource's event, with its object read. One that cannot be read is left out
+/// of a listing, and a change that makes it unreadable is its deletion.
+fn read_event<K>(event: watcher::Event<DynamicObject>) -> Option<watcher::Event<K>>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Default,
+{
+    let read = |object: DynamicObject| {
+        crd::read(object)
+            .map_err(|e| tracing::warn!("{e}; ignored until it can be read"))
+            .ok()
+    };
+    Some(match event {
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitDone => watcher::Event::InitDone,
+        watcher::Event::InitApply(object) => watcher::Event::InitApply(read(object)?),
+        watcher::Event::Apply(object) => {
+            let metadata = object.metadata.clone();
+            match read(object) {
+                Some(object) => watcher::Event::Apply(object),
+                None => watcher::Event::Delete(named(metadata)),
+            }
+        }
+        // Only its name matters.
+        watcher::Event::Delete(object) => watcher::Event::Delete(named(object.metadata)),
+    })
+}
+
+/// An object with this metadata and nothing else.
+fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
+    let mut object = K::default();
+    *object.meta_mut() = metadata;
+    object
+}
+
+/// Forwards one watcher's events, each turned into an input by `input` (`None`: nothing
+/// to forward). With `optional`, a kind whose resource is not installed (its CRD is
+/// absent: 404) or not readable (403) counts as an empty listing, so that scheduling does
+/// not wait for it; the watcher keeps retrying and picks the objects up once it can.
 fn spawn<K>(
     api: Api<K>,
+    kind: &'static str,
     inputs: Sender<Input>,
-    wrap: fn(watcher::Event<K>) -> Input,
+    input: fn(watcher::Event<K>) -> Option<Input>,
     optional: bool,
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
 {
     tokio::spawn(async move {
-        let kind = K::kind(&K::DynamicType::default()).into_owned();
         let config = watcher::Config::default();
         let mut stream = watcher(api, config).default_backoff().boxed();
         let mut absent_reported = false;
@@ -82,7 +131,11 @@ where
                             "{kind}: cannot list it ({e}); treated as empty until it can be read"
                         );
                         let empty = [watcher::Event::Init, watcher::Event::InitDone];
-                        if empty.into_iter().any(|e| inputs.send(wrap(e)).is_err()) {
+                        if empty
+                            .into_iter()
+                            .filter_map(input)
+                            .any(|e| inputs.send(e).is_err())
+                        {
                             return;
                         }
                     } else if !missing {
@@ -91,7 +144,9 @@ where
                     continue;
                 }
             };
-            if inputs.send(wrap(event)).is_err() {
+            if let Some(event) = input(event)
+                && inputs.send(event).is_err()
+            {
                 return;
             }
         }

@@ -2,12 +2,23 @@
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
 //!   goes back to the loop as an input.
+//! - Every call is bounded by a timeout: an API server that takes a request and never
+//!   answers cannot hold a binding's devices, an eviction, or the status writes queued
+//!   behind one. A call past it reads as one that got no answer.
+//! - A binding whose answer does not tell whether it landed (no answer, a 5xx, or a 409,
+//!   which is also what kube's retry of a binding that landed gets) is settled by reading
+//!   the pod: bound to the planned node is a success. Until the read is answered, the
+//!   binding's devices stay reserved.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
-//!   are coalesced per object (the latest wins) and sent at a bounded rate, so a storm of
-//!   unschedulable pods can neither flood the API server nor slow scheduling. Events past a
-//!   backlog are dropped.
+//!   are coalesced per object and field (the latest wins: a pod's condition and its
+//!   nominated node are apart) and sent at a bounded rate, so a storm of unschedulable pods
+//!   can neither flood the API server nor slow scheduling. A pod's condition that could not
+//!   be written goes back to the loop as an input, to be written again. Events past a
+//!   backlog are dropped; an event's note is cut to the API server's limit, as
+//!   kube-scheduler cuts it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -32,11 +43,14 @@ pub struct Writer {
     slots: Arc<Semaphore>,
     status: mpsc::UnboundedSender<StatusWork>,
     runtime: tokio::runtime::Handle,
+    /// The longest any one call waits for its answer.
+    timeout: Duration,
 }
 
 impl Writer {
-    /// A writer whose status task sends at most `status_qps` writes per second, and which
-    /// runs at most `max_in_flight` bindings and evictions at once.
+    /// A writer whose status task sends at most `status_qps` writes per second, which runs
+    /// at most `max_in_flight` bindings and evictions at once, and whose calls wait at most
+    /// `timeout` for an answer.
     pub fn start(
         client: Client,
         eviction_client: Client,
@@ -44,6 +58,7 @@ impl Writer {
         reporter: Reporter,
         max_in_flight: usize,
         status_qps: u32,
+        timeout: Duration,
     ) -> Writer {
         let (status, queue) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::current();
@@ -51,7 +66,9 @@ impl Writer {
             client.clone(),
             reporter,
             queue,
+            inputs.clone(),
             status_qps.max(1),
+            timeout,
         ));
         Writer {
             client,
@@ -60,6 +77,7 @@ impl Writer {
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             status,
             runtime,
+            timeout,
         }
     }
 
@@ -73,14 +91,15 @@ impl Writer {
                 node,
                 annotations,
             } => {
-                // What waits to be said of the pod while it was pending is stale now.
+                // Why the pod waited is stale now: its binding sets its condition.
                 let _ = self.status.send(StatusWork::Forget(target.clone()));
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
+                let timeout = self.timeout;
                 self.runtime.spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
-                    let outcome = bind(client, &target, &node, annotations).await;
+                    let outcome = bind(client, &target, &node, annotations, timeout).await;
                     let _ = inputs.send(Input::Bound {
                         job,
                         pod,
@@ -95,9 +114,10 @@ impl Writer {
                     self.inputs.clone(),
                     self.slots.clone(),
                 );
+                let timeout = self.timeout;
                 self.runtime.spawn(async move {
                     let _slot = slots.acquire_owned().await;
-                    let outcome = evict(client, &target).await;
+                    let outcome = evict(client, &target, timeout).await;
                     let _ = inputs.send(Input::Evicted { job, pod, outcome });
                 });
             }
@@ -121,13 +141,29 @@ fn write_error(error: kube::Error) -> WriteError {
     }
 }
 
+/// The call's answer, or, past `timeout`, an error without a code: no answer.
+async fn within<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, WriteError> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer.map_err(write_error),
+        Err(_) => Err(WriteError {
+            code: None,
+            message: format!("no answer within {timeout:?}"),
+        }),
+    }
+}
+
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;
-/// the pod's uid guards against binding a pod recreated under the same name.
+/// the pod's uid guards against binding a pod recreated under the same name. An answer
+/// that does not tell whether the binding landed is settled by reading the pod.
 async fn bind(
     client: Client,
     target: &PodRef,
     node: &str,
     annotations: BTreeMap<String, String>,
+    timeout: Duration,
 ) -> Result<(), WriteError> {
     let api: Api<Pod> = Api::namespaced(client, &target.namespace);
     let binding = json!({
@@ -141,19 +177,47 @@ async fn bind(
         },
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     });
-    api.create_subresource::<_, kube::core::Status>(
-        "binding",
-        &target.name,
-        &PostParams::default(),
-        &binding,
-    )
-    .await
-    .map(|_| ())
-    .map_err(write_error)
+    let params = PostParams::default();
+    let call =
+        api.create_subresource::<_, kube::core::Status>("binding", &target.name, &params, &binding);
+    let Err(error) = within(timeout, call).await else {
+        return Ok(());
+    };
+    let unsettled = error.code.is_none_or(|code| code == 409 || code >= 500);
+    if unsettled && bound_node(&api, target, timeout).await.as_deref() == Some(node) {
+        return Ok(());
+    }
+    Err(error)
+}
+
+/// The longest pause between two reads of a pod whose binding is unsettled.
+const MAX_READ_PAUSE: Duration = Duration::from_secs(30);
+
+/// The node the pod is bound to, as the API server has it now; `None` when the pod is not
+/// bound, or is gone (or recreated under its name). Reads again, with a doubling pause,
+/// until the API server answers.
+async fn bound_node(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> Option<String> {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        match within(timeout, api.get(&target.name)).await {
+            Ok(pod) if pod.metadata.uid.as_deref() == Some(target.uid.as_str()) => {
+                return pod.spec?.node_name.filter(|node| !node.is_empty());
+            }
+            Ok(_) => return None,
+            Err(e) if e.code == Some(404) => return None,
+            Err(e) => {
+                tracing::warn!(
+                    "pod {target}: cannot read whether its binding landed ({e}); reading again in {pause:?}"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_READ_PAUSE);
+            }
+        }
+    }
 }
 
 /// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429.
-async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
+async fn evict(client: Client, target: &PodRef, timeout: Duration) -> Result<(), WriteError> {
     let api: Api<Pod> = Api::namespaced(client, &target.namespace);
     let params = EvictParams {
         delete_options: Some(DeleteParams {
@@ -165,28 +229,48 @@ async fn evict(client: Client, target: &PodRef) -> Result<(), WriteError> {
         }),
         ..EvictParams::default()
     };
-    match api.evict(&target.name, &params).await {
+    match within(timeout, api.evict(&target.name, &params)).await {
         Ok(_) => Ok(()),
         // Already gone: what eviction was for.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(write_error(e)),
+        Err(e) if e.code == Some(404) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
 /// Writes waiting past which new events are dropped.
 const EVENT_BACKLOG: usize = 10_000;
 
+/// The most bytes of an event's note (events.k8s.io/v1 refuses a longer one with 422).
+const NOTE_MAX_BYTES: usize = 1024;
+
+/// A note cut to `NOTE_MAX_BYTES` and ending in " ..." when cut, as kube-scheduler cuts its
+/// messages (here on a character boundary).
+fn fit_note(mut note: String) -> String {
+    const CUT: &str = " ...";
+    if note.len() <= NOTE_MAX_BYTES {
+        return note;
+    }
+    let mut end = NOTE_MAX_BYTES - CUT.len();
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note.truncate(end);
+    note.push_str(CUT);
+    note
+}
+
 /// What the status task is asked to do.
 enum StatusWork {
     Write(Output),
-    /// Drop what waits to be written on this pod's status.
+    /// Drop the condition that waits to be written on this pod.
     Forget(PodRef),
 }
 
 /// What one status write is about: the latest write per key wins while it waits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum StatusKey {
-    Pod(PodRef),
+    Condition(PodRef),
+    Nominated(PodRef),
     Event(PodRef, &'static str, String),
     Group(String, String),
     Queue(String),
@@ -194,7 +278,8 @@ enum StatusKey {
 
 fn status_key(output: &Output) -> Option<StatusKey> {
     Some(match output {
-        Output::PodStatus { target, .. } => StatusKey::Pod(target.clone()),
+        Output::PodCondition { target, .. } => StatusKey::Condition(target.clone()),
+        Output::Nominate { target, .. } => StatusKey::Nominated(target.clone()),
         Output::Event {
             target,
             reason,
@@ -209,12 +294,15 @@ fn status_key(output: &Output) -> Option<StatusKey> {
     })
 }
 
-/// The status task: coalesces and paces status writes.
+/// The status task: coalesces and paces status writes; tells `inputs` of each pod
+/// condition not written.
 async fn write_status(
     client: Client,
     reporter: Reporter,
     mut queue: mpsc::UnboundedReceiver<StatusWork>,
+    inputs: Sender<Input>,
     qps: u32,
+    timeout: Duration,
 ) {
     let recorder = Recorder::new(client.clone(), reporter);
     let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
@@ -233,10 +321,18 @@ async fn write_status(
         let Some(key) = order.pop_front() else {
             continue;
         };
-        if let Some(output) = waiting.remove(&key)
-            && let Err(e) = write_one(&client, &recorder, output).await
-        {
+        let Some(output) = waiting.remove(&key) else {
+            continue;
+        };
+        let condition_of = match &output {
+            Output::PodCondition { target, .. } => Some(target.clone()),
+            _ => None,
+        };
+        if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
             tracing::debug!("status write: {e}");
+            if let Some(target) = condition_of {
+                let _ = inputs.send(Input::ConditionNotWritten(target));
+            }
         }
         tokio::time::sleep(pause).await;
     }
@@ -251,7 +347,7 @@ fn enqueue(
         StatusWork::Write(output) => output,
         StatusWork::Forget(pod) => {
             // Its key stays in `order` and is skipped when it comes up.
-            waiting.remove(&StatusKey::Pod(pod));
+            waiting.remove(&StatusKey::Condition(pod));
             return;
         }
     };
@@ -273,6 +369,25 @@ fn enqueue(
     }
 }
 
+/// A strategic merge patch of the pod's status, guarded by `metadata` (its uid, and a
+/// resourceVersion if any).
+async fn patch_pod_status(
+    client: &Client,
+    target: &PodRef,
+    metadata: serde_json::Value,
+    status: serde_json::Value,
+) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
+    let patch = json!({"metadata": metadata, "status": status});
+    api.patch_status(
+        &target.name,
+        &PatchParams::default(),
+        &Patch::Strategic(patch),
+    )
+    .await
+    .map(|_| ())
+}
+
 async fn write_one(
     client: &Client,
     recorder: &Recorder,
@@ -280,42 +395,41 @@ async fn write_one(
 ) -> Result<(), kube::Error> {
     let params = PatchParams::default();
     match output {
-        Output::PodStatus {
+        Output::PodCondition {
             target,
             resource_version,
-            scheduled,
-            nominated_node,
+            condition:
+                Condition {
+                    status: ok,
+                    reason,
+                    message,
+                },
         } => {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &target.namespace);
-            let mut status = serde_json::Map::new();
-            if let Some(Condition {
-                status: ok,
-                reason,
-                message,
-            }) = scheduled
-            {
-                status.insert(
-                    "conditions".into(),
-                    json!([{
-                        "type": "PodScheduled",
-                        "status": if ok { "True" } else { "False" },
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
-                    }]),
-                );
-            }
-            if let Some(node) = nominated_node {
-                status.insert("nominatedNodeName".into(), json!(node));
-            }
-            let mut metadata = json!({"uid": target.uid});
-            if let Some(version) = resource_version {
-                metadata["resourceVersion"] = json!(version);
-            }
-            let patch = json!({"metadata": metadata, "status": status});
-            api.patch_status(&target.name, &params, &Patch::Strategic(patch))
-                .await
-                .map(|_| ())
+            let condition = json!({
+                "type": "PodScheduled",
+                "status": if ok { "True" } else { "False" },
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+            });
+            let metadata = json!({"uid": target.uid, "resourceVersion": resource_version});
+            patch_pod_status(
+                client,
+                &target,
+                metadata,
+                json!({"conditions": [condition]}),
+            )
+            .await
+        }
+        Output::Nominate { target, node } => {
+            let metadata = json!({"uid": target.uid});
+            patch_pod_status(
+                client,
+                &target,
+                metadata,
+                json!({"nominatedNodeName": node}),
+            )
+            .await
         }
         Output::Event {
             target,
@@ -338,7 +452,7 @@ async fn write_one(
                     EventType::Normal
                 },
                 reason: reason.into(),
-                note: Some(message),
+                note: Some(fit_note(message)),
                 action: "Scheduling".into(),
                 secondary: None,
             };
@@ -388,6 +502,38 @@ mod tests {
     }
 
     #[test]
+    fn a_long_note_is_cut_to_the_limit_on_a_character_boundary() {
+        let fits = "x".repeat(NOTE_MAX_BYTES);
+        assert_eq!(fit_note(fits.clone()), fits);
+        let long = fit_note("x".repeat(NOTE_MAX_BYTES + 1));
+        assert_eq!(long.len(), NOTE_MAX_BYTES);
+        assert!(long.ends_with("x ..."), "{long}");
+        // Two-byte characters after one byte: the cut falls inside one and moves before it.
+        let wide = fit_note(format!("x{}", "é".repeat(NOTE_MAX_BYTES)));
+        assert_eq!(wide.len(), NOTE_MAX_BYTES - 1);
+        assert!(wide.ends_with("é ..."), "{wide}");
+    }
+
+    fn unschedulable(name: &str) -> StatusWork {
+        StatusWork::Write(Output::PodCondition {
+            target: pod(name),
+            resource_version: "7".into(),
+            condition: Condition {
+                status: false,
+                reason: "Unschedulable",
+                message: "0/1 nodes are available".into(),
+            },
+        })
+    }
+
+    fn nominate(name: &str, node: Option<&str>) -> StatusWork {
+        StatusWork::Write(Output::Nominate {
+            target: pod(name),
+            node: node.map(str::to_owned),
+        })
+    }
+
+    #[test]
     fn the_backlog_keeps_statuses_and_drops_events_past_its_bound() {
         let mut waiting = HashMap::new();
         let mut order = VecDeque::new();
@@ -400,20 +546,35 @@ mod tests {
             EVENT_BACKLOG,
             "the event past the bound is dropped"
         );
-        let status = StatusWork::Write(Output::PodStatus {
-            target: pod("late"),
-            resource_version: None,
-            scheduled: None,
-            nominated_node: Some(None),
-        });
-        enqueue(&mut waiting, &mut order, status);
+        enqueue(&mut waiting, &mut order, unschedulable("late"));
         assert_eq!(
             waiting.len(),
             EVENT_BACKLOG + 1,
             "a status write is always kept"
         );
-        // A pod that gets bound has its waiting status forgotten.
+        // A pod that gets bound has its waiting condition forgotten.
         enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("late")));
         assert_eq!(waiting.len(), EVENT_BACKLOG);
+    }
+
+    /// A preemptor's nomination is cleared just before it is bound: binding it forgets its
+    /// waiting condition, not the clearing. Nor does a condition replace a nomination.
+    #[test]
+    fn a_pods_condition_and_nomination_wait_apart() {
+        let mut waiting = HashMap::new();
+        let mut order = VecDeque::new();
+        enqueue(&mut waiting, &mut order, nominate("p", Some("n1")));
+        enqueue(&mut waiting, &mut order, unschedulable("p"));
+        assert_eq!(waiting.len(), 2, "{waiting:?}");
+        enqueue(&mut waiting, &mut order, nominate("p", None));
+        enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("p")));
+        let left: Vec<&Output> = waiting.values().collect();
+        assert_eq!(
+            left,
+            [&Output::Nominate {
+                target: pod("p"),
+                node: None
+            }]
+        );
     }
 }

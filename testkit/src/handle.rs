@@ -1,7 +1,8 @@
 //! The public handle, [`ApiServer`]: starting the server (on the caller's runtime or on a
 //! dedicated one whose CPU time can be measured), client construction, typed store access
-//! for test setup and assertions, fault and latency injection, and observation (request
-//! counts and log, bindings, open watches). Also the state every request handler shares.
+//! for test setup and assertions, fault, latency and watch-lag injection, and observation
+//! (request counts and log, bindings, open watches). Also the state every request handler
+//! shares.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -43,7 +44,8 @@ pub struct RequestRecord {
     pub resource: String,
     pub namespace: Option<String>,
     pub name: Option<String>,
-    /// The HTTP status answered (200 for a watch that started, even if it then sent an ERROR).
+    /// The HTTP status answered (200 for a watch that started, even if it then sent an
+    /// ERROR; 0 for a request never answered).
     pub code: u16,
 }
 
@@ -53,7 +55,18 @@ struct Fault {
     namespace: Option<String>,
     name: Option<String>,
     remaining: usize,
-    code: u16,
+    /// The request takes effect before the fault answers.
+    applied: bool,
+    /// The HTTP code answered; `None`: no answer at all.
+    code: Option<u16>,
+}
+
+/// What an injected fault does to the request it matched.
+pub(crate) struct Injected {
+    /// The request takes effect first.
+    pub applied: bool,
+    /// The error answered; `None`: the request is never answered.
+    pub error: Option<ApiError>,
 }
 
 #[derive(Default)]
@@ -71,6 +84,8 @@ pub(crate) struct Shared {
     latency_ns: AtomicU64,
     bookmark_ns: AtomicU64,
     drop_tx: tokio::sync::watch::Sender<u64>,
+    /// Whether watch streams hold their events back (see `ApiServer::pause_watches`).
+    paused_tx: tokio::sync::watch::Sender<bool>,
     addr: SocketAddr,
 }
 
@@ -83,6 +98,7 @@ impl Shared {
             latency_ns: AtomicU64::new(0),
             bookmark_ns: AtomicU64::new(DEFAULT_BOOKMARK_INTERVAL.as_nanos() as u64),
             drop_tx: tokio::sync::watch::Sender::new(0),
+            paused_tx: tokio::sync::watch::Sender::new(false),
             addr,
         })
     }
@@ -100,6 +116,11 @@ impl Shared {
         self.drop_tx.subscribe()
     }
 
+    /// A receiver of whether watch streams hold their events back.
+    pub(crate) fn paused_rx(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.paused_tx.subscribe()
+    }
+
     pub(crate) fn addr_string(&self) -> String {
         self.addr.to_string()
     }
@@ -111,7 +132,7 @@ impl Shared {
         resource: &str,
         ns: Option<&str>,
         name: Option<&str>,
-    ) -> Option<ApiError> {
+    ) -> Option<Injected> {
         let mut faults = lock(&self.faults);
         let f = faults.iter_mut().find(|f| {
             f.remaining > 0
@@ -121,18 +142,21 @@ impl Shared {
                 && (f.name.is_none() || f.name.as_deref() == name)
         })?;
         f.remaining -= 1;
-        let code = f.code;
+        let (applied, code) = (f.applied, f.code);
         faults.retain(|f| f.remaining > 0);
         let what = match name {
             Some(n) => format!("{resource} \"{n}\""),
             None => resource.to_string(),
         };
-        Some(ApiError::with_code(
-            code,
-            format!(
-                "injected failure ({code}) for {verb} on {what} (kant-testkit fault injection)"
-            ),
-        ))
+        let error = code.map(|code| {
+            ApiError::with_code(
+                code,
+                format!(
+                    "injected failure ({code}) for {verb} on {what} (kant-testkit fault injection)"
+                ),
+            )
+        });
+        Some(Injected { applied, error })
     }
 
     pub(crate) fn record(
@@ -615,6 +639,50 @@ impl ApiServer {
         n: usize,
         http_code: u16,
     ) {
+        self.inject(verb, resource, namespace, name, n, false, Some(http_code));
+    }
+
+    /// The next `n` matching requests (as for [`ApiServer::fail_next`]) are read and never
+    /// answered: the connection stays open and silent, as with a server or a network that
+    /// stopped mid-request, until the client gives up. They change nothing.
+    pub fn hang_next(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        n: usize,
+    ) {
+        self.inject(verb, resource, namespace, name, n, false, None);
+    }
+
+    /// The next `n` matching requests (as for [`ApiServer::fail_next`]) take effect, watch
+    /// events included, but their answer is lost: `Some(code)` answers that code with a
+    /// Status of the matching reason instead (as the real server's 504 when its own timeout
+    /// fires after the write was committed), `None` nothing at all (as [`ApiServer::hang_next`]).
+    pub fn lose_next_answers(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        n: usize,
+        answer: Option<u16>,
+    ) {
+        self.inject(verb, resource, namespace, name, n, true, answer);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn inject(
+        &self,
+        verb: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        n: usize,
+        applied: bool,
+        code: Option<u16>,
+    ) {
         if n == 0 {
             return;
         }
@@ -624,7 +692,8 @@ impl ApiServer {
             namespace: namespace.map(str::to_string),
             name: name.map(str::to_string),
             remaining: n,
-            code: http_code,
+            applied,
+            code,
         });
     }
 
@@ -647,6 +716,19 @@ impl ApiServer {
     /// [`DEFAULT_HISTORY_LIMIT`]); a watch from before the oldest kept event gets 410.
     pub fn set_history_limit(&self, events: usize) {
         lock(&self.shared().store).history_limit = events.max(1);
+    }
+
+    /// Watch streams fall behind: they hold every event (and bookmark) back, in order, until
+    /// [`ApiServer::resume_watches`], as a lagging watch cache does; writes are answered
+    /// meanwhile, so a client hears of its own write before its watch shows it. Lists and
+    /// gets are current.
+    pub fn pause_watches(&self) {
+        self.shared().paused_tx.send_replace(true);
+    }
+
+    /// Watch streams deliver what they held back, and keep up again.
+    pub fn resume_watches(&self) {
+        self.shared().paused_tx.send_replace(false);
     }
 
     /// Ends every open watch stream abruptly (the connection is cut mid-stream); clients must

@@ -1,7 +1,8 @@
 //! HTTP routing: parses request paths the way the real server lays them out
 //! (`/api/v1/...`, `/apis/{group}/{version}/...`, `namespaces/{ns}/...`, subresources),
 //! resolves the verb (get, list, watch, create, update, patch, delete, deletecollection),
-//! applies injected latency and faults, records every request, and calls the verb handlers.
+//! applies injected latency and faults (a refusal, a lost answer, or none at all), records
+//! every request, and calls the verb handlers.
 //! Also answers `/version`, `/healthz`, and the discovery documents (`/api`, `/apis`,
 //! `/api/v1`, `/apis/{group}/{version}`) from the resource table.
 
@@ -44,8 +45,17 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             return ApiError::bad_request(format!("reading the request body: {e}")).into_response();
         }
     };
-    dispatch(&shared, &parts.method, &parts.uri, &parts.headers, &body)
+    let response = dispatch(&shared, &parts.method, &parts.uri, &parts.headers, &body);
+    if response.extensions().get::<Unanswered>().is_some() {
+        // The connection stays open and silent until the client gives up.
+        std::future::pending::<()>().await;
+    }
+    response
 }
+
+/// Marks a response that is never sent (an injected fault without an answer).
+#[derive(Clone, Copy)]
+struct Unanswered;
 
 /// Decoded query parameters.
 struct Query(Vec<(String, String)>);
@@ -259,7 +269,8 @@ fn target(sub: Option<&str>) -> Target {
     }
 }
 
-/// Applies an injected fault or runs the handler, then records the request.
+/// Applies an injected fault or runs the handler, then records the request (code 0 when it
+/// is never answered).
 fn run(
     shared: &Arc<Shared>,
     verb: &str,
@@ -268,11 +279,23 @@ fn run(
     name: Option<&str>,
     f: impl FnOnce() -> Result<Response, ApiError>,
 ) -> Response {
-    let result = match shared.take_fault(verb, resource, ns, name) {
-        Some(e) => Err(e),
-        None => f(),
+    let resp = match shared.take_fault(verb, resource, ns, name) {
+        None => f().unwrap_or_else(IntoResponse::into_response),
+        Some(fault) => {
+            if fault.applied {
+                let _ = f();
+            }
+            match fault.error {
+                Some(e) => e.into_response(),
+                None => {
+                    shared.record(verb, resource, ns, name, 0);
+                    let mut silent = Response::default();
+                    silent.extensions_mut().insert(Unanswered);
+                    return silent;
+                }
+            }
+        }
     };
-    let resp = result.unwrap_or_else(IntoResponse::into_response);
     shared.record(verb, resource, ns, name, resp.status().as_u16());
     resp
 }

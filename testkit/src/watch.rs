@@ -9,8 +9,9 @@
 //! resourceVersion; they are queued under the store lock, so every event at or before that
 //! resourceVersion precedes them. `timeoutSeconds` ends the stream cleanly (default 1800 s);
 //! `ApiServer::drop_watches` aborts it mid-stream (the connection is cut without the final
-//! chunk). `sendInitialEvents=true` is supported: the synthetic ADDED events are followed by
-//! a bookmark annotated `k8s.io/initial-events-end`.
+//! chunk); `ApiServer::pause_watches` holds everything back, in order, until it is resumed.
+//! `sendInitialEvents=true` is supported: the synthetic ADDED events are followed by a
+//! bookmark annotated `k8s.io/initial-events-end`.
 
 use std::io;
 use std::sync::Arc;
@@ -92,6 +93,7 @@ pub(crate) fn start(shared: &Arc<Shared>, spec: WatchSpec) -> Response {
         bookmark,
         deadline: Instant::now() + spec.timeout,
         dropped: shared.drop_rx(),
+        paused: shared.paused_rx(),
         done: false,
     };
     let body = futures::stream::unfold(state, |mut st| async move {
@@ -113,6 +115,8 @@ struct WatchStream {
     bookmark: Option<Interval>,
     deadline: Instant,
     dropped: tokio::sync::watch::Receiver<u64>,
+    /// While true, messages wait in `rx`.
+    paused: tokio::sync::watch::Receiver<bool>,
     done: bool,
 }
 
@@ -121,6 +125,7 @@ enum Wake {
     Msg(Option<Msg>),
     Timeout,
     Tick,
+    PauseChanged,
 }
 
 /// How many queued messages one chunk may carry.
@@ -132,14 +137,17 @@ impl WatchStream {
             return None;
         }
         loop {
+            let paused = *self.paused.borrow_and_update();
             let wake = tokio::select! {
                 biased;
                 _ = self.dropped.changed() => Wake::Dropped,
-                m = self.rx.recv() => Wake::Msg(m),
+                _ = self.paused.changed() => Wake::PauseChanged,
+                m = self.rx.recv(), if !paused => Wake::Msg(m),
                 _ = tokio::time::sleep_until(self.deadline) => Wake::Timeout,
                 _ = tick(&mut self.bookmark) => Wake::Tick,
             };
             match wake {
+                Wake::PauseChanged => {}
                 Wake::Dropped => {
                     self.done = true;
                     return Some(Err(io::Error::other("watch dropped by kant-testkit")));

@@ -1645,6 +1645,92 @@ async fn latency_injection_delays_requests() {
         .unwrap();
 }
 
+#[tokio::test]
+async fn lost_answers_and_silent_requests() {
+    let server = ApiServer::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(no_retry_client(&server));
+    let pp = PostParams::default();
+    for name in ["p", "q"] {
+        pods.create(&pp, &pod(name, &[])).await.unwrap();
+    }
+    let node_of = |name: &str| {
+        server
+            .get::<Pod>(Some("default"), name)
+            .and_then(|p| p.spec?.node_name)
+    };
+
+    // Never answered, and nothing changes.
+    server.hang_next("create", "pods/binding", None, Some("p"), 1);
+    let silent = tokio::time::timeout(
+        Duration::from_millis(300),
+        pods.create_subresource::<_, Status>("binding", "p", &pp, &binding("p", "n1", &[])),
+    )
+    .await;
+    assert!(silent.is_err(), "answered: {silent:?}");
+    assert_eq!(node_of("p"), None);
+    let last = server.requests().pop().unwrap();
+    assert_eq!((last.resource.as_str(), last.code), ("pods/binding", 0));
+
+    // Carried out, then answered with an error: a client retrying gets 409.
+    server.lose_next_answers("create", "pods/binding", None, Some("p"), 1, Some(504));
+    let s = api_error(
+        pods.create_subresource::<_, Status>("binding", "p", &pp, &binding("p", "n1", &[]))
+            .await,
+    );
+    assert_eq!((s.code, s.reason.as_str()), (504, "Timeout"));
+    assert_eq!(node_of("p").as_deref(), Some("n1"));
+    let s = api_error(
+        pods.create_subresource::<_, Status>("binding", "p", &pp, &binding("p", "n1", &[]))
+            .await,
+    );
+    assert_eq!(s.code, 409);
+
+    // Carried out and never answered.
+    server.lose_next_answers("create", "pods/binding", None, Some("q"), 1, None);
+    let silent = tokio::time::timeout(
+        Duration::from_millis(300),
+        pods.create_subresource::<_, Status>("binding", "q", &pp, &binding("q", "n2", &[])),
+    )
+    .await;
+    assert!(silent.is_err(), "answered: {silent:?}");
+    assert_eq!(node_of("q").as_deref(), Some("n2"));
+    // The server goes on answering other requests.
+    pods.get("q").await.unwrap();
+}
+
+#[tokio::test]
+async fn paused_watches_hold_events_back_in_order() {
+    let server = ApiServer::start().await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pp = PostParams::default();
+    pods.create(&pp, &pod("a", &[])).await.unwrap();
+    let rv = server.resource_version().to_string();
+    let mut stream = pods
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    server.pause_watches();
+    pods.create(&pp, &pod("b", &[])).await.unwrap();
+    pods.delete("a", &DeleteParams::default()).await.unwrap();
+    // Writes and reads are current; the watch is behind.
+    assert_eq!(
+        pods.list(&ListParams::default()).await.unwrap().items.len(),
+        1
+    );
+    let held = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
+    assert!(held.is_err(), "delivered while paused: {held:?}");
+    server.resume_watches();
+    assert_eq!(
+        describe(&next_change(&mut stream).await),
+        ("ADDED".into(), "b".into())
+    );
+    assert_eq!(
+        describe(&next_change(&mut stream).await),
+        ("DELETED".into(), "a".into())
+    );
+}
+
 /// A smoke test at benchmark scale (run with `--ignored --release`): 5,000 nodes, 10,000
 /// pods, a pod watcher and a node watcher, every pod bound over HTTP.
 #[test]

@@ -99,6 +99,9 @@ pub enum Input {
         pod: u32,
         outcome: Result<(), WriteError>,
     },
+    /// A pod's `PodScheduled` condition could not be written (refused, or no answer): the
+    /// pod is to be told again.
+    ConditionNotWritten(PodRef),
 }
 
 /// Why a write to the API server failed: its HTTP code (`None`: no answer) and message.
@@ -134,15 +137,17 @@ pub enum Output {
         pod: u32,
         target: PodRef,
     },
-    /// Patch the pod's status: its `PodScheduled` condition and/or nominated node. With a
-    /// resourceVersion, only if the pod has not changed since (a binding that landed
-    /// meanwhile wins over a stale "unschedulable").
-    PodStatus {
+    /// Set the pod's `PodScheduled` condition, only if the pod has not changed since this
+    /// resourceVersion (a binding that landed meanwhile wins over a stale "unschedulable").
+    PodCondition {
         target: PodRef,
-        resource_version: Option<String>,
-        scheduled: Option<Condition>,
-        /// `Some(None)` clears it.
-        nominated_node: Option<Option<String>>,
+        resource_version: String,
+        condition: Condition,
+    },
+    /// Set the pod's `status.nominatedNodeName`; `None` clears it.
+    Nominate {
+        target: PodRef,
+        node: Option<String>,
     },
     /// Record an event on a pod.
     Event {
@@ -339,6 +344,7 @@ impl World {
             Input::Evicted { job, pod, outcome } => {
                 self.eviction_answered(job, pod, outcome, now_ms)
             }
+            Input::ConditionNotWritten(target) => self.condition_not_written(&target),
         }
     }
 

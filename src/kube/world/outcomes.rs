@@ -138,11 +138,9 @@ impl World {
     /// their preemption victims are gone.
     pub(super) fn nominate(&mut self, job: JobId, set: bool) {
         for (_, target, place) in self.placed_pods(job) {
-            self.outputs.push(Output::PodStatus {
+            self.outputs.push(Output::Nominate {
                 target,
-                resource_version: None,
-                scheduled: None,
-                nominated_node: Some(set.then_some(place.node)),
+                node: set.then_some(place.node),
             });
         }
     }
@@ -479,15 +477,14 @@ impl World {
             .map(|e| (e.target.clone(), e.resource_version.clone()))
             .collect();
         for (target, resource_version) in targets {
-            self.outputs.push(Output::PodStatus {
+            self.outputs.push(Output::PodCondition {
                 target,
-                resource_version: Some(resource_version),
-                scheduled: Some(Condition {
+                resource_version,
+                condition: Condition {
                     status: false,
                     reason: "Unschedulable",
                     message: message.to_owned(),
-                }),
-                nominated_node: None,
+                },
             });
         }
     }

@@ -2,14 +2,14 @@
 //! `FailedScheduling` event, in kube-scheduler's words), the status of PodGroups and
 //! Queues, and the live metrics. Explaining a queued job costs a pass over its pools'
 //! nodes, so each job is explained at most once per `diagnose_every_ms` and only a few
-//! jobs per round; a message is written only when it changed.
+//! jobs per round; a message is written only when it changed, or when writing it failed.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{JobId, MILLI_PER_GPU};
 
 use super::super::crd::{PodGroupPhase, PodGroupStatus, QueueStatus};
-use super::pods::{GroupKey, Hold, JobPhase, PodState};
+use super::pods::{GroupKey, Hold, JobPhase, PodRef, PodState};
 use super::{Condition, Output, World};
 
 /// How often the slow figures (metrics report, PodGroup and Queue status) are refreshed.
@@ -73,10 +73,10 @@ impl World {
             }
             let gated = matches!(hold, Hold::Gated);
             let target = entry.target.clone();
-            self.outputs.push(Output::PodStatus {
+            self.outputs.push(Output::PodCondition {
                 target: target.clone(),
-                resource_version: Some(entry.resource_version.clone()),
-                scheduled: Some(Condition {
+                resource_version: entry.resource_version.clone(),
+                condition: Condition {
                     status: false,
                     reason: if gated {
                         "SchedulingGated"
@@ -84,8 +84,7 @@ impl World {
                         "Unschedulable"
                     },
                     message: message.clone(),
-                }),
-                nominated_node: None,
+                },
             });
             if !gated {
                 self.outputs.push(Output::Event {
@@ -96,6 +95,18 @@ impl World {
                 });
             }
             self.reporter.told.insert(uid, message);
+        }
+    }
+
+    /// A pod's condition could not be written: what it was told is forgotten, so that it is
+    /// told again, a held pod at the next round, a queued one at its next explanation.
+    pub(super) fn condition_not_written(&mut self, target: &PodRef) {
+        if self.reporter.told.remove(&target.uid).is_none() {
+            return;
+        }
+        if let Some(PodState::Held(hold)) = self.pods.entries.get(&target.uid).map(|e| &e.state) {
+            let hold = hold.clone();
+            self.set_state(&target.uid, PodState::Held(hold));
         }
     }
 
