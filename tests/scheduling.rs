@@ -60,6 +60,13 @@ fn strict_fifo_blocks_behind_its_head_and_best_effort_does_not() {
         s.submit(job(1, 2, whole(8), 0, 1)); // needs both nodes: blocked
         s.submit(job(2, 1, whole(4), 0, 2));
         assert_eq!(placed_jobs(&s.schedule(0)), expected, "{policy:?}");
+        if policy == QueueingPolicy::StrictFifo {
+            let message = s.diagnose(JobId(2), 0).expect("pending").message();
+            assert_eq!(
+                message,
+                "waiting behind job-1 at the head of tenant default's queue (strict FIFO)"
+            );
+        }
         // Once the first job finishes, the head goes first in both policies.
         s.finish(JobId(0));
         let next = placed_jobs(&s.schedule(0));

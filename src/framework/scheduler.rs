@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
-use crate::queue::{Admission, Attempted, Driver, Offer, Queues, TenantMode, Tenants, Waiting};
+use crate::queue::{
+    Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, TenantMode, Tenants, Waiting,
+};
 
 use super::plugin::{
     Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
@@ -815,10 +817,26 @@ impl Scheduler {
     }
 
     /// Why a pending job cannot be placed now, in kube-scheduler's words: the job as a
-    /// whole when a PreFilter or its tenant's quota rules it out, else node by node.
+    /// whole when the head of its strict FIFO queue, a PreFilter or its tenant's quota
+    /// holds it, else node by node.
     pub fn diagnose(&self, job: JobId, now_ms: u64) -> Option<Diagnosis> {
         let waiting = self.queues.waiting().find(|w| w.job.id == job)?;
         let (job, tenant) = (waiting.job, waiting.tenant);
+        if self.profile.queueing == QueueingPolicy::StrictFifo {
+            // Nothing behind a blocked head is tried: the head is the reason.
+            let head = self
+                .queues
+                .waiting()
+                .find(|w| w.tenant == tenant && !w.unresolvable)
+                .filter(|head| head.job.id != job.id);
+            if let Some(head) = head {
+                return Some(Diagnosis::job_level(Status::unschedulable(format!(
+                    "waiting behind {} at the head of tenant {}'s queue (strict FIFO)",
+                    head.job.name,
+                    self.tenants.name(tenant)
+                ))));
+            }
+        }
         let gpus = job.total_milli() as f64 / f64::from(MILLI_PER_GPU);
         let quota = |verdict: fn(String) -> Status, why: &str| {
             let tenant = self.tenants.name(tenant);
