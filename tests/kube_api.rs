@@ -579,6 +579,46 @@ async fn a_binding_that_landed_but_was_never_answered_keeps_its_devices() {
     a_binding_that_landed_keeps_its_devices(None).await;
 }
 
+/// A condition the API server refuses (403 here) would be refused again: it is not sent
+/// again round after round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_refused_for_good_is_not_written_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start_with(&server, impatient(Config::embedded())).await;
+    server.fail_next("patch", "pods/status", Some("ml"), Some("held"), 1_000, 403);
+    server.create(&pod(
+        "held",
+        json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+    ));
+    eventually("held's condition is sent", || {
+        server.request_count("patch", "pods/status") >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(server.request_count("patch", "pods/status"), 1);
+    kant.stop().await;
+}
+
+/// A binding whose answer was lost is settled by reading the pod; a read the API server
+/// refuses for good (a 403: the role lacks `get` on pods) must not keep retrying, holding
+/// the binding's slot: with one slot, `second` would never be bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_whose_settling_read_is_refused_frees_its_slot() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 16));
+    server.lose_next_answers("create", "pods/binding", Some("ml"), Some("first"), 1, None);
+    server.fail_next("get", "pods", Some("ml"), Some("first"), 1_000, 403);
+    server.create(&with_priority(gpu_pod("first", 8), 100, "first"));
+    let mut options = impatient(Config::embedded());
+    options.max_in_flight = 1;
+    let kant = Kant::start_with(&server, options).await;
+    eventually("first is bound", || node_of(&server, "first").is_some()).await;
+    server.create(&gpu_pod("second", 8));
+    eventually("second is bound", || node_of(&server, "second").is_some()).await;
+    kant.stop().await;
+}
+
 /// scheduler-plugins' PodGroup CRD does not require a spec. A PodGroup without one must
 /// neither keep the PodGroup watch from listing (nothing would be scheduled anywhere) nor
 /// keep its pods waiting: it reads as minMember 0, as scheduler-plugins reads it.

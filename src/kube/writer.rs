@@ -193,10 +193,19 @@ async fn bind(
 /// The longest pause between two reads of a pod whose binding is unsettled.
 const MAX_READ_PAUSE: Duration = Duration::from_secs(30);
 
+/// Whether an error may go away on its own (no answer, too many requests, a server
+/// error), so that the same request is worth sending again.
+fn transient(error: &WriteError) -> bool {
+    error.code.is_none_or(|code| code == 429 || code >= 500)
+}
+
 /// The node the pod is bound to, as the API server has it now; `None` when the pod is not
-/// bound, or is gone (or recreated under its name). Reads again, with a doubling pause,
-/// until the API server answers.
+/// bound, is gone (or recreated under its name), or cannot be read: a transient error is
+/// read again, with a doubling pause, for up to four times the write timeout; any other
+/// (403 where the role lacks `get` on pods) at once. `None` leaves the binding's own error
+/// standing: the job is requeued, and a binding that did land is adopted from the watch.
 async fn bound_node(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> Option<String> {
+    let give_up_at = Instant::now() + timeout * 4;
     let mut pause = Duration::from_secs(1);
     loop {
         match within(timeout, api.get(&target.name)).await {
@@ -205,12 +214,18 @@ async fn bound_node(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> Optio
             }
             Ok(_) => return None,
             Err(e) if e.code == Some(404) => return None,
-            Err(e) => {
+            Err(e) if transient(&e) && Instant::now() + pause < give_up_at => {
                 tracing::warn!(
                     "pod {target}: cannot read whether its binding landed ({e}); reading again in {pause:?}"
                 );
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(MAX_READ_PAUSE);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "pod {target}: cannot read whether its binding landed ({e}); taking it as failed"
+                );
+                return None;
             }
         }
     }
@@ -329,9 +344,15 @@ async fn write_status(
             _ => None,
         };
         if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
-            tracing::debug!("status write: {e}");
-            if let Some(target) = condition_of {
-                let _ = inputs.send(Input::ConditionNotWritten(target));
+            // Only a condition whose write may succeed if sent again is told again: a
+            // refusal (403, 422, a stale resourceVersion's 409) would repeat for ever.
+            match condition_of {
+                Some(target) if transient(&e) => {
+                    tracing::debug!("pod {target}: condition not written ({e}); told again");
+                    let _ = inputs.send(Input::ConditionNotWritten(target));
+                }
+                Some(target) => tracing::warn!("pod {target}: condition refused: {e}"),
+                None => tracing::debug!("status write: {e}"),
             }
         }
         tokio::time::sleep(pause).await;
