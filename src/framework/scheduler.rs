@@ -246,7 +246,10 @@ impl Scheduler {
         healthy: bool,
     ) -> Result<(), CacheError> {
         self.state.set_device_health(node, device, healthy)?;
-        self.capacity_epoch += 1;
+        // Only a device turning healthy frees room that waiting jobs may use.
+        if healthy {
+            self.capacity_epoch += 1;
+        }
         Ok(())
     }
 
@@ -822,8 +825,10 @@ impl Scheduler {
     pub fn diagnose(&self, job: JobId, now_ms: u64) -> Option<Diagnosis> {
         let waiting = self.queues.waiting().find(|w| w.job.id == job)?;
         let (job, tenant) = (waiting.job, waiting.tenant);
-        if self.profile.queueing == QueueingPolicy::StrictFifo {
-            // Nothing behind a blocked head is tried: the head is the reason.
+        if self.profile.queueing == QueueingPolicy::StrictFifo && !waiting.unresolvable {
+            // Nothing behind a blocked head is tried: the head is the reason. (The head is
+            // the queue's first job not found unresolvable; an unresolvable one blocks
+            // nothing and has its own reason.)
             let head = self
                 .queues
                 .waiting()
