@@ -119,6 +119,8 @@ fn a_required_tier_no_domain_can_ever_hold_is_unresolvable_not_blocking() {
     s.submit(needing(job(1, 3, whole(8), 0, 1), Tier::Hbd, true));
     s.submit(needing(job(2, 5, whole(8), 0, 2), Tier::Spine, true));
     s.submit(needing(job(3, 4, whole(8), 0, 3), Tier::Spine, true));
+    // Five nodes, with four free: the head of the strict FIFO queue, blocked.
+    s.submit(job(4, 5, whole(8), 0, 4));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(3)]);
     for (id, tier) in [(0, "leaf"), (1, "hbd"), (2, "spine")] {
         let message = s.diagnose(JobId(id), 0).expect("pending").message();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, MAX_GPUS_PER_NODE, NodeId, PoolId, Tier};
+use crate::model::{ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PoolId, Tier};
 
 use super::plugin::{JobPlan, NodeView, PodContext, Score};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
@@ -178,19 +178,20 @@ pub fn tight_wait_ends(
     (room >= demand.pods).then(|| patience_end(profile, since_ms))
 }
 
-/// The tightest tier with one domain whose GPUs, all free, would hold the job's whole GPUs
-/// (`None`: only the whole pools would).
+/// The tightest tier with one domain that could, all free, hold the job (`None`: only the
+/// whole pools could).
 fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) -> Option<Tier> {
+    let shape = JobShape::of(job);
     [Tier::Leaf, Tier::Spine, Tier::Superspine]
         .into_iter()
-        .find(|&tier| some_domain_could_hold(job, snapshot, pools, tier))
+        .find(|&tier| some_domain_could_hold(&shape, snapshot, pools, tier))
 }
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
 /// (its devices, and each whole-GPU pod inside one node). Nodes outside every leaf group
 /// are in no domain of any tier.
 pub fn some_domain_could_hold(
-    job: &Job,
+    shape: &JobShape,
     snapshot: &ClusterState,
     pools: &[PoolId],
     tier: Tier,
@@ -200,7 +201,7 @@ pub fn some_domain_could_hold(
         return (0..spec.hbds.len() as u32).any(|h| {
             pools
                 .iter()
-                .any(|&pool| job.could_fit_nodes(&node_sizes(spec, hbd_nodes_in(spec, h, pool))))
+                .any(|&pool| shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool))))
         });
     }
     let mut members: Vec<(PoolId, u32, GroupId)> = pools
@@ -211,7 +212,7 @@ pub fn some_domain_could_hold(
     members.sort_unstable();
     members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .any(|domain| job.could_fit_nodes(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
+        .any(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
 }
 
 /// The nodes of one pool inside a scale-up domain.
@@ -235,11 +236,15 @@ fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>) -> NodeSi
 fn group_node_sizes(spec: &ClusterSpec, groups: impl Iterator<Item = GroupId>) -> NodeSizes {
     let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for group in groups {
-        for (total, count) in sizes.iter_mut().zip(spec.group(group).node_sizes) {
-            *total += count;
-        }
+        add_sizes(&mut sizes, &spec.group(group).node_sizes);
     }
     sizes
+}
+
+fn add_sizes(total: &mut NodeSizes, more: &NodeSizes) {
+    for (total, count) in total.iter_mut().zip(more) {
+        *total += count;
+    }
 }
 
 type NodeSizes = [u32; MAX_GPUS_PER_NODE + 1];
@@ -271,20 +276,23 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
     members.sort_unstable_by_key(|&(pool, domain, group, free)| {
         (pool, domain, std::cmp::Reverse(free), group)
     });
+    let shape = JobShape::of(job);
     let Some(domain) = members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .filter(|domain| job.could_fit_nodes(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
+        .filter(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
         .max_by_key(|domain| domain.iter().map(|m| m.3).sum::<u64>())
     else {
         return Vec::new();
     };
     // Only as many of its groups as could hold the job.
     let mut held = Vec::new();
+    let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for member in domain {
-        if job.could_fit_nodes(&group_node_sizes(spec, held.iter().copied())) {
+        if shape.fits(&sizes) {
             break;
         }
         held.push(member.2);
+        add_sizes(&mut sizes, &spec.group(member.2).node_sizes);
     }
     held
 }
@@ -421,9 +429,9 @@ impl Demand {
     }
 }
 
-/// A gang inside one domain of `tier` (`None`: anywhere in one of the job's pools, since a
-/// gang never mixes GPU models). The domains
-/// that hold the job are read from the group aggregates and taken best fit first (the
+/// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
+/// pools), since a gang never mixes GPU models. The domains that hold the job are read
+/// from the group aggregates and taken best fit first (the
 /// least room left over, so larger domains stay whole); inside one, the groups that hold
 /// the most of the job are filled first, so it spans the fewest groups. No node
 /// combination is tried blindly.

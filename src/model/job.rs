@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::{
-    GpuRequest, JobId, MILLI_PER_GPU, NodeConstraints, NodeSpec, PodRules, PoolId, TenantId,
-    pods_that_fit, untolerated,
+    GpuRequest, JobId, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeConstraints, NodeSpec, PodRules,
+    PoolId, TenantId, pods_that_fit, untolerated,
 };
 
 /// What one pod asks for.
@@ -157,53 +157,6 @@ impl Job {
         self.pods.iter().map(|p| p.gpu.milli()).sum()
     }
 
-    /// The fewest devices that could ever hold the job: its whole GPUs, and for its
-    /// fractional pods the most that any size forces (pods of at least `m` milli-GPUs share
-    /// a device at most `1000 / m` at a time), or their total, whichever is more.
-    pub fn fewest_devices(&self) -> u64 {
-        let whole: u64 = self.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
-        let mut fractions: Vec<u32> = self
-            .pods
-            .iter()
-            .filter_map(|p| match p.gpu {
-                GpuRequest::Fraction(milli) => Some(milli),
-                GpuRequest::Whole(_) => None,
-            })
-            .collect();
-        fractions.sort_unstable_by(|a, b| b.cmp(a));
-        let by_size = fractions
-            .iter()
-            .enumerate()
-            .map(|(larger, &milli)| (larger as u64 + 1).div_ceil(u64::from(MILLI_PER_GPU / milli)));
-        let total = fractions
-            .iter()
-            .map(|&m| u64::from(m))
-            .sum::<u64>()
-            .div_ceil(u64::from(MILLI_PER_GPU));
-        whole + by_size.chain([total]).max().unwrap_or(0)
-    }
-
-    /// Whether nodes of these sizes (`node_sizes[k]`: nodes of `k` GPUs), all free, could
-    /// hold the whole job: its devices in all, and each whole-GPU pod inside one node (for
-    /// every size, the pods at least that wide against the slots that wide).
-    pub fn could_fit_nodes(&self, node_sizes: &[u32]) -> bool {
-        let devices: u64 = node_sizes
-            .iter()
-            .enumerate()
-            .map(|(gpus, &nodes)| gpus as u64 * u64::from(nodes))
-            .sum();
-        if devices < self.fewest_devices() {
-            return false;
-        }
-        let mut widths: Vec<u32> = self.pods.iter().map(|p| p.gpu.whole()).collect();
-        widths.sort_unstable_by(|a, b| b.cmp(a));
-        // `widths[..=i]` are the pods at least `widths[i]` wide.
-        widths
-            .iter()
-            .enumerate()
-            .all(|(i, &width)| width == 0 || pods_that_fit(node_sizes, width) > i as u64)
-    }
-
     pub fn accepts_pool(&self, pool: PoolId) -> bool {
         self.pools.is_empty() || self.pools.contains(&pool)
     }
@@ -228,9 +181,128 @@ impl Job {
     }
 }
 
+/// What a job needs of nodes that are all free, read once, to judge sets of nodes by their
+/// sizes alone: whether they could ever hold it.
+pub struct JobShape {
+    /// The fewest devices that could hold the job: its whole GPUs, and for its fractional
+    /// pods the most that any size forces (pods of at least `m` milli-GPUs share a device
+    /// at most `1000 / m` at a time), or their total, whichever is more.
+    fewest_devices: u64,
+    /// `at_least[w]`: the pods of at least `w` whole GPUs (`w` from 1).
+    at_least: [u64; MAX_GPUS_PER_NODE + 1],
+    /// A pod wider than any node can be.
+    too_wide: bool,
+}
+
+impl JobShape {
+    pub fn of(job: &Job) -> Self {
+        let mut at_least = [0u64; MAX_GPUS_PER_NODE + 1];
+        let mut too_wide = false;
+        let mut fractions: Vec<u32> = Vec::new();
+        for pod in &job.pods {
+            match pod.gpu {
+                GpuRequest::Whole(w) if w as usize > MAX_GPUS_PER_NODE => too_wide = true,
+                GpuRequest::Whole(w) => at_least[w as usize] += 1,
+                GpuRequest::Fraction(milli) => fractions.push(milli),
+            }
+        }
+        for w in (1..MAX_GPUS_PER_NODE).rev() {
+            at_least[w] += at_least[w + 1];
+        }
+        let whole: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
+        fractions.sort_unstable_by(|a, b| b.cmp(a));
+        let by_size = fractions
+            .iter()
+            .enumerate()
+            .map(|(larger, &milli)| (larger as u64 + 1).div_ceil(u64::from(MILLI_PER_GPU / milli)));
+        let total = fractions
+            .iter()
+            .map(|&m| u64::from(m))
+            .sum::<u64>()
+            .div_ceil(u64::from(MILLI_PER_GPU));
+        Self {
+            fewest_devices: whole + by_size.chain([total]).max().unwrap_or(0),
+            at_least,
+            too_wide,
+        }
+    }
+
+    /// Whether nodes of these sizes (`node_sizes[k]`: nodes of `k` GPUs), all free, could
+    /// hold the whole job: its devices in all, and each whole-GPU pod inside one node (for
+    /// every pod width, the pods at least that wide against the slots that wide).
+    pub fn fits(&self, node_sizes: &[u32]) -> bool {
+        let devices: u64 = node_sizes
+            .iter()
+            .enumerate()
+            .map(|(gpus, &nodes)| gpus as u64 * u64::from(nodes))
+            .sum();
+        !self.too_wide
+            && devices >= self.fewest_devices
+            && (1..=MAX_GPUS_PER_NODE).all(|w| {
+                let next = self.at_least.get(w + 1).copied().unwrap_or(0);
+                // Only a width some pod has can bind.
+                self.at_least[w] == next || pods_that_fit(node_sizes, w as u32) >= self.at_least[w]
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job_of(pods: &[GpuRequest]) -> Job {
+        Job {
+            id: JobId(0),
+            name: "job".into(),
+            tenant: TenantId(0),
+            priority: 0,
+            kind: JobKind::Train,
+            pools: Vec::new(),
+            pods: pods.iter().map(|&g| PodRequest::gpus(g)).collect(),
+            submit_ms: 0,
+            duration_ms: None,
+            topology: None,
+            constraints: None,
+            pod_rules: None,
+        }
+    }
+
+    /// Node sizes from `(gpus, nodes)` pairs.
+    fn sizes(nodes: &[(usize, u32)]) -> [u32; MAX_GPUS_PER_NODE + 1] {
+        let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+        for &(gpus, count) in nodes {
+            sizes[gpus] = count;
+        }
+        sizes
+    }
+
+    #[test]
+    fn a_job_shape_counts_devices_and_each_pod_width_against_node_sizes() {
+        use GpuRequest::{Fraction, Whole};
+        let mixed = JobShape::of(&job_of(&[Whole(8), Whole(4), Whole(4), Whole(0)]));
+        assert!(mixed.fits(&sizes(&[(8, 2)])));
+        assert!(
+            !mixed.fits(&sizes(&[(8, 1), (4, 1)])),
+            "12 devices for 16 GPUs"
+        );
+        assert!(
+            !mixed.fits(&sizes(&[(4, 4)])),
+            "no node holds the 8-GPU pod"
+        );
+        let threes = JobShape::of(&job_of(&[Whole(3); 5]));
+        assert!(
+            !threes.fits(&sizes(&[(8, 2)])),
+            "two pods of 3 per 8-GPU node"
+        );
+        assert!(threes.fits(&sizes(&[(8, 3)])));
+        let shares = |n| JobShape::of(&job_of(&vec![Fraction(600); n]));
+        assert!(shares(3).fits(&sizes(&[(3, 1)])));
+        assert!(
+            !shares(4).fits(&sizes(&[(3, 1)])),
+            "one 0.6 share per device"
+        );
+        assert!(!JobShape::of(&job_of(&[Whole(40)])).fits(&sizes(&[(32, 8)])));
+    }
 
     #[test]
     fn topology_needs_parse_and_print() {

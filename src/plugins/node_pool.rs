@@ -7,7 +7,7 @@ use crate::framework::{
     CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
     some_domain_could_hold,
 };
-use crate::model::Job;
+use crate::model::{Job, JobShape};
 
 pub struct NodePool;
 
@@ -21,18 +21,20 @@ impl PreFilter for NodePool {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, _state: &mut CycleState) -> Status {
         let pools = pools_for(job, snapshot);
         let spec = snapshot.spec();
-        let fits_some_pool = pools
-            .iter()
-            .any(|&p| job.could_fit_nodes(&spec.pool(p).node_sizes));
+        let shape = JobShape::of(job);
+        let fits_some_pool = pools.iter().any(|&p| shape.fits(&spec.pool(p).node_sizes));
         if !fits_some_pool {
+            let widest = job.pods.iter().map(|p| p.gpu).max_by_key(|g| g.milli());
+            let alike = job.pods.iter().all(|p| Some(p.gpu) == widest);
             return Status::unresolvable(format!(
-                "no node pool of the job's GPU models can ever hold {} pods of {} GPUs",
+                "no node pool of the job's GPU models can ever hold {} pods of {}{} GPUs",
                 job.pods.len(),
-                job.pods.first().map_or("0".into(), |p| p.gpu.to_string())
+                if alike { "" } else { "up to " },
+                widest.map_or("0".into(), |g| g.to_string())
             ));
         }
         match job.topology.filter(|need| need.required) {
-            Some(need) if !some_domain_could_hold(job, snapshot, &pools, need.tier) => {
+            Some(need) if !some_domain_could_hold(&shape, snapshot, &pools, need.tier) => {
                 Status::unresolvable(format!(
                     "no {} of the job's node pools can ever hold its {} GPUs (required:{})",
                     need.tier.name(),
