@@ -30,6 +30,7 @@ use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
+use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
 use super::world::{Condition, Input, Output, PodRef, WriteError};
 
@@ -183,8 +184,14 @@ async fn bind(
     let Err(error) = within(timeout, call).await else {
         return Ok(());
     };
+    // Landed means on the planned node with the planned devices: an earlier binding of the
+    // pod that landed late may have put it there with others.
+    let planned = (
+        node.to_owned(),
+        annotations.get(GPU_IDS_ANNOTATION).cloned(),
+    );
     let unsettled = error.code.is_none_or(|code| code == 409 || code >= 500);
-    if unsettled && bound_node(&api, target, timeout).await.as_deref() == Some(node) {
+    if unsettled && bound_where(&api, target, timeout).await == Some(planned) {
         return Ok(());
     }
     Err(error)
@@ -199,18 +206,27 @@ fn transient(error: &WriteError) -> bool {
     error.code.is_none_or(|code| code == 429 || code >= 500)
 }
 
-/// The node the pod is bound to, as the API server has it now; `None` when the pod is not
-/// bound, is gone (or recreated under its name), or cannot be read: a transient error is
+/// The node the pod is bound to and the devices it carries (`kant.io/gpu-ids`), as the
+/// API server has them now; `None` when the pod is not bound, is gone (or recreated under its name), or cannot be read: a transient error is
 /// read again, with a doubling pause, for up to four times the write timeout; any other
 /// (403 where the role lacks `get` on pods) at once. `None` leaves the binding's own error
 /// standing: the job is requeued, and a binding that did land is adopted from the watch.
-async fn bound_node(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> Option<String> {
+async fn bound_where(
+    api: &Api<Pod>,
+    target: &PodRef,
+    timeout: Duration,
+) -> Option<(String, Option<String>)> {
     let give_up_at = Instant::now() + timeout * 4;
     let mut pause = Duration::from_secs(1);
     loop {
         match within(timeout, api.get(&target.name)).await {
             Ok(pod) if pod.metadata.uid.as_deref() == Some(target.uid.as_str()) => {
-                return pod.spec?.node_name.filter(|node| !node.is_empty());
+                let node = pod.spec?.node_name.filter(|node| !node.is_empty())?;
+                let devices = pod
+                    .metadata
+                    .annotations
+                    .and_then(|mut a| a.remove(GPU_IDS_ANNOTATION));
+                return Some((node, devices));
             }
             Ok(_) => return None,
             Err(e) if e.code == Some(404) => return None,
