@@ -317,6 +317,15 @@ fn annotation_field(key: &str) -> String {
     format!("metadata.annotations[{key}]")
 }
 
+/// The pod's name for errors, and its spec, which every reading needs.
+fn pod_spec(pod: &Pod) -> Result<(String, &PodSpec), ConvertError> {
+    let object = pod_object(pod);
+    match pod.spec.as_ref() {
+        Some(spec) => Ok((object, spec)),
+        None => Err(ConvertError::new(&object, "spec", "missing")),
+    }
+}
+
 fn label_field(key: &str) -> String {
     format!("metadata.labels[{key}]")
 }
@@ -324,11 +333,7 @@ fn label_field(key: &str) -> String {
 /// Reads what the scheduler needs of a pod, following the conventions at the top of this
 /// file.
 pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
-    let object = pod_object(pod);
-    let spec = pod
-        .spec
-        .as_ref()
-        .ok_or_else(|| ConvertError::new(&object, "spec", "missing"))?;
+    let (object, spec) = pod_spec(pod)?;
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
@@ -384,11 +389,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
 /// the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that asks for none (the
 /// device the pod was given, all of it).
 pub fn bound_request(pod: &Pod) -> Result<PodRequest, ConvertError> {
-    let object = pod_object(pod);
-    let spec = pod
-        .spec
-        .as_ref()
-        .ok_or_else(|| ConvertError::new(&object, "spec", "missing"))?;
+    let (object, spec) = pod_spec(pod)?;
     let empty = BTreeMap::new();
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
     pod_request(&object, spec, |whole| {
