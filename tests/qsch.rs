@@ -1270,3 +1270,47 @@ fn a_shared_tenant_without_quota_borrows_the_idle_cluster() {
     assert_eq!(s.tenants().borrowed(1, H100), gpus(16));
     assert_eq!(s.tenants().totals(1), (gpus(16), gpus(16)));
 }
+
+/// A job admission refused is not offered again while its tenant's room stays below its
+/// need; a quota lowered since must still find it impossible rather than leave it waiting
+/// as a backfill head that holds its tenant's quota for good.
+#[test]
+fn a_job_a_lowered_quota_makes_impossible_is_found_so_and_holds_nothing() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let mut s = with_tenants(
+        backfill_only(),
+        spec.clone(),
+        &[tenant("iso", TenantMode::Isolated, 16)],
+        binds(),
+    );
+    s.submit(tjob(0, 1, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 1, 2, 8, 0, 1)); // 16 GPUs: its quota has 8 left
+    assert!(s.schedule(SECOND).is_empty());
+    let lowered = Tenants::resolve(&[tenant("iso", TenantMode::Isolated, 8)], &spec).unwrap();
+    s.set_tenants(lowered);
+    s.finish(JobId(0));
+    assert!(s.schedule(2 * SECOND).is_empty());
+    let waiting = s.waiting().find(|w| w.job.id == JobId(1)).unwrap();
+    assert!(waiting.unresolvable, "16 GPUs never fit a quota of 8");
+    // Long past the threshold, the impossible job holds nothing back.
+    s.submit(tjob(2, 1, 1, 1, 0, 60));
+    let overdue = SECOND + 2 * BACKFILL_THRESHOLD;
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[2]));
+    check_accounting(&s);
+}
+
+/// As above when the cluster shrinks: a job refused for room is tried in full again, and
+/// found impossible.
+#[test]
+fn a_job_a_shrunk_cluster_makes_impossible_is_found_so() {
+    let mut s = scheduler(backfill_only(), cluster(2, 8, 2, LinkProfile::NvlinkAll));
+    s.submit(job(0, 1, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(job(1, 2, whole(8), 0, 1)); // 16 GPUs: 8 are free
+    assert!(s.schedule(SECOND).is_empty());
+    s.set_cluster(cluster(1, 8, 2, LinkProfile::NvlinkAll), 2 * SECOND);
+    assert!(s.schedule(2 * SECOND).is_empty());
+    let waiting = s.waiting().find(|w| w.job.id == JobId(1)).unwrap();
+    assert!(waiting.unresolvable, "16 GPUs never fit on one node of 8");
+}

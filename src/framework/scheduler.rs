@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
 use crate::queue::{
-    Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, TenantMode, Tenants, Waiting,
+    Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
 
 use super::plugin::{
@@ -327,6 +327,7 @@ impl Scheduler {
         }
         // Group ids changed: room held for backfill heads is chosen again.
         self.reservations.clear();
+        self.queues.forget_failures();
         self.capacity_epoch += 1;
         reshaped
     }
@@ -346,6 +347,7 @@ impl Scheduler {
             }
         }
         self.queues.renumber(&map, tenants.len());
+        self.queues.forget_failures();
         self.tenants = tenants;
     }
 
@@ -952,6 +954,27 @@ impl Driver for Round<'_> {
 
     fn quota_is_own(&self, tenant: usize) -> bool {
         self.scheduler.tenants.mode(tenant) == TenantMode::Isolated
+    }
+
+    fn admission_room(&self, tenant: usize) -> Option<Room> {
+        // With preemption, a job admission denies may still make room (`attempt`).
+        let scheduler = &self.scheduler;
+        if !scheduler.profile.post_filters.is_empty() {
+            return None;
+        }
+        let pools =
+            (0..scheduler.state.spec().pools.len()).map(|p| scheduler.state.pool(PoolId(p as u16)));
+        let (free_gpus, widest_node) = pools.fold((0u64, 0u32), |(free, widest), pool| {
+            (
+                free + u64::from(pool.free_gpus),
+                widest.max(pool.max_free_on_node()),
+            )
+        });
+        Some(Room {
+            quota_milli: scheduler.tenants.admission_room(tenant),
+            free_gpus,
+            widest_node,
+        })
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -5,7 +5,10 @@
 //!
 //! A job that failed is not tried again until capacity has been freed since (feasibility
 //! only grows when resources are returned), or until a time it asked for, which keeps a
-//! long backlog cheap. A requeued job waits out its backoff before it is tried again.
+//! long backlog cheap. Once capacity is freed, a job that asks for more than admission
+//! could grant its tenant now (quota, free GPUs, free GPUs on one node) fails without being
+//! offered: a round over a deep backlog reads the queue, not every job. A requeued job
+//! waits out its backoff before it is tried again.
 
 mod tenants;
 
@@ -36,6 +39,8 @@ pub enum QueueingPolicy {
 
 struct Pending {
     job: Arc<Job>,
+    /// What the job asks for, kept here so that a round need not read the job.
+    need: Need,
     /// The capacity epoch at which the job last failed to place.
     failed_at: Option<u64>,
     /// When to try it again even if no capacity is freed.
@@ -79,6 +84,51 @@ pub enum Attempted {
     },
 }
 
+/// What a job asks for, as admission weighs it.
+#[derive(Debug, Clone, Copy)]
+struct Need {
+    /// Milli-GPUs in all (its quota).
+    milli: u64,
+    /// Whole GPUs in all.
+    whole: u64,
+    /// Whole GPUs of its widest pod.
+    widest_pod: u32,
+}
+
+impl Need {
+    fn of(job: &Job) -> Need {
+        let whole = job.pods.iter().map(|p| p.gpu.whole());
+        Need {
+            milli: job.total_milli(),
+            whole: whole.clone().map(u64::from).sum(),
+            widest_pod: whole.max().unwrap_or(0),
+        }
+    }
+}
+
+/// What admission could grant a tenant now, over all pools: a job asking for more of any
+/// part fails at once, as static or dynamic admission would fail it.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// Milli-GPUs its quota, or what it may borrow, still covers.
+    pub quota_milli: u64,
+    /// Free whole GPUs.
+    pub free_gpus: u64,
+    /// The most free whole GPUs on one node.
+    pub widest_node: u32,
+}
+
+impl Room {
+    /// Whether admission refuses a job asking for `need`. A backfill head is judged on
+    /// its quota and the free GPUs alone, as the scheduler holds room for it in the shape
+    /// it needs.
+    fn refuses(&self, need: &Need, head: bool) -> bool {
+        need.milli > self.quota_milli
+            || need.whole > self.free_gpus
+            || (!head && need.widest_pod > self.widest_node)
+    }
+}
+
 /// A job the queue offers, with what the policy allows for it.
 pub struct Offer<'a> {
     pub job: &'a Arc<Job>,
@@ -96,6 +146,11 @@ pub trait Driver {
     /// Whether the tenant's quota is its alone (an isolated tenant): then its own later
     /// jobs are all that compete with its backfill head for that quota.
     fn quota_is_own(&self, tenant: usize) -> bool;
+    /// What admission could grant a job of the tenant now: a job that asks for more cannot
+    /// be placed before capacity is freed, and fails as admission fails it (`Failed`, no
+    /// retry time) without being offered. `None` when that cannot be told without trying
+    /// (preemption might make room).
+    fn admission_room(&self, tenant: usize) -> Option<Room>;
     fn attempt(&mut self, offer: Offer) -> Attempted;
 }
 
@@ -144,6 +199,7 @@ impl Queues {
         queue.insert(
             at,
             Pending {
+                need: Need::of(&job),
                 job,
                 failed_at: None,
                 retry_at: None,
@@ -182,6 +238,15 @@ impl Queues {
                 let at = queue.iter().position(|p| p.job.id == job)?;
                 Some((queue.remove(at).job, tenant))
             })
+    }
+
+    /// The cluster or the tenants changed shape: what the jobs learned from failing no
+    /// longer holds (a job could have become impossible, or possible), so each is offered
+    /// in full again.
+    pub fn forget_failures(&mut self) {
+        for pending in self.queues.iter_mut().flatten() {
+            pending.failed_at = None;
+        }
     }
 
     /// Moves every queue to a new tenant numbering: `map[old]` is the new index of tenant
@@ -243,6 +308,9 @@ impl Queues {
         // other tenant's do, and the scheduler holds room for the head. `None`: nothing
         // held; an empty list (a head that accepts any pool) holds every pool.
         let mut held_pools: Vec<Option<Vec<crate::model::PoolId>>> = vec![None; self.queues.len()];
+        // Per tenant, what admission could grant it, as last asked: only a placement
+        // changes it (a job that fails changes nothing when the driver can tell).
+        let mut rooms: Vec<Option<Option<Room>>> = vec![None; self.queues.len()];
         while let Some(tenant) = (0..self.queues.len())
             .filter(|&t| !done[t])
             .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
@@ -284,12 +352,27 @@ impl Queues {
                 done[tenant] = strict && !entry.unresolvable;
                 continue;
             }
-            let offer = Offer {
-                job: &entry.job,
-                tenant,
-                backfill_since,
+            // A job that failed before (so is known resolvable) and asks for more than
+            // admission could grant its tenant would be refused: no need to read it.
+            let beyond_admission = entry.failed_at.is_some()
+                && !entry.unresolvable
+                && entry.need.milli > 0
+                && rooms[tenant]
+                    .get_or_insert_with(|| driver.admission_room(tenant))
+                    .is_some_and(|room| room.refuses(&entry.need, backfill_since.is_some()));
+            let attempted = if beyond_admission {
+                Attempted::Failed { retry_at: None }
+            } else {
+                driver.attempt(Offer {
+                    job: &entry.job,
+                    tenant,
+                    backfill_since,
+                })
             };
-            match driver.attempt(offer) {
+            if !matches!(attempted, Attempted::Failed { .. }) {
+                rooms.fill(None);
+            }
+            match attempted {
                 Attempted::Placed => {
                     entry.placed = true;
                     if overdue {
@@ -325,5 +408,143 @@ impl Queues {
         for queue in &mut self.queues {
             queue.retain(|p| !p.placed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SizeOrder;
+    use crate::model::{GpuRequest, JobKind, PodRequest, TenantId};
+    use crate::plugins::PrioritySort;
+
+    /// A job of `pods` pods of `gpu` each, submitted at `id` ms.
+    fn job(id: u32, pods: usize, gpu: GpuRequest) -> Arc<Job> {
+        Arc::new(Job {
+            id: JobId(id),
+            name: format!("job-{id}"),
+            tenant: TenantId(0),
+            priority: 0,
+            kind: JobKind::Train,
+            pools: Vec::new(),
+            pods: vec![PodRequest::gpus(gpu); pods],
+            submit_ms: u64::from(id),
+            duration_ms: None,
+            topology: None,
+            constraints: None,
+            pod_rules: None,
+        })
+    }
+
+    /// Fails every job it is offered, and records which.
+    struct Refuser {
+        room: Option<Room>,
+        offered: Vec<JobId>,
+    }
+
+    impl Driver for Refuser {
+        fn share(&self, _tenant: usize) -> f64 {
+            0.0
+        }
+        fn quota_is_own(&self, _tenant: usize) -> bool {
+            false
+        }
+        fn admission_room(&self, _tenant: usize) -> Option<Room> {
+            self.room
+        }
+        fn attempt(&mut self, offer: Offer) -> Attempted {
+            self.offered.push(offer.job.id);
+            Attempted::Failed { retry_at: None }
+        }
+    }
+
+    const THRESHOLD_MS: u64 = 1_000;
+
+    /// Queues of one tenant holding, in order: one pod of 8 GPUs, one of 2, four of 2,
+    /// and one of half a GPU; each offered and failed once at epoch 1.
+    fn failed_once(policy: QueueingPolicy) -> Queues {
+        let sort = Arc::new(PrioritySort {
+            size_order: SizeOrder::SmallerFirst,
+        });
+        let mut queues = Queues::new(policy, sort, THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(8)), 0, 0);
+        queues.push(job(1, 1, GpuRequest::Whole(2)), 0, 0);
+        queues.push(job(2, 4, GpuRequest::Whole(2)), 0, 0);
+        queues.push(job(3, 1, GpuRequest::Fraction(500)), 0, 0);
+        let mut driver = Refuser {
+            room: Some(Room {
+                quota_milli: 0,
+                free_gpus: 0,
+                widest_node: 0,
+            }),
+            offered: Vec::new(),
+        };
+        queues.run(1, 0, &mut driver);
+        assert_eq!(
+            driver.offered.len(),
+            4,
+            "a job never tried is always offered"
+        );
+        queues
+    }
+
+    fn offered(queues: &mut Queues, now_ms: u64, room: Option<Room>) -> Vec<u32> {
+        let mut driver = Refuser {
+            room,
+            offered: Vec::new(),
+        };
+        queues.run(2, now_ms, &mut driver);
+        driver.offered.iter().map(|j| j.0).collect()
+    }
+
+    #[test]
+    fn capacity_freed_offers_only_the_jobs_admission_could_grant() {
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        let room = Room {
+            quota_milli: 16_000,
+            free_gpus: 6,
+            widest_node: 4,
+        };
+        // Job 0's pod needs 8 GPUs on one node, job 2 needs 8 GPUs in all.
+        assert_eq!(offered(&mut queues, 1, Some(room)), [1, 3]);
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        let short_of_quota = Room {
+            quota_milli: 1_500,
+            ..room
+        };
+        assert_eq!(offered(&mut queues, 1, Some(short_of_quota)), [3]);
+        // When the driver cannot tell (preemption could make room), every job is tried.
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        assert_eq!(offered(&mut queues, 1, None), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_backfill_head_is_offered_when_only_its_shape_is_missing() {
+        let room = Room {
+            quota_milli: 16_000,
+            free_gpus: 10,
+            widest_node: 4,
+        };
+        // Past the threshold, job 0 is the head: room is held for it in its shape.
+        let mut queues = failed_once(QueueingPolicy::Backfill);
+        assert_eq!(offered(&mut queues, THRESHOLD_MS, Some(room)), [0, 1, 2, 3]);
+        // Before, it is as any job.
+        let mut queues = failed_once(QueueingPolicy::Backfill);
+        assert_eq!(
+            offered(&mut queues, THRESHOLD_MS - 1, Some(room)),
+            [1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn forgotten_failures_offer_every_job_again() {
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        queues.forget_failures();
+        let nothing = Room {
+            quota_milli: 0,
+            free_gpus: 0,
+            widest_node: 0,
+        };
+        assert_eq!(offered(&mut queues, 1, Some(nothing)), [0, 1, 2, 3]);
     }
 }

@@ -91,6 +91,12 @@ pub struct Tenants {
     used: Vec<Vec<u64>>,
     /// Milli-GPUs per pool.
     capacity: Vec<u64>,
+    /// Per pool, milli-GPUs shared tenants cannot have: what isolated tenants hold (their
+    /// quota, or more if they use more) plus what shared tenants use. Kept by `charge`, so
+    /// that admission costs O(the job's pools).
+    held: Vec<u64>,
+    /// Per pool, the sum of the isolated tenants' quotas.
+    isolated_quota: Vec<u64>,
 }
 
 impl Tenants {
@@ -106,6 +112,8 @@ impl Tenants {
             quota: vec![vec![0; pools]],
             used: vec![vec![0; pools]],
             capacity: pool_capacities(cluster),
+            held: Vec::new(),
+            isolated_quota: Vec::new(),
         };
         for (declared, config) in configs.iter().enumerate() {
             config.validate()?;
@@ -145,6 +153,7 @@ impl Tenants {
                     })?;
             }
         }
+        tenants.recount();
         Ok(tenants)
     }
 
@@ -156,6 +165,32 @@ impl Tenants {
         let pools = self.capacity.len();
         for row in self.quota.iter_mut().chain(self.used.iter_mut()) {
             row.resize(pools.max(row.len()), 0);
+        }
+        self.recount();
+    }
+
+    /// Recomputes the per-pool sums `held` and `isolated_quota` from the tenants.
+    fn recount(&mut self) {
+        let pools = self.quota.first().map_or(0, Vec::len);
+        self.held = (0..pools)
+            .map(|p| (0..self.len()).map(|t| self.holds(t, p)).sum())
+            .collect();
+        self.isolated_quota = (0..pools)
+            .map(|p| {
+                (0..self.len())
+                    .filter(|&t| self.modes[t] == TenantMode::Isolated)
+                    .map(|t| self.quota[t][p])
+                    .sum()
+            })
+            .collect();
+    }
+
+    /// Milli-GPUs of `pool` the tenant keeps from shared tenants: an isolated tenant its
+    /// quota (or more, if it uses more), a shared one what it uses.
+    fn holds(&self, tenant: usize, pool: usize) -> u64 {
+        match self.modes[tenant] {
+            TenantMode::Isolated => self.quota[tenant][pool].max(self.used[tenant][pool]),
+            TenantMode::Shared => self.used[tenant][pool],
         }
     }
 
@@ -180,14 +215,14 @@ impl Tenants {
     }
 
     /// The pools a job's quota is counted in: the ones it names, or every GPU pool.
-    fn pools_of(&self, job: &Job) -> Vec<usize> {
-        if job.pools.is_empty() {
-            (0..self.capacity.len())
-                .filter(|&p| self.capacity[p] > 0)
-                .collect()
+    fn pools_of<'a>(&'a self, job: &'a Job) -> impl Iterator<Item = usize> + 'a {
+        let every_pool = if job.pools.is_empty() {
+            self.capacity.len()
         } else {
-            job.pools.iter().map(|p| p.index()).collect()
-        }
+            0
+        };
+        let named = job.pools.iter().map(|p| p.index());
+        named.chain((0..every_pool).filter(|&p| self.capacity[p] > 0))
     }
 
     /// Milli-GPUs the tenant may still use on `pool` from its own quota.
@@ -198,13 +233,7 @@ impl Tenants {
     /// Milli-GPUs of `pool` free for shared tenants: the pool less what isolated tenants
     /// hold (their quota, always) and what shared tenants use.
     fn shared_free(&self, pool: usize) -> u64 {
-        let held: u64 = (0..self.len())
-            .map(|t| match self.modes[t] {
-                TenantMode::Isolated => self.quota[t][pool].max(self.used[t][pool]),
-                TenantMode::Shared => self.used[t][pool],
-            })
-            .sum();
-        self.capacity[pool].saturating_sub(held)
+        self.capacity[pool].saturating_sub(self.held[pool])
     }
 
     /// Static quota admission: does the tenant's quota, or what it may borrow, cover the
@@ -217,8 +246,7 @@ impl Tenants {
         if need == 0 {
             return Admission::Own;
         }
-        let pools = self.pools_of(job);
-        let own: u64 = pools.iter().map(|&p| self.own_room(tenant, p)).sum();
+        let own: u64 = self.pools_of(job).map(|p| self.own_room(tenant, p)).sum();
         if self.modes[tenant] == TenantMode::Isolated {
             return if own >= need {
                 Admission::Own
@@ -226,11 +254,21 @@ impl Tenants {
                 Admission::Denied
             };
         }
-        let room: u64 = pools.iter().map(|&p| self.shared_free(p)).sum();
+        let room: u64 = self.pools_of(job).map(|p| self.shared_free(p)).sum();
         match (room >= need, own >= need) {
             (true, true) => Admission::Own,
             (true, false) => Admission::Borrow,
             (false, _) => Admission::Denied,
+        }
+    }
+
+    /// The most milli-GPUs admission could grant the tenant now, over all pools: a bound
+    /// on [`Tenants::admit`], which denies any job asking for more.
+    pub fn admission_room(&self, tenant: usize) -> u64 {
+        let pools = 0..self.capacity.len();
+        match self.modes[tenant] {
+            TenantMode::Isolated => pools.map(|p| self.own_room(tenant, p)).sum(),
+            TenantMode::Shared => pools.map(|p| self.shared_free(p)).sum(),
         }
     }
 
@@ -240,18 +278,11 @@ impl Tenants {
         let need = job.total_milli();
         let ceiling: u64 = self
             .pools_of(job)
-            .iter()
-            .map(|&p| match self.modes[tenant] {
+            .map(|p| match self.modes[tenant] {
                 TenantMode::Isolated => self.quota[tenant][p],
-                TenantMode::Shared => {
-                    let isolated: u64 = (0..self.len())
-                        .filter(|&t| self.modes[t] == TenantMode::Isolated)
-                        .map(|t| self.quota[t][p])
-                        .sum();
-                    self.capacity[p]
-                        .saturating_sub(isolated)
-                        .max(self.quota[tenant][p])
-                }
+                TenantMode::Shared => self.capacity[p]
+                    .saturating_sub(self.isolated_quota[p])
+                    .max(self.quota[tenant][p]),
             })
             .sum();
         ceiling >= need
@@ -259,8 +290,11 @@ impl Tenants {
 
     /// Records `milli` more (or, negative, less) in use by the tenant on a pool.
     pub fn charge(&mut self, tenant: usize, pool: PoolId, milli: i64) {
-        let used = &mut self.used[tenant][pool.index()];
+        let pool = pool.index();
+        let before = self.holds(tenant, pool);
+        let used = &mut self.used[tenant][pool];
         *used = (*used as i64 + milli).max(0) as u64;
+        self.held[pool] = self.held[pool] - before + self.holds(tenant, pool);
     }
 
     pub fn used(&self, tenant: usize, pool: PoolId) -> u64 {

@@ -1,0 +1,95 @@
+//! Deep-backlog replay: one-pod jobs of 1 to 8 GPUs, all submitted at once, replayed by
+//! the simulator on 16 nodes of 8 GPUs (128 GPUs) under the embedded `default` profile,
+//! in jobs replayed per second at two backlog depths.
+//!
+//! Each completion frees capacity, and with it every pending job could fit again; the
+//! queue offers only those its tenant could still be admitted for, so a round over a
+//! deep backlog reads the queue, not each job. The two depths are compared inside one
+//! run: the rate at 8,000 jobs against the rate at 2,000 shows how the cost of a round
+//! grows with the backlog (a rate that falls four-fold would mean every pending job is
+//! tried after every completion).
+//!
+//! Durations (10 to 60 minutes) and sizes come from a fixed-seed generator, so every
+//! iteration replays the same workload. Building the workload is outside the timed region.
+//!
+//! Run: `cargo bench --bench deep_backlog` (add `-- --quick` for a short run). The
+//! machine is shared: compare figures side by side from one run, not across runs.
+
+mod common;
+
+use std::time::Duration;
+
+use criterion::{
+    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
+use kant::framework::SearchMode;
+use kant::model::{JobId, TenantId};
+use kant::queue::Tenants;
+use kant::sim::{EventLog, Workload};
+
+const NODES: usize = 16;
+const DEPTHS: [u32; 2] = [2_000, 8_000];
+
+/// `count` one-pod jobs submitted at time 0, sizes 1 to 8 GPUs, 10 to 60 minutes long.
+fn burst(count: u32) -> Workload {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |below: u64| {
+        // xorshift64: a fixed sequence, no dependency.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % below
+    };
+    let jobs = (0..count)
+        .map(|id| {
+            let gpus = 1 + next(8) as u32;
+            let minutes = 10 + next(51);
+            kant::model::Job {
+                id: JobId(id),
+                submit_ms: 0,
+                duration_ms: Some(minutes * 60_000),
+                tenant: TenantId(0),
+                ..common::job(id, 1, gpus)
+            }
+        })
+        .collect();
+    Workload {
+        jobs,
+        tenants: vec![kant::queue::DEFAULT_TENANT.to_owned()],
+        skipped: Vec::new(),
+    }
+}
+
+fn deep_backlog(c: &mut Criterion) {
+    let spec = common::cluster(NODES);
+    let profile = common::default_profile(SearchMode::TwoLevel, common::embedded_search_options());
+    let mut group = c.benchmark_group("deep_backlog");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    for depth in DEPTHS {
+        let workload = burst(depth);
+        group.throughput(Throughput::Elements(u64::from(depth)));
+        group.bench_function(BenchmarkId::new("replay", depth), |b| {
+            b.iter(|| {
+                let tenants = Tenants::resolve(&[], &spec).expect("no tenants to resolve");
+                let report = kant::sim::run(
+                    spec.clone(),
+                    &workload,
+                    profile.clone(),
+                    tenants,
+                    &mut EventLog::disabled(),
+                    false,
+                )
+                .expect("no event log to write");
+                assert!(report.never_placed.is_empty(), "every job fits the cluster");
+                report
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, deep_backlog);
+criterion_main!(benches);
