@@ -360,3 +360,40 @@ fn pool_capacities(cluster: &ClusterSpec) -> Vec<u64> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::synthetic::{default_cluster, default_tenants};
+
+    /// `held` is kept by `charge`: after any sequence of charges (an isolated tenant going
+    /// past its quota and back, use released below zero) it equals a recount.
+    #[test]
+    fn charges_keep_the_held_room_as_a_recount_would() {
+        let cluster = default_cluster();
+        let mut tenants = Tenants::resolve(&default_tenants(&cluster), &cluster).unwrap();
+        let isolated = tenants.index("team-research").unwrap();
+        assert_eq!(tenants.mode(isolated), TenantMode::Isolated);
+        let pool = PoolId(0);
+        let quota = tenants.quota(isolated, pool) as i64;
+        let charges = [
+            (isolated, quota / 2),
+            (isolated, quota),
+            (0, 3_000),
+            (1, 8_000),
+            (isolated, -quota),
+            (0, -5_000),
+            (isolated, -quota),
+            (1, -8_000),
+        ];
+        for (tenant, milli) in charges {
+            tenants.charge(tenant, pool, milli);
+            let mut recounted = tenants.clone();
+            recounted.recount();
+            assert_eq!(
+                tenants.held, recounted.held,
+                "after {milli} to tenant {tenant}"
+            );
+        }
+    }
+}
