@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use kant::kube::convert::GPU_IDS_ANNOTATION as GPU_IDS;
 use kant::kube::world::{Input, World};
 use kube::runtime::watcher::Event;
 use serde_json::json;
@@ -75,6 +76,51 @@ fn a_pod_bound_elsewhere_during_its_binding_is_not_bound_again() {
     let again = binds(&out);
     assert!(again.is_empty(), "a bound pod is bound again: {again:?}");
     assert_eq!(free_gpus(&w), 14, "only the pod's own two GPUs are used");
+}
+
+/// A binding that timed out and was taken as failed lands after all, late, once the pod
+/// was planned again on the same node with other devices (the first ones were taken in
+/// between). The pod runs on the devices its first binding named: those must be counted
+/// as its own, and the devices of the second plan given to the next pod.
+#[test]
+fn a_late_binding_with_other_devices_counts_the_devices_it_names() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let p = pod("p", 2, json!({}));
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs()).remove(0);
+    answer(&mut w, &first, refused(None, "operation timed out"), T0 + 1);
+    // While p backs off, q takes the devices p's first binding named.
+    let q = place(&mut w, &pod("q", 2, json!({})), T0 + 2);
+    let q_devices = q.metadata.annotations.as_ref().unwrap()[GPU_IDS].clone();
+    assert_eq!(Some(&q_devices), first.annotations.get(GPU_IDS));
+    let out = run_until(&mut w, T0 + 3, T0 + 60_000);
+    let second = binds(&out).remove(0);
+    assert_ne!(second.annotations.get(GPU_IDS), Some(&q_devices));
+    // q leaves; then p's first binding lands, naming q's old devices.
+    delete_pod(&mut w, &q, T0 + 60_001);
+    apply_pod(
+        &mut w,
+        &landed(p.clone(), &first.node, &first.annotations, 3),
+        T0 + 60_002,
+    );
+    answer(
+        &mut w,
+        &second,
+        refused(Some(409), "pod p is already assigned to node n1"),
+        T0 + 60_003,
+    );
+    w.round(T0 + 60_003);
+    assert_eq!(free_gpus(&w), 6, "p runs with two GPUs");
+    let r = pod("r", 2, json!({}));
+    apply_pod(&mut w, &r, T0 + 60_004);
+    let out = run_until(&mut w, T0 + 60_004, T0 + 61_000);
+    let to_r = binds(&out).remove(0);
+    assert_ne!(
+        to_r.annotations.get(GPU_IDS),
+        Some(&q_devices),
+        "r is given the devices p runs on"
+    );
 }
 
 // ----------------------------------------------------------------------------------------

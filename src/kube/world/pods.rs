@@ -541,14 +541,22 @@ impl World {
         self.pods.forming_groups.insert(group);
     }
 
-    /// The pod is on `node`: our own binding landing, or a placement made elsewhere.
+    /// The pod is on `node`: our own binding landing, or a placement made elsewhere (an
+    /// earlier binding of ours that landed late counts as elsewhere when it named other
+    /// devices: the pod runs on those).
     fn pod_bound(&mut self, uid: &str, node: &str, now_ms: u64) {
-        let state = self.pods.entries.get(uid).map(|e| e.state.clone());
+        let pod = self.pods.entries.get(uid);
+        let state = pod.map(|e| e.state.clone());
+        let devices = pod
+            .and_then(|e| e.bound.as_ref()?.devices)
+            .map_or(0, |d| d.devices);
         if let Some(PodState::InJob { job, index }) = state {
             let Some(entry) = self.pods.jobs.get_mut(&job) else {
                 return;
             };
-            let planned = entry.place(index).is_some_and(|p| p.node == node);
+            let planned = entry
+                .place(index)
+                .is_some_and(|p| p.node == node && p.gpus.devices == devices);
             match &entry.phase {
                 JobPhase::Queued => {
                     // Placed by someone else while it waited in our queue.
