@@ -1,16 +1,17 @@
 //! End to end: the `kant` binary replays small hand-made traces and the JSON report holds
 //! the hand-computed metric values; bad input exits 2 and writes nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("kant-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh directory, removed with what the test wrote there when it is dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("kant-cli-{name}-"))
+        .tempdir()
+        .expect("temp dir")
 }
 
 fn kant(args: &[&str]) -> Output {
@@ -57,10 +58,10 @@ fn close(value: &Value, expected: f64) -> bool {
 #[test]
 fn hand_made_trace_gives_hand_computed_metrics() {
     let dir = temp_dir("metrics");
-    let nodes = write(&dir, "nodes.csv", NODES);
-    let jobs = write(&dir, "jobs.csv", JOBS);
-    let events = dir.join("events.jsonl").display().to_string();
-    let out = dir.join("report.json").display().to_string();
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let events = dir.path().join("events.jsonl").display().to_string();
+    let out = dir.path().join("report.json").display().to_string();
     let output = kant(&[
         "simulate",
         "--nodes",
@@ -169,12 +170,12 @@ fn jobs_never_placed_are_listed_with_why() {
     let dir = temp_dir("never-placed");
     // The pool holds 24 GPUs, but no leaf more than 16.
     let nodes = write(
-        &dir,
+        dir.path(),
         "nodes.csv",
         &format!("{NODES}node-c,H100,8,64000,524288,l2,s1,ss,\n"),
     );
     let jobs = write(
-        &dir,
+        dir.path(),
         "jobs.csv",
         "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind,topology\n\
          wide,,0,100,8,3,H100,0,train,required:leaf\n\
@@ -221,16 +222,16 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
 #[test]
 fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     let dir = temp_dir("bad");
-    let out_path = dir.join("out.json");
+    let out_path = dir.path().join("out.json");
     let out = out_path.display().to_string();
-    let nodes = write(&dir, "nodes.csv", NODES);
-    let jobs = write(&dir, "jobs.csv", JOBS);
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
     let trace_cases = [
         // (nodes, jobs, what the error must name)
         (
             nodes.clone(),
             write(
-                &dir,
+                dir.path(),
                 "bad_jobs.csv",
                 &JOBS.replace("j3,,100,10,4", "j3,,100,10,four"),
             ),
@@ -239,7 +240,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         (
             nodes.clone(),
             write(
-                &dir,
+                dir.path(),
                 "model_jobs.csv",
                 &JOBS.replace(",H100,0,train\nj2", ",B200,0,train\nj2"),
             ),
@@ -247,7 +248,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         ),
         (
             write(
-                &dir,
+                dir.path(),
                 "bad_nodes.csv",
                 &NODES.replace("node-b,H100,8", "node-b,,8"),
             ),
@@ -260,7 +261,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         assert_rejected(&args, needle, &out_path);
     }
     let config = write(
-        &dir,
+        dir.path(),
         "kant.yaml",
         "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
          search: flat\n    plugins: [priority-sort, gpu-devices, {name: binpack, weight: -1}]\n",
@@ -277,7 +278,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
     let no_native = write(
-        &dir,
+        dir.path(),
         "no_native.yaml",
         "default_profile: p\nprofiles:\n  - name: p\n    queueing: strict-fifo\n    \
          search: flat\n    plugins: [priority-sort, gpu-devices]\n",
@@ -309,7 +310,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         "--load-factor 1e-300: job j2 would end past",
         &out_path,
     );
-    let same = dir.join("same");
+    let same = dir.path().join("same");
     std::fs::create_dir_all(&same).expect("same dir");
     let (same_nodes, same_jobs) = (
         write(&same, "nodes.csv", NODES),
@@ -340,7 +341,8 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
 /// and checks that both runs, and their baselines, give the same figures; returns the
 /// first run's report.
 fn assert_written_trace_replays_the_same(name: &str, args: &[&str], replay_args: &[&str]) -> Value {
-    let trace = temp_dir(name).join("trace");
+    let dir = temp_dir(name);
+    let trace = dir.path().join("trace");
     let trace_arg = trace.display().to_string();
     let json = ["--format", "json"];
     let first = kant(&[&["simulate"], args, &json, &["--write-trace", &trace_arg]].concat());
@@ -393,8 +395,8 @@ fn written_trace_replays_to_the_same_figures() {
 
     // A trace's skipped row (j4, no duration) is written back too.
     let dir = temp_dir("replay-trace");
-    let nodes = write(&dir, "nodes.csv", NODES);
-    let jobs = write(&dir, "jobs.csv", JOBS);
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
     let trace_args = ["--nodes", nodes.as_str(), "--jobs", jobs.as_str()];
     let report = assert_written_trace_replays_the_same("replay-written", &trace_args, &[]);
     assert_eq!(
@@ -411,20 +413,20 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
     // at that instant but the wake-up.
     let dir = temp_dir("wakeup");
     let nodes = write(
-        &dir,
+        dir.path(),
         "nodes.csv",
         "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n\
          a,H100,8,,,l1,s,ss,\nb,H100,8,,,l1,s,ss,\nc,H100,8,,,l2,s,ss,\nd,H100,8,,,l2,s,ss,\n",
     );
     let jobs = write(
-        &dir,
+        dir.path(),
         "jobs.csv",
         "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
          j0,,0,100,8,1,,0,train\nj1,,0,100000,8,1,,0,train\n\
          j2,,0,100,8,1,,0,train\nj3,,0,100000,8,1,,0,train\n\
          gang,,50,10,8,2,,0,train\n",
     );
-    let events = dir.join("events.jsonl").display().to_string();
+    let events = dir.path().join("events.jsonl").display().to_string();
     let args = [
         "simulate",
         "--nodes",
@@ -455,13 +457,13 @@ fn the_replay_wakes_the_scheduler_when_a_gangs_patience_ends() {
 fn an_ignored_column_or_flag_is_warned_of() {
     let dir = temp_dir("columns");
     let nodes = write(
-        &dir,
+        dir.path(),
         "nodes.csv",
         &NODES
             .replace("hbd\n", "hbd,rack\n")
             .replace(",ss,\n", ",ss,,r1\n"),
     );
-    let jobs = write(&dir, "jobs.csv", JOBS);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
     let args = [
         "simulate",
         "--nodes",
@@ -486,14 +488,15 @@ fn an_ignored_column_or_flag_is_warned_of() {
 #[test]
 fn an_unwritable_output_fails_before_the_replay() {
     let dir = temp_dir("unwritable");
-    let nodes = write(&dir, "nodes.csv", NODES);
-    let jobs = write(&dir, "jobs.csv", JOBS);
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
     let out = dir
+        .path()
         .join("missing")
         .join("report.json")
         .display()
         .to_string();
-    let events_path = dir.join("events.jsonl");
+    let events_path = dir.path().join("events.jsonl");
     let events = events_path.display().to_string();
     let args = [
         "simulate", "--nodes", &nodes, "--jobs", &jobs, "--out", &out, "--events", &events,

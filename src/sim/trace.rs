@@ -862,34 +862,17 @@ mod tests {
     use crate::sim::synthetic::{
         SyntheticOptions, default_cluster, default_links_by_model, generate_workload,
     };
-    use std::path::PathBuf;
 
     const NODES_HEADER: &str = "node_id,gpu_model,gpus,cpu_milli,memory_mib\n";
     const JOBS_HEADER: &str =
         "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n";
 
     /// A fresh directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            use std::sync::atomic::{AtomicU64, Ordering};
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            let unique = format!(
-                "kant-trace-{tag}-{}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
-            let dir = std::env::temp_dir().join(unique);
-            std::fs::create_dir_all(&dir).expect("create temp dir");
-            Self(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    fn temp_dir(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("kant-trace-{tag}-"))
+            .tempdir()
+            .expect("create temp dir")
     }
 
     fn options() -> TraceOptions {
@@ -984,8 +967,8 @@ mod tests {
 
     #[test]
     fn default_cluster_round_trips_through_a_file() {
-        let dir = TempDir::new("nodes");
-        let path = dir.0.join("nodes.csv");
+        let dir = temp_dir("nodes");
+        let path = dir.path().join("nodes.csv");
         let cluster = default_cluster();
         write_nodes(&path, &cluster).expect("write nodes");
         let back = read_nodes(&path, &options()).expect("read nodes back");
@@ -996,7 +979,7 @@ mod tests {
 
     #[test]
     fn generated_workload_round_trips_through_a_file() {
-        let dir = TempDir::new("jobs");
+        let dir = temp_dir("jobs");
         let cluster = default_cluster();
         let workload = generate_workload(
             &cluster,
@@ -1006,7 +989,7 @@ mod tests {
                 load: 0.9,
             },
         );
-        let path = dir.0.join("jobs.csv");
+        let path = dir.path().join("jobs.csv");
         write_jobs(&path, &workload, &cluster).expect("write jobs");
         let back = read_jobs(&path, &cluster, &options()).expect("read jobs back");
         assert_eq!(back.skipped.len(), 0);
