@@ -149,6 +149,7 @@ pub(super) struct Place {
     pub gpus: DeviceAlloc,
     pub cpu_milli: u64,
     pub memory_mib: u64,
+    pub ephemeral_mib: u64,
 }
 
 impl Place {
@@ -158,6 +159,7 @@ impl Place {
             gpus: placement.gpus,
             cpu_milli: placement.cpu_milli,
             memory_mib: placement.memory_mib,
+            ephemeral_mib: placement.ephemeral_mib,
         }
     }
 
@@ -168,6 +170,7 @@ impl Place {
             gpus: self.gpus,
             cpu_milli: self.cpu_milli,
             memory_mib: self.memory_mib,
+            ephemeral_mib: self.ephemeral_mib,
         })
     }
 }
@@ -1168,6 +1171,7 @@ impl World {
                 gpus: devices,
                 cpu_milli: request.cpu_milli,
                 memory_mib: request.memory_mib,
+                ephemeral_mib: request.ephemeral_mib,
             },
         ))
     }
