@@ -2,8 +2,8 @@
 //! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
 //! job: alone, or with the other members of its PodGroup once enough of them wait. A job
 //! has one set of rules for all its pods: a gang's are those of its member asking for the
-//! most GPUs (the first by name among equals), and members whose node rules differ are
-//! told so. A pod found bound (placed before a restart, by another scheduler, or by a
+//! most GPUs (the first by name among equals), and members whose node rules (the extended
+//! resources each pod asks for included) differ are told so. A pod found bound (placed before a restart, by another scheduler, or by a
 //! binding whose answer was lost) is adopted into the cluster state with the devices its
 //! annotations name, so no device is ever given twice. It is counted by its resources
 //! alone: a scheduling field that does not parse is reported but does not stop that, and
@@ -962,8 +962,9 @@ impl World {
     }
 
     /// Tells each member of a PodGroup whose node rules (selector, affinity, tolerations,
-    /// GPU model) differ from the template member's that the template's are applied to it:
-    /// a job has one set of rules for all its pods. Once per pod.
+    /// extended resources, GPU model) differ from the template member's that the
+    /// template's are applied to it: a job has one set of rules for all its pods. Once per
+    /// pod.
     fn tell_differing_node_rules(
         &mut self,
         group: &GroupKey,
@@ -983,8 +984,9 @@ impl World {
                 reason: "NodeRulesDiffer",
                 message: format!(
                     "the pods of pod group {}/{} differ in their node selector, node \
-                     affinity, tolerations or GPU model; kant places them all by the rules \
-                     of {template_pod}, the member asking for the most GPUs",
+                     affinity, tolerations, extended resources or GPU model; kant places \
+                     them all by the rules of {template_pod}, the member asking for the \
+                     most GPUs",
                     group.0, group.1
                 ),
             });
