@@ -1,6 +1,6 @@
 //! The changing part of one node: milli-GPUs in use per device, device health, CPU,
-//! memory and ephemeral storage in use, and its pods. Fixed-size and `Copy`, so the persistent vector that holds it copies a
-//! chunk with plain memory moves.
+//! memory and ephemeral storage in use, and its pods. Fixed-size and `Copy`, so the
+//! persistent vector that holds it copies a chunk with plain memory moves.
 
 use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
 

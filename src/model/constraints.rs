@@ -201,12 +201,12 @@ impl NodeConstraints {
     }
 
     /// The first extended resource the node's `allocatable` lists less of than a pod
-    /// asks, with the amount asked.
-    pub fn lacking(&self, allocatable: &ExtendedResources) -> Option<(&str, u64)> {
+    /// asks.
+    pub fn lacking(&self, allocatable: &ExtendedResources) -> Option<&str> {
         self.extended
             .iter()
             .find(|&(name, &asked)| allocatable.get(name).copied().unwrap_or(0) < asked)
-            .map(|(name, &asked)| (name.as_str(), asked))
+            .map(|(name, _)| name.as_str())
     }
 
     /// The first of `taints` that keeps new pods away and that no toleration covers.

@@ -124,7 +124,7 @@ impl Filter for ResourceFit {
                 return Status::unschedulable(reason);
             }
         }
-        if let Some((name, _)) = extended(pod.job).and_then(|c| c.lacking(&spec.extended)) {
+        if let Some(name) = extended(pod.job).and_then(|c| c.lacking(&spec.extended)) {
             return Status::unresolvable(format!("Insufficient {name}"));
         }
         Status::SUCCESS
