@@ -97,6 +97,7 @@ fn one_gpu(node: usize, device: u32) -> Placement {
         gpus: DeviceAlloc::whole(1 << device),
         cpu_milli: 0,
         memory_mib: 0,
+        ephemeral_mib: 0,
     }
 }
 

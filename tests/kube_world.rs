@@ -3,7 +3,7 @@
 
 use kant::kube::world::{Input, Output};
 use kube::runtime::watcher::Event;
-use serde_json::json;
+use serde_json::{Value, json};
 
 mod common;
 use common::kube::*;
@@ -74,6 +74,55 @@ fn a_lone_pod_is_bound_with_its_devices_and_reported() {
         if message.contains("ml/p to n1 (GPUs 0,1)"))
     ));
     assert_eq!(world.scheduler().state().total().free_gpus, 6);
+}
+
+/// A pod asking for an extended resource goes only to a node whose allocatable lists
+/// it; one asking for a resource no node lists is told so, and placed once a node lists it.
+#[test]
+fn extended_resources_decide_the_node() {
+    let listing = |name: &str, resources: Value| {
+        node_with(name, 8, json!({"status": {"allocatable": resources}}))
+    };
+    let mut world = synced(
+        &plain(),
+        &[node("n1", 8), listing("n2", json!({"rdma/hca": "1"}))],
+    );
+    let asking = |name: &str, resource: &str| {
+        let limits = json!({"nvidia.com/gpu": "1", resource: "1"});
+        pod(
+            name,
+            1,
+            json!({"spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}}),
+        )
+    };
+    world.apply(
+        Input::Pod(Box::new(Event::Apply(asking("p", "rdma/hca")))),
+        T0,
+    );
+    world.apply(
+        Input::Pod(Box::new(Event::Apply(asking("q", "example.com/foo")))),
+        T0,
+    );
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(bindings(&out), [("p".into(), "n2".into(), "0".into())]);
+    assert_eq!(
+        messages(&out),
+        ["q: no node of the job's pools has 1 example.com/foo allocatable for each pod"]
+    );
+    answer_binds(&mut world, &out, true);
+    // The node's device plugin starts: its allocatable lists the resource.
+    let now = T0 + 1_000;
+    apply_node(
+        &mut world,
+        &listing("n1", json!({"example.com/foo": "4"})),
+        now,
+    );
+    world.round(now);
+    assert_eq!(
+        bindings(&world.take_outputs()),
+        [("q".into(), "n1".into(), "0".into())]
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The scheduler under a changing world, as the Kubernetes world drives it: pods found
 //! already bound (adopted), pods deleted one by one, nodes coming and going, tenants
 //! changing, pending jobs withdrawn, and placement constraints (node selectors, affinity,
-//! taints).
+//! taints, pod limits, ephemeral storage and extended resources).
 
 mod common;
 
@@ -13,8 +13,9 @@ use kant::framework::{Adopted, Decision};
 
 const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, JobId, LinkProfile, NodeConstraints, NodeId, NodeRow, PoolId,
-    Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, TenantId, Toleration,
+    ClusterSpec, ClusterSpecBuilder, ExtendedResources, JobId, LinkProfile, NodeConstraints,
+    NodeId, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, TenantId,
+    Toleration,
 };
 use kant::queue::{TenantConfig, TenantMode, Tenants};
 
@@ -41,6 +42,7 @@ fn on(node: u32, devices: u32) -> Placement {
         gpus: DeviceAlloc::whole(devices),
         cpu_milli: 0,
         memory_mib: 0,
+        ephemeral_mib: 0,
     }
 }
 
@@ -347,6 +349,113 @@ fn selectors_affinity_and_taints_decide_the_node() {
     ));
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(4)]);
     assert_eq!(node_of(&s, 4), "tainted");
+}
+
+/// The node each pod of the job is placed on.
+fn nodes_of(s: &kant::framework::Scheduler, job: u32, pods: u32) -> Vec<String> {
+    (0..pods)
+        .map(|pod| {
+            let node = s.state().placement(key(job, pod)).unwrap().placement.node;
+            s.state().spec().node(node).name.clone()
+        })
+        .collect()
+}
+
+#[test]
+fn pod_limits_and_ephemeral_storage_are_accounted() {
+    let spec = spec_of(
+        vec![
+            NodeRow {
+                max_pods: Some(1),
+                ..row("full", "H100", 8)
+            },
+            NodeRow {
+                ephemeral_mib: Some(100),
+                ..row("small-disk", "H100", 8)
+            },
+            NodeRow {
+                max_pods: Some(110),
+                ephemeral_mib: Some(1000),
+                ..row("roomy", "H100", 8)
+            },
+        ],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec);
+    // A pod placed elsewhere fills the first node's pod limit.
+    s.adopt(job(1, 1, whole(1), 0, 0), &[Some(on(0, 0b1))], 0, RUNNING)
+        .unwrap();
+    let with_disk = |id: u32, mib: u64| {
+        let mut j = job(id, 1, whole(1), 0, u64::from(id));
+        j.pods[0].ephemeral_mib = mib;
+        j
+    };
+    s.submit(with_disk(2, 600));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
+    assert_eq!(nodes_of(&s, 2, 1), ["roomy"]);
+    // The roomy node has 400 MiB left.
+    s.submit(with_disk(3, 500));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert_eq!(
+        s.diagnose(JobId(3), 1_000).unwrap().message(),
+        "0/3 nodes are available: 2 Insufficient ephemeral-storage, 1 Too many pods."
+    );
+    // Job 2's pod gone, its storage is free again.
+    assert!(s.release_pod(key(2, 0)).is_some());
+    assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(3)]);
+    assert_eq!(nodes_of(&s, 3, 1), ["roomy"]);
+}
+
+#[test]
+fn extended_resources_are_checked_against_each_node() {
+    let listing = |name: &str, hcas: u64| NodeRow {
+        extended: ExtendedResources::from([("rdma/hca".to_owned(), hcas)]),
+        ..row(name, "H100", 8)
+    };
+    let spec = spec_of(
+        vec![
+            row("plain", "H100", 8),
+            listing("rdma", 2),
+            listing("none", 0),
+        ],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec);
+    let asking = |id: u32, pods: usize, gpus: u32, resources: &[(&str, u64)]| {
+        let mut j = job(id, pods, whole(gpus), 0, u64::from(id));
+        j.constraints = Some(Arc::new(NodeConstraints {
+            extended: resources
+                .iter()
+                .map(|&(name, amount)| (name.to_owned(), amount))
+                .collect(),
+            ..NodeConstraints::default()
+        }));
+        j
+    };
+    // Each pod of a gang asks for 2: both go to the one node that lists 2 (checked per
+    // pod, not accounted).
+    s.submit(asking(1, 2, 4, &[("rdma/hca", 2)]));
+    // More than any node lists, and a resource no node lists: never placed.
+    s.submit(asking(2, 1, 1, &[("rdma/hca", 3)]));
+    s.submit(asking(3, 1, 1, &[("example.com/foo", 1)]));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, 1, 2), ["rdma", "rdma"]);
+    for (id, asked) in [(2, "3 rdma/hca"), (3, "1 example.com/foo")] {
+        let waiting = s.waiting().find(|w| w.job.id == JobId(id)).unwrap();
+        assert!(waiting.unresolvable, "job {id}");
+        assert_eq!(
+            s.diagnose(JobId(id), 0).unwrap().message(),
+            format!("no node of the job's pools has {asked} allocatable for each pod")
+        );
+    }
+    // With room elsewhere but none left on the node that lists it, a pod waits, and the
+    // nodes that lack it are no candidates.
+    s.submit(asking(4, 1, 1, &[("rdma/hca", 1)]));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert_eq!(
+        s.diagnose(JobId(4), 1_000).unwrap().message(),
+        "0/3 nodes are available: 2 Insufficient rdma/hca, 1 Insufficient nvidia.com/gpu."
+    );
 }
 
 #[test]

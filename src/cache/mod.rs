@@ -56,6 +56,7 @@ pub struct Placement {
     pub gpus: DeviceAlloc,
     pub cpu_milli: u64,
     pub memory_mib: u64,
+    pub ephemeral_mib: u64,
 }
 
 /// Whether the world has confirmed a placement.
@@ -303,14 +304,7 @@ impl ClusterState {
                 milli: gpus.milli_each,
             });
         }
-        self.update_node(node, |state| {
-            state.add(
-                gpus.devices,
-                gpus.milli_each,
-                placement.cpu_milli,
-                placement.memory_mib,
-            )
-        });
+        self.update_node(node, |state| state.add(&placement));
         if phase == PlacementPhase::Assumed {
             self.assumed_milli += gpus.total_milli();
         }
@@ -342,9 +336,7 @@ impl ClusterState {
             self.assumed_milli -= placed.placement.gpus.total_milli();
         }
         let p = placed.placement;
-        self.update_node(p.node, |state| {
-            state.remove(p.gpus.devices, p.gpus.milli_each, p.cpu_milli, p.memory_mib)
-        });
+        self.update_node(p.node, |state| state.remove(&p));
         if self.pod_rules.contains_key(&pod.job) && self.job_nodes(pod.job).next().is_none() {
             self.pod_rules.remove(&pod.job);
             self.anti_affinities.remove(&pod.job);

@@ -1,8 +1,10 @@
-//! The changing part of one node: milli-GPUs in use per device, device health, CPU and
-//! memory in use. Fixed-size and `Copy`, so the persistent vector that holds it copies a
-//! chunk with plain memory moves.
+//! The changing part of one node: milli-GPUs in use per device, device health, CPU,
+//! memory and ephemeral storage in use, and its pods. Fixed-size and `Copy`, so the
+//! persistent vector that holds it copies a chunk with plain memory moves.
 
 use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
+
+use super::Placement;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeState {
@@ -18,6 +20,7 @@ pub struct NodeState {
     used_total: u32,
     pub cpu_used: u64,
     pub memory_used: u64,
+    pub ephemeral_used: u64,
     pub pods: u32,
     /// The most free devices connected by NVLink (kept by the cache on every change).
     nvlink_island: u8,
@@ -33,6 +36,7 @@ impl NodeState {
             used_total: 0,
             cpu_used: 0,
             memory_used: 0,
+            ephemeral_used: 0,
             pods: 0,
             nvlink_island: spec
                 .links
@@ -125,27 +129,31 @@ impl NodeState {
         })
     }
 
-    pub(super) fn add(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
-        for d in crate::model::bits(set) {
-            self.used[d] += milli as u16;
-            self.used_total += milli;
+    /// Takes what a placement on this node holds.
+    pub(super) fn add(&mut self, p: &Placement) {
+        for d in crate::model::bits(p.gpus.devices) {
+            self.used[d] += p.gpus.milli_each as u16;
+            self.used_total += p.gpus.milli_each;
         }
-        self.busy |= set;
-        self.cpu_used += cpu;
-        self.memory_used += memory;
+        self.busy |= p.gpus.devices;
+        self.cpu_used += p.cpu_milli;
+        self.memory_used += p.memory_mib;
+        self.ephemeral_used += p.ephemeral_mib;
         self.pods += 1;
     }
 
-    pub(super) fn remove(&mut self, set: u32, milli: Milli, cpu: u64, memory: u64) {
-        for d in crate::model::bits(set) {
-            self.used[d] -= milli as u16;
-            self.used_total -= milli;
+    /// Returns what a placement on this node held.
+    pub(super) fn remove(&mut self, p: &Placement) {
+        for d in crate::model::bits(p.gpus.devices) {
+            self.used[d] -= p.gpus.milli_each as u16;
+            self.used_total -= p.gpus.milli_each;
             if self.used[d] == 0 {
                 self.busy &= !(1 << d);
             }
         }
-        self.cpu_used -= cpu;
-        self.memory_used -= memory;
+        self.cpu_used -= p.cpu_milli;
+        self.memory_used -= p.memory_mib;
+        self.ephemeral_used -= p.ephemeral_mib;
         self.pods -= 1;
     }
 

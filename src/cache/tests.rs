@@ -44,6 +44,7 @@ fn place(node: u32, devices: u32, milli_each: Milli) -> Placement {
         },
         cpu_milli: 0,
         memory_mib: 0,
+        ephemeral_mib: 0,
     }
 }
 

@@ -632,6 +632,7 @@ fn place_pod(
         gpus,
         cpu_milli: pod.request.cpu_milli,
         memory_mib: pod.request.memory_mib,
+        ephemeral_mib: pod.request.ephemeral_mib,
     })
 }
 

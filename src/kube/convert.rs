@@ -13,10 +13,17 @@
 //!   containers. It must be a whole, non-negative number.
 //! - A fraction of one GPU: the annotation `kant.io/gpu-fraction` (`"0.5"`), exact to a
 //!   milli-GPU, strictly between 0 and 1, never together with a non-zero `nvidia.com/gpu`.
-//! - CPU (millicores) and memory (MiB), rounded up, from the same effective requests (a
-//!   container's limit stands for a missing request, as the API server defaults it), with
-//!   pod-level `spec.resources.requests` replacing the containers' sum where given, plus
-//!   `spec.overhead`.
+//! - CPU (millicores), memory and ephemeral storage (`ephemeral-storage`, MiB), rounded
+//!   up, from the same effective requests (a container's limit stands for a missing
+//!   request, as the API server defaults it), with pod-level `spec.resources.requests`
+//!   replacing the containers' sum of CPU and memory where given, plus `spec.overhead`
+//!   (of every resource it names).
+//! - Extended resources: every other resource the pod asks for (`rdma/hca`,
+//!   `hugepages-2Mi`, any device plugin's), from the same effective requests (request and
+//!   limit, both given, must be equal, as for GPUs), in the resource's base unit (a count,
+//!   bytes), rounded up. Read with the node constraints: each pod needs a node whose
+//!   `status.allocatable` lists at least that much (a node that does not list it has
+//!   none). Checked per pod, not accounted per node: the pods on one node are not summed.
 //! - Priority: `spec.priority` (filled from `priorityClassName` by the admission
 //!   controller), 0 when absent.
 //! - Tenant: the label `kant.io/queue`; absent: the default tenant.
@@ -52,8 +59,12 @@
 //!   GPUs: `status.capacity["nvidia.com/gpu"]` (all the devices, numbered `0..n`), else
 //!   `status.allocatable`, whole, absent = 0. GPUs without the label are an error; the
 //!   label on a node with no GPUs is ignored (a CPU-only node).
-//! - CPU and memory: `status.allocatable` `cpu` and `memory`, rounded down to millicores
-//!   and MiB; absent: unknown (unlimited).
+//! - CPU, memory and ephemeral storage: `status.allocatable` `cpu`, `memory` and
+//!   `ephemeral-storage`, rounded down to millicores and MiB; absent: unknown (unlimited).
+//! - Pods: `status.allocatable["pods"]`, the most pods the node runs (every pod bound
+//!   there counts); absent: unknown (unlimited).
+//! - Extended resources: every other entry of `status.allocatable`, rounded down to its
+//!   base unit.
 //! - Network position: the labels `kant.io/superspine`, `kant.io/spine`, `kant.io/leaf`
 //!   and `kant.io/hbd` (the keys are configurable). A node without a leaf label is in no
 //!   leaf group.
@@ -91,10 +102,10 @@ use serde::de::value::StrDeserializer;
 use crate::cache::DeviceAlloc;
 use crate::config::Config;
 use crate::model::{
-    GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
-    MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm, PodIdentity, PodRequest,
-    PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect,
-    Toleration, TopologyNeed, Weighted, bits,
+    ExtendedResources, GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile,
+    MAX_GPUS_PER_NODE, MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm,
+    PodIdentity, PodRequest, PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint,
+    Taint, TaintEffect, Toleration, TopologyNeed, Weighted, bits,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -134,6 +145,10 @@ pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 const CPU: &str = "cpu";
 const MEMORY: &str = "memory";
+const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+const PODS: &str = "pods";
+/// The resources read into their own fields; any other is an extended resource.
+const NOT_EXTENDED: [&str; 5] = [CPU, MEMORY, EPHEMERAL_STORAGE, GPU_RESOURCE, PODS];
 const NODE_NAME_FIELD: &str = "metadata.name";
 const LAYOUT_NAMES: &str = "nvlink-all, nvlink-pairs, pcie";
 /// Distinct `kant.io/gpu-topology` texts kept parsed; a cluster has a handful.
@@ -338,7 +353,8 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
 
-    let request = pod_request(&object, spec, |whole| {
+    let amounts = effective_amounts(&object, spec)?;
+    let request = pod_request(&object, &amounts, |whole| {
         gpu_request(&object, whole, annotations)
     })?;
 
@@ -360,7 +376,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
             .map_err(|e| ConvertError::new(&object, annotation_field(TOPOLOGY_ANNOTATION), e))?,
         None => None,
     };
-    let (constraints, gpu_models) = constraints(&object, spec)?;
+    let (constraints, gpu_models) = constraints(&object, spec, amounts.extended(&object)?)?;
 
     let mut ignored = Vec::new();
     let pod_rules = pod_rules(&object, pod, &mut ignored)?;
@@ -392,55 +408,81 @@ pub fn bound_request(pod: &Pod) -> Result<PodRequest, ConvertError> {
     let (object, spec) = pod_spec(pod)?;
     let empty = BTreeMap::new();
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
-    pod_request(&object, spec, |whole| {
+    let amounts = effective_amounts(&object, spec)?;
+    pod_request(&object, &amounts, |whole| {
         gpu_request(&object, whole, annotations)
             .or_else(|_| gpu_request(&object, whole.max(1), &empty))
     })
 }
 
-/// The pod's request: its effective amounts (see [`effective_amounts`]), the whole GPUs
-/// among them read into a GPU request by `gpu`.
+/// The pod's request from its effective amounts (see [`effective_amounts`]), the whole
+/// GPUs among them read into a GPU request by `gpu`.
 fn pod_request(
     object: &str,
-    spec: &PodSpec,
+    amounts: &Amounts,
     gpu: impl FnOnce(u64) -> Result<GpuRequest, ConvertError>,
 ) -> Result<PodRequest, ConvertError> {
-    let amounts = effective_amounts(object, spec)?;
-    let too_large = |what: &str| {
-        ConvertError::new(
-            object,
-            "spec.containers",
-            format!("the pod's {what} request is too large"),
-        )
-    };
+    let mib = |name: &str| amounts.rounded_up(object, name, NANO * MIB);
     Ok(PodRequest {
-        gpu: gpu(amounts.gpus)?,
-        cpu_milli: u64::try_from(amounts.cpu_nano.div_ceil(1_000_000))
-            .map_err(|_| too_large("cpu"))?,
-        memory_mib: u64::try_from(amounts.memory_nano.div_ceil(NANO * MIB))
-            .map_err(|_| too_large("memory"))?,
+        gpu: gpu(amounts.rounded_up(object, GPU_RESOURCE, NANO)?)?,
+        cpu_milli: amounts.rounded_up(object, CPU, 1_000_000)?,
+        memory_mib: mib(MEMORY)?,
+        ephemeral_mib: mib(EPHEMERAL_STORAGE)?,
     })
 }
 
-/// Whole GPUs and CPU and memory in billionths.
-#[derive(Debug, Clone, Copy, Default)]
-struct Amounts {
-    gpus: u64,
-    cpu_nano: u128,
-    memory_nano: u128,
-}
+/// Requests in billionths by resource name (GPUs in whole ones, so whole billions).
+#[derive(Debug, Clone, Default)]
+struct Amounts(BTreeMap<String, u128>);
 
 impl Amounts {
-    fn plus(&mut self, other: Amounts) {
-        self.gpus = self.gpus.saturating_add(other.gpus);
-        self.cpu_nano = self.cpu_nano.saturating_add(other.cpu_nano);
-        self.memory_nano = self.memory_nano.saturating_add(other.memory_nano);
+    fn get(&self, name: &str) -> u128 {
+        self.0.get(name).copied().unwrap_or(0)
     }
 
-    fn at_least(&mut self, other: Amounts) {
-        self.gpus = self.gpus.max(other.gpus);
-        self.cpu_nano = self.cpu_nano.max(other.cpu_nano);
-        self.memory_nano = self.memory_nano.max(other.memory_nano);
+    fn add(&mut self, name: &str, value: u128) {
+        let slot = self.0.entry(name.to_owned()).or_default();
+        *slot = slot.saturating_add(value);
+    }
+
+    fn plus(&mut self, other: &Amounts) {
+        for (name, &value) in &other.0 {
+            self.add(name, value);
+        }
+    }
+
+    fn at_least(&mut self, other: &Amounts) {
+        for (name, &value) in &other.0 {
+            let slot = self.0.entry(name.clone()).or_default();
+            *slot = (*slot).max(value);
+        }
+    }
+
+    /// The amount of `name` in units of `unit` billionths, rounded up.
+    fn rounded_up(&self, object: &str, name: &str, unit: u128) -> Result<u64, ConvertError> {
+        u64::try_from(self.get(name).div_ceil(unit)).map_err(|_| {
+            ConvertError::new(
+                object,
+                "spec.containers",
+                format!("the pod's {name} request is too large"),
+            )
+        })
+    }
+
+    /// The extended resources asked for, in their base units, rounded up; none of 0.
+    fn extended(&self, object: &str) -> Result<ExtendedResources, ConvertError> {
+        let mut extended = ExtendedResources::new();
+        for name in self
+            .0
+            .keys()
+            .filter(|n| !NOT_EXTENDED.contains(&n.as_str()))
+        {
+            let amount = self.rounded_up(object, name, NANO)?;
+            if amount > 0 {
+                extended.insert(name.clone(), amount);
+            }
+        }
+        Ok(extended)
     }
 }
 
@@ -452,7 +494,7 @@ fn effective_amounts(object: &str, spec: &PodSpec) -> Result<Amounts, ConvertErr
     let mut total = Amounts::default();
     for container in &spec.containers {
         let path = format!("spec.containers[{}]", container.name);
-        total.plus(container_amounts(object, &path, container)?);
+        total.plus(&container_amounts(object, &path, container)?);
     }
     let mut sidecars = Amounts::default();
     let mut init_peak = Amounts::default();
@@ -460,39 +502,46 @@ fn effective_amounts(object: &str, spec: &PodSpec) -> Result<Amounts, ConvertErr
         let path = format!("spec.initContainers[{}]", container.name);
         let own = container_amounts(object, &path, container)?;
         if container.restart_policy.as_deref() == Some("Always") {
-            total.plus(own);
-            sidecars.plus(own);
-            init_peak.at_least(sidecars);
+            total.plus(&own);
+            sidecars.plus(&own);
+            init_peak.at_least(&sidecars);
         } else {
             let mut running = own;
-            running.plus(sidecars);
-            init_peak.at_least(running);
+            running.plus(&sidecars);
+            init_peak.at_least(&running);
         }
     }
-    total.at_least(init_peak);
+    total.at_least(&init_peak);
     if let Some(requests) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        for (name, slot) in [(CPU, &mut total.cpu_nano), (MEMORY, &mut total.memory_nano)] {
+        for name in [CPU, MEMORY] {
             if let Some(q) = requests.get(name) {
-                *slot = non_negative(q).map_err(|e| {
-                    ConvertError::new(object, format!("spec.resources.requests[{name}]"), e)
-                })?;
+                let field = format!("spec.resources.requests[{name}]");
+                total
+                    .0
+                    .insert(name.to_owned(), amount(object, field, name, q)?);
             }
         }
     }
-    if let Some(overhead) = &spec.overhead {
-        for (name, slot) in [(CPU, &mut total.cpu_nano), (MEMORY, &mut total.memory_nano)] {
-            if let Some(q) = overhead.get(name) {
-                let value = non_negative(q)
-                    .map_err(|e| ConvertError::new(object, format!("spec.overhead[{name}]"), e))?;
-                *slot = slot.saturating_add(value);
-            }
-        }
+    for (name, q) in spec.overhead.iter().flatten() {
+        let value = amount(object, format!("spec.overhead[{name}]"), name, q)?;
+        total.add(name, value);
     }
     Ok(total)
 }
 
+/// A quantity of the resource `name` in billionths: non-negative, and whole for GPUs.
+fn amount(object: &str, field: String, name: &str, q: &Quantity) -> Result<u128, ConvertError> {
+    let value = if name == GPU_RESOURCE {
+        whole_gpus(q).map(|gpus| u128::from(gpus) * NANO)
+    } else {
+        non_negative(q)
+    };
+    value.map_err(|e| ConvertError::new(object, field, e))
+}
+
 /// One container's requests: a limit stands for a missing request (the API server's
-/// defaulting); for GPUs, an extended resource, both given must be equal.
+/// defaulting); for every resource but cpu, memory and ephemeral storage (GPUs, extended
+/// resources, hugepages), both given must be equal.
 fn container_amounts(
     object: &str,
     path: &str,
@@ -501,51 +550,33 @@ fn container_amounts(
     let resources = container.resources.as_ref();
     let limits = resources.and_then(|r| r.limits.as_ref());
     let requests = resources.and_then(|r| r.requests.as_ref());
-    let pick = |name: &str| -> Option<(String, &Quantity)> {
-        let request = requests.and_then(|r| r.get(name));
-        let limit = limits.and_then(|l| l.get(name));
-        match (request, limit) {
-            (Some(q), _) => Some((format!("{path}.resources.requests[{name}]"), q)),
-            (None, Some(q)) => Some((format!("{path}.resources.limits[{name}]"), q)),
-            (None, None) => None,
-        }
-    };
+    let field = |list: &str, name: &str| format!("{path}.resources.{list}[{name}]");
     let mut amounts = Amounts::default();
-    let gpu_limit = limits.and_then(|l| l.get(GPU_RESOURCE));
-    let gpu_request = requests.and_then(|r| r.get(GPU_RESOURCE));
-    let gpu = match (gpu_limit, gpu_request) {
-        (Some(limit), Some(request)) => {
-            let field = format!("{path}.resources.limits[{GPU_RESOURCE}]");
-            let gpus = whole_gpus(limit).map_err(|e| ConvertError::new(object, &field, e))?;
-            let requested = parse_quantity_nano(&request.0);
-            if requested != Ok(i128::from(gpus) * NANO as i128) {
-                return Err(ConvertError::new(
-                    object,
-                    format!("{path}.resources.requests[{GPU_RESOURCE}]"),
-                    format!(
-                        "{:?} differs from the limit {:?} (an extended resource's request \
-                         and limit must be equal)",
-                        request.0, limit.0
-                    ),
-                ));
-            }
-            Some(gpus)
-        }
-        (Some(q), None) | (None, Some(q)) => {
-            let field = match gpu_limit {
-                Some(_) => format!("{path}.resources.limits[{GPU_RESOURCE}]"),
-                None => format!("{path}.resources.requests[{GPU_RESOURCE}]"),
-            };
-            Some(whole_gpus(q).map_err(|e| ConvertError::new(object, field, e))?)
-        }
-        (None, None) => None,
-    };
-    amounts.gpus = gpu.unwrap_or(0);
-    if let Some((field, q)) = pick(CPU) {
-        amounts.cpu_nano = non_negative(q).map_err(|e| ConvertError::new(object, field, e))?;
+    for (name, request) in requests.into_iter().flatten() {
+        let value = amount(object, field("requests", name), name, request)?;
+        amounts.0.insert(name.clone(), value);
     }
-    if let Some((field, q)) = pick(MEMORY) {
-        amounts.memory_nano = non_negative(q).map_err(|e| ConvertError::new(object, field, e))?;
+    for (name, limit) in limits.into_iter().flatten() {
+        let value = match requests.and_then(|r| r.get(name)) {
+            None => amount(object, field("limits", name), name, limit)?,
+            Some(_) if [CPU, MEMORY, EPHEMERAL_STORAGE].contains(&name.as_str()) => continue,
+            Some(request) => {
+                let value = amount(object, field("limits", name), name, limit)?;
+                if amounts.get(name) != value {
+                    return Err(ConvertError::new(
+                        object,
+                        field("requests", name),
+                        format!(
+                            "{:?} differs from the limit {:?} (an extended resource's request \
+                             and limit must be equal)",
+                            request.0, limit.0
+                        ),
+                    ));
+                }
+                value
+            }
+        };
+        amounts.0.insert(name.clone(), value);
     }
     Ok(amounts)
 }
@@ -665,10 +696,12 @@ fn weight(object: &str, path: &str, weight: i32) -> Result<u32, ConvertError> {
         })
 }
 
-/// The pod's node constraints (`None` when it has none) and the GPU models they name.
+/// The pod's node constraints (`None` when it has none), with the `extended` resources it
+/// asks for, and the GPU models they name.
 fn constraints(
     object: &str,
     spec: &PodSpec,
+    extended: ExtendedResources,
 ) -> Result<(Option<NodeConstraints>, Vec<String>), ConvertError> {
     let node_selector: Vec<(String, String)> = spec
         .node_selector
@@ -768,12 +801,14 @@ fn constraints(
     let constraints = (!node_selector.is_empty()
         || !affinity.is_empty()
         || !tolerations.is_empty()
-        || !preferred.is_empty())
+        || !preferred.is_empty()
+        || !extended.is_empty())
     .then_some(NodeConstraints {
         node_selector,
         affinity,
         tolerations,
         preferred,
+        extended,
     });
     Ok((constraints, gpu_models))
 }
@@ -1312,18 +1347,25 @@ impl NodeConverter {
         }
         let gpu_model = if gpus > 0 { model } else { None };
 
-        let capacity = |name: &str, unit: u128| -> Result<Option<u64>, ConvertError> {
-            let Some(q) = quantity(name) else {
-                return Ok(None);
-            };
+        // An allocatable quantity in units of `unit` billionths, rounded down.
+        let capacity = |name: &str, q: &Quantity, unit: u128| -> Result<u64, ConvertError> {
             let field = allocatable_field(name);
             let nano = non_negative(q).map_err(|e| ConvertError::new(&object, &field, e))?;
             u64::try_from(nano / unit)
-                .map(Some)
                 .map_err(|_| ConvertError::new(&object, &field, format!("{:?} is too large", q.0)))
         };
-        let cpu_milli = capacity(CPU, 1_000_000)?;
-        let memory_mib = capacity(MEMORY, NANO * MIB)?;
+        let listed =
+            |name: &str, unit: u128| quantity(name).map(|q| capacity(name, q, unit)).transpose();
+        let cpu_milli = listed(CPU, 1_000_000)?;
+        let memory_mib = listed(MEMORY, NANO * MIB)?;
+        let ephemeral_mib = listed(EPHEMERAL_STORAGE, NANO * MIB)?;
+        let max_pods = listed(PODS, NANO)?.map(|pods| u32::try_from(pods).unwrap_or(u32::MAX));
+        let mut extended = ExtendedResources::new();
+        for (name, q) in allocatable.into_iter().flatten() {
+            if !NOT_EXTENDED.contains(&name.as_str()) {
+                extended.insert(name.clone(), capacity(name, q, NANO)?);
+            }
+        }
 
         let label = |key: &str| labels.get(key).filter(|v| !v.is_empty()).cloned();
         let leaf = label(&self.keys.leaf).map(|leaf| LeafPath {
@@ -1352,6 +1394,9 @@ impl NodeConverter {
                 gpus,
                 cpu_milli,
                 memory_mib,
+                ephemeral_mib,
+                max_pods,
+                extended,
                 leaf,
                 hbd,
                 unhealthy,
@@ -1648,6 +1693,7 @@ mod tests {
                 gpu: GpuRequest::Whole(8),
                 cpu_milli: 90_000,
                 memory_mib: 1500 * 1024,
+                ephemeral_mib: 0,
             }
         );
         assert_eq!(facts.priority, 1000);
@@ -1725,6 +1771,7 @@ mod tests {
                 gpu: GpuRequest::Whole(2),
                 cpu_milli: 4000,
                 memory_mib: 3072,
+                ephemeral_mib: 0,
             }
         );
     }
@@ -1805,6 +1852,114 @@ mod tests {
             pod_error(containers(json!({"requests": {"cpu": "lots"}}))),
             "pod ml/p: spec.containers[main].resources.requests[cpu]: \"lots\" is not a quantity"
         );
+    }
+
+    #[test]
+    fn ephemeral_storage_is_summed_like_memory() {
+        let spec = json!({"spec": {
+            "containers": [
+                {"name": "main", "resources": {"limits": {"ephemeral-storage": "10Gi"}}},
+                {"name": "log", "resources": {"requests": {"ephemeral-storage": "1Gi"},
+                                              "limits": {"ephemeral-storage": "5Gi"}}}
+            ],
+            "initContainers": [
+                {"name": "proxy", "restartPolicy": "Always",
+                 "resources": {"requests": {"ephemeral-storage": "2Gi"}}},
+                {"name": "fetch", "resources": {"requests": {"ephemeral-storage": "20Gi"}}}
+            ],
+            "overhead": {"ephemeral-storage": "512Mi"}
+        }});
+        // Containers with the sidecar: 10 + 1 + 2 GiB (a request stands, not its limit);
+        // fetch runs beside the sidecar: 22 GiB, the larger; then the overhead.
+        assert_eq!(facts(spec).request.ephemeral_mib, 22 * 1024 + 512);
+        let rounded = facts(containers(json!({"requests": {"ephemeral-storage": "1M"}})));
+        assert_eq!(
+            rounded.request.ephemeral_mib, 1,
+            "a million bytes, rounded up"
+        );
+        assert_eq!(
+            rounded.constraints, None,
+            "ephemeral storage is no extended resource"
+        );
+        assert_eq!(
+            pod_error(containers(
+                json!({"requests": {"ephemeral-storage": "-1Gi"}})
+            )),
+            "pod ml/p: spec.containers[main].resources.requests[ephemeral-storage]: \"-1Gi\" is \
+             negative"
+        );
+    }
+
+    #[test]
+    fn extended_resources_become_node_constraints() {
+        let spec = json!({"spec": {
+            "containers": [
+                {"name": "main", "resources": {
+                    "limits": {"nvidia.com/gpu": "8", "rdma/hca": "1", "hugepages-2Mi": "1Gi",
+                               "example.com/zero": "0"},
+                    "requests": {"rdma/hca": "1", "cpu": "4"}}},
+                {"name": "side", "resources": {"requests": {"rdma/hca": "1"}}}
+            ],
+            "initContainers": [
+                {"name": "setup", "resources": {"limits": {"example.com/foo": "3"}}},
+                {"name": "proxy", "restartPolicy": "Always",
+                 "resources": {"limits": {"example.com/foo": "1"}}}
+            ],
+            "overhead": {"rdma/hca": "1"}
+        }});
+        let read = facts(spec);
+        assert_eq!(read.request.gpu, GpuRequest::Whole(8));
+        assert_eq!(read.request.cpu_milli, 4000);
+        let constraints = read
+            .constraints
+            .expect("extended resources are constraints");
+        // rdma/hca: 1 + 1 and the overhead; example.com/foo: the init container's 3 (it
+        // runs before the sidecar) over the sidecar's 1; nothing of a resource asked at 0.
+        assert_eq!(
+            constraints.extended,
+            ExtendedResources::from([
+                ("example.com/foo".to_owned(), 3),
+                ("hugepages-2Mi".to_owned(), 1 << 30),
+                ("rdma/hca".to_owned(), 3),
+            ])
+        );
+        assert!(constraints.node_selector.is_empty() && constraints.tolerations.is_empty());
+        // Half a unit asks for one.
+        let half = facts(containers(json!({"requests": {"example.com/foo": "500m"}})));
+        assert_eq!(
+            half.constraints.unwrap().extended,
+            ExtendedResources::from([("example.com/foo".to_owned(), 1)])
+        );
+    }
+
+    #[test]
+    fn malformed_extended_resources_are_named() {
+        assert_eq!(
+            pod_error(containers(json!({"requests": {"rdma/hca": "one"}}))),
+            "pod ml/p: spec.containers[main].resources.requests[rdma/hca]: \"one\" is not a \
+             quantity"
+        );
+        assert_eq!(
+            pod_error(containers(json!({"limits": {"rdma/hca": "-1"}}))),
+            "pod ml/p: spec.containers[main].resources.limits[rdma/hca]: \"-1\" is negative"
+        );
+        assert_eq!(
+            pod_error(containers(
+                json!({"requests": {"rdma/hca": "1"}, "limits": {"rdma/hca": "2"}})
+            )),
+            "pod ml/p: spec.containers[main].resources.requests[rdma/hca]: \"1\" differs from \
+             the limit \"2\" (an extended resource's request and limit must be equal)"
+        );
+        assert_eq!(
+            pod_error(json!({"spec": {"overhead": {"rdma/hca": "x"}}})),
+            "pod ml/p: spec.overhead[rdma/hca]: \"x\" is not a quantity"
+        );
+        // CPU, memory and ephemeral storage may ask for less than their limit.
+        let under = containers(json!({
+            "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
+            "limits": {"cpu": "2", "memory": "2Gi", "ephemeral-storage": "2Gi"}
+        }));
+        assert_eq!(facts(under).request.ephemeral_mib, 1024);
     }
 
     fn fraction(text: &str) -> Result<GpuRequest, String> {
@@ -2435,6 +2590,45 @@ mod tests {
     }
 
     #[test]
+    fn pods_ephemeral_storage_and_extended_resources_of_a_node() {
+        let n = node(json!({"status": {"allocatable": {
+            "pods": "110", "ephemeral-storage": "1800Gi", "rdma/hca": "1k",
+            "hugepages-2Mi": "2Gi", "example.com/foo": "1500m"
+        }}}));
+        let row = converter().node(&n).unwrap().row;
+        assert_eq!(row.max_pods, Some(110));
+        assert_eq!(row.ephemeral_mib, Some(1800 * 1024));
+        assert_eq!(
+            row.extended,
+            ExtendedResources::from([
+                ("example.com/foo".to_owned(), 1),
+                ("hugepages-2Mi".to_owned(), 2 << 30),
+                ("rdma/hca".to_owned(), 1000),
+            ]),
+            "rounded down; GPUs, cpu and memory are not among them"
+        );
+        let bare = converter().node(&node(json!({}))).unwrap().row;
+        assert_eq!((bare.max_pods, bare.ephemeral_mib), (None, None));
+        assert!(bare.extended.is_empty());
+        assert_eq!(
+            node_error(json!({"status": {"allocatable": {"rdma/hca": "many"}}})),
+            "node n1: status.allocatable[rdma/hca]: \"many\" is not a quantity"
+        );
+        assert_eq!(
+            node_error(json!({"status": {"allocatable": {"pods": "-1"}}})),
+            "node n1: status.allocatable[pods]: \"-1\" is negative"
+        );
+        // A changed allocatable is a change that matters (the cluster is rebuilt).
+        let mut converter = converter();
+        let before = converter.node(&n).unwrap();
+        let fewer = node(json!({"status": {"allocatable": {
+            "pods": "110", "ephemeral-storage": "1800Gi", "rdma/hca": "999",
+            "hugepages-2Mi": "2Gi", "example.com/foo": "1500m"
+        }}}));
+        assert_ne!(converter.node(&fewer).unwrap(), before);
+    }
+
+    #[test]
     fn unhealthy_gpus_out_of_range() {
         assert_eq!(
             node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "3,8"}}})),
@@ -2764,6 +2958,7 @@ NIC Legend:\n\
                 gpu: GpuRequest::Whole(4),
                 cpu_milli: 2_000,
                 memory_mib: 0,
+                ephemeral_mib: 0,
             })
         );
         // A share that does not parse: the device it was given, all of it.

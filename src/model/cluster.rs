@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{
-    GroupId, Labels, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE, ModelError, NodeId,
-    NodeSpec, NodeTopology, PoolId, Taint, Tier,
+    ExtendedResources, GroupId, Labels, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
+    ModelError, NodeId, NodeSpec, NodeTopology, PoolId, Taint, Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -138,6 +138,9 @@ pub struct NodeRow {
     pub gpus: usize,
     pub cpu_milli: Option<u64>,
     pub memory_mib: Option<u64>,
+    pub ephemeral_mib: Option<u64>,
+    pub max_pods: Option<u32>,
+    pub extended: ExtendedResources,
     pub leaf: Option<LeafPath>,
     pub hbd: Option<String>,
     /// Devices that take no new pod (a bit per device index).
@@ -245,6 +248,9 @@ impl ClusterSpecBuilder {
             pool,
             cpu_milli: row.cpu_milli,
             memory_mib: row.memory_mib,
+            ephemeral_mib: row.ephemeral_mib,
+            max_pods: row.max_pods,
+            extended: row.extended,
             links,
             topology: NodeTopology { leaf, hbd },
             unhealthy: row.unhealthy,

@@ -1,13 +1,20 @@
 //! Where a pod may go beyond its resources, in Kubernetes' terms: a node's labels and
 //! taints, a job's node selector, required node affinity and tolerations, and the
-//! required inter-pod affinity and anti-affinity between pods. The simulator's nodes and
-//! jobs have none; the Kubernetes world reads them from nodes and pods. Matching follows
-//! kube-scheduler's `NodeAffinity`, `TaintToleration` and `InterPodAffinity` plugins.
+//! required inter-pod affinity and anti-affinity between pods, and the extended resources
+//! (device-plugin resources, hugepages) a node must list for a job's pods. The simulator's
+//! nodes and jobs have none; the Kubernetes world reads them from nodes and pods. Matching
+//! follows kube-scheduler's `NodeAffinity`, `TaintToleration` and `InterPodAffinity`
+//! plugins, and `NodeResourcesFit` for the extended resources (checked per pod, not
+//! accounted per node).
 
 use std::collections::BTreeMap;
 
 /// A node's labels.
 pub type Labels = BTreeMap<String, String>;
+
+/// Amounts of extended resources (`rdma/hca`, `hugepages-2Mi`, ...) by name, each in its
+/// base unit (a count, bytes).
+pub type ExtendedResources = BTreeMap<String, u64>;
 
 /// What a taint does to pods that do not tolerate it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -173,6 +180,10 @@ pub struct NodeConstraints {
     pub tolerations: Vec<Toleration>,
     /// Preferred node affinity: nodes matching more weight score higher.
     pub preferred: Vec<Weighted<SelectorTerm>>,
+    /// What each pod asks of extended resources: a node must list at least this much of
+    /// each in its allocatable (a node that does not list one has none). Checked per pod,
+    /// not accounted: pods on one node are not summed.
+    pub extended: ExtendedResources,
 }
 
 impl NodeConstraints {
@@ -187,6 +198,15 @@ impl NodeConstraints {
     /// How well the node meets the preferred node affinity, 0 to 100.
     pub fn preference(&self, name: &str, labels: &Labels) -> i64 {
         preference_score(&self.preferred, |term| term.matches(name, labels))
+    }
+
+    /// The first extended resource the node's `allocatable` lists less of than a pod
+    /// asks.
+    pub fn lacking(&self, allocatable: &ExtendedResources) -> Option<&str> {
+        self.extended
+            .iter()
+            .find(|&(name, &asked)| allocatable.get(name).copied().unwrap_or(0) < asked)
+            .map(|(name, _)| name.as_str())
     }
 
     /// The first of `taints` that keeps new pods away and that no toleration covers.

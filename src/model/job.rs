@@ -14,6 +14,7 @@ pub struct PodRequest {
     pub gpu: GpuRequest,
     pub cpu_milli: u64,
     pub memory_mib: u64,
+    pub ephemeral_mib: u64,
 }
 
 impl PodRequest {
@@ -22,6 +23,7 @@ impl PodRequest {
             gpu,
             cpu_milli: 0,
             memory_mib: 0,
+            ephemeral_mib: 0,
         }
     }
 }
@@ -162,17 +164,17 @@ impl Job {
     }
 
     /// Whether its pods may go on the node at all, room aside: its pool, its node
-    /// selector and required affinity, and the taints it must tolerate.
+    /// selector and required affinity, the extended resources the node must list, and the
+    /// taints it must tolerate.
     pub fn may_use(&self, node: &NodeSpec) -> bool {
         let tolerations = self
             .constraints
             .as_ref()
             .map_or(&[][..], |c| &c.tolerations);
         self.accepts_pool(node.pool)
-            && self
-                .constraints
-                .as_ref()
-                .is_none_or(|c| c.selects(&node.name, &node.labels))
+            && self.constraints.as_ref().is_none_or(|c| {
+                c.selects(&node.name, &node.labels) && c.lacking(&node.extended).is_none()
+            })
             && untolerated(tolerations, &node.taints).is_none()
     }
 

@@ -17,9 +17,9 @@ pub use cluster::{
     ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
 };
 pub use constraints::{
-    Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules, Requirement,
-    SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration, Weighted,
-    preference_score, untolerated,
+    ExtendedResources, Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules,
+    Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration,
+    Weighted, preference_score, untolerated,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, JobShape, PodRequest, Tier, TopologyNeed};

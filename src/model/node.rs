@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PoolId, Taint};
+use super::{ExtendedResources, Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PoolId, Taint};
 
 /// The most GPU devices one node may carry (device sets are 32-bit masks).
 pub const MAX_GPUS_PER_NODE: usize = 32;
@@ -27,6 +27,12 @@ pub struct NodeSpec {
     pub cpu_milli: Option<u64>,
     /// Allocatable memory in MiB; `None` when unknown (treated as unlimited).
     pub memory_mib: Option<u64>,
+    /// Allocatable ephemeral storage in MiB; `None` when unknown (treated as unlimited).
+    pub ephemeral_mib: Option<u64>,
+    /// The most pods the node runs; `None` when unknown (unlimited).
+    pub max_pods: Option<u32>,
+    /// Allocatable extended resources (none in traces); one not listed is 0.
+    pub extended: ExtendedResources,
     pub links: Arc<LinkMatrix>,
     pub topology: NodeTopology,
     /// Devices that take no new pod when the node is first seen (a bit per device).

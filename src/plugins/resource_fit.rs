@@ -1,12 +1,16 @@
 //! `resource-fit` (PreFilter, Filter): the job's pools hold enough free whole GPUs, each
-//! group and node has room for a pod's whole GPUs, CPU and memory. Unknown node CPU or
-//! memory counts as unlimited. Device-level choice is `gpu-devices`' concern.
+//! group and node has room for a pod's whole GPUs, CPU, memory and ephemeral storage, and
+//! the node runs fewer pods than its limit. Unknown node CPU, memory, ephemeral storage or
+//! pod limit counts as unlimited. The extended resources a job's pods ask for
+//! ([`NodeConstraints::extended`]) are checked per pod against what a node lists, not
+//! accounted: a node that lists too little never takes the pod, and a job that no node of
+//! its pools could take is unresolvable. Device-level choice is `gpu-devices`' concern.
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
     CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
 };
-use crate::model::{GroupId, Job};
+use crate::model::{GroupId, Job, NodeConstraints};
 
 pub struct ResourceFit;
 
@@ -21,8 +25,35 @@ fn narrowest_pod(job: &Job) -> u32 {
     job.pods.iter().map(|p| p.gpu.whole()).min().unwrap_or(0)
 }
 
+/// The job's constraints when they ask for extended resources.
+fn extended(job: &Job) -> Option<&NodeConstraints> {
+    job.constraints
+        .as_deref()
+        .filter(|c| !c.extended.is_empty())
+}
+
 impl PreFilter for ResourceFit {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, _state: &mut CycleState) -> Status {
+        if let Some(constraints) = extended(job) {
+            let spec = snapshot.spec();
+            let listed_somewhere = pools_for(job, snapshot).iter().any(|&p| {
+                let nodes = &spec.pool(p).nodes;
+                nodes
+                    .iter()
+                    .any(|&n| constraints.lacking(&spec.node(n).extended).is_none())
+            });
+            if !listed_somewhere {
+                let asked: Vec<String> = constraints
+                    .extended
+                    .iter()
+                    .map(|(name, amount)| format!("{amount} {name}"))
+                    .collect();
+                return Status::unresolvable(format!(
+                    "no node of the job's pools has {} allocatable for each pod",
+                    asked.join(" and ")
+                ));
+            }
+        }
         let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
         if needed == 0 {
             return Status::SUCCESS;
@@ -57,21 +88,44 @@ impl Filter for ResourceFit {
 
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
         let request = pod.request;
-        if node.state.free_whole_count() < request.gpu.whole() {
+        let (spec, state) = (node.spec, node.state);
+        if state.free_whole_count() < request.gpu.whole() {
             return Status::unschedulable("Insufficient nvidia.com/gpu");
         }
-        let fits = |capacity: Option<u64>, used: u64, asked: u64| {
-            capacity.is_none_or(|c| used + asked <= c)
-        };
-        if !fits(node.spec.cpu_milli, node.state.cpu_used, request.cpu_milli) {
-            return Status::unschedulable("Insufficient cpu");
+        // (capacity, in use, asked, reason); no capacity: unlimited.
+        let accounted = [
+            (
+                spec.max_pods.map(u64::from),
+                u64::from(state.pods),
+                1,
+                "Too many pods",
+            ),
+            (
+                spec.cpu_milli,
+                state.cpu_used,
+                request.cpu_milli,
+                "Insufficient cpu",
+            ),
+            (
+                spec.memory_mib,
+                state.memory_used,
+                request.memory_mib,
+                "Insufficient memory",
+            ),
+            (
+                spec.ephemeral_mib,
+                state.ephemeral_used,
+                request.ephemeral_mib,
+                "Insufficient ephemeral-storage",
+            ),
+        ];
+        for (capacity, used, asked, reason) in accounted {
+            if capacity.is_some_and(|c| used + asked > c) {
+                return Status::unschedulable(reason);
+            }
         }
-        if !fits(
-            node.spec.memory_mib,
-            node.state.memory_used,
-            request.memory_mib,
-        ) {
-            return Status::unschedulable("Insufficient memory");
+        if let Some(name) = extended(pod.job).and_then(|c| c.lacking(&spec.extended)) {
+            return Status::unresolvable(format!("Insufficient {name}"));
         }
         Status::SUCCESS
     }

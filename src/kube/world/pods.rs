@@ -2,8 +2,8 @@
 //! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
 //! job: alone, or with the other members of its PodGroup once enough of them wait. A job
 //! has one set of rules for all its pods: a gang's are those of its member asking for the
-//! most GPUs (the first by name among equals), and members whose node rules differ are
-//! told so. A pod found bound (placed before a restart, by another scheduler, or by a
+//! most GPUs (the first by name among equals), and members whose node rules (the extended
+//! resources each pod asks for included) differ are told so. A pod found bound (placed before a restart, by another scheduler, or by a
 //! binding whose answer was lost) is adopted into the cluster state with the devices its
 //! annotations name, so no device is ever given twice. It is counted by its resources
 //! alone: a scheduling field that does not parse is reported but does not stop that, and
@@ -149,6 +149,7 @@ pub(super) struct Place {
     pub gpus: DeviceAlloc,
     pub cpu_milli: u64,
     pub memory_mib: u64,
+    pub ephemeral_mib: u64,
 }
 
 impl Place {
@@ -158,6 +159,7 @@ impl Place {
             gpus: placement.gpus,
             cpu_milli: placement.cpu_milli,
             memory_mib: placement.memory_mib,
+            ephemeral_mib: placement.ephemeral_mib,
         }
     }
 
@@ -168,6 +170,7 @@ impl Place {
             gpus: self.gpus,
             cpu_milli: self.cpu_milli,
             memory_mib: self.memory_mib,
+            ephemeral_mib: self.ephemeral_mib,
         })
     }
 }
@@ -967,8 +970,9 @@ impl World {
     }
 
     /// Tells each member of a PodGroup whose node rules (selector, affinity, tolerations,
-    /// GPU model) differ from the template member's that the template's are applied to it:
-    /// a job has one set of rules for all its pods. Once per pod.
+    /// extended resources, GPU model) differ from the template member's that the
+    /// template's are applied to it: a job has one set of rules for all its pods. Once per
+    /// pod.
     fn tell_differing_node_rules(
         &mut self,
         group: &GroupKey,
@@ -988,8 +992,9 @@ impl World {
                 reason: "NodeRulesDiffer",
                 message: format!(
                     "the pods of pod group {}/{} differ in their node selector, node \
-                     affinity, tolerations or GPU model; kant places them all by the rules \
-                     of {template_pod}, the member asking for the most GPUs",
+                     affinity, tolerations, extended resources or GPU model; kant places \
+                     them all by the rules of {template_pod}, the member asking for the \
+                     most GPUs",
                     group.0, group.1
                 ),
             });
@@ -1176,6 +1181,7 @@ impl World {
                 gpus: devices,
                 cpu_milli: request.cpu_milli,
                 memory_mib: request.memory_mib,
+                ephemeral_mib: request.ephemeral_mib,
             },
         ))
     }
