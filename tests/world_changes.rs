@@ -191,15 +191,19 @@ fn a_new_gpu_model_joins_as_a_new_pool_and_old_pool_ids_hold() {
     assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(1)]);
 }
 
-#[test]
-fn tenants_replaced_by_name_keep_charges_and_queues() {
-    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
-    let team = |name: &str, gpus: i64| TenantConfig {
+/// A shared tenant with `gpus` H100 of quota.
+fn team(name: &str, gpus: i64) -> TenantConfig {
+    TenantConfig {
         name: name.into(),
         mode: TenantMode::Shared,
         weight: 1.0,
         quota: [("H100".to_string(), gpus)].into(),
-    };
+    }
+}
+
+#[test]
+fn tenants_replaced_by_name_keep_charges_and_queues() {
+    let spec = spec_of(vec![row("a", "H100", 8)], &[]);
     let tenants = Tenants::resolve(&[team("x", 4), team("y", 4)], &spec).unwrap();
     let mut s = kant::framework::Scheduler::with_tenants(
         profile("default", None, None),
@@ -226,12 +230,6 @@ fn tenants_replaced_by_name_keep_charges_and_queues() {
 #[test]
 fn a_tenant_declared_twice_is_refused_the_default_included() {
     let spec = spec_of(vec![row("a", "H100", 8)], &[]);
-    let team = |name: &str, gpus: i64| TenantConfig {
-        name: name.into(),
-        mode: TenantMode::Shared,
-        weight: 1.0,
-        quota: [("H100".to_string(), gpus)].into(),
-    };
     for name in ["x", "default"] {
         let err = Tenants::resolve(&[team(name, 4), team(name, 8)], &spec).unwrap_err();
         assert_eq!(err, format!("tenant {name} is declared twice"));

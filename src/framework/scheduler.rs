@@ -962,18 +962,11 @@ impl Driver for Round<'_> {
         if !scheduler.profile.post_filters.is_empty() {
             return None;
         }
-        let pools =
-            (0..scheduler.state.spec().pools.len()).map(|p| scheduler.state.pool(PoolId(p as u16)));
-        let (free_gpus, widest_node) = pools.fold((0u64, 0u32), |(free, widest), pool| {
-            (
-                free + u64::from(pool.free_gpus),
-                widest.max(pool.max_free_on_node()),
-            )
-        });
+        let cluster = scheduler.state.total();
         Some(Room {
             quota_milli: scheduler.tenants.admission_room(tenant),
-            free_gpus,
-            widest_node,
+            free_gpus: u64::from(cluster.free_gpus),
+            widest_node: cluster.max_free_on_node(),
         })
     }
 
