@@ -79,7 +79,7 @@ fn a_lone_pod_is_bound_with_its_devices_and_reported() {
 /// A pod asking for an extended resource goes only to a node whose allocatable lists
 /// it; one asking for a resource no node lists is told so, and placed once a node lists it.
 #[test]
-fn extended_resources_decide_the_node() {
+fn extended_resources_decide_the_node_and_are_held_there() {
     let listing = |name: &str, resources: Value| {
         node_with(name, 8, json!({"status": {"allocatable": resources}}))
     };
@@ -122,6 +122,24 @@ fn extended_resources_decide_the_node() {
     assert_eq!(
         bindings(&world.take_outputs()),
         [("q".into(), "n1".into(), "0".into())]
+    );
+    // n2's one rdma/hca is held by p: another pod asking for it waits, also after n2
+    // changes (the cluster is rebuilt), and takes it once p is gone.
+    world.apply(
+        Input::Pod(Box::new(Event::Apply(asking("r", "rdma/hca")))),
+        now,
+    );
+    apply_node(&mut world, &listing("n2", json!({"rdma/hca": "1"})), now);
+    world.round(now);
+    assert!(bindings(&world.take_outputs()).is_empty());
+    world.apply(
+        Input::Pod(Box::new(Event::Delete(asking("p", "rdma/hca")))),
+        now,
+    );
+    world.round(now);
+    assert_eq!(
+        bindings(&world.take_outputs()),
+        [("r".into(), "n2".into(), "0".into())]
     );
 }
 

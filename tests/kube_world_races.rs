@@ -238,6 +238,54 @@ fn restart_counts_annotated_pods_whatever_pod_without_devices_comes_first() {
     assert_eq!(free_gpus(&w), 4, "both pods hold two GPUs each");
 }
 
+/// On start, pods already bound hold the extended resources they ask for: one another
+/// scheduler placed, and one of ours whose scheduling fields no longer parse (counted by
+/// its resources). A new pod asking for one goes to the node with one left.
+#[test]
+fn bound_pods_hold_their_extended_resources_across_a_restart() {
+    let asking = |name: &str, node: &str, extra: serde_json::Value| {
+        let limits = json!({"nvidia.com/gpu": "1", "rdma/hca": "1"});
+        let mut value = json!({"spec": {"containers": [{"name": "c",
+                                   "resources": {"limits": limits}}]}});
+        merge(&mut value, extra);
+        if !node.is_empty() {
+            merge(
+                &mut value,
+                json!({"spec": {"nodeName": node}, "status": {"phase": "Running"}}),
+            );
+        }
+        pod(name, 1, value)
+    };
+    let hcas = |name: &str| {
+        node_with(
+            name,
+            8,
+            json!({"status": {"allocatable": {"rdma/hca": "1"}}}),
+        )
+    };
+    let foreign = asking(
+        "a-foreign",
+        "n1",
+        json!({"spec": {"schedulerName": "default-scheduler"}}),
+    );
+    let mislabelled = asking(
+        "b-ours",
+        "n2",
+        json!({"metadata": {"labels": {"kant.io/workload": "batch"},
+                            "annotations": {"kant.io/gpu-ids": "0"}}}),
+    );
+    let new = asking("c-new", "", json!({}));
+    let mut w = synced_with(
+        &plain(),
+        &[hcas("n1"), hcas("n2"), hcas("n3")],
+        &[foreign, mislabelled, new],
+    );
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].node, "n3");
+}
+
 /// A running pod whose scheduling fields no longer parse (a `kant.io/workload` Kant does
 /// not know) still runs on its devices: on restart it is counted by its resources, and no
 /// second pod is bound to them.

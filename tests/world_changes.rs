@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use kant::cache::{DeviceAlloc, Placement, PlacementPhase, PodKey};
-use kant::framework::{Adopted, Decision};
+use kant::framework::{Adopted, Decision, Scheduler};
 
 const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
@@ -405,7 +405,7 @@ fn pod_limits_and_ephemeral_storage_are_accounted() {
 }
 
 #[test]
-fn extended_resources_are_checked_against_each_node() {
+fn extended_resources_are_accounted_on_each_node() {
     let listing = |name: &str, hcas: u64| NodeRow {
         extended: ExtendedResources::from([("rdma/hca".to_owned(), hcas)]),
         ..row(name, "H100", 8)
@@ -413,7 +413,7 @@ fn extended_resources_are_checked_against_each_node() {
     let spec = spec_of(
         vec![
             row("plain", "H100", 8),
-            listing("rdma", 2),
+            listing("rdma", 4),
             listing("none", 0),
         ],
         &[],
@@ -430,15 +430,23 @@ fn extended_resources_are_checked_against_each_node() {
         }));
         j
     };
-    // Each pod of a gang asks for 2: both go to the one node that lists 2 (checked per
-    // pod, not accounted).
-    s.submit(asking(1, 2, 4, &[("rdma/hca", 2)]));
+    // Each pod of a gang asks for 2: both go to the one node that lists 4, which they
+    // then hold whole.
+    s.submit(asking(1, 2, 2, &[("rdma/hca", 2)]));
     // More than any node lists, and a resource no node lists: never placed.
-    s.submit(asking(2, 1, 1, &[("rdma/hca", 3)]));
+    s.submit(asking(2, 1, 1, &[("rdma/hca", 5)]));
     s.submit(asking(3, 1, 1, &[("example.com/foo", 1)]));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
     assert_eq!(nodes_of(&s, 1, 2), ["rdma", "rdma"]);
-    for (id, asked) in [(2, "3 rdma/hca"), (3, "1 example.com/foo")] {
+    let held = |s: &Scheduler| {
+        let node = s.state().spec().node_id("rdma").unwrap();
+        s.state().extended_used(node).cloned().unwrap_or_default()
+    };
+    assert_eq!(
+        held(&s),
+        ExtendedResources::from([("rdma/hca".to_owned(), 4)])
+    );
+    for (id, asked) in [(2, "5 rdma/hca"), (3, "1 example.com/foo")] {
         let waiting = s.waiting().find(|w| w.job.id == JobId(id)).unwrap();
         assert!(waiting.unresolvable, "job {id}");
         assert_eq!(
@@ -446,13 +454,34 @@ fn extended_resources_are_checked_against_each_node() {
             format!("no node of the job's pools has {asked} allocatable for each pod")
         );
     }
-    // With room elsewhere but none left on the node that lists it, a pod waits, and the
-    // nodes that lack it are no candidates.
+    // The node that lists it has GPUs free but its rdma/hca all held: a pod asking for
+    // one waits, and the nodes that lack it are no candidates.
     s.submit(asking(4, 1, 1, &[("rdma/hca", 1)]));
     assert!(placed_jobs(&s.schedule(1_000)).is_empty());
     assert_eq!(
         s.diagnose(JobId(4), 1_000).unwrap().message(),
-        "0/3 nodes are available: 2 Insufficient rdma/hca, 1 Insufficient nvidia.com/gpu."
+        "0/3 nodes are available: 3 Insufficient rdma/hca."
+    );
+    // One pod of the gang gone: its two return, and the waiting pod takes one.
+    s.release_pod(key(1, 0));
+    assert_eq!(
+        held(&s),
+        ExtendedResources::from([("rdma/hca".to_owned(), 2)])
+    );
+    assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(4)]);
+    assert_eq!(
+        held(&s),
+        ExtendedResources::from([("rdma/hca".to_owned(), 3)])
+    );
+    // A gang whose pods fit the node's GPUs but not its rdma/hca together waits whole.
+    s.submit(asking(5, 2, 1, &[("rdma/hca", 1)]));
+    assert!(placed_jobs(&s.schedule(3_000)).is_empty());
+    s.release_pod(key(1, 1));
+    assert_eq!(placed_jobs(&s.schedule(4_000)), [JobId(5)]);
+    assert_eq!(nodes_of(&s, 5, 2), ["rdma", "rdma"]);
+    assert_eq!(
+        held(&s),
+        ExtendedResources::from([("rdma/hca".to_owned(), 3)])
     );
 }
 

@@ -4,7 +4,9 @@
 //!
 //! This module owns the first invariant: no GPU device is ever assigned past its capacity
 //! (a whole-GPU pod never shares a device). It decides nothing: placements come from the
-//! framework, and the world confirms or forgets them.
+//! framework, and the world confirms or forgets them. Besides GPUs it accounts each node's
+//! CPU, memory, ephemeral storage and pod count, and the extended resources (`rdma/hca`,
+//! hugepages, ...) that the placed pods of Kubernetes jobs hold.
 
 mod aggregate;
 mod node_state;
@@ -17,7 +19,8 @@ pub use aggregate::GpuAggregate;
 pub use node_state::NodeState;
 
 use crate::model::{
-    ClusterSpec, GroupId, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId, PodRules, PoolId,
+    ClusterSpec, ExtendedResources, GroupId, Job, JobId, LinkClass, MILLI_PER_GPU, Milli,
+    NodeConstraints, NodeId, PodRules, PoolId,
 };
 
 /// One pod of one job.
@@ -110,6 +113,11 @@ pub struct ClusterState {
     /// anti-affinity terms, which every incoming pod is checked against.
     pod_rules: OrdMap<JobId, Arc<PodRules>>,
     anti_affinities: OrdMap<JobId, Arc<PodRules>>,
+    /// The constraints of each job with placed pods whose pods ask for extended
+    /// resources, and what those pods hold on each node (nodes holding none are absent).
+    /// Only Kubernetes pods ask for them, so these stay empty in the simulator.
+    extended_asks: OrdMap<JobId, Arc<NodeConstraints>>,
+    extended_used: OrdMap<NodeId, ExtendedResources>,
 }
 
 impl ClusterState {
@@ -139,6 +147,8 @@ impl ClusterState {
             assumed_milli: 0,
             pod_rules: OrdMap::new(),
             anti_affinities: OrdMap::new(),
+            extended_asks: OrdMap::new(),
+            extended_used: OrdMap::new(),
             spec,
         }
     }
@@ -222,6 +232,19 @@ impl ClusterState {
             .map(|(_, placed)| placed.placement.node)
     }
 
+    /// Records what the state must know of a job with placed pods: who its pods are, for
+    /// the inter-pod rules of pods placed later, and the extended resources each of its
+    /// pods holds. Call it once a pod of the job is placed (pods placed earlier are
+    /// accounted then); it is dropped with the job's last placement.
+    pub fn record_job(&mut self, job: &Job) {
+        if let Some(rules) = &job.pod_rules {
+            self.set_pod_rules(job.id, rules);
+        }
+        if let Some(constraints) = job.constraints.as_ref().filter(|c| !c.extended.is_empty()) {
+            self.set_extended_asks(job.id, constraints);
+        }
+    }
+
     /// Records (or replaces) who a job's pods are, for the inter-pod rules of pods placed
     /// later. Call it once a pod of the job is placed: it is dropped with the job's last
     /// placement.
@@ -234,13 +257,60 @@ impl ClusterState {
         self.pod_rules.insert(job, rules.clone());
     }
 
-    /// Takes over the pod rules of `old`'s jobs that still have a placement here (the
+    /// Records (or replaces) the extended resources each pod of a job holds, and accounts
+    /// them for the job's pods placed now and later.
+    fn set_extended_asks(&mut self, job: JobId, constraints: &Arc<NodeConstraints>) {
+        if let Some(old) = self.extended_asks.get(&job).cloned() {
+            self.account_job_extended(job, &old.extended, false);
+        }
+        self.extended_asks.insert(job, constraints.clone());
+        self.account_job_extended(job, &constraints.extended, true);
+    }
+
+    /// Takes over what `old` knew of its jobs that still have a placement here (the
     /// cluster was rebuilt).
-    pub fn keep_pod_rules(&mut self, old: &ClusterState) {
+    pub fn keep_jobs(&mut self, old: &ClusterState) {
         for (&job, rules) in &old.pod_rules {
             if self.job_nodes(job).next().is_some() {
                 self.set_pod_rules(job, rules);
             }
+        }
+        for (&job, constraints) in &old.extended_asks {
+            if self.job_nodes(job).next().is_some() {
+                self.set_extended_asks(job, constraints);
+            }
+        }
+    }
+
+    /// The extended resources the placed pods hold on a node (`None`: none).
+    pub fn extended_used(&self, node: NodeId) -> Option<&ExtendedResources> {
+        self.extended_used.get(&node)
+    }
+
+    /// Adds (or, with `take` false, returns) `asks` for each placed pod of a job.
+    fn account_job_extended(&mut self, job: JobId, asks: &ExtendedResources, take: bool) {
+        let nodes: Vec<NodeId> = self.job_nodes(job).collect();
+        for node in nodes {
+            self.account_extended(node, asks, take);
+        }
+    }
+
+    /// Adds (or, with `take` false, returns) one pod's `asks` on a node.
+    fn account_extended(&mut self, node: NodeId, asks: &ExtendedResources, take: bool) {
+        let used = self.extended_used.entry(node).or_default();
+        for (name, &amount) in asks {
+            let held = used.entry(name.clone()).or_default();
+            *held = if take {
+                *held + amount
+            } else {
+                held.saturating_sub(amount)
+            };
+            if *held == 0 {
+                used.remove(name);
+            }
+        }
+        if used.is_empty() {
+            self.extended_used.remove(&node);
         }
     }
 
@@ -305,6 +375,9 @@ impl ClusterState {
             });
         }
         self.update_node(node, |state| state.add(&placement));
+        if let Some(constraints) = self.extended_asks.get(&pod.job).cloned() {
+            self.account_extended(node, &constraints.extended, true);
+        }
         if phase == PlacementPhase::Assumed {
             self.assumed_milli += gpus.total_milli();
         }
@@ -337,9 +410,15 @@ impl ClusterState {
         }
         let p = placed.placement;
         self.update_node(p.node, |state| state.remove(&p));
-        if self.pod_rules.contains_key(&pod.job) && self.job_nodes(pod.job).next().is_none() {
+        if let Some(constraints) = self.extended_asks.get(&pod.job).cloned() {
+            self.account_extended(p.node, &constraints.extended, false);
+        }
+        let known =
+            self.pod_rules.contains_key(&pod.job) || self.extended_asks.contains_key(&pod.job);
+        if known && self.job_nodes(pod.job).next().is_none() {
             self.pod_rules.remove(&pod.job);
             self.anti_affinities.remove(&pod.job);
+            self.extended_asks.remove(&pod.job);
         }
         Ok(p)
     }

@@ -160,6 +160,71 @@ fn unhealthy_device_takes_no_new_pod_and_keeps_its_own() {
 }
 
 #[test]
+fn extended_resources_are_held_from_record_to_the_last_placement() {
+    use crate::model::{JobKind, NodeConstraints, PodRequest, TenantId};
+    let hca = |n: u64| ExtendedResources::from([("rdma/hca".to_owned(), n)]);
+    let job = Job {
+        id: JobId(1),
+        name: "j".into(),
+        tenant: TenantId(0),
+        priority: 0,
+        kind: JobKind::Train,
+        pools: Vec::new(),
+        pods: vec![PodRequest::gpus(crate::model::GpuRequest::Whole(1)); 3],
+        submit_ms: 0,
+        duration_ms: None,
+        topology: None,
+        constraints: Some(Arc::new(NodeConstraints {
+            extended: hca(2),
+            ..NodeConstraints::default()
+        })),
+        pod_rules: None,
+    };
+    let mut state = ClusterState::new(cluster(&[(8, None), (8, None)]));
+    // Placed before the job is recorded: accounted when it is.
+    state
+        .assume(key(1, 0), place(0, 0b1, MILLI_PER_GPU))
+        .unwrap();
+    assert_eq!(state.extended_used(NodeId(0)), None);
+    state.record_job(&job);
+    assert_eq!(state.extended_used(NodeId(0)), Some(&hca(2)));
+    // Recorded again (replaced): not counted twice. Placed after: accounted at once.
+    state.record_job(&job);
+    state
+        .assume(key(1, 1), place(0, 0b10, MILLI_PER_GPU))
+        .unwrap();
+    state
+        .assume(key(1, 2), place(1, 0b1, MILLI_PER_GPU))
+        .unwrap();
+    assert_eq!(state.extended_used(NodeId(0)), Some(&hca(4)));
+    assert_eq!(state.extended_used(NodeId(1)), Some(&hca(2)));
+    // A rebuilt cluster keeps them.
+    let mut rebuilt = ClusterState::new(state.spec().clone());
+    for (&pod, placed) in state.placements() {
+        rebuilt
+            .restore(pod, placed.placement, placed.phase)
+            .unwrap();
+    }
+    rebuilt.keep_jobs(&state);
+    assert_eq!(rebuilt.extended_used(NodeId(0)), Some(&hca(4)));
+    // Each forgotten pod returns its share; the last one drops the job.
+    state.forget(key(1, 0)).unwrap();
+    assert_eq!(state.extended_used(NodeId(0)), Some(&hca(2)));
+    state.forget(key(1, 1)).unwrap();
+    state.forget(key(1, 2)).unwrap();
+    assert_eq!(state.extended_used(NodeId(0)), None);
+    assert_eq!(state.extended_used(NodeId(1)), None);
+    state
+        .assume(key(1, 0), place(0, 0b1, MILLI_PER_GPU))
+        .unwrap();
+    assert_eq!(
+        state.extended_used(NodeId(0)),
+        None,
+        "the job was forgotten"
+    );
+}
+
+#[test]
 fn confirm_and_forget_need_a_placement() {
     let mut state = ClusterState::new(cluster(&[(8, None)]));
     assert_eq!(

@@ -208,8 +208,8 @@ impl Scheduler {
         for &(key, placement) in &plan.pods {
             state.restore(key, placement, PlacementPhase::Bound)?;
         }
-        if let Some(rules) = job.pod_rules.as_ref().filter(|_| !plan.pods.is_empty()) {
-            state.set_pod_rules(job.id, rules);
+        if !plan.pods.is_empty() {
+            state.record_job(&job);
         }
         self.state = state;
         let tenant = self.tenant_of(&job);
@@ -312,7 +312,7 @@ impl Scheduler {
                 (false, PlacementPhase::Assumed) => lost_reserved.push(key.job),
             }
         }
-        self.state.keep_pod_rules(&old);
+        self.state.keep_jobs(&old);
         for &key in &reshaped.lost_bound {
             if let Some(placed) = old.placement(key) {
                 let pool = old.spec().node(placed.placement.node).pool;

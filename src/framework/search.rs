@@ -577,10 +577,11 @@ impl Attempt {
         self.plan.len() == job.pods.len()
     }
 
-    /// The complete placement, on a state that also knows who the job's pods are.
+    /// The complete placement, on a state that also knows who the job's pods are and what
+    /// extended resources they hold.
     fn finish(mut self, job: &Job) -> Found {
-        if let Some(rules) = job.pod_rules.as_ref().filter(|_| !self.plan.is_empty()) {
-            self.state.set_pod_rules(job.id, rules);
+        if !self.plan.is_empty() {
+            self.state.record_job(job);
         }
         Found {
             plan: JobPlan { pods: self.plan },

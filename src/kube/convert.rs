@@ -23,7 +23,8 @@
 //!   limit, both given, must be equal, as for GPUs), in the resource's base unit (a count,
 //!   bytes), rounded up. Read with the node constraints: each pod needs a node whose
 //!   `status.allocatable` lists at least that much (a node that does not list it has
-//!   none). Checked per pod, not accounted per node: the pods on one node are not summed.
+//!   none), less what the pods placed there hold. A bound pod's are read from its
+//!   resources alone, like its request, and held on its node.
 //! - Priority: `spec.priority` (filled from `priorityClassName` by the admission
 //!   controller), 0 when absent.
 //! - Tenant: the label `kant.io/queue`; absent: the default tenant.
@@ -400,19 +401,20 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
 }
 
 /// What a bound pod holds, from its resources alone: whatever else is wrong with the pod
-/// (its scheduling fields may not parse), it runs and holds this. The request as
-/// [`pod_facts`] reads it, except that a `kant.io/gpu-fraction` that cannot be read leaves
-/// the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that asks for none (the
-/// device the pod was given, all of it).
-pub fn bound_request(pod: &Pod) -> Result<PodRequest, ConvertError> {
+/// (its scheduling fields may not parse), it runs and holds this. The request and extended
+/// resources as [`pod_facts`] reads them, except that a `kant.io/gpu-fraction` that
+/// cannot be read leaves the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that
+/// asks for none (the device the pod was given, all of it).
+pub fn bound_request(pod: &Pod) -> Result<(PodRequest, ExtendedResources), ConvertError> {
     let (object, spec) = pod_spec(pod)?;
     let empty = BTreeMap::new();
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
     let amounts = effective_amounts(&object, spec)?;
-    pod_request(&object, &amounts, |whole| {
+    let request = pod_request(&object, &amounts, |whole| {
         gpu_request(&object, whole, annotations)
             .or_else(|_| gpu_request(&object, whole.max(1), &empty))
-    })
+    })?;
+    Ok((request, amounts.extended(&object)?))
 }
 
 /// The pod's request from its effective amounts (see [`effective_amounts`]), the whole
@@ -2944,7 +2946,8 @@ NIC Legend:\n\
 
     #[test]
     fn a_bound_pod_holds_what_its_resources_ask_whatever_else_is_wrong() {
-        let mut value = containers(json!({"limits": {"nvidia.com/gpu": "4", "cpu": "2"}}));
+        let mut value = containers(json!({"limits": {"nvidia.com/gpu": "4", "cpu": "2",
+                                                     "rdma/hca": "1"}}));
         merge(
             &mut value,
             json!({"metadata": {"labels": {"kant.io/workload": "batch"}},
@@ -2954,18 +2957,21 @@ NIC Legend:\n\
         assert!(pod_facts(&mislabelled).is_err());
         assert_eq!(
             bound_request(&mislabelled),
-            Ok(PodRequest {
-                gpu: GpuRequest::Whole(4),
-                cpu_milli: 2_000,
-                memory_mib: 0,
-                ephemeral_mib: 0,
-            })
+            Ok((
+                PodRequest {
+                    gpu: GpuRequest::Whole(4),
+                    cpu_milli: 2_000,
+                    memory_mib: 0,
+                    ephemeral_mib: 0,
+                },
+                ExtendedResources::from([("rdma/hca".to_owned(), 1)])
+            ))
         );
         // A share that does not parse: the device it was given, all of it.
         let share = bound(json!({"kant.io/gpu-fraction": "half"}));
         assert!(pod_facts(&share).is_err());
         assert_eq!(
-            bound_request(&share).map(|r| r.gpu),
+            bound_request(&share).map(|(r, _)| r.gpu),
             Ok(GpuRequest::Whole(1))
         );
     }

@@ -4,8 +4,8 @@
 //! (device-plugin resources, hugepages) a node must list for a job's pods. The simulator's
 //! nodes and jobs have none; the Kubernetes world reads them from nodes and pods. Matching
 //! follows kube-scheduler's `NodeAffinity`, `TaintToleration` and `InterPodAffinity`
-//! plugins, and `NodeResourcesFit` for the extended resources (checked per pod, not
-//! accounted per node).
+//! plugins, and `NodeResourcesFit` for the extended resources (what placed pods hold of
+//! them is accounted by the cluster state).
 
 use std::collections::BTreeMap;
 
@@ -181,8 +181,8 @@ pub struct NodeConstraints {
     /// Preferred node affinity: nodes matching more weight score higher.
     pub preferred: Vec<Weighted<SelectorTerm>>,
     /// What each pod asks of extended resources: a node must list at least this much of
-    /// each in its allocatable (a node that does not list one has none). Checked per pod,
-    /// not accounted: pods on one node are not summed.
+    /// each in its allocatable (a node that does not list one has none), less what the
+    /// pods placed there hold.
     pub extended: ExtendedResources,
 }
 

@@ -2,9 +2,11 @@
 //! group and node has room for a pod's whole GPUs, CPU, memory and ephemeral storage, and
 //! the node runs fewer pods than its limit. Unknown node CPU, memory, ephemeral storage or
 //! pod limit counts as unlimited. The extended resources a job's pods ask for
-//! ([`NodeConstraints::extended`]) are checked per pod against what a node lists, not
-//! accounted: a node that lists too little never takes the pod, and a job that no node of
-//! its pools could take is unresolvable. Device-level choice is `gpu-devices`' concern.
+//! ([`NodeConstraints::extended`]) are accounted like CPU: a node takes a pod only if what
+//! it lists, less what placed pods (and the job's pods placed earlier in this attempt)
+//! hold, covers the pod. A node that lists too little never takes the pod, and a job that
+//! no node of its pools could take is unresolvable. Device-level choice is `gpu-devices`'
+//! concern.
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
@@ -25,6 +27,10 @@ fn narrowest_pod(job: &Job) -> u32 {
     job.pods.iter().map(|p| p.gpu.whole()).min().unwrap_or(0)
 }
 
+/// The cluster state the cycle started from, kept (an O(1) snapshot) for what placed
+/// pods hold of extended resources; written only for jobs that ask for some.
+struct HeldBefore(ClusterState);
+
 /// The job's constraints when they ask for extended resources.
 fn extended(job: &Job) -> Option<&NodeConstraints> {
     job.constraints
@@ -33,8 +39,9 @@ fn extended(job: &Job) -> Option<&NodeConstraints> {
 }
 
 impl PreFilter for ResourceFit {
-    fn pre_filter(&self, job: &Job, snapshot: &ClusterState, _state: &mut CycleState) -> Status {
+    fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
         if let Some(constraints) = extended(job) {
+            state.write(HeldBefore(snapshot.snapshot()));
             let spec = snapshot.spec();
             let listed_somewhere = pools_for(job, snapshot).iter().any(|&p| {
                 let nodes = &spec.pool(p).nodes;
@@ -86,35 +93,35 @@ impl Filter for ResourceFit {
         }
     }
 
-    fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
+    fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let request = pod.request;
-        let (spec, state) = (node.spec, node.state);
-        if state.free_whole_count() < request.gpu.whole() {
+        let (spec, usage) = (node.spec, node.state);
+        if usage.free_whole_count() < request.gpu.whole() {
             return Status::unschedulable("Insufficient nvidia.com/gpu");
         }
         // (capacity, in use, asked, reason); no capacity: unlimited.
         let accounted = [
             (
                 spec.max_pods.map(u64::from),
-                u64::from(state.pods),
+                u64::from(usage.pods),
                 1,
                 "Too many pods",
             ),
             (
                 spec.cpu_milli,
-                state.cpu_used,
+                usage.cpu_used,
                 request.cpu_milli,
                 "Insufficient cpu",
             ),
             (
                 spec.memory_mib,
-                state.memory_used,
+                usage.memory_used,
                 request.memory_mib,
                 "Insufficient memory",
             ),
             (
                 spec.ephemeral_mib,
-                state.ephemeral_used,
+                usage.ephemeral_used,
                 request.ephemeral_mib,
                 "Insufficient ephemeral-storage",
             ),
@@ -124,9 +131,37 @@ impl Filter for ResourceFit {
                 return Status::unschedulable(reason);
             }
         }
-        if let Some(name) = extended(pod.job).and_then(|c| c.lacking(&spec.extended)) {
-            return Status::unresolvable(format!("Insufficient {name}"));
+        match extended(pod.job) {
+            Some(constraints) => extended_fit(constraints, pod, state, node),
+            None => Status::SUCCESS,
         }
-        Status::SUCCESS
+    }
+}
+
+/// Whether the node's extended resources, less what placed pods hold, cover the pod: a
+/// node that lists too little is unresolvable for it, one whose pods hold too much only
+/// unschedulable now.
+fn extended_fit(
+    constraints: &NodeConstraints,
+    pod: &PodContext,
+    state: &CycleState,
+    node: NodeView,
+) -> Status {
+    if let Some(name) = constraints.lacking(&node.spec.extended) {
+        return Status::unresolvable(format!("Insufficient {name}"));
+    }
+    let held_before = state
+        .read::<HeldBefore>()
+        .and_then(|h| h.0.extended_used(node.id));
+    let siblings_here = pod.placed.iter().filter(|(_, p)| p.node == node.id).count() as u64;
+    let short = constraints.extended.iter().find(|&(name, &asked)| {
+        let held =
+            held_before.and_then(|h| h.get(name)).copied().unwrap_or(0) + asked * siblings_here;
+        let listed = node.spec.extended.get(name).copied().unwrap_or(0);
+        held + asked > listed
+    });
+    match short {
+        Some((name, _)) => Status::unschedulable(format!("Insufficient {name}")),
+        None => Status::SUCCESS,
     }
 }

@@ -3,12 +3,14 @@
 //! job: alone, or with the other members of its PodGroup once enough of them wait. A job
 //! has one set of rules for all its pods: a gang's are those of its member asking for the
 //! most GPUs (the first by name among equals), and members whose node rules (the extended
-//! resources each pod asks for included) differ are told so. A pod found bound (placed before a restart, by another scheduler, or by a
-//! binding whose answer was lost) is adopted into the cluster state with the devices its
-//! annotations name, so no device is ever given twice. It is counted by its resources
-//! alone: a scheduling field that does not parse is reported but does not stop that, and
-//! a device list that does not parse (or names the wrong count) gives way to the lowest
-//! free devices, as for a pod placed elsewhere. A pod that goes away returns what it held.
+//! resources each pod asks for included) differ are told so. A pod found bound (placed
+//! before a restart, by another scheduler, or by a binding whose answer was lost) is
+//! adopted into the cluster state with the devices its annotations name, so no device is
+//! ever given twice. It is counted by its resources alone (its extended resources
+//! included): a scheduling field that does not parse is reported but does not stop that,
+//! and a device list that does not parse (or names the wrong count) gives way to the
+//! lowest free devices, as for a pod placed elsewhere. A pod that goes away returns what
+//! it held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
@@ -21,8 +23,8 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cache::{DeviceAlloc, Placement, PodKey};
 use crate::framework::Adopted;
 use crate::model::{
-    ClusterSpec, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
-    PodRequest, PodRules, PoolId, TenantId, bits,
+    ClusterSpec, ExtendedResources, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE,
+    MILLI_PER_GPU, NodeConstraints, NodeId, PodRequest, PodRules, PoolId, TenantId, bits,
 };
 use crate::queue::DEFAULT_TENANT;
 
@@ -110,6 +112,8 @@ pub(super) struct BoundFacts {
     /// What its resources ask for, whatever else is wrong with it, or why they cannot be
     /// read.
     pub request: Result<PodRequest, String>,
+    /// The extended resources it holds (none where its resources cannot be read).
+    pub extended: ExtendedResources,
     /// The devices its `kant.io/gpu-ids` names; `None`: none named, or the list cannot be
     /// read (the pod then gets the lowest free devices, as a pod placed elsewhere does).
     pub devices: Option<DeviceAlloc>,
@@ -360,6 +364,26 @@ fn template_rank<'a>(request: &PodRequest, pod: &'a PodRef) -> (u64, Reverse<&'a
     (request.gpu.milli(), Reverse(pod.name.as_str()))
 }
 
+/// The constraints an adopted job is recorded with: the extended resources its pods
+/// hold, the most any member holds of each (a job's pods share one set; a member holding
+/// less is counted as holding as much, never the other way round), or `None` where they
+/// hold none.
+fn held_extended<'a>(
+    members: impl Iterator<Item = &'a ExtendedResources>,
+) -> Option<Arc<NodeConstraints>> {
+    let mut most = ExtendedResources::new();
+    for (name, &amount) in members.flatten() {
+        let held = most.entry(name.clone()).or_default();
+        *held = (*held).max(amount);
+    }
+    (!most.is_empty()).then(|| {
+        Arc::new(NodeConstraints {
+            extended: most,
+            ..NodeConstraints::default()
+        })
+    })
+}
+
 /// What a bound pod holds, from its facts as `pod_facts` read them, or from its resources
 /// alone where they cannot be read.
 fn bound_facts(
@@ -370,17 +394,20 @@ fn bound_facts(
     created_ms: u64,
 ) -> BoundFacts {
     let mut unread = Vec::new();
-    let request = match facts {
-        Ok(facts) => Ok(facts.request),
-        Err(e) => {
-            let request = bound_request(pod).map_err(|e| e.to_string());
-            if request.is_ok() {
+    let (request, extended) = match facts {
+        Ok(facts) => {
+            let extended = facts.constraints.as_ref().map(|c| c.extended.clone());
+            (Ok(facts.request), extended.unwrap_or_default())
+        }
+        Err(e) => match bound_request(pod) {
+            Ok((request, extended)) => {
                 unread.push(format!(
                     "{e}; it is counted by its resources, but other pods' rules do not see it"
                 ));
+                (Ok(request), extended)
             }
-            request
-        }
+            Err(e) => (Err(e.to_string()), ExtendedResources::new()),
+        },
     };
     let devices = request.as_ref().ok().and_then(|request| {
         bound_devices(pod, request, MAX_GPUS_PER_NODE).unwrap_or_else(|e| {
@@ -396,6 +423,7 @@ fn bound_facts(
     BoundFacts {
         node,
         request,
+        extended,
         devices,
         unread,
         ours,
@@ -1104,7 +1132,7 @@ impl World {
             submit_ms: started,
             duration_ms: None,
             topology: None,
-            constraints: None,
+            constraints: held_extended(members.iter().map(|(b, _)| &b.extended)),
             pod_rules: template.and_then(|t| t.pod_rules.clone()),
         };
         let ours = members.iter().any(|(b, _)| b.ours);
