@@ -15,7 +15,9 @@
 //! would leave the preemptor's tenant borrowing more on a pool where another shared tenant
 //! is below its quota: that owner could reclaim the job as soon as its minimum runtime
 //! ends, and the evictions would cycle (a borrowing head evicts its way in, is reclaimed,
-//! evicts again). The job then waits for room as any other.
+//! evicts again). The job then waits for room as any other. Where that rule refuses every
+//! set the candidates could form (or every subset of the greedy set), no placement is tried
+//! (or the set is not made minimal): on a crowded cluster most preemptors end there.
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
@@ -172,6 +174,31 @@ fn reclaimable_after(
     })
 }
 
+/// Whether [`reclaimable_after`] refuses every subset of `victims`, so that no placement
+/// needs trying: on some pool the job may use, its tenant would borrow more even with all
+/// of its own jobs among them gone, and another shared tenant is below its quota there
+/// already (evicting jobs only keeps that true).
+fn refused_whoever_goes(
+    job: &Job,
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+) -> bool {
+    let need = job.total_milli();
+    job_pools(job, context).any(|pool| {
+        let own: u64 = victims
+            .iter()
+            .filter(|(v, _)| v.tenant == context.tenant)
+            .flat_map(|(v, _)| &v.pools)
+            .filter(|&&(p, _)| p == pool)
+            .map(|&(_, milli)| milli)
+            .sum();
+        need > own
+            && context
+                .tenants
+                .reclaimable(context.tenant, pool, need - own)
+    })
+}
+
 /// Removes a running job's pods from a what-if state.
 fn remove(state: &mut ClusterState, victim: &RunningJob) {
     for pod in 0..victim.job.pods.len() as u32 {
@@ -216,6 +243,9 @@ impl PostFilter for Preemption {
             None => PostFilterResult::None,
         };
         if candidates.is_empty() {
+            return nothing_now;
+        }
+        if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
         let lost = |victim: &RunningJob| {
@@ -281,6 +311,9 @@ impl PostFilter for Preemption {
             freed >= need && admitted_without(job, context, &chosen) && (context.fits)(&state)
         });
         if !fitted {
+            return nothing_now;
+        }
+        if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
         // Minimal: spare every victim the job fits without, latest taken first (a few
