@@ -49,7 +49,7 @@
 //!     submit_ms: 0,
 //!     duration_ms: None,
 //!     topology: None,
-//!     constraints: None,
+//!     constraints: Vec::new(),
 //!     pod_rules: None,
 //! });
 //! let decisions = scheduler.schedule(0);

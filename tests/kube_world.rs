@@ -177,8 +177,11 @@ fn a_gang_waits_for_its_members_then_binds_whole() {
 /// select their nodes. The job takes the rules of the member asking for the most GPUs, so
 /// no worker lands on a node its own selector rejects; the launcher is told whose rules
 /// it follows.
+/// An MPI job: the launcher without GPUs goes where its own node selector says, the
+/// workers where theirs do. The launcher also accepts two GPU models where the workers name
+/// none: the gang takes the workers' (any), and the launcher is told so.
 #[test]
-fn a_gang_follows_the_node_rules_of_its_largest_member() {
+fn a_gangs_members_keep_their_own_node_rules() {
     let pool = |name: &str, pool: &str| {
         node_with(name, 8, json!({"metadata": {"labels": {"pool": pool}}}))
     };
@@ -195,29 +198,43 @@ fn a_gang_follows_the_node_rules_of_its_largest_member() {
         Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 3)))),
         T0,
     );
-    let on_gpu_pool = json!({"spec": {"nodeSelector": {"pool": "gpu"}}});
+    let on_pool = |pool: &str| json!({"spec": {"nodeSelector": {"pool": pool}}});
+    let mut launcher = on_pool("cpu");
+    merge(
+        &mut launcher,
+        json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product",
+                "operator": "In", "values": ["H100", "A100"]}]}]}}}}}),
+    );
     for p in [
-        member("mpi-launcher", 0, "mpi", json!({})),
-        member("mpi-worker-0", 8, "mpi", on_gpu_pool.clone()),
-        member("mpi-worker-1", 8, "mpi", on_gpu_pool),
+        member("mpi-launcher", 0, "mpi", launcher),
+        member("mpi-worker-0", 8, "mpi", on_pool("gpu")),
+        member("mpi-worker-1", 8, "mpi", on_pool("gpu")),
     ] {
         world.apply(Input::Pod(Box::new(Event::Apply(p))), T0);
     }
     world.round(T0);
     let out = world.take_outputs();
-    let mut workers: Vec<String> = binds(&out)
-        .into_iter()
-        .filter(|b| b.name.starts_with("mpi-worker"))
-        .map(|b| b.node)
-        .collect();
-    workers.sort();
-    assert_eq!(workers, ["g1", "g2"]);
+    let mut placed: Vec<(String, String)> =
+        binds(&out).into_iter().map(|b| (b.name, b.node)).collect();
+    placed.sort();
+    let [(launcher, on), workers @ ..] = &placed[..] else {
+        panic!("{placed:?}");
+    };
+    assert_eq!(launcher, "mpi-launcher");
+    assert!(on == "a1" || on == "a2", "the launcher went to {on}");
+    let worker_nodes: Vec<&str> = workers.iter().map(|(_, node)| node.as_str()).collect();
+    assert_eq!(worker_nodes.len(), 2);
+    assert!(
+        worker_nodes.iter().all(|n| n.starts_with('g')),
+        "{worker_nodes:?}"
+    );
     let told: Vec<(&str, &str)> = out
         .iter()
         .filter_map(|o| match o {
             Output::Event {
                 target,
-                reason: "NodeRulesDiffer",
+                reason: "GpuModelsDiffer",
                 message,
                 ..
             } => Some((target.name.as_str(), message.as_str())),
@@ -566,4 +583,34 @@ fn a_deleted_queue_takes_its_waiting_pods_out_of_the_queues() {
     let out = world.take_outputs();
     assert_eq!(world.scheduler().pending(), 0);
     assert_eq!(messages(&out), ["waiting: queue team-a does not exist"]);
+}
+
+/// A launcher whose node selector matches no node of the job's GPU models keeps its gang
+/// waiting, and every member says why.
+#[test]
+fn a_gang_whose_launcher_fits_no_node_waits_and_says_why() {
+    let mut world = synced(&plain(), &[node("g1", 8), node("g2", 8)]);
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 2)))),
+        T0,
+    );
+    let on_cpu = json!({"spec": {"nodeSelector": {"pool": "cpu"}}});
+    for p in [
+        member("mpi-launcher", 0, "mpi", on_cpu),
+        member("mpi-worker-0", 8, "mpi", json!({})),
+    ] {
+        world.apply(Input::Pod(Box::new(Event::Apply(p))), T0);
+    }
+    world.round(T0);
+    let out = world.take_outputs();
+    assert!(binds(&out).is_empty());
+    let why = "pod group ml/mpi: 0/2 nodes are available: 2 node(s) didn't match Pod's node \
+               affinity/selector.";
+    assert_eq!(
+        messages(&out),
+        [
+            format!("mpi-launcher: {why}"),
+            format!("mpi-worker-0: {why}")
+        ]
+    );
 }

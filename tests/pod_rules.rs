@@ -344,10 +344,10 @@ fn only_nodes_the_pod_may_use_make_domains_unless_told_otherwise() {
                 ..skew("web", "zone", 1)
             }],
         );
-        job.constraints = Some(Arc::new(NodeConstraints {
+        job.set_constraints(NodeConstraints {
             node_selector: vec![("pool".into(), "web".into())],
             ..NodeConstraints::default()
-        }));
+        });
         job
     };
     let mut honoured = default_scheduler(spec.clone());
@@ -419,7 +419,7 @@ fn preferences_order_the_nodes_that_pass() {
     s.submit(prefer(3, vec![], vec![weighted(50, term("db", "zone"))]));
     // In zone b, by node affinity:
     let mut zone_b = job(4, 1, GpuRequest::Whole(1), 0, 4);
-    zone_b.constraints = Some(Arc::new(NodeConstraints {
+    zone_b.set_constraints(NodeConstraints {
         preferred: vec![Weighted {
             weight: 10,
             term: SelectorTerm {
@@ -432,7 +432,7 @@ fn preferences_order_the_nodes_that_pass() {
             },
         }],
         ..NodeConstraints::default()
-    }));
+    });
     s.submit(zone_b);
     assert_eq!(placed_jobs(&s.schedule(1)).len(), 3);
     assert_eq!(nodes_of(&s, 2), ["n1"]);

@@ -13,9 +13,9 @@ use kant::framework::{Adopted, Decision, Scheduler};
 
 const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, ExtendedResources, JobId, LinkProfile, NodeConstraints,
-    NodeId, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect, TenantId,
-    Toleration,
+    ClusterSpec, ClusterSpecBuilder, ExtendedResources, GpuRequest, JobId, LinkProfile,
+    NodeConstraints, NodeId, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint,
+    TaintEffect, TenantId, Toleration,
 };
 use kant::queue::{TenantConfig, TenantMode, Tenants};
 
@@ -284,7 +284,7 @@ fn selectors_affinity_and_taints_decide_the_node() {
     let mut s = scheduler(profile("default", None, None), spec.clone());
     let with = |id: u32, constraints: NodeConstraints| {
         let mut j = job(id, 1, whole(8), 0, u64::from(id));
-        j.constraints = Some(Arc::new(constraints));
+        j.set_constraints(constraints);
         j
     };
     s.submit(with(
@@ -421,13 +421,13 @@ fn extended_resources_are_accounted_on_each_node() {
     let mut s = scheduler(profile("default", None, None), spec);
     let asking = |id: u32, pods: usize, gpus: u32, resources: &[(&str, u64)]| {
         let mut j = job(id, pods, whole(gpus), 0, u64::from(id));
-        j.constraints = Some(Arc::new(NodeConstraints {
+        j.set_constraints(NodeConstraints {
             extended: resources
                 .iter()
                 .map(|&(name, amount)| (name.to_owned(), amount))
                 .collect(),
             ..NodeConstraints::default()
-        }));
+        });
         j
     };
     // Each pod of a gang asks for 2: both go to the one node that lists 4, which they
@@ -483,6 +483,52 @@ fn extended_resources_are_accounted_on_each_node() {
         held(&s),
         ExtendedResources::from([("rdma/hca".to_owned(), 3)])
     );
+}
+
+/// A gang's members keep their own node rules: a launcher that asks for no rdma/hca and
+/// must stay off the nodes labelled `role: worker`, and two workers that ask for the only
+/// rdma/hca of each such node. Had the launcher taken the workers' rules, it would need a
+/// third rdma/hca and the gang would never fit.
+#[test]
+fn a_gangs_members_are_placed_by_their_own_node_rules() {
+    let worker_node = |name: &str| NodeRow {
+        extended: ExtendedResources::from([("rdma/hca".to_owned(), 1)]),
+        labels: [("role".to_owned(), "worker".to_owned())].into(),
+        ..row(name, "H100", 8)
+    };
+    let spec = spec_of(
+        vec![
+            worker_node("w1"),
+            worker_node("w2"),
+            row("plain", "H100", 8),
+        ],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec);
+    let mut mpi = job(1, 3, whole(4), 0, 0);
+    mpi.pods[0].gpu = GpuRequest::NONE;
+    let launcher = NodeConstraints {
+        affinity: vec![SelectorTerm {
+            match_expressions: vec![Requirement {
+                key: "role".into(),
+                op: SelectorOp::NotIn,
+                values: vec!["worker".into()],
+            }],
+            ..SelectorTerm::default()
+        }],
+        ..NodeConstraints::default()
+    };
+    let worker = Arc::new(NodeConstraints {
+        extended: ExtendedResources::from([("rdma/hca".to_owned(), 1)]),
+        ..NodeConstraints::default()
+    });
+    mpi.constraints = vec![Some(Arc::new(launcher)), Some(worker.clone()), Some(worker)];
+    s.submit(mpi);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let mut workers = nodes_of(&s, 1, 3).split_off(1);
+    workers.sort();
+    assert_eq!(nodes_of(&s, 1, 1), ["plain"]);
+    assert_eq!(workers, ["w1", "w2"]);
 }
 
 #[test]

@@ -101,7 +101,7 @@ pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
         submit_ms: u64::from(id),
         duration_ms: None,
         topology: None,
-        constraints: None,
+        constraints: Vec::new(),
         pod_rules: None,
     }
 }

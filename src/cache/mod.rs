@@ -19,8 +19,8 @@ pub use aggregate::GpuAggregate;
 pub use node_state::NodeState;
 
 use crate::model::{
-    ClusterSpec, ExtendedResources, GroupId, Job, JobId, LinkClass, MILLI_PER_GPU, Milli,
-    NodeConstraints, NodeId, PodRules, PoolId,
+    ClusterSpec, ExtendedResources, GroupId, Job, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId,
+    PodRules, PoolId,
 };
 
 /// One pod of one job.
@@ -113,10 +113,11 @@ pub struct ClusterState {
     /// anti-affinity terms, which every incoming pod is checked against.
     pod_rules: OrdMap<JobId, Arc<PodRules>>,
     anti_affinities: OrdMap<JobId, Arc<PodRules>>,
-    /// The constraints of each job with placed pods whose pods ask for extended
-    /// resources, and what those pods hold on each node (nodes holding none are absent).
-    /// Only Kubernetes pods ask for them, so these stay empty in the simulator.
-    extended_asks: OrdMap<JobId, Arc<NodeConstraints>>,
+    /// What each pod asks of extended resources (by pod index), for each job with placed
+    /// pods that asks for some, and what the placed pods hold on each node (nodes holding
+    /// none are absent). Only Kubernetes pods ask for them: these stay empty in the
+    /// simulator.
+    extended_asks: OrdMap<JobId, Arc<[ExtendedResources]>>,
     extended_used: OrdMap<NodeId, ExtendedResources>,
 }
 
@@ -240,8 +241,15 @@ impl ClusterState {
         if let Some(rules) = &job.pod_rules {
             self.set_pod_rules(job.id, rules);
         }
-        if let Some(constraints) = job.constraints.as_ref().filter(|c| !c.extended.is_empty()) {
-            self.set_extended_asks(job.id, constraints);
+        if job.all_constraints().any(|c| !c.extended.is_empty()) {
+            let asks = (0..job.pods.len() as u32)
+                .map(|pod| {
+                    job.constraints_of(pod)
+                        .map(|c| c.extended.clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            self.set_extended_asks(job.id, asks);
         }
     }
 
@@ -259,12 +267,12 @@ impl ClusterState {
 
     /// Records (or replaces) the extended resources each pod of a job holds, and accounts
     /// them for the job's pods placed now and later.
-    fn set_extended_asks(&mut self, job: JobId, constraints: &Arc<NodeConstraints>) {
+    fn set_extended_asks(&mut self, job: JobId, asks: Arc<[ExtendedResources]>) {
         if let Some(old) = self.extended_asks.get(&job).cloned() {
-            self.account_job_extended(job, &old.extended, false);
+            self.account_job_extended(job, &old, false);
         }
-        self.extended_asks.insert(job, constraints.clone());
-        self.account_job_extended(job, &constraints.extended, true);
+        self.account_job_extended(job, &asks, true);
+        self.extended_asks.insert(job, asks);
     }
 
     /// Takes over what `old` knew of its jobs that still have a placement here (the
@@ -275,9 +283,9 @@ impl ClusterState {
                 self.set_pod_rules(job, rules);
             }
         }
-        for (&job, constraints) in &old.extended_asks {
+        for (&job, asks) in &old.extended_asks {
             if self.job_nodes(job).next().is_some() {
-                self.set_extended_asks(job, constraints);
+                self.set_extended_asks(job, asks.clone());
             }
         }
     }
@@ -287,11 +295,26 @@ impl ClusterState {
         self.extended_used.get(&node)
     }
 
-    /// Adds (or, with `take` false, returns) `asks` for each placed pod of a job.
-    fn account_job_extended(&mut self, job: JobId, asks: &ExtendedResources, take: bool) {
-        let nodes: Vec<NodeId> = self.job_nodes(job).collect();
-        for node in nodes {
-            self.account_extended(node, asks, take);
+    /// Adds (or, with `take` false, returns) each placed pod's `asks` (by pod index).
+    fn account_job_extended(&mut self, job: JobId, asks: &[ExtendedResources], take: bool) {
+        let pods = PodKey { job, pod: 0 }..=PodKey { job, pod: u32::MAX };
+        let placed: Vec<(u32, NodeId)> = self
+            .placements
+            .range(pods)
+            .map(|(key, placed)| (key.pod, placed.placement.node))
+            .collect();
+        for (pod, node) in placed {
+            if let Some(ask) = asks.get(pod as usize) {
+                self.account_extended(node, ask, take);
+            }
+        }
+    }
+
+    /// Adds (or, with `take` false, returns) what one pod of a recorded job asks.
+    fn account_pod_extended(&mut self, pod: PodKey, node: NodeId, take: bool) {
+        let asks = self.extended_asks.get(&pod.job).cloned();
+        if let Some(ask) = asks.as_ref().and_then(|a| a.get(pod.pod as usize)) {
+            self.account_extended(node, ask, take);
         }
     }
 
@@ -375,9 +398,7 @@ impl ClusterState {
             });
         }
         self.update_node(node, |state| state.add(&placement));
-        if let Some(constraints) = self.extended_asks.get(&pod.job).cloned() {
-            self.account_extended(node, &constraints.extended, true);
-        }
+        self.account_pod_extended(pod, node, true);
         if phase == PlacementPhase::Assumed {
             self.assumed_milli += gpus.total_milli();
         }
@@ -410,9 +431,7 @@ impl ClusterState {
         }
         let p = placed.placement;
         self.update_node(p.node, |state| state.remove(&p));
-        if let Some(constraints) = self.extended_asks.get(&pod.job).cloned() {
-            self.account_extended(p.node, &constraints.extended, false);
-        }
+        self.account_pod_extended(pod, p.node, false);
         let known =
             self.pod_rules.contains_key(&pod.job) || self.extended_asks.contains_key(&pod.job);
         if known && self.job_nodes(pod.job).next().is_none() {

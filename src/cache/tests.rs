@@ -163,6 +163,13 @@ fn unhealthy_device_takes_no_new_pod_and_keeps_its_own() {
 fn extended_resources_are_held_from_record_to_the_last_placement() {
     use crate::model::{JobKind, NodeConstraints, PodRequest, TenantId};
     let hca = |n: u64| ExtendedResources::from([("rdma/hca".to_owned(), n)]);
+    let asking = |n: u64| {
+        Arc::new(NodeConstraints {
+            extended: hca(n),
+            ..NodeConstraints::default()
+        })
+    };
+    // Pods 0 and 1 ask for 2 each, pod 2 for 1.
     let job = Job {
         id: JobId(1),
         name: "j".into(),
@@ -174,10 +181,7 @@ fn extended_resources_are_held_from_record_to_the_last_placement() {
         submit_ms: 0,
         duration_ms: None,
         topology: None,
-        constraints: Some(Arc::new(NodeConstraints {
-            extended: hca(2),
-            ..NodeConstraints::default()
-        })),
+        constraints: vec![Some(asking(2)), Some(asking(2)), Some(asking(1))],
         pod_rules: None,
     };
     let mut state = ClusterState::new(cluster(&[(8, None), (8, None)]));
@@ -197,7 +201,7 @@ fn extended_resources_are_held_from_record_to_the_last_placement() {
         .assume(key(1, 2), place(1, 0b1, MILLI_PER_GPU))
         .unwrap();
     assert_eq!(state.extended_used(NodeId(0)), Some(&hca(4)));
-    assert_eq!(state.extended_used(NodeId(1)), Some(&hca(2)));
+    assert_eq!(state.extended_used(NodeId(1)), Some(&hca(1)));
     // A rebuilt cluster keeps them.
     let mut rebuilt = ClusterState::new(state.spec().clone());
     for (&pod, placed) in state.placements() {

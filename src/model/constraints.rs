@@ -170,7 +170,7 @@ pub fn preference_score<T>(preferences: &[Weighted<T>], holds: impl Fn(&T) -> bo
     (met * 100 / total) as i64
 }
 
-/// A job's placement constraints: every pod of a job shares them.
+/// A pod's placement constraints (see [`crate::model::Job::constraints`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct NodeConstraints {
     /// Labels a node must carry with exactly these values.

@@ -145,8 +145,10 @@ pub struct Job {
     pub duration_ms: Option<u64>,
     /// Where its pods must or should stay; `None`: as close as the search can.
     pub topology: Option<TopologyNeed>,
-    /// Node selector, required node affinity and tolerations; `None`: any node.
-    pub constraints: Option<Arc<NodeConstraints>>,
+    /// Each pod's node selector, node affinity, tolerations and extended resources, by pod
+    /// index (the members of a gang may differ: a launcher and its workers); a pod past
+    /// the end, or `None`, may go to any node.
+    pub constraints: Vec<Option<Arc<NodeConstraints>>>,
     /// Who its pods are, with their required inter-pod affinity and anti-affinity and
     /// their hard topology spread; `None` (the simulator's jobs): no rules, and no other
     /// pod's rules select it.
@@ -163,16 +165,42 @@ impl Job {
         self.pools.is_empty() || self.pools.contains(&pool)
     }
 
-    /// Whether its pods may go on the node at all, room aside: its pool, its node
-    /// selector and required affinity, the extended resources the node must list, and the
-    /// taints it must tolerate.
-    pub fn may_use(&self, node: &NodeSpec) -> bool {
-        let tolerations = self
-            .constraints
-            .as_ref()
-            .map_or(&[][..], |c| &c.tolerations);
+    /// The node rules of pod `pod` (`None`: any node).
+    pub fn constraints_of(&self, pod: u32) -> Option<&NodeConstraints> {
+        self.constraints.get(pod as usize)?.as_deref()
+    }
+
+    /// The node rules of the pods that have some, each distinct set once where pods next
+    /// to each other share it (as the members of a gang built alike do).
+    pub fn all_constraints(&self) -> impl Iterator<Item = &NodeConstraints> {
+        let mut previous: Option<&Arc<NodeConstraints>> = None;
+        self.constraints.iter().flatten().filter_map(move |c| {
+            let repeated = previous.is_some_and(|p| Arc::ptr_eq(p, c));
+            previous = Some(c);
+            (!repeated).then_some(&**c)
+        })
+    }
+
+    /// Whether some pod's node rules (`None`: none) pass `test`.
+    pub fn some_pod(&self, test: impl Fn(Option<&NodeConstraints>) -> bool) -> bool {
+        let unconstrained = self.constraints.len() < self.pods.len()
+            || self.constraints.iter().any(Option::is_none);
+        (unconstrained && test(None)) || self.all_constraints().any(|c| test(Some(c)))
+    }
+
+    /// Gives every pod the same node rules.
+    pub fn set_constraints(&mut self, constraints: NodeConstraints) {
+        self.constraints = vec![Some(Arc::new(constraints)); self.pods.len()];
+    }
+
+    /// Whether pod `pod` may go on the node at all, room aside: the job's pool, the pod's
+    /// node selector and required affinity, the extended resources the node must list, and
+    /// the taints it must tolerate.
+    pub fn may_use(&self, pod: u32, node: &NodeSpec) -> bool {
+        let constraints = self.constraints_of(pod);
+        let tolerations = constraints.map_or(&[][..], |c| &c.tolerations);
         self.accepts_pool(node.pool)
-            && self.constraints.as_ref().is_none_or(|c| {
+            && constraints.is_none_or(|c| {
                 c.selects(&node.name, &node.labels) && c.lacking(&node.extended).is_none()
             })
             && untolerated(tolerations, &node.taints).is_none()
@@ -264,7 +292,7 @@ mod tests {
             submit_ms: 0,
             duration_ms: None,
             topology: None,
-            constraints: None,
+            constraints: Vec::new(),
             pod_rules: None,
         }
     }

@@ -1,8 +1,8 @@
-//! `node-affinity` (Filter, Score): a job's pods go only to nodes that match its node
-//! selector and its required node affinity, and prefer the nodes that meet more of the
+//! `node-affinity` (Filter, Score): each pod of a job goes only to nodes that match its node
+//! selector and its required node affinity, and prefers the nodes that meet more of the
 //! weight of its preferred node affinity, as kube-scheduler's `NodeAffinity` plugin
-//! decides. A job without constraints passes everywhere at the cost of one branch, and
-//! one without preferences is not scored.
+//! decides. A job without constraints is not asked, and one without preferences is not
+//! scored.
 
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Score, Status};
 use crate::model::Job;
@@ -17,11 +17,11 @@ impl Plugin for NodeAffinity {
 
 impl Filter for NodeAffinity {
     fn applies(&self, job: &Job) -> bool {
-        job.constraints.is_some()
+        job.all_constraints().next().is_some()
     }
 
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
-        match &pod.job.constraints {
+        match pod.job.constraints_of(pod.index) {
             Some(c) if !c.selects(&node.spec.name, &node.spec.labels) => {
                 Status::unresolvable("node(s) didn't match Pod's node affinity/selector")
             }
@@ -32,15 +32,12 @@ impl Filter for NodeAffinity {
 
 impl Score for NodeAffinity {
     fn applies(&self, job: &Job) -> bool {
-        job.constraints
-            .as_ref()
-            .is_some_and(|c| !c.preferred.is_empty())
+        job.all_constraints().any(|c| !c.preferred.is_empty())
     }
 
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
         pod.job
-            .constraints
-            .as_ref()
+            .constraints_of(pod.index)
             .map_or(0, |c| c.preference(&node.spec.name, &node.spec.labels))
     }
 }

@@ -310,7 +310,7 @@ fn roomiest_domain(job: &Job, own: &PodRules, snapshot: &ClusterState) -> Option
             .affinity
             .iter()
             .all(|t| labels.contains_key(&t.topology_key));
-        if !has_keys || !job.may_use(node) {
+        if !has_keys || !job.may_use(0, node) {
             continue;
         }
         *room.entry(labels[key].as_str()).or_default() +=

@@ -31,25 +31,26 @@ fn narrowest_pod(job: &Job) -> u32 {
 /// pods hold of extended resources; written only for jobs that ask for some.
 struct HeldBefore(ClusterState);
 
-/// The job's constraints when they ask for extended resources.
-fn extended(job: &Job) -> Option<&NodeConstraints> {
-    job.constraints
-        .as_deref()
-        .filter(|c| !c.extended.is_empty())
+/// Whether some pod of the job asks for extended resources.
+fn asks_extended(job: &Job) -> bool {
+    job.all_constraints().any(|c| !c.extended.is_empty())
 }
 
 impl PreFilter for ResourceFit {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
-        if let Some(constraints) = extended(job) {
+        if asks_extended(job) {
             state.write(HeldBefore(snapshot.snapshot()));
             let spec = snapshot.spec();
-            let listed_somewhere = pools_for(job, snapshot).iter().any(|&p| {
-                let nodes = &spec.pool(p).nodes;
-                nodes
-                    .iter()
-                    .any(|&n| constraints.lacking(&spec.node(n).extended).is_none())
-            });
-            if !listed_somewhere {
+            let pools = pools_for(job, snapshot);
+            let listed_somewhere = |c: &NodeConstraints| {
+                pools.iter().any(|&p| {
+                    let nodes = &spec.pool(p).nodes;
+                    nodes
+                        .iter()
+                        .any(|&n| c.lacking(&spec.node(n).extended).is_none())
+                })
+            };
+            if let Some(constraints) = job.all_constraints().find(|c| !listed_somewhere(c)) {
                 let asked: Vec<String> = constraints
                     .extended
                     .iter()
@@ -131,9 +132,11 @@ impl Filter for ResourceFit {
                 return Status::unschedulable(reason);
             }
         }
-        match extended(pod.job) {
-            Some(constraints) => extended_fit(constraints, pod, state, node),
-            None => Status::SUCCESS,
+        match pod.job.constraints_of(pod.index) {
+            Some(constraints) if !constraints.extended.is_empty() => {
+                extended_fit(constraints, pod, state, node)
+            }
+            _ => Status::SUCCESS,
         }
     }
 }
@@ -153,12 +156,20 @@ fn extended_fit(
     let held_before = state
         .read::<HeldBefore>()
         .and_then(|h| h.0.extended_used(node.id));
-    let siblings_here = pod.placed.iter().filter(|(_, p)| p.node == node.id).count() as u64;
+    let siblings_here: Vec<&NodeConstraints> = pod
+        .placed
+        .iter()
+        .filter(|(_, p)| p.node == node.id)
+        .filter_map(|(key, _)| pod.job.constraints_of(key.pod))
+        .collect();
     let short = constraints.extended.iter().find(|&(name, &asked)| {
-        let held =
-            held_before.and_then(|h| h.get(name)).copied().unwrap_or(0) + asked * siblings_here;
+        let before = held_before.and_then(|h| h.get(name)).copied().unwrap_or(0);
+        let siblings: u64 = siblings_here
+            .iter()
+            .filter_map(|c| c.extended.get(name))
+            .sum();
         let listed = node.spec.extended.get(name).copied().unwrap_or(0);
-        held + asked > listed
+        before + siblings + asked > listed
     });
     match short {
         Some((name, _)) => Status::unschedulable(format!("Insufficient {name}")),

@@ -1,5 +1,5 @@
 //! `taint-toleration` (Filter): a node's `NoSchedule` and `NoExecute` taints keep away the
-//! pods that do not tolerate them, as kube-scheduler's `TaintToleration` plugin decides.
+//! pods that do not tolerate them (each pod by its own tolerations), as kube-scheduler's `TaintToleration` plugin decides.
 //! `PreferNoSchedule` is a preference and does not filter.
 
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
@@ -20,8 +20,7 @@ impl Filter for TaintToleration {
         }
         let tolerations = pod
             .job
-            .constraints
-            .as_ref()
+            .constraints_of(pod.index)
             .map_or(&[][..], |c| &c.tolerations);
         match untolerated(tolerations, &node.spec.taints) {
             Some(taint) => Status::unresolvable(format!(

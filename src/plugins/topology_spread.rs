@@ -158,13 +158,15 @@ fn eligible(job: &Job, kind: &[SpreadConstraint], c: &SpreadConstraint, node: &N
     let has_keys = kind
         .iter()
         .all(|c| node.labels.contains_key(&c.pods.topology_key));
-    let constraints = job.constraints.as_deref();
-    let selected =
-        !c.honor_node_affinity || constraints.is_none_or(|n| n.selects(&node.name, &node.labels));
-    let tolerated = !c.honor_taints || {
-        let tolerations = constraints.map_or(&[][..], |n| &n.tolerations);
-        untolerated(tolerations, &node.taints).is_none()
-    };
+    // The job's pods share their spread constraints but may differ in their node rules: a
+    // node counts if one of them could go there.
+    let selected = !c.honor_node_affinity
+        || job.some_pod(|rules| rules.is_none_or(|n| n.selects(&node.name, &node.labels)));
+    let tolerated = !c.honor_taints
+        || job.some_pod(|rules| {
+            let tolerations = rules.map_or(&[][..], |n| &n.tolerations);
+            untolerated(tolerations, &node.taints).is_none()
+        });
     has_keys && selected && tolerated
 }
 

@@ -431,7 +431,7 @@ mod tests {
             submit_ms: u64::from(id),
             duration_ms: None,
             topology: None,
-            constraints: None,
+            constraints: Vec::new(),
             pod_rules: None,
         })
     }

@@ -507,7 +507,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
                 tier: Tier::Hbd,
                 required: false,
             }),
-            constraints: None,
+            constraints: Vec::new(),
             pod_rules: None,
         });
     }

@@ -360,7 +360,7 @@ pub fn parse_jobs(
             submit_ms,
             duration_ms,
             topology,
-            constraints: None,
+            constraints: Vec::new(),
             pod_rules: None,
         };
         match duration_ms {

@@ -63,7 +63,7 @@ pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64)
         submit_ms: submit_s * 1000,
         duration_ms: Some(3_600_000),
         topology: None,
-        constraints: None,
+        constraints: Vec::new(),
         pod_rules: None,
     }
 }

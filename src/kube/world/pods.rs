@@ -1,9 +1,10 @@
 //! Pods and the jobs they form. A pod of this scheduler that is not bound waits until it
 //! may enter a queue (not gated, well-formed, of a known Queue and PodGroup), then forms a
-//! job: alone, or with the other members of its PodGroup once enough of them wait. A job
-//! has one set of rules for all its pods: a gang's are those of its member asking for the
-//! most GPUs (the first by name among equals), and members whose node rules (the extended
-//! resources each pod asks for included) differ are told so. A pod found bound (placed
+//! job: alone, or with the other members of its PodGroup once enough of them wait. Each
+//! pod keeps its own node rules (selector, affinity, tolerations, extended resources); the
+//! rest a job has once for all its pods: a gang's GPU models, kind, topology need, queue
+//! and pod identity are those of its member asking for the most GPUs (the first by name
+//! among equals), and members whose GPU models differ are told so. A pod found bound (placed
 //! before a restart, by another scheduler, or by a binding whose answer was lost) is
 //! adopted into the cluster state with the devices its annotations name, so no device is
 //! ever given twice. It is counted by its resources alone (its extended resources
@@ -282,8 +283,8 @@ pub(super) struct Pods {
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
-    /// PodGroup members told that another member's node rules are applied to them.
-    told_node_rules: BTreeSet<String>,
+    /// PodGroup members told that another member's GPU models are applied to them.
+    told_gpu_models: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -356,32 +357,28 @@ fn millis(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -
     time.map(|t| t.0.as_millisecond().max(0) as u64)
 }
 
-/// How a PodGroup's members rank to be its template, the member whose rules, kind,
-/// topology need and queue its job takes (a job has one set for all its pods): the most
-/// GPUs first, then the first by name. A launcher without GPUs thus never decides where
-/// its workers go.
+/// How a PodGroup's members rank to be its template, the member whose GPU models, pod
+/// rules, kind, topology need and queue its job takes (a job has one set for all its
+/// pods): the most GPUs first, then the first by name. A launcher without GPUs thus never
+/// decides where its workers go.
 fn template_rank<'a>(request: &PodRequest, pod: &'a PodRef) -> (u64, Reverse<&'a str>) {
     (request.gpu.milli(), Reverse(pod.name.as_str()))
 }
 
-/// The constraints an adopted job is recorded with: the extended resources its pods
-/// hold, the most any member holds of each (a job's pods share one set; a member holding
-/// less is counted as holding as much, never the other way round), or `None` where they
-/// hold none.
-fn held_extended<'a>(
-    members: impl Iterator<Item = &'a ExtendedResources>,
-) -> Option<Arc<NodeConstraints>> {
-    let mut most = ExtendedResources::new();
-    for (name, &amount) in members.flatten() {
-        let held = most.entry(name.clone()).or_default();
-        *held = (*held).max(amount);
+/// Each pod's node rules, in pod order, shared between neighbours that have the same (the
+/// members of a gang are mostly alike).
+fn shared(
+    rules: impl Iterator<Item = Option<NodeConstraints>>,
+) -> Vec<Option<Arc<NodeConstraints>>> {
+    let mut shared: Vec<Option<Arc<NodeConstraints>>> = Vec::new();
+    for rule in rules {
+        let same = match (shared.last(), &rule) {
+            (Some(Some(last)), Some(rule)) => (**last == *rule).then(|| last.clone()),
+            _ => None,
+        };
+        shared.push(same.or_else(|| rule.map(Arc::new)));
     }
-    (!most.is_empty()).then(|| {
-        Arc::new(NodeConstraints {
-            extended: most,
-            ..NodeConstraints::default()
-        })
-    })
+    shared
 }
 
 /// What a bound pod holds, from its facts as `pod_facts` read them, or from its resources
@@ -696,7 +693,7 @@ impl World {
         pods.held_on_queue.remove(uid);
         pods.held.remove(uid);
         pods.warned.remove(uid);
-        pods.told_node_rules.remove(uid);
+        pods.told_gpu_models.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -957,7 +954,7 @@ impl World {
             .iter()
             .max_by_key(|(f, _, pod)| template_rank(&f.request, pod))?;
         if let Some(group) = &group {
-            self.tell_differing_node_rules(group, &facts, template);
+            self.tell_differing_gpu_models(group, &facts, template);
         }
         let (template, _, template_pod) = template;
         let queue = template.queue.clone();
@@ -981,7 +978,7 @@ impl World {
             submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
             duration_ms: None,
             topology: template.topology,
-            constraints: template.constraints.clone().map(Arc::new),
+            constraints: shared(facts.iter().map(|(f, _, _)| f.constraints.clone())),
             pod_rules: Some(template.pod_rules.clone()),
         };
         let entry = JobEntry::new(
@@ -997,32 +994,29 @@ impl World {
         Some(job)
     }
 
-    /// Tells each member of a PodGroup whose node rules (selector, affinity, tolerations,
-    /// extended resources, GPU model) differ from the template member's that the
-    /// template's are applied to it: a job has one set of rules for all its pods. Once per
-    /// pod.
-    fn tell_differing_node_rules(
+    /// Tells each member of a PodGroup whose GPU models differ from the template member's
+    /// that the template's are applied to it: a gang never mixes GPU models. Once per pod.
+    fn tell_differing_gpu_models(
         &mut self,
         group: &GroupKey,
         members: &[(PodFacts, u64, PodRef)],
         (template, _, template_pod): &(PodFacts, u64, PodRef),
     ) {
-        let differing = members.iter().filter(|(facts, _, _)| {
-            facts.constraints != template.constraints || facts.gpu_models != template.gpu_models
-        });
+        let differing = members
+            .iter()
+            .filter(|(facts, _, _)| facts.gpu_models != template.gpu_models);
         for (_, _, pod) in differing {
-            if !self.pods.told_node_rules.insert(pod.uid.clone()) {
+            if !self.pods.told_gpu_models.insert(pod.uid.clone()) {
                 continue;
             }
             self.outputs.push(Output::Event {
                 target: pod.clone(),
                 warning: true,
-                reason: "NodeRulesDiffer",
+                reason: "GpuModelsDiffer",
                 message: format!(
-                    "the pods of pod group {}/{} differ in their node selector, node \
-                     affinity, tolerations, extended resources or GPU model; kant places \
-                     them all by the rules of {template_pod}, the member asking for the \
-                     most GPUs",
+                    "the pods of pod group {}/{} differ in the GPU models they accept; kant \
+                     places them all on the models of {template_pod}, the member asking for \
+                     the most GPUs",
                     group.0, group.1
                 ),
             });
@@ -1132,7 +1126,12 @@ impl World {
             submit_ms: started,
             duration_ms: None,
             topology: None,
-            constraints: held_extended(members.iter().map(|(b, _)| &b.extended)),
+            constraints: shared(members.iter().map(|(b, _)| {
+                (!b.extended.is_empty()).then(|| NodeConstraints {
+                    extended: b.extended.clone(),
+                    ..NodeConstraints::default()
+                })
+            })),
             pod_rules: template.and_then(|t| t.pod_rules.clone()),
         };
         let ours = members.iter().any(|(b, _)| b.ours);
