@@ -51,6 +51,7 @@
 //!     topology: None,
 //!     constraints: Vec::new(),
 //!     pod_rules: None,
+//!     may_preempt: true,
 //! });
 //! let decisions = scheduler.schedule(0);
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use common::*;
+use kant::cache::PodKey;
 use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler};
 use kant::framework::{SearchMode, Status};
 use kant::model::{ClusterSpec, GpuRequest, Job, JobId, LinkProfile, NodeId, PoolId, TenantId};
@@ -929,6 +930,27 @@ fn priority_preemption_takes_the_lowest_priority_first() {
         "{decisions:?}"
     );
     assert_eq!(placed_jobs(&decisions), ids(&[9]));
+}
+
+/// A job that must never preempt (a pod with `preemptionPolicy: Never`) waits for room
+/// however high its priority; once room frees it goes first, ahead of lower priorities.
+#[test]
+fn a_job_that_never_preempts_waits_for_room() {
+    let (mut s, _) = running_jobs(&[(0, &[(1, 8, 0)]), (60, &[(2, 8, 0)])]);
+    s.submit(Job {
+        may_preempt: false,
+        ..job(9, 1, whole(8), 5, 600)
+    });
+    s.submit(job(10, 1, whole(8), 0, 601));
+    assert!(s.schedule(MINUTE + MIN_RUNTIME).is_empty());
+    assert!(is_running(&s, 1) && is_running(&s, 2));
+    s.release_pod(PodKey {
+        job: JobId(1),
+        pod: 0,
+    });
+    let decisions = s.schedule(MINUTE + 2 * MIN_RUNTIME);
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
+    assert!(preemptions(&decisions).is_empty());
 }
 
 #[test]

@@ -103,6 +103,7 @@ pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
         topology: None,
         constraints: Vec::new(),
         pod_rules: None,
+        may_preempt: true,
     }
 }
 

@@ -183,6 +183,7 @@ fn extended_resources_are_held_from_record_to_the_last_placement() {
         topology: None,
         constraints: vec![Some(asking(2)), Some(asking(2)), Some(asking(1))],
         pod_rules: None,
+        may_preempt: true,
     };
     let mut state = ClusterState::new(cluster(&[(8, None), (8, None)]));
     // Placed before the job is recorded: accounted when it is.

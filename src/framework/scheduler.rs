@@ -425,9 +425,9 @@ impl Scheduler {
             self.reservations.retain(|r| r.job != job.id);
             return Attempted::Unresolvable;
         }
-        // Without room now, only preemption could help: a job that cannot preempt costs
-        // no search.
-        let may_preempt = !self.profile.post_filters.is_empty();
+        // Without room now, only preemption could help: a job that cannot preempt (the
+        // profile has no preemption, or the job never preempts) costs no search.
+        let may_preempt = job.may_preempt && !self.profile.post_filters.is_empty();
         if !admitted && !may_preempt {
             return Attempted::Failed { retry_at: None };
         }
@@ -485,6 +485,9 @@ impl Scheduler {
             .flatten();
         let mut preemption_retry = None;
         let found = searched.or_else(|| {
+            if !may_preempt {
+                return None;
+            }
             let preempted = match self.preempt(
                 job,
                 offer.tenant,

@@ -26,7 +26,8 @@
 //!   none), less what the pods placed there hold. A bound pod's are read from its
 //!   resources alone, like its request, and held on its node.
 //! - Priority: `spec.priority` (filled from `priorityClassName` by the admission
-//!   controller), 0 when absent.
+//!   controller), 0 when absent; `spec.preemptionPolicy: Never` (from the class too): the
+//!   pod never makes room by preemption, it waits.
 //! - Tenant: the label `kant.io/queue`; absent: the default tenant.
 //! - GPU models: `spec.nodeSelector["nvidia.com/gpu.product"]`; otherwise, when every
 //!   required node-affinity term has an `In` requirement on that label, the union of their
@@ -304,6 +305,8 @@ fn whole_gpus(q: &Quantity) -> Result<u64, String> {
 pub struct PodFacts {
     pub request: PodRequest,
     pub priority: i32,
+    /// Not `preemptionPolicy: Never`.
+    pub may_preempt: bool,
     /// The tenant's queue; `None`: the default tenant.
     pub queue: Option<String>,
     /// The GPU models the pod accepts; empty: any.
@@ -385,6 +388,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     Ok(PodFacts {
         request,
         priority: spec.priority.unwrap_or(0),
+        may_preempt: spec.preemption_policy.as_deref() != Some("Never"),
         queue: labels.get(QUEUE_LABEL).cloned(),
         gpu_models,
         constraints,
@@ -1674,6 +1678,7 @@ mod tests {
             "spec": {
                 "priority": 1000,
                 "priorityClassName": "training",
+                "preemptionPolicy": "Never",
                 "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                 "tolerations": [
                     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -1699,6 +1704,7 @@ mod tests {
             }
         );
         assert_eq!(facts.priority, 1000);
+        assert!(!facts.may_preempt);
         assert_eq!(facts.queue.as_deref(), Some("team-a"));
         assert_eq!(facts.group.as_deref(), Some("llama"));
         assert_eq!(facts.kind, JobKind::Train);
@@ -1745,6 +1751,7 @@ mod tests {
         let facts = facts(json!({}));
         assert_eq!(facts.request, PodRequest::gpus(GpuRequest::NONE));
         assert_eq!(facts.priority, 0);
+        assert!(facts.may_preempt);
         assert_eq!(facts.queue, None);
         assert_eq!(facts.group, None);
         assert_eq!(facts.kind, JobKind::Unknown);

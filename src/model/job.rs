@@ -153,6 +153,9 @@ pub struct Job {
     /// their hard topology spread; `None` (the simulator's jobs): no rules, and no other
     /// pod's rules select it.
     pub pod_rules: Option<Arc<PodRules>>,
+    /// Whether it may make room by preemption (of any kind) when the profile preempts;
+    /// `false` for Kubernetes pods with `preemptionPolicy: Never`, which wait for room.
+    pub may_preempt: bool,
 }
 
 impl Job {
@@ -294,6 +297,7 @@ mod tests {
             topology: None,
             constraints: Vec::new(),
             pod_rules: None,
+            may_preempt: true,
         }
     }
 

@@ -433,6 +433,7 @@ mod tests {
             topology: None,
             constraints: Vec::new(),
             pod_rules: None,
+            may_preempt: true,
         })
     }
 

@@ -509,6 +509,7 @@ pub fn generate_workload(cluster: &ClusterSpec, options: &SyntheticOptions) -> W
             }),
             constraints: Vec::new(),
             pod_rules: None,
+            may_preempt: true,
         });
     }
 

@@ -362,6 +362,7 @@ pub fn parse_jobs(
             topology,
             constraints: Vec::new(),
             pod_rules: None,
+            may_preempt: true,
         };
         match duration_ms {
             Some(_) => jobs.push(job),

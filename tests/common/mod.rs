@@ -65,6 +65,7 @@ pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64)
         topology: None,
         constraints: Vec::new(),
         pod_rules: None,
+        may_preempt: true,
     }
 }
 

@@ -980,6 +980,8 @@ impl World {
             topology: template.topology,
             constraints: shared(facts.iter().map(|(f, _, _)| f.constraints.clone())),
             pod_rules: Some(template.pod_rules.clone()),
+            // One member that must not preempt keeps the whole gang from it.
+            may_preempt: facts.iter().all(|(f, _, _)| f.may_preempt),
         };
         let entry = JobEntry::new(
             job.clone(),
@@ -1133,6 +1135,7 @@ impl World {
                 })
             })),
             pod_rules: template.and_then(|t| t.pod_rules.clone()),
+            may_preempt: true,
         };
         let ours = members.iter().any(|(b, _)| b.ours);
         let running = Adopted::Running { preemptible: ours };
