@@ -177,21 +177,22 @@ fn a_gang_waits_for_its_members_then_binds_whole() {
 /// select their nodes. The job takes the rules of the member asking for the most GPUs, so
 /// no worker lands on a node its own selector rejects; the launcher is told whose rules
 /// it follows.
-/// An MPI job: the launcher without GPUs goes where its own node selector says, the
-/// workers where theirs do. The launcher also accepts two GPU models where the workers name
-/// none: the gang takes the workers' (any), and the launcher is told so.
+/// An MPI job: the launcher without GPUs goes where its own node selector says (a node
+/// without GPUs, outside the job's GPU pools), the workers where theirs do. The launcher
+/// also accepts two GPU models where the workers name none: the gang takes the workers'
+/// (any), and the launcher is told so.
 #[test]
 fn a_gangs_members_keep_their_own_node_rules() {
-    let pool = |name: &str, pool: &str| {
-        node_with(name, 8, json!({"metadata": {"labels": {"pool": pool}}}))
+    let pool = |name: &str, gpus: u32, pool: &str| {
+        node_with(name, gpus, json!({"metadata": {"labels": {"pool": pool}}}))
     };
     let mut world = synced(
         &plain(),
         &[
-            pool("a1", "cpu"),
-            pool("a2", "cpu"),
-            pool("g1", "gpu"),
-            pool("g2", "gpu"),
+            pool("a1", 0, "cpu"),
+            pool("a2", 0, "cpu"),
+            pool("g1", 8, "gpu"),
+            pool("g2", 8, "gpu"),
         ],
     );
     world.apply(

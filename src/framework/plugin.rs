@@ -56,10 +56,16 @@ pub struct JobPlan {
 }
 
 impl JobPlan {
-    /// The nodes and leaf groups the plan spans, against the ideal for its pool (the
-    /// input of JTTED); `total_milli` is the job's whole request.
+    /// The nodes and leaf groups the plan's pods with GPUs span, against the ideal for
+    /// their pool (the input of JTTED: a launcher without GPUs, wherever it runs, is not
+    /// the job's spread); `total_milli` is the job's whole request.
     pub fn spread(&self, cluster: &ClusterSpec, total_milli: u64) -> PlacementSpread {
-        let mut nodes: Vec<u32> = self.pods.iter().map(|(_, p)| p.node.0).collect();
+        let mut nodes: Vec<u32> = self
+            .pods
+            .iter()
+            .filter(|(_, p)| p.gpus.devices != 0)
+            .map(|(_, p)| p.node.0)
+            .collect();
         nodes.sort_unstable();
         nodes.dedup();
         let leaves: Option<Vec<u32>> = nodes
@@ -249,4 +255,51 @@ pub enum PostFilterResult {
 /// Runs after the search failed; preemption lives here.
 pub trait PostFilter: Plugin {
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClusterSpecBuilder, LeafPath, LinkProfile, NodeRow};
+
+    /// A launcher without GPUs on a CPU-only node is not part of the job's spread: two
+    /// workers on two nodes of one leaf are one leaf and two nodes, as ideal.
+    #[test]
+    fn a_launcher_without_gpus_is_not_counted_in_the_spread() {
+        let mut builder = ClusterSpecBuilder::new();
+        let leaf = LeafPath {
+            superspine: "s".into(),
+            spine: "p".into(),
+            leaf: "l".into(),
+        };
+        for (name, gpus) in [("cpu", 0), ("g1", 8), ("g2", 8)] {
+            let row = NodeRow {
+                name: name.into(),
+                gpu_model: (gpus > 0).then(|| "H100".to_string()),
+                gpus,
+                leaf: (gpus > 0).then(|| leaf.clone()),
+                ..Default::default()
+            };
+            builder.add(row, LinkProfile::NvlinkAll).unwrap();
+        }
+        let cluster = builder.build();
+        let pod = |pod: u32, node: &str, devices: u32| {
+            let placement = Placement {
+                node: cluster.node_id(node).unwrap(),
+                gpus: DeviceAlloc::whole(devices),
+                cpu_milli: 0,
+                memory_mib: 0,
+                ephemeral_mib: 0,
+            };
+            (PodKey { job: JobId(1), pod }, placement)
+        };
+        let plan = JobPlan {
+            pods: vec![pod(0, "cpu", 0), pod(1, "g1", 0xff), pod(2, "g2", 0xff)],
+        };
+        let spread = plan.spread(&cluster, 16_000);
+        assert_eq!(
+            (spread.nodes_used, spread.ideal_nodes, spread.groups),
+            (2, 2, Some((1, 1)))
+        );
+    }
 }

@@ -589,7 +589,10 @@ impl Attempt {
         }
     }
 
-    /// Places the job's remaining pods on `nodes`, in pod order, until one does not fit.
+    /// Places the job's remaining pods on `nodes`, in pod order, until one does not fit. A
+    /// gang's pod without GPUs (a launcher) that fits none of them may go to any node of
+    /// the cluster its own rules allow: it is bound neither to the domain of the job's
+    /// GPUs nor to their models.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
         while let Some(request) = job.pods.get(self.plan.len()) {
             let pod = PodContext {
@@ -598,7 +601,17 @@ impl Attempt {
                 request,
                 placed: &self.plan,
             };
-            let Some(placement) = place_pod(profile, &pod, cycle, &self.state, nodes) else {
+            let placement = place_pod(profile, &pod, cycle, &self.state, nodes).or_else(|| {
+                // A lone pod's search already covered every node it may use.
+                if !request.gpu.is_none() || !job.is_gang() {
+                    return None;
+                }
+                let spec = self.state.spec();
+                let everywhere: Vec<&[NodeId]> =
+                    spec.pools.iter().map(|p| p.nodes.as_slice()).collect();
+                place_pod(profile, &pod, cycle, &self.state, &everywhere)
+            });
+            let Some(placement) = placement else {
                 return;
             };
             let key = PodKey {

@@ -1,5 +1,6 @@
-//! `node-pool` (PreFilter, Filter): a job only goes to the pools of the GPU models it
-//! accepts, and a job no such pool could ever hold (nor, with a required topology tier,
+//! `node-pool` (PreFilter, Filter): a job's pods with GPUs only go to the pools of the GPU
+//! models it accepts (its pods without, such as a gang's launcher, go to any node their
+//! own rules allow), and a job no such pool could ever hold (nor, with a required topology tier,
 //! any one domain of that tier) is unresolvable, not merely waiting.
 
 use crate::cache::ClusterState;
@@ -49,8 +50,8 @@ impl PreFilter for NodePool {
 
 impl Filter for NodePool {
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
-        let gpu_ok = pod.request.gpu.is_none() || node.spec.gpus() > 0;
-        if gpu_ok && pod.job.accepts_pool(node.spec.pool) {
+        let gpuless = pod.request.gpu.is_none();
+        if gpuless || (node.spec.gpus() > 0 && pod.job.accepts_pool(node.spec.pool)) {
             Status::SUCCESS
         } else {
             Status::unresolvable("node(s) didn't match the job's GPU model")
