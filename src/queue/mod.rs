@@ -75,8 +75,9 @@ pub enum Attempted {
     Failed {
         retry_at: Option<u64>,
     },
-    /// Can never be placed as the cluster is (no pool could hold it): it waits, but blocks
-    /// no one.
+    /// Can never be placed as the cluster and the tenants are (no pool could hold it, or
+    /// no quota admit it): it waits, blocks no one, and is not offered again until
+    /// [`Queues::forget_failures`] says they changed.
     Unresolvable,
     /// Its binding failed: it is not tried again before `until`.
     Backoff {
@@ -341,7 +342,10 @@ impl Queues {
             let backfill_since = entry
                 .blocked_since
                 .filter(|_| overdue && entry.backfill_failed_at != Some(epoch));
+            // A job found unresolvable stays so until the cluster or the tenants change shape
+            // (`forget_failures`): what it lacks no placement or completion brings.
             let waiting = now_ms < entry.not_before
+                || (entry.unresolvable && entry.failed_at.is_some())
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
             if overdue && !entry.unresolvable && driver.quota_is_own(tenant) {
                 // The head holds its pools whether or not it is tried this round.
@@ -437,10 +441,12 @@ mod tests {
         })
     }
 
-    /// Fails every job it is offered, and records which.
+    /// Fails every job it is offered (those in `unresolvable` as unresolvable), and
+    /// records which.
     struct Refuser {
         room: Option<Room>,
         offered: Vec<JobId>,
+        unresolvable: Vec<JobId>,
     }
 
     impl Driver for Refuser {
@@ -455,7 +461,11 @@ mod tests {
         }
         fn attempt(&mut self, offer: Offer) -> Attempted {
             self.offered.push(offer.job.id);
-            Attempted::Failed { retry_at: None }
+            if self.unresolvable.contains(&offer.job.id) {
+                Attempted::Unresolvable
+            } else {
+                Attempted::Failed { retry_at: None }
+            }
         }
     }
 
@@ -479,6 +489,7 @@ mod tests {
                 widest_node: 0,
             }),
             offered: Vec::new(),
+            unresolvable: Vec::new(),
         };
         queues.run(1, 0, &mut driver);
         assert_eq!(
@@ -493,6 +504,7 @@ mod tests {
         let mut driver = Refuser {
             room,
             offered: Vec::new(),
+            unresolvable: Vec::new(),
         };
         queues.run(2, now_ms, &mut driver);
         driver.offered.iter().map(|j| j.0).collect()
@@ -535,6 +547,31 @@ mod tests {
             offered(&mut queues, THRESHOLD_MS - 1, Some(room)),
             [1, 2, 3]
         );
+    }
+
+    #[test]
+    fn an_unresolvable_job_waits_until_the_cluster_or_tenants_change() {
+        let sort = Arc::new(PrioritySort {
+            size_order: SizeOrder::SmallerFirst,
+        });
+        let mut queues = Queues::new(QueueingPolicy::StrictFifo, sort, THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(1)), 0, 0);
+        queues.push(job(1, 1, GpuRequest::Whole(8)), 0, 0);
+        let mut driver = Refuser {
+            room: None,
+            offered: Vec::new(),
+            unresolvable: vec![JobId(0)],
+        };
+        queues.run(1, 0, &mut driver);
+        assert_eq!(driver.offered, [JobId(0), JobId(1)], "it blocks no one");
+        // Capacity freed: only the resolvable job is worth offering.
+        driver.offered.clear();
+        queues.run(2, 1, &mut driver);
+        assert_eq!(driver.offered, [JobId(1)]);
+        queues.forget_failures();
+        driver.offered.clear();
+        queues.run(2, 2, &mut driver);
+        assert_eq!(driver.offered, [JobId(0), JobId(1)]);
     }
 
     #[test]
