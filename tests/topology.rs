@@ -315,6 +315,45 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
     );
 }
 
+#[test]
+fn e_binpack_puts_a_small_pod_with_small_pods_so_that_a_gangs_leaf_drains_whole() {
+    // Two leaves of four nodes. Leaf 0: a gang on three nodes and a 4-GPU pod on the
+    // fourth. Leaf 1: two 6-GPU pods. Then a 2-GPU pod, which both leaves have a hole for.
+    let leaf_of = |s: &Scheduler, job: u32| {
+        let spec = s.state().spec();
+        let nodes = nodes_of(s, JobId(job));
+        let groups: HashSet<_> = nodes.iter().map(|n| spec.node_group[n.index()]).collect();
+        assert_eq!(groups.len(), 1);
+        groups.into_iter().next().map(|g| g.index())
+    };
+    let run = |placement: Placement| {
+        let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
+        let mut s = scheduler(placement_profile(placement), spec);
+        let jobs = [(0, 3, 8), (1, 1, 4), (2, 1, 6), (3, 1, 6), (4, 1, 2)];
+        for (id, pods, gpus) in jobs {
+            s.submit(job(id, pods, whole(gpus), 0, u64::from(id)));
+            assert_eq!(placed_jobs(&s.schedule(0)), [JobId(id)]);
+        }
+        let layout: Vec<_> = (0..4).map(|j| leaf_of(&s, j)).collect();
+        assert_eq!(
+            layout,
+            [Some(0), Some(0), Some(1), Some(1)],
+            "{placement:?}"
+        );
+        let small_pod_leaf = leaf_of(&s, 4);
+        // The gang and the 4-GPU pod end: a gang of a whole leaf fits one leaf or none.
+        s.finish(JobId(0));
+        s.finish(JobId(1));
+        s.submit(job(5, 4, whole(8), 0, 5));
+        s.schedule(0);
+        (small_pod_leaf, spans(&s, JobId(5)).0)
+    };
+    // E-Binpack goes where small pods are; leaf 0 drains whole for the next gang.
+    assert_eq!(run(Placement::EBinpack), (Some(1), 1));
+    // Plain binpack goes to the busier leaf, whose gang would have freed it whole.
+    assert_eq!(run(Placement::Binpack).0, Some(0));
+}
+
 /// The default profile with E-Spread over `zone`.
 fn zone_profile(zone: kant::plugins::ZoneConfig) -> kant::framework::Profile {
     let config = kant::config::Config::embedded();

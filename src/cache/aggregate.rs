@@ -19,6 +19,9 @@ pub struct GpuAggregate {
     pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// Milli-GPUs assigned.
     pub used_milli: u64,
+    /// Of `used_milli`, what pods that share their node hold (pods holding less than every
+    /// device of it).
+    pub sharing_milli: u64,
     /// Nodes with assigned milli-GPUs above 0 and below capacity.
     pub fragmented_nodes: u32,
     /// `nvlink_histogram[k]`: nodes whose largest NVLink-connected set of free devices
@@ -35,6 +38,7 @@ impl Default for GpuAggregate {
             free_nodes: 0,
             free_histogram: [0; MAX_GPUS_PER_NODE + 1],
             used_milli: 0,
+            sharing_milli: 0,
             fragmented_nodes: 0,
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
         }
@@ -56,6 +60,8 @@ impl GpuAggregate {
         step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
         step(&mut self.nvlink_histogram[node.nvlink_island() as usize], 1);
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
+        self.sharing_milli =
+            (self.sharing_milli as i64 + sign * node.sharing_milli() as i64) as u64;
     }
 
     /// How many pods of `per_pod` whole GPUs fit on free devices, each pod inside one node.

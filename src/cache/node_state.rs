@@ -1,5 +1,6 @@
-//! The changing part of one node: milli-GPUs in use per device, device health, CPU,
-//! memory and ephemeral storage in use, and its pods. Fixed-size and `Copy`, so the
+//! The changing part of one node: milli-GPUs in use per device (and how much of it pods
+//! that share the node hold), device health, CPU, memory and ephemeral storage in use,
+//! and its pods. Fixed-size and `Copy`, so the
 //! persistent vector that holds it copies a chunk with plain memory moves.
 
 use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
@@ -18,6 +19,9 @@ pub struct NodeState {
     devices: u32,
     /// Milli-GPUs assigned on the whole node: the sum of `used`.
     used_total: u32,
+    /// Of `used_total`, what pods holding less than every device of the node hold (at most
+    /// 32,000, so a `u16`, which keeps the state from growing).
+    sharing: u16,
     pub cpu_used: u64,
     pub memory_used: u64,
     pub ephemeral_used: u64,
@@ -34,6 +38,7 @@ impl NodeState {
             unhealthy: spec.unhealthy,
             devices: spec.all_devices(),
             used_total: 0,
+            sharing: 0,
             cpu_used: 0,
             memory_used: 0,
             ephemeral_used: 0,
@@ -100,6 +105,18 @@ impl NodeState {
         u64::from(self.used_total)
     }
 
+    /// Milli-GPUs assigned to pods that hold less than every device of the node (pods that
+    /// share it), as opposed to pods that have the node to themselves.
+    #[inline]
+    pub fn sharing_milli(&self) -> u64 {
+        u64::from(self.sharing)
+    }
+
+    /// Whether a placement leaves room on the node for other pods' GPUs.
+    fn shares_node(&self, p: &Placement) -> bool {
+        p.gpus.devices != self.devices || p.gpus.milli_each < MILLI_PER_GPU
+    }
+
     /// Assigned milli-GPUs above 0 and below capacity.
     pub fn is_fragmented(&self) -> bool {
         let used = self.used_milli();
@@ -136,6 +153,9 @@ impl NodeState {
             self.used_total += p.gpus.milli_each;
         }
         self.busy |= p.gpus.devices;
+        if self.shares_node(p) {
+            self.sharing += p.gpus.total_milli() as u16;
+        }
         self.cpu_used += p.cpu_milli;
         self.memory_used += p.memory_mib;
         self.ephemeral_used += p.ephemeral_mib;
@@ -150,6 +170,9 @@ impl NodeState {
             if self.used[d] == 0 {
                 self.busy &= !(1 << d);
             }
+        }
+        if self.shares_node(p) {
+            self.sharing -= p.gpus.total_milli() as u16;
         }
         self.cpu_used -= p.cpu_milli;
         self.memory_used -= p.memory_mib;

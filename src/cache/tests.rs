@@ -118,9 +118,28 @@ fn aggregates_follow_assume_and_forget() {
     assert_eq!(total.free_histogram[6], 1);
     assert_eq!(total.free_histogram[7], 1);
     assert_eq!(total.used_milli, 2500);
+    assert_eq!(total.sharing_milli, 2500);
     assert_eq!(total.fragmented_nodes, 2);
     state.forget(key(1, 0)).unwrap();
     assert_eq!(state.total().free_gpus, 15);
+    assert_aggregates_match(&state);
+}
+
+#[test]
+fn only_pods_that_share_their_node_count_as_sharing() {
+    let mut state = ClusterState::new(cluster(&[(8, Some("a")), (8, Some("a")), (4, None)]));
+    state.assume(key(1, 0), place(0, 0xff, 1000)).unwrap(); // the whole node
+    state.assume(key(2, 0), place(1, 0x0f, 1000)).unwrap(); // half of it
+    state.assume(key(3, 0), place(2, 0x1, 250)).unwrap(); // a fraction
+    assert_eq!(state.total().used_milli, 12_250);
+    assert_eq!(state.total().sharing_milli, 4_250);
+    // Health does not change what a placement counts as: taking a device away and giving
+    // it back leaves the sums as they were.
+    state.set_device_health(NodeId(0), 3, false).unwrap();
+    state.forget(key(1, 0)).unwrap();
+    state.set_device_health(NodeId(0), 3, true).unwrap();
+    state.forget(key(2, 0)).unwrap();
+    assert_eq!(state.total().sharing_milli, 250);
     assert_aggregates_match(&state);
 }
 
@@ -288,6 +307,15 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             used[p.node.index()][d] += p.gpus.milli_each;
         }
     }
+    let sharing_milli: u64 = state
+        .placements()
+        .map(|(_, placed)| placed.placement)
+        .filter(|p| {
+            let all = spec.node(p.node).all_devices();
+            p.gpus.devices != all || p.gpus.milli_each < MILLI_PER_GPU
+        })
+        .map(|p| p.gpus.total_milli())
+        .sum();
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
@@ -312,9 +340,10 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             total.free_gpus,
             total.free_nodes,
             total.used_milli,
+            total.sharing_milli,
             total.fragmented_nodes
         ),
-        (free_gpus, free_nodes, used_milli, fragmented)
+        (free_gpus, free_nodes, used_milli, sharing_milli, fragmented)
     );
 }
 

@@ -1,15 +1,20 @@
 //! `e-binpack` (Score): Kant's enhanced binpack, at two levels.
 //!
-//! - Leaf group: a pod smaller than a node goes first to the groups that have a partly
-//!   used node with room for it, busiest first, so small jobs fill the holes of groups
-//!   already in use and whole nodes and whole groups stay free for large jobs. Groups
-//!   where the pod would break a free node come after, busiest first.
+//! - Leaf group: small jobs gather in a few groups, so that the others can drain whole.
+//!   - A pod smaller than a node goes first to the groups that have a partly used node
+//!     with room for it (filling a hole rather than breaking a free node), and among
+//!     those, as among the rest, to the groups where pods that share their nodes already
+//!     hold the most GPUs, not merely the busiest: a group busy with gangs that end
+//!     whole, and that one small pod with hours left would keep from ever being free for
+//!     a gang that needs all of it, is the last place for it.
+//!   - A job whose pods take whole nodes goes to the busiest groups, keeping whole
+//!     groups free for larger ones.
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
 //!   traffic), else the node it fills best (the least left over).
 
 use crate::cache::GpuAggregate;
 use crate::framework::{CycleState, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score};
-use crate::model::{GroupId, Job, MAX_GPUS_PER_NODE};
+use crate::model::{GroupId, Job, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
 
 use super::utilization;
 
@@ -29,20 +34,33 @@ fn partly_used_with_room(aggregate: &GpuAggregate, k: u32) -> u32 {
     with_room.saturating_sub(aggregate.free_nodes)
 }
 
+/// What a group with a hole for a small pod scores above one without, out of
+/// `MAX_NODE_SCORE`; the rest ranks groups by how much small pods already hold there.
+const HOLE: i64 = MAX_NODE_SCORE / 4;
+
 impl Score for EBinpack {
     fn score_group(&self, job: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
-        let half = MAX_NODE_SCORE / 2;
-        let busy = utilization::group_used(aggregate) * half / MAX_NODE_SCORE;
+        let capacity = u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU);
+        if capacity == 0 {
+            return 0;
+        }
+        // The narrowest pod with GPUs (a launcher without GPUs goes where its workers go).
         let narrowest = job
             .pods
             .iter()
-            .map(|p| p.gpu.whole().max(1))
-            .min()
-            .unwrap_or(1);
-        if partly_used_with_room(aggregate, narrowest) > 0 {
-            half + busy
+            .map(|p| p.gpu)
+            .filter(|gpu| !gpu.is_none())
+            .min_by_key(|gpu| gpu.milli());
+        // Against the group's nodes on average: exact where they are all alike.
+        let shares_nodes =
+            narrowest.is_none_or(|gpu| gpu.milli() * u64::from(aggregate.nodes) < capacity);
+        if shares_nodes {
+            let fits = narrowest.map_or(1, |gpu| gpu.whole().max(1));
+            let hole = partly_used_with_room(aggregate, fits) > 0;
+            let sharing = utilization::scale(aggregate.sharing_milli, capacity);
+            i64::from(hole) * HOLE + sharing * (MAX_NODE_SCORE - HOLE) / MAX_NODE_SCORE
         } else {
-            busy
+            utilization::group_used(aggregate)
         }
     }
 

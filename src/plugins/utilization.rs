@@ -32,7 +32,8 @@ pub fn group_used(aggregate: &GpuAggregate) -> i64 {
     )
 }
 
-fn scale(used: u64, capacity: u64) -> i64 {
+/// `used` of `capacity`, scaled to `0..=MAX_NODE_SCORE` (0 for no capacity).
+pub fn scale(used: u64, capacity: u64) -> i64 {
     if capacity == 0 {
         return 0;
     }
