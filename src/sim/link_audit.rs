@@ -34,13 +34,17 @@ impl LinkAudit {
                 let spec = before.spec().clone();
                 let node = spec.node(placement.node);
                 let class = node.links.worst_class(placement.gpus.devices);
-                if class != LinkClass::NvLink {
+                // An all-NVLink set of `k` free devices lies inside an NVLink island of at
+                // least `k`: the pool's aggregate rules most pools out without a scan.
+                let may_exist = before.pool(node.pool).max_nvlink_island() >= k;
+                if class != LinkClass::NvLink && may_exist {
                     let free_elsewhere = spec.pool(node.pool).nodes.iter().find(|&&other| {
+                        let state = before.node(other);
                         let links = &spec.node(other).links;
-                        let free = before.node(other).free_whole();
-                        links
-                            .best_set(free, k)
-                            .is_some_and(|set| links.worst_class(set) == LinkClass::NvLink)
+                        state.nvlink_island() >= k
+                            && links
+                                .best_set(state.free_whole(), k)
+                                .is_some_and(|set| links.worst_class(set) == LinkClass::NvLink)
                     });
                     if let Some(&other) = free_elsewhere {
                         self.exceptions += 1;
