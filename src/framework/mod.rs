@@ -11,9 +11,9 @@ mod status;
 
 pub use cycle_state::CycleState;
 pub use plugin::{
-    Allocate, Bind, Filter, JobPlan, MAX_NODE_SCORE, NodeView, Permit, Plugin, PodContext,
-    PostFilter, PostFilterResult, PreFilter, PreemptionContext, PreemptionKind, QueueSort, Reserve,
-    RunningJob, Score,
+    Allocate, Bind, Filter, GroupQuery, JobPlan, MAX_NODE_SCORE, NodeView, Permit, Plugin,
+    PodContext, PostFilter, PostFilterResult, PreFilter, PreemptionContext, PreemptionKind,
+    QueueSort, Reserve, RunningJob, Score,
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Adopted, Decision, Reshaped, Scheduler};

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
 use crate::metrics::PlacementSpread;
-use crate::model::{ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId};
+use crate::model::{
+    ClusterSpec, GpuRequest, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId,
+};
 use crate::queue::Tenants;
 
 use super::{CycleState, Status};
@@ -95,6 +97,31 @@ pub trait QueueSort: Plugin {
     fn compare(&self, a: &Job, b: &Job) -> Ordering;
 }
 
+/// A job as the first level of the two-level search judges it: the job, with the pod
+/// widths every group is measured against, read once per search rather than once per
+/// group (a gang of hundreds of pods meets hundreds of groups).
+pub struct GroupQuery<'a> {
+    pub job: &'a Job,
+    /// The fewest whole GPUs any pod asks for (0 when some pod asks for a fraction or none).
+    pub narrowest_whole: u32,
+    /// The smallest GPU request of the pods that ask for GPUs; `None` when none does.
+    pub narrowest_gpu: Option<GpuRequest>,
+    /// The most whole GPUs any pod asks for.
+    pub widest_whole: u32,
+}
+
+impl<'a> GroupQuery<'a> {
+    pub fn of(job: &'a Job) -> Self {
+        let gpus = || job.pods.iter().map(|p| p.gpu);
+        Self {
+            job,
+            narrowest_whole: gpus().map(GpuRequest::whole).min().unwrap_or(0),
+            narrowest_gpu: gpus().filter(|g| !g.is_none()).min_by_key(|g| g.milli()),
+            widest_whole: gpus().map(GpuRequest::whole).max().unwrap_or(0),
+        }
+    }
+}
+
 /// Job-level checks and precomputation before any node is visited.
 pub trait PreFilter: Plugin {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status;
@@ -105,7 +132,7 @@ pub trait PreFilter: Plugin {
 pub trait Filter: Plugin {
     fn filter_group(
         &self,
-        _job: &Job,
+        _query: &GroupQuery,
         _state: &CycleState,
         _group: GroupId,
         _aggregate: &GpuAggregate,
@@ -127,7 +154,7 @@ pub trait Filter: Plugin {
 pub trait Score: Plugin {
     fn score_group(
         &self,
-        _job: &Job,
+        _query: &GroupQuery,
         _state: &CycleState,
         _group: GroupId,
         _aggregate: &GpuAggregate,

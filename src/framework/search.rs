@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
 use crate::model::{ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PoolId, Tier};
 
-use super::plugin::{JobPlan, NodeView, PodContext, Score};
+use super::plugin::{GroupQuery, JobPlan, NodeView, PodContext, Score};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
@@ -310,6 +310,7 @@ fn rank_groups(
     let held = state
         .read::<HeldGroups>()
         .map_or(&[][..], |h| h.0.as_slice());
+    let query = GroupQuery::of(job);
     for &pool in pools {
         for (group, aggregate) in snapshot.pool_groups(pool) {
             if !held.is_empty() && held.binary_search(&group).is_ok() {
@@ -318,12 +319,12 @@ fn rank_groups(
             let passes = profile
                 .filters
                 .iter()
-                .all(|f| f.filter_group(job, state, group, aggregate).is_success());
+                .all(|f| f.filter_group(&query, state, group, aggregate).is_success());
             if passes {
                 let score = profile
                     .scores
                     .iter()
-                    .map(|(s, w)| w * s.score_group(job, state, group, aggregate))
+                    .map(|(s, w)| w * s.score_group(&query, state, group, aggregate))
                     .sum();
                 ranked.push((score, group));
             }

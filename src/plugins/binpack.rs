@@ -2,8 +2,8 @@
 //! and busy groups are tried first, so whole nodes and groups stay free for large jobs.
 
 use crate::cache::GpuAggregate;
-use crate::framework::{CycleState, NodeView, Plugin, PodContext, Score};
-use crate::model::{GroupId, Job};
+use crate::framework::{CycleState, GroupQuery, NodeView, Plugin, PodContext, Score};
+use crate::model::GroupId;
 
 use super::utilization;
 
@@ -16,7 +16,13 @@ impl Plugin for Binpack {
 }
 
 impl Score for Binpack {
-    fn score_group(&self, _: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
+    fn score_group(
+        &self,
+        _: &GroupQuery,
+        _: &CycleState,
+        _: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64 {
         utilization::group_used(aggregate)
     }
 

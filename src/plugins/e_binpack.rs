@@ -13,8 +13,10 @@
 //!   traffic), else the node it fills best (the least left over).
 
 use crate::cache::GpuAggregate;
-use crate::framework::{CycleState, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score};
-use crate::model::{GroupId, Job, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
+use crate::framework::{
+    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+};
+use crate::model::{GroupId, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
 
 use super::utilization;
 
@@ -39,18 +41,19 @@ fn partly_used_with_room(aggregate: &GpuAggregate, k: u32) -> u32 {
 const HOLE: i64 = MAX_NODE_SCORE / 4;
 
 impl Score for EBinpack {
-    fn score_group(&self, job: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
+    fn score_group(
+        &self,
+        query: &GroupQuery,
+        _: &CycleState,
+        _: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64 {
         let capacity = u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU);
         if capacity == 0 {
             return 0;
         }
         // The narrowest pod with GPUs (a launcher without GPUs goes where its workers go).
-        let narrowest = job
-            .pods
-            .iter()
-            .map(|p| p.gpu)
-            .filter(|gpu| !gpu.is_none())
-            .min_by_key(|gpu| gpu.milli());
+        let narrowest = query.narrowest_gpu;
         // Against the group's nodes on average: exact where they are all alike.
         let shares_nodes =
             narrowest.is_none_or(|gpu| gpu.milli() * u64::from(aggregate.nodes) < capacity);

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
-    AnyGroup, CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score,
-    Status,
+    AnyGroup, CycleState, Filter, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext,
+    PreFilter, Score, Status,
 };
 use crate::model::{ClusterSpec, GroupId, Job, JobKind};
 
@@ -181,14 +181,14 @@ fn in_zone_by_free(used: i64) -> i64 {
 impl Score for ESpread {
     fn score_group(
         &self,
-        job: &Job,
+        query: &GroupQuery,
         state: &CycleState,
         group: GroupId,
         aggregate: &GpuAggregate,
     ) -> i64 {
-        let binpack = self.binpack.score_group(job, state, group, aggregate);
+        let binpack = self.binpack.score_group(query, state, group, aggregate);
         match state.read::<ZoneView>() {
-            Some(ZoneView(resolved)) if job.kind == JobKind::Inference => {
+            Some(ZoneView(resolved)) if query.job.kind == JobKind::Inference => {
                 if resolved.group_zone_nodes[group.index()] > 0 {
                     in_zone_by_free(utilization::group_used(aggregate))
                 } else {

@@ -5,8 +5,10 @@
 //! packing scorer, link quality comes first and packing breaks ties.
 
 use crate::cache::GpuAggregate;
-use crate::framework::{CycleState, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score};
-use crate::model::{GroupId, Job, LinkClass};
+use crate::framework::{
+    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+};
+use crate::model::{GroupId, LinkClass};
 
 pub struct GpuTopology;
 
@@ -16,20 +18,20 @@ impl Plugin for GpuTopology {
     }
 }
 
-/// The widest multi-GPU pod of the job, if any.
-fn widest_multi_gpu_pod(job: &Job) -> Option<u32> {
-    job.pods
-        .iter()
-        .map(|p| p.gpu.whole())
-        .max()
-        .filter(|&w| w >= 2)
-}
-
 impl Score for GpuTopology {
-    fn score_group(&self, job: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
-        match widest_multi_gpu_pod(job) {
-            Some(wanted) if aggregate.max_nvlink_island() < wanted => 0,
-            _ => MAX_NODE_SCORE,
+    fn score_group(
+        &self,
+        query: &GroupQuery,
+        _: &CycleState,
+        _: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64 {
+        // Where the widest pod, if it has two GPUs or more, would get an all-NVLink set.
+        let wanted = query.widest_whole;
+        if wanted >= 2 && aggregate.max_nvlink_island() < wanted {
+            0
+        } else {
+            MAX_NODE_SCORE
         }
     }
 

@@ -10,7 +10,7 @@
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
-    CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
+    CycleState, Filter, GroupQuery, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
 };
 use crate::model::{GroupId, Job, NodeConstraints};
 
@@ -20,11 +20,6 @@ impl Plugin for ResourceFit {
     fn name(&self) -> &'static str {
         "resource-fit"
     }
-}
-
-/// The fewest whole GPUs any pod of the job needs.
-fn narrowest_pod(job: &Job) -> u32 {
-    job.pods.iter().map(|p| p.gpu.whole()).min().unwrap_or(0)
 }
 
 /// The cluster state the cycle started from, kept (an O(1) snapshot) for what placed
@@ -82,12 +77,12 @@ impl PreFilter for ResourceFit {
 impl Filter for ResourceFit {
     fn filter_group(
         &self,
-        job: &Job,
+        query: &GroupQuery,
         _state: &CycleState,
         _group: GroupId,
         aggregate: &GpuAggregate,
     ) -> Status {
-        if aggregate.max_free_on_node() >= narrowest_pod(job) {
+        if aggregate.max_free_on_node() >= query.narrowest_whole {
             Status::SUCCESS
         } else {
             Status::unschedulable("Insufficient nvidia.com/gpu")

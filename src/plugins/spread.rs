@@ -2,8 +2,10 @@
 //! where the most is free, and idle groups are tried first.
 
 use crate::cache::GpuAggregate;
-use crate::framework::{CycleState, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score};
-use crate::model::{GroupId, Job};
+use crate::framework::{
+    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+};
+use crate::model::GroupId;
 
 use super::utilization;
 
@@ -16,7 +18,13 @@ impl Plugin for Spread {
 }
 
 impl Score for Spread {
-    fn score_group(&self, _: &Job, _: &CycleState, _: GroupId, aggregate: &GpuAggregate) -> i64 {
+    fn score_group(
+        &self,
+        _: &GroupQuery,
+        _: &CycleState,
+        _: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64 {
         MAX_NODE_SCORE - utilization::group_used(aggregate)
     }
 
