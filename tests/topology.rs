@@ -267,6 +267,45 @@ fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
 }
 
 #[test]
+fn parallel_batches_choose_the_group_a_one_by_one_search_chooses() {
+    use kant::model::{NodeConstraints, Requirement, SelectorOp, SelectorTerm};
+    // Six empty leaves of four nodes, which rank by group alone. The gang's affinity
+    // keeps it off the nodes of leaves 0 to 2 (a node filter: their aggregates still say
+    // it may fit), so the best group fails, then a batch of two, and in the next batch
+    // both groups hold it: the better ranked of them, leaf 3, must win.
+    let excluded: Vec<String> = (0..12).map(|i| format!("node-{i:04}")).collect();
+    let affinity = NodeConstraints {
+        affinity: vec![SelectorTerm {
+            match_expressions: Vec::new(),
+            match_fields: vec![Requirement {
+                key: "metadata.name".into(),
+                op: SelectorOp::NotIn,
+                values: excluded,
+            }],
+        }],
+        ..Default::default()
+    };
+    let place = |parallel: bool| {
+        let spec = fabric(24, 8, 4, 6, 0, LinkProfile::NvlinkAll);
+        let mut profile = profile("default", None, None);
+        profile.search_options.parallel = parallel;
+        profile.search_options.groups_per_batch = 2;
+        profile.search_options.parallel_min_pods = 2;
+        let mut s = scheduler(profile, spec);
+        let mut gang = job(0, 4, whole(8), 0, 0);
+        gang.set_constraints(affinity.clone());
+        s.submit(gang);
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+        let mut nodes: Vec<NodeId> = nodes_of(&s, JobId(0)).into_iter().collect();
+        nodes.sort();
+        nodes
+    };
+    let in_leaf_3: Vec<NodeId> = (12..16).map(NodeId).collect();
+    assert_eq!(place(false), in_leaf_3);
+    assert_eq!(place(true), in_leaf_3);
+}
+
+#[test]
 fn e_binpack_keeps_whole_leaf_groups_free_that_spread_breaks() {
     let untouched_leaves = |placement: Placement| {
         let spec = fabric(16, 8, 4, 4, 0, LinkProfile::NvlinkAll);

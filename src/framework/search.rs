@@ -350,48 +350,38 @@ fn within_one_group(
         0 => rayon::current_num_threads(),
         n => n,
     };
-    // Most jobs fit in one of the first groups tried: rank only the head of the list, and
-    // sort the rest only if the head fails.
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-    let head = batch.min(ranked.len());
-    if head < ranked.len() && head > 0 {
-        ranked.select_nth_unstable_by(head - 1, by_rank);
-    }
-    ranked[..head].sort_unstable_by(by_rank);
     let demand = Demand::of(job);
+    let may_fit = |&(_, group): &(i64, GroupId)| demand.may_fit(snapshot.group(group));
     let attempt = |&group: &GroupId| {
         let nodes = [spec.group(group).nodes.as_slice()];
         try_nodes(profile, job, snapshot, state, &nodes)
     };
-    let mut tried = 0;
-    while tried < ranked.len() {
-        if tried == head {
-            ranked[head..].sort_unstable_by(by_rank);
-        }
-        let end = if tried < head {
-            head
-        } else {
-            (tried + batch).min(ranked.len())
-        };
-        let candidates: Vec<GroupId> = ranked[tried..end]
-            .iter()
-            .map(|&(_, g)| g)
-            .filter(|&g| demand.may_fit(snapshot.group(g)))
-            .collect();
-        tried = end;
-        let found = if candidates.len() > 1 {
+    // Most jobs fit the best group that may hold them: it is tried alone, and the rest are
+    // ranked, and tried in parallel batches, only if it fails.
+    let best = ranked
+        .iter()
+        .enumerate()
+        .filter(|(_, member)| may_fit(member))
+        .min_by(|a, b| by_rank(a.1, b.1))
+        .map(|(i, _)| i)?;
+    ranked.swap(0, best);
+    if let Some(found) = attempt(&ranked[0].1) {
+        return Some(found);
+    }
+    let rest = &mut ranked[1..];
+    rest.sort_unstable_by(by_rank);
+    let candidates: Vec<GroupId> = rest.iter().filter(|m| may_fit(m)).map(|m| m.1).collect();
+    candidates.chunks(batch).find_map(|batch| {
+        if batch.len() > 1 {
             // Speculative: the first feasible group in rank order wins, whichever thread
             // finishes first, so the result is the same as trying them one by one.
-            let mut results: Vec<Option<Found>> = candidates.par_iter().map(attempt).collect();
+            let mut results: Vec<Option<Found>> = batch.par_iter().map(attempt).collect();
             results.iter_mut().find_map(Option::take)
         } else {
-            candidates.iter().find_map(attempt)
-        };
-        if found.is_some() {
-            return found;
+            batch.iter().find_map(attempt)
         }
-    }
-    None
+    })
 }
 
 /// What a job asks of an aggregate: how many pods, of how many whole GPUs each when they
