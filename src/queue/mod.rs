@@ -10,10 +10,12 @@
 //! offered: a round over a deep backlog reads the queue, not every job. A requeued job
 //! waits out its backoff before it is tried again.
 
+mod pending;
 mod tenants;
 
 use std::sync::Arc;
 
+use pending::{Cursor, Pending, RoundView, TenantQueue};
 pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
@@ -35,26 +37,6 @@ pub enum QueueingPolicy {
     /// blocked. An isolated tenant's later jobs wait behind its head, which its quota
     /// gathers for.
     Backfill,
-}
-
-struct Pending {
-    job: Arc<Job>,
-    /// What the job asks for, kept here so that a round need not read the job.
-    need: Need,
-    /// The capacity epoch at which the job last failed to place.
-    failed_at: Option<u64>,
-    /// When to try it again even if no capacity is freed.
-    retry_at: Option<u64>,
-    /// Not tried before this time (a requeue's backoff).
-    not_before: u64,
-    /// Its last failure was unresolvable.
-    unresolvable: bool,
-    /// When it first failed to place.
-    blocked_since: Option<u64>,
-    /// The capacity epoch at which making room for it (backfill) last failed.
-    backfill_failed_at: Option<u64>,
-    /// Placed during the current round (removed at its end).
-    placed: bool,
 }
 
 /// A pending job as [`Queues::waiting`] lists it.
@@ -86,7 +68,7 @@ pub enum Attempted {
 }
 
 /// What a job asks for, as admission weighs it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Need {
     /// Milli-GPUs in all (its quota).
     milli: u64,
@@ -103,6 +85,15 @@ impl Need {
             milli: job.total_milli(),
             whole: whole.clone().map(u64::from).sum(),
             widest_pod: whole.max().unwrap_or(0),
+        }
+    }
+
+    /// Part by part, the lesser of two needs.
+    fn least(&self, other: &Need) -> Need {
+        Need {
+            milli: self.milli.min(other.milli),
+            whole: self.whole.min(other.whole),
+            widest_pod: self.widest_pod.min(other.widest_pod),
         }
     }
 }
@@ -160,7 +151,7 @@ pub struct Queues {
     policy: QueueingPolicy,
     sort: Arc<dyn QueueSort>,
     backfill_threshold_ms: u64,
-    queues: Vec<Vec<Pending>>,
+    queues: Vec<TenantQueue>,
 }
 
 impl Queues {
@@ -174,13 +165,13 @@ impl Queues {
             policy,
             sort,
             backfill_threshold_ms,
-            queues: (0..tenants).map(|_| Vec::new()).collect(),
+            queues: (0..tenants).map(|_| TenantQueue::default()).collect(),
         }
     }
 
     /// Pending jobs in all.
     pub fn len(&self) -> usize {
-        self.queues.iter().map(Vec::len).sum()
+        self.queues.iter().map(TenantQueue::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -189,32 +180,13 @@ impl Queues {
 
     /// Pending jobs of one tenant.
     pub fn pending(&self, tenant: usize) -> usize {
-        self.queues.get(tenant).map_or(0, Vec::len)
+        self.queues.get(tenant).map_or(0, TenantQueue::len)
     }
 
     /// Adds a job to its tenant's queue in QueueSort order, not to be tried before
     /// `not_before`.
     pub fn push(&mut self, job: Arc<Job>, tenant: usize, not_before: u64) {
-        let queue = &mut self.queues[tenant];
-        let at = queue.partition_point(|p| self.sort.compare(&p.job, &job).is_le());
-        queue.insert(
-            at,
-            Pending {
-                need: Need::of(&job),
-                job,
-                failed_at: None,
-                retry_at: None,
-                not_before,
-                unresolvable: false,
-                blocked_since: None,
-                backfill_failed_at: None,
-                placed: false,
-            },
-        );
-    }
-
-    pub fn jobs(&self) -> impl Iterator<Item = &Arc<Job>> {
-        self.queues.iter().flatten().map(|p| &p.job)
+        self.queues[tenant].push(Pending::new(job, not_before), &*self.sort);
     }
 
     /// The pending jobs with their tenant and, for those that failed to place, since when
@@ -235,18 +207,15 @@ impl Queues {
         self.queues
             .iter_mut()
             .enumerate()
-            .find_map(|(tenant, queue)| {
-                let at = queue.iter().position(|p| p.job.id == job)?;
-                Some((queue.remove(at).job, tenant))
-            })
+            .find_map(|(tenant, queue)| Some((queue.remove(job)?.job, tenant)))
     }
 
     /// The cluster or the tenants changed shape: what the jobs learned from failing no
     /// longer holds (a job could have become impossible, or possible), so each is offered
     /// in full again.
     pub fn forget_failures(&mut self) {
-        for pending in self.queues.iter_mut().flatten() {
-            pending.failed_at = None;
+        for queue in &mut self.queues {
+            queue.forget_failures();
         }
     }
 
@@ -254,14 +223,12 @@ impl Queues {
     /// `old`, and there are `tenants` queues after. Queues that land on one tenant merge in
     /// QueueSort order; what each job learned of its past attempts is kept.
     pub fn renumber(&mut self, map: &[usize], tenants: usize) {
-        let old = std::mem::replace(&mut self.queues, (0..tenants).map(|_| Vec::new()).collect());
-        for (from, queue) in old.into_iter().enumerate() {
+        let renumbered = (0..tenants).map(|_| TenantQueue::default()).collect();
+        let old = std::mem::replace(&mut self.queues, renumbered);
+        for (from, mut queue) in old.into_iter().enumerate() {
             let to = map.get(from).copied().unwrap_or(0);
-            for pending in queue {
-                let target = &mut self.queues[to];
-                let at =
-                    target.partition_point(|p| self.sort.compare(&p.job, &pending.job).is_le());
-                target.insert(at, pending);
+            for pending in queue.take_all() {
+                self.queues[to].push(pending, &*self.sort);
             }
         }
     }
@@ -272,17 +239,9 @@ impl Queues {
         let retries = self
             .queues
             .iter()
-            .flatten()
-            .filter(|p| p.failed_at == Some(epoch))
-            .filter_map(|p| p.retry_at);
-        let backoffs = self
-            .queues
-            .iter()
-            .flatten()
-            .map(|p| p.not_before)
-            .filter(|&t| t > now_ms);
+            .filter_map(|q| q.next_wakeup(epoch, now_ms));
         let backfill = self.backfill_deadlines().filter(|&t| t > now_ms);
-        retries.chain(backoffs).chain(backfill).min()
+        retries.chain(backfill).min()
     }
 
     /// When the threshold of each queue's oldest blocked job runs out.
@@ -291,7 +250,7 @@ impl Queues {
         self.queues
             .iter()
             .filter(move |_| backfill)
-            .filter_map(|q| q.iter().filter_map(|p| p.blocked_since).min())
+            .filter_map(TenantQueue::blocked_since)
             .map(|since| since.saturating_add(self.backfill_threshold_ms))
     }
 
@@ -300,8 +259,9 @@ impl Queues {
     /// policy allows. Placed jobs leave their queue.
     pub fn run(&mut self, epoch: u64, now_ms: u64, driver: &mut dyn Driver) {
         let strict = self.policy == QueueingPolicy::StrictFifo;
-        let mut cursor = vec![0usize; self.queues.len()];
-        let mut done: Vec<bool> = self.queues.iter().map(Vec::is_empty).collect();
+        let backfill = self.policy == QueueingPolicy::Backfill;
+        let mut cursor = vec![Cursor::default(); self.queues.len()];
+        let mut done: Vec<bool> = self.queues.iter().map(|q| q.len() == 0).collect();
         let mut head_taken = vec![false; self.queues.len()];
         // Per tenant whose quota is its own, the pools its backfill head holds: nothing
         // behind the head that could use them is placed, so the head's quota gathers for
@@ -317,12 +277,29 @@ impl Queues {
             .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
         {
             let queue = &mut self.queues[tenant];
-            let Some(index) = (cursor[tenant]..queue.len()).find(|&i| !queue[i].placed) else {
+            // Chunks that hold no job worth trying are passed by unread; strict FIFO reads
+            // every job, as the first that waits ends its queue's turn.
+            let view = RoundView {
+                epoch,
+                now_ms,
+                head_blocked_by: (backfill && !head_taken[tenant])
+                    .then(|| now_ms.checked_sub(self.backfill_threshold_ms))
+                    .flatten(),
+            };
+            let room = &mut rooms[tenant];
+            let next = queue.next(cursor[tenant], |summary| {
+                strict
+                    || summary.worth_a_look(
+                        &view,
+                        *room.get_or_insert_with(|| driver.admission_room(tenant)),
+                    )
+            });
+            let Some(at) = next else {
                 done[tenant] = true;
                 continue;
             };
-            cursor[tenant] = index + 1;
-            let entry = &mut queue[index];
+            cursor[tenant] = queue.after(at);
+            let entry = queue.entry_mut(at);
             if let Some(held) = &held_pools[tenant] {
                 let competes = held.is_empty()
                     || entry.job.pools.is_empty()
@@ -333,7 +310,7 @@ impl Queues {
             }
             let due = entry.retry_at.is_some_and(|t| t <= now_ms);
             // The first job of the queue blocked past the threshold is its backfill head.
-            let overdue = self.policy == QueueingPolicy::Backfill
+            let overdue = backfill
                 && !head_taken[tenant]
                 && entry.blocked_since.is_some_and(|since| {
                     now_ms >= since.saturating_add(self.backfill_threshold_ms)
@@ -410,7 +387,7 @@ impl Queues {
             }
         }
         for queue in &mut self.queues {
-            queue.retain(|p| !p.placed);
+            queue.end_round();
         }
     }
 }

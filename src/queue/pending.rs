@@ -1,0 +1,524 @@
+//! One tenant's pending jobs in QueueSort order, with what each learned from its past
+//! attempts, kept in chunks of a few dozen jobs. Each chunk sums up what its jobs wait for
+//! (capacity freed since they failed, a retry time, room in admission, the backfill
+//! threshold), so that a round passes by the chunks that hold no job worth trying without
+//! reading them, and the next wake-up is found without reading every job: a round over a
+//! deep backlog costs its chunks and the jobs it tries, not every job.
+//!
+//! This module owns the order and the sums. What to offer, and when, is the round's
+//! ([`super::Queues::run`]); a chunk's sums are brought up to date at the end of a round
+//! for the chunks the round changed.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::framework::QueueSort;
+use crate::model::{Job, JobId};
+
+use super::{Need, Room};
+
+/// A job waiting in its tenant's queue.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub job: Arc<Job>,
+    /// What the job asks for, kept here so that a round need not read the job.
+    pub need: Need,
+    /// The capacity epoch at which the job last failed to place.
+    pub failed_at: Option<u64>,
+    /// When to try it again even if no capacity is freed.
+    pub retry_at: Option<u64>,
+    /// Not tried before this time (a requeue's backoff).
+    pub not_before: u64,
+    /// Its last failure was unresolvable.
+    pub unresolvable: bool,
+    /// When it first failed to place.
+    pub blocked_since: Option<u64>,
+    /// The capacity epoch at which making room for it (backfill) last failed.
+    pub backfill_failed_at: Option<u64>,
+    /// Placed during the current round (removed at its end).
+    pub placed: bool,
+}
+
+impl Pending {
+    pub fn new(job: Arc<Job>, not_before: u64) -> Self {
+        Self {
+            need: Need::of(&job),
+            job,
+            failed_at: None,
+            retry_at: None,
+            not_before,
+            unresolvable: false,
+            blocked_since: None,
+            backfill_failed_at: None,
+            placed: false,
+        }
+    }
+
+    /// Failed before and may yet be placed: admission can refuse it without an attempt.
+    fn failed_resolvable(&self) -> bool {
+        self.failed_at.is_some() && !self.unresolvable
+    }
+}
+
+/// Jobs a chunk is split at: large enough that passing by a chunk saves reading many jobs,
+/// small enough that a chunk a round must read costs little.
+const CHUNK: usize = 32;
+
+/// Where a round is in a queue: a chunk, and a job inside it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Cursor {
+    chunk: usize,
+    entry: usize,
+}
+
+/// What a round must know of a chunk's jobs to pass it by, and the queue of its jobs to
+/// find the next wake-up.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Summary {
+    /// The earliest `not_before` of the jobs never tried (or whose failures were
+    /// forgotten); `None`: there are none.
+    fresh_not_before: Option<u64>,
+    /// Of the jobs that failed and may yet be placed: the earliest epoch they failed at,
+    failed_epoch: Option<u64>,
+    /// the earliest time one asked to be tried again,
+    retry_at: Option<u64>,
+    /// and, part by part, the least any asks for (a job asking for no GPU, which admission
+    /// never refuses, asks for zero of every part).
+    need: Need,
+    /// The latest epoch any job failed at, with the earliest retry time among the jobs
+    /// that failed then.
+    latest_failure: Option<(u64, Option<u64>)>,
+    /// When the longest-blocked job first failed.
+    blocked_since: Option<u64>,
+}
+
+/// What a round knows when it reaches a chunk.
+pub(super) struct RoundView {
+    pub epoch: u64,
+    pub now_ms: u64,
+    /// Jobs blocked since this time or earlier are past the backfill threshold; `None`:
+    /// the queue's backfill head is taken (or the policy has none).
+    pub head_blocked_by: Option<u64>,
+}
+
+impl Summary {
+    fn of(entries: &[Pending]) -> Self {
+        let mut sum = Summary::default();
+        let mut resolvable_need: Option<Need> = None;
+        for p in entries {
+            sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
+            match p.failed_at {
+                None => sum.fresh_not_before = min_some(sum.fresh_not_before, Some(p.not_before)),
+                Some(epoch) => {
+                    sum.latest_failure = match sum.latest_failure {
+                        Some((latest, retry)) if latest > epoch => Some((latest, retry)),
+                        Some((latest, retry)) if latest == epoch => {
+                            Some((latest, min_some(retry, p.retry_at)))
+                        }
+                        _ => Some((epoch, p.retry_at)),
+                    };
+                }
+            }
+            if p.failed_resolvable() {
+                sum.failed_epoch = min_some(sum.failed_epoch, p.failed_at);
+                sum.retry_at = min_some(sum.retry_at, p.retry_at);
+                resolvable_need = Some(resolvable_need.map_or(p.need, |n| n.least(&p.need)));
+            }
+        }
+        sum.need = resolvable_need.unwrap_or_default();
+        sum
+    }
+
+    /// Whether some job of the chunk could be worth a look in this round: a backfill head
+    /// candidate, a job never tried and out of its backoff, one whose retry time came, or
+    /// one that failed before capacity was last freed and that admission (`room`, `None`
+    /// when it cannot tell) would not refuse outright. It may say yes for a chunk whose
+    /// jobs all turn out not worth trying; it never says no for one that holds such a job.
+    pub fn worth_a_look(&self, round: &RoundView, room: Option<Room>) -> bool {
+        let head = round
+            .head_blocked_by
+            .is_some_and(|by| self.blocked_since.is_some_and(|since| since <= by));
+        let fresh = self.fresh_not_before.is_some_and(|t| t <= round.now_ms);
+        let due = self.retry_at.is_some_and(|t| t <= round.now_ms);
+        let freed = self.failed_epoch.is_some_and(|e| e < round.epoch)
+            && room.is_none_or(|room| !room.refuses(&self.need, false));
+        head || fresh || due || freed
+    }
+}
+
+fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+struct Chunk {
+    entries: Vec<Pending>,
+    summary: Summary,
+}
+
+impl Chunk {
+    fn new(entries: Vec<Pending>) -> Self {
+        Self {
+            summary: Summary::of(&entries),
+            entries,
+        }
+    }
+}
+
+/// One tenant's queue.
+#[derive(Default)]
+pub(super) struct TenantQueue {
+    /// Never empty chunks, in QueueSort order.
+    chunks: Vec<Chunk>,
+    len: usize,
+    /// How many jobs of unchanged chunks are not to be tried before each time (a
+    /// multiset), for the next wake-up.
+    backoffs: BTreeMap<u64, u32>,
+    /// The chunks changed since they were last summed up: their sums, and their part of
+    /// the backoffs, wait for [`TenantQueue::settle`]. Sorted.
+    changed: Vec<usize>,
+}
+
+impl TenantQueue {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Pending> {
+        self.chunks.iter().flat_map(|c| c.entries.iter())
+    }
+
+    /// Adds a job after every job QueueSort puts before it or level with it.
+    pub fn push(&mut self, pending: Pending, sort: &dyn QueueSort) {
+        let after = |p: &Pending| sort.compare(&p.job, &pending.job).is_le();
+        let chunk = self
+            .chunks
+            .partition_point(|c| c.entries.last().is_some_and(after))
+            .min(self.chunks.len().saturating_sub(1));
+        if self.chunks.is_empty() {
+            self.chunks.push(Chunk::new(Vec::new()));
+        }
+        self.change(chunk);
+        let entries = &mut self.chunks[chunk].entries;
+        let at = entries.partition_point(after);
+        entries.insert(at, pending);
+        self.len += 1;
+        self.settle();
+    }
+
+    /// Takes a job out.
+    pub fn remove(&mut self, job: JobId) -> Option<Pending> {
+        let (chunk, entry) = self.chunks.iter().enumerate().find_map(|(c, chunk)| {
+            let at = chunk.entries.iter().position(|p| p.job.id == job)?;
+            Some((c, at))
+        })?;
+        self.change(chunk);
+        let pending = self.chunks[chunk].entries.remove(entry);
+        self.len -= 1;
+        self.settle();
+        Some(pending)
+    }
+
+    /// Every job is offered in full again, as if never tried.
+    pub fn forget_failures(&mut self) {
+        for chunk in &mut self.chunks {
+            for pending in &mut chunk.entries {
+                pending.failed_at = None;
+            }
+            chunk.summary = Summary::of(&chunk.entries);
+        }
+    }
+
+    /// Every job, in order, leaving the queue empty.
+    pub fn take_all(&mut self) -> impl Iterator<Item = Pending> {
+        self.len = 0;
+        self.backoffs.clear();
+        self.changed.clear();
+        std::mem::take(&mut self.chunks)
+            .into_iter()
+            .flat_map(|c| c.entries)
+    }
+
+    /// The first job at or after `at` not placed in this round, passing by the chunks
+    /// that `look` says hold nothing worth trying (asked of each chunk the round enters,
+    /// never of the one `at` is inside).
+    pub fn next(&self, mut at: Cursor, mut look: impl FnMut(&Summary) -> bool) -> Option<Cursor> {
+        while let Some(chunk) = self.chunks.get(at.chunk) {
+            if at.entry == 0 && !look(&chunk.summary) {
+                at.chunk += 1;
+                continue;
+            }
+            if let Some(offset) = chunk.entries[at.entry..].iter().position(|p| !p.placed) {
+                return Some(Cursor {
+                    chunk: at.chunk,
+                    entry: at.entry + offset,
+                });
+            }
+            at = Cursor {
+                chunk: at.chunk + 1,
+                entry: 0,
+            };
+        }
+        None
+    }
+
+    /// The cursor just past `at`.
+    pub fn after(&self, at: Cursor) -> Cursor {
+        Cursor {
+            entry: at.entry + 1,
+            ..at
+        }
+    }
+
+    /// The job at `at`, to be read and changed; its chunk is summed up again at the end of
+    /// the round.
+    pub fn entry_mut(&mut self, at: Cursor) -> &mut Pending {
+        self.change(at.chunk);
+        &mut self.chunks[at.chunk].entries[at.entry]
+    }
+
+    /// Ends a round: placed jobs leave, and the changed chunks are summed up again.
+    pub fn end_round(&mut self) {
+        for &changed in &self.changed {
+            let entries = &mut self.chunks[changed].entries;
+            let before = entries.len();
+            entries.retain(|p| !p.placed);
+            self.len -= before - entries.len();
+        }
+        self.settle();
+    }
+
+    /// The earliest time a job asked to be tried again although nothing was freed since
+    /// it failed at capacity `epoch`: a retry time, or the end of a backoff after `now_ms`.
+    pub fn next_wakeup(&self, epoch: u64, now_ms: u64) -> Option<u64> {
+        let retry = self
+            .chunks
+            .iter()
+            .filter_map(|c| match c.summary.latest_failure {
+                Some((latest, retry)) if latest == epoch => retry,
+                _ => None,
+            })
+            .min();
+        let backoff = self
+            .backoffs
+            .range((Bound::Excluded(now_ms), Bound::Unbounded))
+            .next()
+            .map(|(&t, _)| t);
+        min_some(retry, backoff)
+    }
+
+    /// When the longest-blocked job first failed.
+    pub fn blocked_since(&self) -> Option<u64> {
+        self.chunks
+            .iter()
+            .filter_map(|c| c.summary.blocked_since)
+            .min()
+    }
+
+    /// Marks a chunk changed, taking its jobs out of the backoffs until it is settled.
+    fn change(&mut self, chunk: usize) {
+        let Err(at) = self.changed.binary_search(&chunk) else {
+            return;
+        };
+        self.changed.insert(at, chunk);
+        for p in &self.chunks[chunk].entries {
+            count(&mut self.backoffs, p.not_before, -1);
+        }
+    }
+
+    /// Brings the changed chunks up to date: an empty one goes, a large one splits, and
+    /// their sums and backoffs are made again.
+    fn settle(&mut self) {
+        // From the last, so that a removal or a split moves no chunk still to settle.
+        for chunk in std::mem::take(&mut self.changed).into_iter().rev() {
+            for p in &self.chunks[chunk].entries {
+                count(&mut self.backoffs, p.not_before, 1);
+            }
+            let entries = &mut self.chunks[chunk].entries;
+            if entries.is_empty() {
+                self.chunks.remove(chunk);
+            } else if entries.len() > 2 * CHUNK {
+                let second = entries.split_off(entries.len() / 2);
+                self.chunks[chunk] = Chunk::new(std::mem::take(entries));
+                self.chunks.insert(chunk + 1, Chunk::new(second));
+            } else {
+                self.chunks[chunk].summary = Summary::of(entries);
+            }
+        }
+    }
+}
+
+/// Adds `by` to how many jobs wait until `until` (0: no wait, not counted).
+fn count(backoffs: &mut BTreeMap<u64, u32>, until: u64, by: i32) {
+    if until == 0 {
+        return;
+    }
+    let n = backoffs.entry(until).or_insert(0);
+    *n = n.saturating_add_signed(by);
+    if *n == 0 {
+        backoffs.remove(&until);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::config::SizeOrder;
+    use crate::model::{GpuRequest, JobKind, PodRequest, TenantId};
+    use crate::plugins::PrioritySort;
+
+    fn job(id: u32, priority: i32, gpus: u32) -> Arc<Job> {
+        Arc::new(Job {
+            id: JobId(id),
+            name: format!("job-{id}"),
+            tenant: TenantId(0),
+            priority,
+            kind: JobKind::Train,
+            pools: Vec::new(),
+            pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus))],
+            submit_ms: 0,
+            duration_ms: None,
+            topology: None,
+            constraints: Vec::new(),
+            pod_rules: None,
+            may_preempt: true,
+        })
+    }
+
+    fn sort() -> PrioritySort {
+        PrioritySort {
+            size_order: SizeOrder::SmallerFirst,
+        }
+    }
+
+    fn ids(queue: &TenantQueue) -> Vec<u32> {
+        queue.iter().map(|p| p.job.id.0).collect()
+    }
+
+    #[test]
+    fn chunks_keep_queue_sort_order_and_equals_in_arrival_order() {
+        let mut queue = TenantQueue::default();
+        // Priorities 0..5 in a scrambled order, many alike, over several chunks.
+        let jobs: Vec<(u32, i32)> = (0..300).map(|id| (id, ((id * 7) % 5) as i32)).collect();
+        for &(id, priority) in &jobs {
+            queue.push(Pending::new(job(id, priority, 1), 0), &sort());
+        }
+        let mut expected = jobs.clone();
+        expected.sort_by_key(|&(id, priority)| (-priority, id));
+        let expected: Vec<u32> = expected.iter().map(|&(id, _)| id).collect();
+        assert_eq!(ids(&queue), expected);
+        assert_eq!(queue.len(), 300);
+        assert!(queue.chunks.len() > 300 / (2 * CHUNK));
+        assert!(queue.chunks.iter().all(|c| c.entries.len() <= 2 * CHUNK));
+        assert_eq!(queue.remove(JobId(150)).map(|p| p.job.id), Some(JobId(150)));
+        assert_eq!(queue.len(), 299);
+    }
+
+    #[test]
+    fn a_round_passes_by_chunks_and_placed_jobs_leave_at_its_end() {
+        let mut queue = TenantQueue::default();
+        for id in 0..100 {
+            queue.push(Pending::new(job(id, 0, 1), 0), &sort());
+        }
+        assert_eq!(queue.next(Cursor::default(), |_| false), None);
+        let first = queue.next(Cursor::default(), |_| true).expect("a job");
+        queue.entry_mut(first).placed = true;
+        let second = queue.next(first, |_| true).expect("another job");
+        assert_eq!(queue.entry_mut(second).job.id, JobId(1));
+        queue.end_round();
+        assert_eq!(queue.len(), 99);
+        assert_eq!(ids(&queue)[0], 1);
+    }
+
+    #[test]
+    fn backoffs_are_counted_through_changes() {
+        let mut queue = TenantQueue::default();
+        for id in 0..80 {
+            queue.push(
+                Pending::new(job(id, 0, 1), u64::from(id % 3) * 100),
+                &sort(),
+            );
+        }
+        assert_eq!(queue.next_wakeup(0, 0), Some(100));
+        assert_eq!(queue.next_wakeup(0, 100), Some(200));
+        // Every job waiting until 100 is pushed back to 500.
+        let mut at = queue.next(Cursor::default(), |_| true);
+        while let Some(cursor) = at {
+            let pending = queue.entry_mut(cursor);
+            if pending.not_before == 100 {
+                pending.not_before = 500;
+            }
+            at = queue.next(queue.after(cursor), |_| true);
+        }
+        queue.end_round();
+        assert_eq!(queue.next_wakeup(0, 0), Some(200));
+        assert_eq!(queue.next_wakeup(0, 200), Some(500));
+        assert_eq!(queue.next_wakeup(0, 500), None);
+    }
+
+    /// What the round (`super::Queues::run`, policies other than strict FIFO) would do
+    /// with one job: read it as its queue's backfill head, or try it.
+    fn worth_trying(p: &Pending, round: &RoundView, room: Option<Room>) -> bool {
+        let head = round
+            .head_blocked_by
+            .is_some_and(|by| p.blocked_since.is_some_and(|since| since <= by));
+        let due = p.retry_at.is_some_and(|t| t <= round.now_ms);
+        let waiting = round.now_ms < p.not_before
+            || (p.unresolvable && p.failed_at.is_some())
+            || (p.failed_at == Some(round.epoch) && !due);
+        let refused = p.failed_at.is_some()
+            && !p.unresolvable
+            && p.need.milli > 0
+            && room.is_some_and(|room| room.refuses(&p.need, false));
+        head || (!waiting && !refused)
+    }
+
+    /// A job as a round at epoch 3 may find it: failed at that epoch, one before, or never.
+    fn pending() -> impl Strategy<Value = Pending> {
+        (
+            (
+                prop_oneof![Just(0u32), 1u32..=8],
+                prop::option::of(2u64..=3),
+            ),
+            (prop::option::of(0u64..20), 0u64..20, any::<bool>()),
+            prop::option::of(0u64..20),
+        )
+            .prop_map(
+                |((gpus, failed_at), (retry_at, not_before, unresolvable), blocked)| {
+                    let mut p = Pending::new(job(0, 0, gpus), not_before);
+                    p.failed_at = failed_at;
+                    p.retry_at = retry_at;
+                    p.unresolvable = unresolvable;
+                    p.blocked_since = blocked;
+                    p
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn a_chunk_passed_by_holds_no_job_worth_trying(
+            entries in proptest::collection::vec(pending(), 1..4),
+            now_ms in 0u64..20,
+            head_blocked_by in prop::option::of(0u64..20),
+            room in prop::option::of((0u64..9000, 0u64..9, 0u32..9)),
+        ) {
+            let round = RoundView { epoch: 3, now_ms, head_blocked_by };
+            let room = room.map(|(quota_milli, free_gpus, widest_node)| Room {
+                quota_milli,
+                free_gpus,
+                widest_node,
+            });
+            let any_worth = entries.iter().any(|p| worth_trying(p, &round, room));
+            if any_worth {
+                prop_assert!(Summary::of(&entries).worth_a_look(&round, room));
+            }
+        }
+    }
+}
