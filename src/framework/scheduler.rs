@@ -969,7 +969,7 @@ impl Driver for Round<'_> {
         Some(Room {
             quota_milli: scheduler.tenants.admission_room(tenant),
             free_gpus: u64::from(cluster.free_gpus),
-            widest_node: cluster.max_free_on_node(),
+            free_histogram: cluster.free_histogram,
         })
     }
 

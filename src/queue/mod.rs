@@ -19,7 +19,7 @@ use pending::{Cursor, Pending, RoundView, TenantQueue};
 pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
-use crate::model::{Job, JobId};
+use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, pods_that_fit};
 
 /// What happens behind a job that cannot be placed.
 #[derive(
@@ -74,26 +74,33 @@ struct Need {
     milli: u64,
     /// Whole GPUs in all.
     whole: u64,
-    /// Whole GPUs of its widest pod.
-    widest_pod: u32,
+    /// Pods of `width` whole GPUs each that must find room on nodes at once: all of them
+    /// when they are alike, else the widest alone.
+    pods: u64,
+    width: u32,
 }
 
 impl Need {
     fn of(job: &Job) -> Need {
         let whole = job.pods.iter().map(|p| p.gpu.whole());
+        let widest = whole.clone().max().unwrap_or(0);
+        let alike = job.pods.iter().all(|p| p.gpu.whole() == widest);
         Need {
             milli: job.total_milli(),
-            whole: whole.clone().map(u64::from).sum(),
-            widest_pod: whole.max().unwrap_or(0),
+            whole: whole.map(u64::from).sum(),
+            pods: if alike { job.pods.len() as u64 } else { 1 },
+            width: widest,
         }
     }
 
-    /// Part by part, the lesser of two needs.
+    /// Part by part, the lesser of two needs: admission refuses it only if it refuses
+    /// both (fewer pods, or narrower ones, fit at least as easily).
     fn least(&self, other: &Need) -> Need {
         Need {
             milli: self.milli.min(other.milli),
             whole: self.whole.min(other.whole),
-            widest_pod: self.widest_pod.min(other.widest_pod),
+            pods: self.pods.min(other.pods),
+            width: self.width.min(other.width),
         }
     }
 }
@@ -106,18 +113,36 @@ pub struct Room {
     pub quota_milli: u64,
     /// Free whole GPUs.
     pub free_gpus: u64,
-    /// The most free whole GPUs on one node.
-    pub widest_node: u32,
+    /// `free_histogram[k]`: nodes with exactly `k` free whole GPUs.
+    pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
 }
 
 impl Room {
-    /// Whether admission refuses a job asking for `need`. A backfill head is judged on
-    /// its quota and the free GPUs alone, as the scheduler holds room for it in the shape
-    /// it needs.
+    /// Whether admission refuses a job asking for `need`: more than its quota covers,
+    /// more free GPUs than there are, or more pods of its width than the free nodes hold
+    /// (for a job of one pod, or of pods that differ, a node with room for the widest). A
+    /// backfill head is judged on its quota and the free GPUs alone, as the scheduler
+    /// holds room for it in the shape it needs.
     fn refuses(&self, need: &Need, head: bool) -> bool {
         need.milli > self.quota_milli
             || need.whole > self.free_gpus
-            || (!head && need.widest_pod > self.widest_node)
+            || (!head && pods_that_fit(&self.free_histogram, need.width) < need.pods)
+    }
+}
+
+#[cfg(test)]
+impl Room {
+    /// The room of nodes with these free whole GPUs.
+    pub(crate) fn of_nodes(quota_milli: u64, free_per_node: &[u32]) -> Room {
+        let mut free_histogram = [0; MAX_GPUS_PER_NODE + 1];
+        for &free in free_per_node {
+            free_histogram[free as usize] += 1;
+        }
+        Room {
+            quota_milli,
+            free_gpus: free_per_node.iter().map(|&f| u64::from(f)).sum(),
+            free_histogram,
+        }
     }
 }
 
@@ -394,6 +419,8 @@ impl Queues {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::config::SizeOrder;
     use crate::model::{GpuRequest, JobKind, PodRequest, TenantId};
@@ -460,11 +487,7 @@ mod tests {
         queues.push(job(2, 4, GpuRequest::Whole(2)), 0, 0);
         queues.push(job(3, 1, GpuRequest::Fraction(500)), 0, 0);
         let mut driver = Refuser {
-            room: Some(Room {
-                quota_milli: 0,
-                free_gpus: 0,
-                widest_node: 0,
-            }),
+            room: Some(Room::of_nodes(0, &[])),
             offered: Vec::new(),
             unresolvable: Vec::new(),
         };
@@ -490,18 +513,18 @@ mod tests {
     #[test]
     fn capacity_freed_offers_only_the_jobs_admission_could_grant() {
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
-        let room = Room {
-            quota_milli: 16_000,
-            free_gpus: 6,
-            widest_node: 4,
-        };
+        let room = Room::of_nodes(16_000, &[4, 2]);
         // Job 0's pod needs 8 GPUs on one node, job 2 needs 8 GPUs in all.
         assert_eq!(offered(&mut queues, 1, Some(room)), [1, 3]);
+        // Nine GPUs free, but three nodes of three hold three of job 2's four pods.
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
-        let short_of_quota = Room {
-            quota_milli: 1_500,
-            ..room
-        };
+        let room = Room::of_nodes(16_000, &[3, 3, 3]);
+        assert_eq!(offered(&mut queues, 1, Some(room)), [1, 3]);
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        let room = Room::of_nodes(16_000, &[4, 4]);
+        assert_eq!(offered(&mut queues, 1, Some(room)), [1, 2, 3]);
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        let short_of_quota = Room::of_nodes(1_500, &[4, 2]);
         assert_eq!(offered(&mut queues, 1, Some(short_of_quota)), [3]);
         // When the driver cannot tell (preemption could make room), every job is tried.
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
@@ -510,11 +533,7 @@ mod tests {
 
     #[test]
     fn a_backfill_head_is_offered_when_only_its_shape_is_missing() {
-        let room = Room {
-            quota_milli: 16_000,
-            free_gpus: 10,
-            widest_node: 4,
-        };
+        let room = Room::of_nodes(16_000, &[4, 4, 2]);
         // Past the threshold, job 0 is the head: room is held for it in its shape.
         let mut queues = failed_once(QueueingPolicy::Backfill);
         assert_eq!(offered(&mut queues, THRESHOLD_MS, Some(room)), [0, 1, 2, 3]);
@@ -551,15 +570,36 @@ mod tests {
         assert_eq!(driver.offered, [JobId(0), JobId(1)]);
     }
 
+    fn need() -> impl Strategy<Value = Need> {
+        (0u64..20_000, 0u64..20, 1u64..5, 0u32..=8).prop_map(|(milli, whole, pods, width)| Need {
+            milli,
+            whole,
+            pods,
+            width,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn admission_refuses_the_least_of_two_needs_only_if_it_refuses_both(
+            a in need(),
+            b in need(),
+            quota_milli in 0u64..20_000,
+            free in proptest::collection::vec(0u32..=8, 0..5),
+            head in any::<bool>(),
+        ) {
+            let room = Room::of_nodes(quota_milli, &free);
+            if room.refuses(&a.least(&b), head) {
+                prop_assert!(room.refuses(&a, head) && room.refuses(&b, head));
+            }
+        }
+    }
+
     #[test]
     fn forgotten_failures_offer_every_job_again() {
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
         queues.forget_failures();
-        let nothing = Room {
-            quota_milli: 0,
-            free_gpus: 0,
-            widest_node: 0,
-        };
+        let nothing = Room::of_nodes(0, &[]);
         assert_eq!(offered(&mut queues, 1, Some(nothing)), [0, 1, 2, 3]);
     }
 }

@@ -373,6 +373,10 @@ mod tests {
     use crate::plugins::PrioritySort;
 
     fn job(id: u32, priority: i32, gpus: u32) -> Arc<Job> {
+        gang(id, priority, 1, gpus)
+    }
+
+    fn gang(id: u32, priority: i32, pods: usize, gpus: u32) -> Arc<Job> {
         Arc::new(Job {
             id: JobId(id),
             name: format!("job-{id}"),
@@ -380,7 +384,7 @@ mod tests {
             priority,
             kind: JobKind::Train,
             pools: Vec::new(),
-            pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus))],
+            pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods],
             submit_ms: 0,
             duration_ms: None,
             topology: None,
@@ -483,14 +487,15 @@ mod tests {
         (
             (
                 prop_oneof![Just(0u32), 1u32..=8],
+                1usize..4,
                 prop::option::of(2u64..=3),
             ),
             (prop::option::of(0u64..20), 0u64..20, any::<bool>()),
             prop::option::of(0u64..20),
         )
             .prop_map(
-                |((gpus, failed_at), (retry_at, not_before, unresolvable), blocked)| {
-                    let mut p = Pending::new(job(0, 0, gpus), not_before);
+                |((gpus, pods, failed_at), (retry_at, not_before, unresolvable), blocked)| {
+                    let mut p = Pending::new(gang(0, 0, pods, gpus), not_before);
                     p.failed_at = failed_at;
                     p.retry_at = retry_at;
                     p.unresolvable = unresolvable;
@@ -507,14 +512,10 @@ mod tests {
             entries in proptest::collection::vec(pending(), 1..4),
             now_ms in 0u64..20,
             head_blocked_by in prop::option::of(0u64..20),
-            room in prop::option::of((0u64..9000, 0u64..9, 0u32..9)),
+            room in prop::option::of((0u64..30_000, proptest::collection::vec(0u32..=8, 0..4))),
         ) {
             let round = RoundView { epoch: 3, now_ms, head_blocked_by };
-            let room = room.map(|(quota_milli, free_gpus, widest_node)| Room {
-                quota_milli,
-                free_gpus,
-                widest_node,
-            });
+            let room = room.map(|(quota_milli, free)| Room::of_nodes(quota_milli, &free));
             let any_worth = entries.iter().any(|p| worth_trying(p, &round, room));
             if any_worth {
                 prop_assert!(Summary::of(&entries).worth_a_look(&round, room));
