@@ -19,7 +19,7 @@ use pending::{Cursor, Pending, RoundView, TenantQueue};
 pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
-use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, pods_that_fit};
+use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, PoolId, pods_that_fit};
 
 /// What happens behind a job that cannot be placed.
 #[derive(
@@ -285,22 +285,30 @@ impl Queues {
     pub fn run(&mut self, epoch: u64, now_ms: u64, driver: &mut dyn Driver) {
         let strict = self.policy == QueueingPolicy::StrictFifo;
         let backfill = self.policy == QueueingPolicy::Backfill;
-        let mut cursor = vec![Cursor::default(); self.queues.len()];
+        let tenants = self.queues.len();
+        let mut cursor = vec![Cursor::default(); tenants];
         let mut done: Vec<bool> = self.queues.iter().map(|q| q.len() == 0).collect();
-        let mut head_taken = vec![false; self.queues.len()];
+        let mut head_taken = vec![false; tenants];
         // Per tenant whose quota is its own, the pools its backfill head holds: nothing
         // behind the head that could use them is placed, so the head's quota gathers for
         // it. A shared tenant's later jobs compete with its head only for room, as every
         // other tenant's do, and the scheduler holds room for the head. `None`: nothing
         // held; an empty list (a head that accepts any pool) holds every pool.
-        let mut held_pools: Vec<Option<Vec<crate::model::PoolId>>> = vec![None; self.queues.len()];
+        let mut held_pools: Vec<Option<Vec<PoolId>>> = vec![None; tenants];
         // Per tenant, what admission could grant it, as last asked: only a placement
         // changes it (a job that fails changes nothing when the driver can tell).
-        let mut rooms: Vec<Option<Option<Room>>> = vec![None; self.queues.len()];
-        while let Some(tenant) = (0..self.queues.len())
-            .filter(|&t| !done[t])
-            .min_by(|&a, &b| driver.share(a).total_cmp(&driver.share(b)))
-        {
+        let mut rooms: Vec<Option<Option<Room>>> = vec![None; tenants];
+        // The tenants' shares, as last asked: only an attempt changes them.
+        let mut shares: Option<Vec<f64>> = None;
+        loop {
+            let shares_now =
+                shares.get_or_insert_with(|| (0..tenants).map(|t| driver.share(t)).collect());
+            let Some(tenant) = (0..tenants)
+                .filter(|&t| !done[t])
+                .min_by(|&a, &b| shares_now[a].total_cmp(&shares_now[b]))
+            else {
+                break;
+            };
             let queue = &mut self.queues[tenant];
             // Chunks that hold no job worth trying are passed by unread; strict FIFO reads
             // every job, as the first that waits ends its queue's turn.
@@ -310,6 +318,7 @@ impl Queues {
                 head_blocked_by: (backfill && !head_taken[tenant])
                     .then(|| now_ms.checked_sub(self.backfill_threshold_ms))
                     .flatten(),
+                held: held_pools[tenant].as_deref().map(pool_mask),
             };
             let room = &mut rooms[tenant];
             let next = queue.next(cursor[tenant], |summary| {
@@ -324,7 +333,7 @@ impl Queues {
                 continue;
             };
             cursor[tenant] = queue.after(at);
-            let entry = queue.entry_mut(at);
+            let entry = queue.entry(at);
             if let Some(held) = &held_pools[tenant] {
                 let competes = held.is_empty()
                     || entry.job.pools.is_empty()
@@ -369,15 +378,19 @@ impl Queues {
             let attempted = if beyond_admission {
                 Attempted::Failed { retry_at: None }
             } else {
-                driver.attempt(Offer {
+                let offer = Offer {
                     job: &entry.job,
                     tenant,
                     backfill_since,
-                })
+                };
+                let attempted = driver.attempt(offer);
+                shares = None;
+                attempted
             };
             if !matches!(attempted, Attempted::Failed { .. }) {
                 rooms.fill(None);
             }
+            let entry = queue.entry_mut(at);
             match attempted {
                 Attempted::Placed => {
                     entry.placed = true;
@@ -415,6 +428,15 @@ impl Queues {
             queue.end_round();
         }
     }
+}
+
+/// The pools of a list as a bit mask: bit `p` for pool `p`, every bit for an empty list
+/// (any pool) or a pool past 63.
+fn pool_mask(pools: &[PoolId]) -> u64 {
+    if pools.is_empty() || pools.iter().any(|p| p.index() >= 64) {
+        return u64::MAX;
+    }
+    pools.iter().fold(0, |mask, p| mask | 1 << p.index())
 }
 
 #[cfg(test)]

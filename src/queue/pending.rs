@@ -91,6 +91,9 @@ pub(super) struct Summary {
     latest_failure: Option<(u64, Option<u64>)>,
     /// When the longest-blocked job first failed.
     blocked_since: Option<u64>,
+    /// The pools the jobs name, as a mask (`super::pool_mask`; a job naming none, which
+    /// may use any pool, names them all).
+    pools: u64,
 }
 
 /// What a round knows when it reaches a chunk.
@@ -100,6 +103,9 @@ pub(super) struct RoundView {
     /// Jobs blocked since this time or earlier are past the backfill threshold; `None`:
     /// the queue's backfill head is taken (or the policy has none).
     pub head_blocked_by: Option<u64>,
+    /// The pools the queue's backfill head holds, as a mask: a job that could use one is
+    /// not tried. `None`: none held.
+    pub held: Option<u64>,
 }
 
 impl Summary {
@@ -107,6 +113,7 @@ impl Summary {
         let mut sum = Summary::default();
         let mut resolvable_need: Option<Need> = None;
         for p in entries {
+            sum.pools |= super::pool_mask(&p.job.pools);
             sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
             match p.failed_at {
                 None => sum.fresh_not_before = min_some(sum.fresh_not_before, Some(p.not_before)),
@@ -136,6 +143,10 @@ impl Summary {
     /// when it cannot tell) would not refuse outright. It may say yes for a chunk whose
     /// jobs all turn out not worth trying; it never says no for one that holds such a job.
     pub fn worth_a_look(&self, round: &RoundView, room: Option<Room>) -> bool {
+        // Every job could use a held pool: none is tried.
+        if round.held.is_some_and(|held| self.pools & !held == 0) {
+            return false;
+        }
         let head = round
             .head_blocked_by
             .is_some_and(|by| self.blocked_since.is_some_and(|since| since <= by));
@@ -273,8 +284,12 @@ impl TenantQueue {
         }
     }
 
-    /// The job at `at`, to be read and changed; its chunk is summed up again at the end of
-    /// the round.
+    pub fn entry(&self, at: Cursor) -> &Pending {
+        &self.chunks[at.chunk].entries[at.entry]
+    }
+
+    /// The job at `at`, to be changed; its chunk is summed up again at the end of the
+    /// round.
     pub fn entry_mut(&mut self, at: Cursor) -> &mut Pending {
         self.change(at.chunk);
         &mut self.chunks[at.chunk].entries[at.entry]
@@ -369,7 +384,7 @@ mod tests {
 
     use super::*;
     use crate::config::SizeOrder;
-    use crate::model::{GpuRequest, JobKind, PodRequest, TenantId};
+    use crate::model::{GpuRequest, JobKind, PodRequest, PoolId, TenantId};
     use crate::plugins::PrioritySort;
 
     fn job(id: u32, priority: i32, gpus: u32) -> Arc<Job> {
@@ -467,7 +482,20 @@ mod tests {
 
     /// What the round (`super::Queues::run`, policies other than strict FIFO) would do
     /// with one job: read it as its queue's backfill head, or try it.
-    fn worth_trying(p: &Pending, round: &RoundView, room: Option<Room>) -> bool {
+    fn worth_trying(
+        p: &Pending,
+        round: &RoundView,
+        held: Option<&[PoolId]>,
+        room: Option<Room>,
+    ) -> bool {
+        let competes = held.is_some_and(|held| {
+            held.is_empty()
+                || p.job.pools.is_empty()
+                || p.job.pools.iter().any(|p| held.contains(p))
+        });
+        if competes {
+            return false;
+        }
         let head = round
             .head_blocked_by
             .is_some_and(|by| p.blocked_since.is_some_and(|since| since <= by));
@@ -482,6 +510,16 @@ mod tests {
         head || (!waiting && !refused)
     }
 
+    /// No pool (any), one of two, or both.
+    fn pools() -> impl Strategy<Value = Vec<PoolId>> {
+        prop_oneof![
+            Just(vec![]),
+            Just(vec![PoolId(0)]),
+            Just(vec![PoolId(1)]),
+            Just(vec![PoolId(0), PoolId(1)])
+        ]
+    }
+
     /// A job as a round at epoch 3 may find it: failed at that epoch, one before, or never.
     fn pending() -> impl Strategy<Value = Pending> {
         (
@@ -489,13 +527,22 @@ mod tests {
                 prop_oneof![Just(0u32), 1u32..=8],
                 1usize..4,
                 prop::option::of(2u64..=3),
+                pools(),
             ),
             (prop::option::of(0u64..20), 0u64..20, any::<bool>()),
             prop::option::of(0u64..20),
         )
             .prop_map(
-                |((gpus, pods, failed_at), (retry_at, not_before, unresolvable), blocked)| {
-                    let mut p = Pending::new(gang(0, 0, pods, gpus), not_before);
+                |(
+                    (gpus, pods, failed_at, pools),
+                    (retry_at, not_before, unresolvable),
+                    blocked,
+                )| {
+                    let job = Job {
+                        pools,
+                        ..(*gang(0, 0, pods, gpus)).clone()
+                    };
+                    let mut p = Pending::new(Arc::new(job), not_before);
                     p.failed_at = failed_at;
                     p.retry_at = retry_at;
                     p.unresolvable = unresolvable;
@@ -512,11 +559,21 @@ mod tests {
             entries in proptest::collection::vec(pending(), 1..4),
             now_ms in 0u64..20,
             head_blocked_by in prop::option::of(0u64..20),
+            held in prop::option::of(pools()),
             room in prop::option::of((0u64..30_000, proptest::collection::vec(0u32..=8, 0..4))),
         ) {
-            let round = RoundView { epoch: 3, now_ms, head_blocked_by };
+            // Pools are held only once the backfill head is taken.
+            let head_blocked_by = head_blocked_by.filter(|_| held.is_none());
+            let round = RoundView {
+                epoch: 3,
+                now_ms,
+                head_blocked_by,
+                held: held.as_deref().map(super::super::pool_mask),
+            };
             let room = room.map(|(quota_milli, free)| Room::of_nodes(quota_milli, &free));
-            let any_worth = entries.iter().any(|p| worth_trying(p, &round, room));
+            let any_worth = entries
+                .iter()
+                .any(|p| worth_trying(p, &round, held.as_deref(), room));
             if any_worth {
                 prop_assert!(Summary::of(&entries).worth_a_look(&round, room));
             }
