@@ -13,7 +13,9 @@ use common::*;
 use kant::cache::PodKey;
 use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler};
 use kant::framework::{SearchMode, Status};
-use kant::model::{ClusterSpec, GpuRequest, Job, JobId, LinkProfile, NodeId, PoolId, TenantId};
+use kant::model::{
+    ClusterSpec, GpuRequest, GroupId, Job, JobId, LinkProfile, NodeId, PoolId, TenantId,
+};
 use kant::queue::{QueueingPolicy, TenantConfig, TenantMode, Tenants};
 use proptest::prelude::*;
 
@@ -805,13 +807,10 @@ fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
     check_accounting(&s);
 }
 
-/// A head with enough free room, but not in the shape it needs (an 8-GPU pod, no node
-/// with 8 free), gets room held past the threshold: jobs of its priority go elsewhere,
-/// and it is placed once the held group frees a node.
-#[test]
-fn an_admitted_overdue_head_has_room_held_in_the_shape_it_needs() {
-    // Two leaf groups of two nodes.
-    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+/// Two leaf groups of two nodes, each node with 3 GPUs free, and a head past the threshold
+/// that needs 8 on one node: enough free room, not in its shape, so one group is held for
+/// it. Returns the scheduler, the held group and the time the head became overdue.
+fn a_head_with_room_held(spec: &Arc<ClusterSpec>) -> (Scheduler, GroupId, u64) {
     let mut s = scheduler(backfill_only(), spec.clone());
     for id in 0..4 {
         s.submit(job(id, 1, whole(5), 0, 0)); // 3 GPUs left on each node
@@ -832,7 +831,17 @@ fn an_admitted_overdue_head_has_room_held_in_the_shape_it_needs() {
         other => panic!("one reservation for the head expected: {other:?}"),
     };
     assert_eq!(held.len(), 1, "one group holds an 8-GPU pod");
-    let in_held = |node: NodeId| held.contains(&spec.node_group[node.index()]);
+    (s, held[0], overdue)
+}
+
+/// A head with enough free room, but not in the shape it needs (an 8-GPU pod, no node
+/// with 8 free), gets room held past the threshold: jobs of its priority go elsewhere,
+/// and it is placed once the held group frees a node.
+#[test]
+fn an_admitted_overdue_head_has_room_held_in_the_shape_it_needs() {
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let (mut s, held, overdue) = a_head_with_room_held(&spec);
+    let in_held = |node: NodeId| spec.node_group[node.index()] == held;
     // The other group has 5 GPUs free (3 + 3, less job 5's): six more jobs of the head's
     // priority, and the sixth waits rather than take held room.
     for id in 6..12 {
@@ -864,6 +873,23 @@ fn an_admitted_overdue_head_has_room_held_in_the_shape_it_needs() {
     );
     assert!(in_held(nodes_of(&s, 4)[0]));
     assert!(s.reservations().is_empty(), "released once placed");
+}
+
+/// Room held for a head that goes away (its pods deleted) is everyone's again at once: a
+/// job it kept out is placed in the next round, though no capacity was freed.
+#[test]
+fn room_held_for_a_head_that_is_withdrawn_is_used_at_once() {
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let (mut s, held, overdue) = a_head_with_room_held(&spec);
+    // The other group's nodes have 3 and 2 GPUs free: one job of 3 fits there, the next
+    // waits rather than take held room.
+    s.submit(job(6, 1, whole(3), 0, 1_900));
+    s.submit(job(7, 1, whole(3), 0, 1_901));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[6]));
+    assert!(s.withdraw(JobId(4)).is_some());
+    assert!(s.reservations().is_empty());
+    assert_eq!(placed_jobs(&s.schedule(overdue + 2 * MINUTE)), ids(&[7]));
+    assert_eq!(spec.node_group[nodes_of(&s, 7)[0].index()], held);
 }
 
 // 6. Priority preemption: the minimal victim set -----------------------------------------

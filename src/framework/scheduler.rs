@@ -173,7 +173,7 @@ impl Scheduler {
 
     /// Drops what the scheduler remembers of a job that is neither pending nor running.
     fn forget_job(&mut self, job: JobId) {
-        self.reservations.retain(|r| r.job != job);
+        self.drop_reservation(job);
         self.tight_waits.remove(&job);
         self.bind_failures.remove(&job);
     }
@@ -422,7 +422,7 @@ impl Scheduler {
         let job = offer.job;
         let admitted = self.tenants.admit(offer.tenant, job) != Admission::Denied;
         if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
-            self.reservations.retain(|r| r.job != job.id);
+            self.drop_reservation(job.id);
             return Attempted::Unresolvable;
         }
         // Without room now, only preemption could help: a job that cannot preempt (the
@@ -437,7 +437,7 @@ impl Scheduler {
             match plugin.pre_filter(job, &self.state, &mut cycle).code {
                 Code::Success | Code::Skip => {}
                 Code::UnschedulableAndUnresolvable => {
-                    self.reservations.retain(|r| r.job != job.id);
+                    self.drop_reservation(job.id);
                     return Attempted::Unresolvable;
                 }
                 _ if may_preempt => room_now = false,
@@ -534,12 +534,22 @@ impl Scheduler {
         self.tight_waits.remove(&job.id);
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
-            self.reservations.retain(|r| r.job != job.id);
+            self.drop_reservation(job.id);
             if let Some(running) = self.running.get_mut(&job.id) {
                 running.served_overdue = offer.backfill_since.is_some();
             }
         }
         attempted
+    }
+
+    /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
+    /// it is capacity freed.
+    fn drop_reservation(&mut self, job: JobId) {
+        let held = self.reservations.len();
+        self.reservations.retain(|r| r.job != job);
+        if self.reservations.len() < held {
+            self.capacity_epoch += 1;
+        }
     }
 
     /// Room held for backfill heads.
