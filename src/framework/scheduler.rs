@@ -976,11 +976,11 @@ impl Driver for Round<'_> {
             return None;
         }
         let cluster = scheduler.state.total();
-        Some(Room {
-            quota_milli: scheduler.tenants.admission_room(tenant),
-            free_gpus: u64::from(cluster.free_gpus),
-            free_histogram: cluster.free_histogram,
-        })
+        Some(Room::new(
+            scheduler.tenants.admission_room(tenant),
+            u64::from(cluster.free_gpus),
+            cluster.free_histogram,
+        ))
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -110,23 +110,39 @@ impl Need {
 #[derive(Debug, Clone, Copy)]
 pub struct Room {
     /// Milli-GPUs its quota, or what it may borrow, still covers.
-    pub quota_milli: u64,
+    quota_milli: u64,
     /// Free whole GPUs.
-    pub free_gpus: u64,
+    free_gpus: u64,
     /// `free_histogram[k]`: nodes with exactly `k` free whole GPUs.
-    pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// The most free whole GPUs on one node.
+    widest_node: u32,
 }
 
 impl Room {
+    pub fn new(
+        quota_milli: u64,
+        free_gpus: u64,
+        free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    ) -> Room {
+        let widest_node = free_histogram.iter().rposition(|&n| n > 0).unwrap_or(0) as u32;
+        Room {
+            quota_milli,
+            free_gpus,
+            free_histogram,
+            widest_node,
+        }
+    }
+
     /// Whether admission refuses a job asking for `need`: more than its quota covers,
     /// more free GPUs than there are, or more pods of its width than the free nodes hold
     /// (for a job of one pod, or of pods that differ, a node with room for the widest). A
     /// backfill head is judged on its quota and the free GPUs alone, as the scheduler
     /// holds room for it in the shape it needs.
     fn refuses(&self, need: &Need, head: bool) -> bool {
-        need.milli > self.quota_milli
-            || need.whole > self.free_gpus
-            || (!head && pods_that_fit(&self.free_histogram, need.width) < need.pods)
+        let beyond_nodes = need.width > self.widest_node
+            || (need.pods > 1 && pods_that_fit(&self.free_histogram, need.width) < need.pods);
+        need.milli > self.quota_milli || need.whole > self.free_gpus || (!head && beyond_nodes)
     }
 }
 
@@ -138,11 +154,8 @@ impl Room {
         for &free in free_per_node {
             free_histogram[free as usize] += 1;
         }
-        Room {
-            quota_milli,
-            free_gpus: free_per_node.iter().map(|&f| u64::from(f)).sum(),
-            free_histogram,
-        }
+        let free_gpus = free_per_node.iter().map(|&f| u64::from(f)).sum();
+        Room::new(quota_milli, free_gpus, free_histogram)
     }
 }
 
