@@ -6,9 +6,10 @@
 //! A job that failed is not tried again until capacity has been freed since (feasibility
 //! only grows when resources are returned), or until a time it asked for, which keeps a
 //! long backlog cheap. Once capacity is freed, a job that asks for more than admission
-//! could grant its tenant now (quota, free GPUs, free GPUs on one node) fails without being
-//! offered: a round over a deep backlog reads the queue, not every job. A requeued job
-//! waits out its backoff before it is tried again.
+//! could grant its tenant now (quota, free GPUs, free nodes for its pods) fails without
+//! being offered. Each queue sums up its jobs chunk by chunk (`pending`), so a round over
+//! a deep backlog reads the chunks and the jobs worth trying, not every job. A requeued
+//! job waits out its backoff before it is tried again.
 
 mod pending;
 mod tenants;
