@@ -306,6 +306,29 @@ fn parallel_batches_choose_the_group_a_one_by_one_search_chooses() {
 }
 
 #[test]
+fn a_gang_passes_by_the_best_ranked_group_when_it_cannot_hold_the_gangs_pods() {
+    // Three leaves of four nodes. E-Binpack ranks the busiest leaf first for whole-node
+    // gangs, but once it has one free node left, a gang of two nodes must go to the next
+    // busiest leaf that holds both, not spread across leaves.
+    let spec = fabric(12, 8, 4, 3, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    let leaf_of = |s: &Scheduler, id: u32| -> HashSet<usize> {
+        nodes_of(s, JobId(id))
+            .iter()
+            .map(|n| n.index() / 4)
+            .collect()
+    };
+    s.submit(job(0, 3, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(leaf_of(&s, 0), HashSet::from([0]));
+    for id in 1..3 {
+        s.submit(job(id, 2, whole(8), 0, u64::from(id)));
+        assert_eq!(placed_jobs(&s.schedule(u64::from(id))), [JobId(id)]);
+        assert_eq!(leaf_of(&s, id), HashSet::from([1]), "gang {id}");
+    }
+}
+
+#[test]
 fn e_binpack_keeps_whole_leaf_groups_free_that_spread_breaks() {
     let untouched_leaves = |placement: Placement| {
         let spec = fabric(16, 8, 4, 4, 0, LinkProfile::NvlinkAll);
