@@ -362,18 +362,20 @@ fn within_one_group(
     // the best-ranked one (the group filters passed it), so it is looked for by rank first:
     // a rank comparison costs less than asking an aggregate.
     let top = (0..ranked.len()).min_by(|&a, &b| by_rank(&ranked[a], &ranked[b]))?;
-    let best = if may_fit(&ranked[top]) {
-        top
+    let (best, sorted) = if may_fit(&ranked[top]) {
+        ranked.swap(0, top);
+        (0, false)
     } else {
         ranked.sort_unstable_by(by_rank);
-        ranked.iter().position(may_fit)?
+        (ranked.iter().position(may_fit)?, true)
     };
-    ranked.swap(0, best);
-    if let Some(found) = attempt(&ranked[0].1) {
+    if let Some(found) = attempt(&ranked[best].1) {
         return Some(found);
     }
-    let rest = &mut ranked[1..];
-    rest.sort_unstable_by(by_rank);
+    let rest = &mut ranked[best + 1..];
+    if !sorted {
+        rest.sort_unstable_by(by_rank);
+    }
     let candidates: Vec<GroupId> = rest.iter().filter(|m| may_fit(m)).map(|m| m.1).collect();
     candidates.chunks(batch).find_map(|batch| {
         if batch.len() > 1 {
