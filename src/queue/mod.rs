@@ -83,11 +83,16 @@ struct Need {
 
 impl Need {
     fn of(job: &Job) -> Need {
+        let milli = job.total_milli();
+        if milli == 0 {
+            // Admission never refuses a job asking for no GPU.
+            return Need::default();
+        }
         let whole = job.pods.iter().map(|p| p.gpu.whole());
         let widest = whole.clone().max().unwrap_or(0);
         let alike = job.pods.iter().all(|p| p.gpu.whole() == widest);
         Need {
-            milli: job.total_milli(),
+            milli,
             whole: whole.map(u64::from).sum(),
             pods: if alike { job.pods.len() as u64 } else { 1 },
             width: widest,
@@ -106,8 +111,9 @@ impl Need {
     }
 }
 
-/// What admission could grant a tenant now, over all pools: a job asking for more of any
-/// part fails at once, as static or dynamic admission would fail it.
+/// What admission could grant a tenant now, over all pools, and what the free nodes could
+/// hold: a job asking for more of any part fails at once, as static or dynamic admission,
+/// or the search, would fail it.
 #[derive(Debug, Clone, Copy)]
 pub struct Room {
     /// Milli-GPUs its quota, or what it may borrow, still covers.
@@ -332,7 +338,7 @@ impl Queues {
                 head_blocked_by: (backfill && !head_taken[tenant])
                     .then(|| now_ms.checked_sub(self.backfill_threshold_ms))
                     .flatten(),
-                held: held_pools[tenant].as_deref().map(pool_mask),
+                held: held_pools[tenant].as_deref().map(held_pool_mask),
             };
             let room = &mut rooms[tenant];
             let next = queue.next(cursor[tenant], |summary| {
@@ -385,7 +391,6 @@ impl Queues {
             // admission could grant its tenant would be refused: no need to read it.
             let beyond_admission = entry.failed_at.is_some()
                 && !entry.unresolvable
-                && entry.need.milli > 0
                 && rooms[tenant]
                     .get_or_insert_with(|| driver.admission_room(tenant))
                     .is_some_and(|room| room.refuses(&entry.need, backfill_since.is_some()));
@@ -416,7 +421,6 @@ impl Queues {
                     if backfill_since.is_some() {
                         entry.backfill_failed_at = Some(epoch);
                     }
-
                     entry.failed_at = Some(epoch);
                     entry.retry_at = retry_at;
                     entry.unresolvable = false;
@@ -435,6 +439,10 @@ impl Queues {
                     entry.failed_at = Some(epoch);
                     entry.retry_at = None;
                     entry.unresolvable = true;
+                    // An unresolvable head holds nothing: its quota need not gather.
+                    if overdue {
+                        held_pools[tenant] = None;
+                    }
                 }
             }
         }
@@ -444,13 +452,29 @@ impl Queues {
     }
 }
 
-/// The pools of a list as a bit mask: bit `p` for pool `p`, every bit for an empty list
-/// (any pool) or a pool past 63.
+/// The pools a job may use as a bit mask, never fewer than it names: bit `p` for pool `p`,
+/// every bit for an empty list (any pool) or a pool past 63.
 fn pool_mask(pools: &[PoolId]) -> u64 {
     if pools.is_empty() || pools.iter().any(|p| p.index() >= 64) {
         return u64::MAX;
     }
-    pools.iter().fold(0, |mask, p| mask | 1 << p.index())
+    low_pool_bits(pools)
+}
+
+/// The pools a backfill head holds as a bit mask, never more than it holds: every bit for
+/// an empty list (it holds every pool), and no bit for a pool past 63.
+fn held_pool_mask(pools: &[PoolId]) -> u64 {
+    if pools.is_empty() {
+        return u64::MAX;
+    }
+    low_pool_bits(pools)
+}
+
+fn low_pool_bits(pools: &[PoolId]) -> u64 {
+    pools
+        .iter()
+        .filter(|p| p.index() < 64)
+        .fold(0, |mask, p| mask | 1 << p.index())
 }
 
 #[cfg(test)]
@@ -637,5 +661,22 @@ mod tests {
         queues.forget_failures();
         let nothing = Room::of_nodes(0, &[]);
         assert_eq!(offered(&mut queues, 1, Some(nothing)), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn pool_masks_err_towards_trying_a_job() {
+        let pools = |ids: &[u16]| ids.iter().map(|&i| PoolId(i)).collect::<Vec<_>>();
+        // A job may use at least the pools it names; a head holds at most those it names.
+        assert_eq!(pool_mask(&pools(&[0, 2])), 0b101);
+        assert_eq!(held_pool_mask(&pools(&[0, 2])), 0b101);
+        assert_eq!(pool_mask(&pools(&[1, 70])), u64::MAX);
+        assert_eq!(held_pool_mask(&pools(&[1, 70])), 0b10);
+        // Naming none: any pool, and a head that holds every pool.
+        assert_eq!(pool_mask(&[]), u64::MAX);
+        assert_eq!(held_pool_mask(&[]), u64::MAX);
+        // A chunk is passed by only when every pool its jobs may use is held: a job of
+        // pool 0 is never passed by for a head holding pool 70 alone.
+        let job_of_pool_0 = pool_mask(&pools(&[0]));
+        assert_ne!(job_of_pool_0 & !held_pool_mask(&pools(&[70])), 0);
     }
 }

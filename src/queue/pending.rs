@@ -254,8 +254,8 @@ impl TenantQueue {
     }
 
     /// The first job at or after `at` not placed in this round, passing by the chunks
-    /// that `look` says hold nothing worth trying (asked of each chunk the round enters,
-    /// never of the one `at` is inside).
+    /// that `look` says hold nothing worth trying (asked of each chunk entered at its first
+    /// job, never of one `at` resumes inside).
     pub fn next(&self, mut at: Cursor, mut look: impl FnMut(&Summary) -> bool) -> Option<Cursor> {
         while let Some(chunk) = self.chunks.get(at.chunk) {
             if at.entry == 0 && !look(&chunk.summary) {
