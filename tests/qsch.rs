@@ -892,6 +892,55 @@ fn room_held_for_a_head_that_is_withdrawn_is_used_at_once() {
     assert_eq!(spec.node_group[nodes_of(&s, 7)[0].index()], held);
 }
 
+/// Room held for a head that is placed during a round is everyone's again in that same
+/// round, also for a job of another tenant that was tried, and kept out, before the head.
+#[test]
+fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
+    // Two groups of two nodes of 8 GPUs.
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 16),
+        tenant("b", TenantMode::Shared, 16),
+    ];
+    let mut s = with_tenants(backfill_only(), spec.clone(), &configs, binds());
+    // Tenant b fills the nodes with 5, 5, 6 and 8 GPUs: 3, 3, 2 and 0 left.
+    for (id, gpus) in [(0, 5), (1, 5), (2, 6), (3, 8)] {
+        s.submit(tjob(id, 2, 1, gpus, 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
+    // b's head needs 8 on one node: 8 GPUs are free, none on one node.
+    s.submit(tjob(4, 2, 1, 8, 0, 1));
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held = match s.reservations() {
+        [reservation] if reservation.job == JobId(4) => reservation.groups.clone(),
+        other => panic!("one reservation for the head expected: {other:?}"),
+    };
+    let in_held = |s: &Scheduler, id: u32| {
+        nodes_of(s, id)
+            .iter()
+            .all(|n| held.contains(&spec.node_group[n.index()]))
+    };
+    assert!(
+        in_held(&s, 0) && in_held(&s, 1),
+        "the group with 3 + 3 free is held"
+    );
+    // Tenant a's job of 3 GPUs fits only in the held group: it waits.
+    s.submit(tjob(5, 1, 1, 3, 0, 2_000));
+    assert!(s.schedule(overdue + MINUTE).is_empty());
+    // A job of the held group ends: in the next round tenant a (using nothing) is served
+    // first and is still kept out; then b's head takes the freed node, and the room it
+    // held is a's in the same call.
+    s.finish(JobId(0));
+    let mut placed = placed_jobs(&s.schedule(overdue + 2 * MINUTE));
+    placed.sort();
+    assert_eq!(placed, ids(&[4, 5]));
+    assert!(s.reservations().is_empty());
+    assert!(in_held(&s, 5));
+    check_accounting(&s);
+}
+
 // 6. Priority preemption: the minimal victim set -----------------------------------------
 
 /// A round of lone jobs placed at once: (seconds, [(id, GPUs, priority)]).

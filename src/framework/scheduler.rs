@@ -91,6 +91,8 @@ pub struct Scheduler {
     terminating: Vec<(RunningJob, Vec<Option<Placement>>)>,
     /// Room held for backfill heads that waited past the threshold.
     reservations: Vec<Reservation>,
+    /// Room held for a backfill head was returned during the current round.
+    room_returned: bool,
     decisions: Vec<Decision>,
 }
 
@@ -125,6 +127,7 @@ impl Scheduler {
             hold_victims: false,
             terminating: Vec::new(),
             reservations: Vec::new(),
+            room_returned: false,
             decisions: Vec::new(),
         }
     }
@@ -368,15 +371,23 @@ impl Scheduler {
     pub fn schedule(&mut self, now_ms: u64) -> Vec<Decision> {
         let placeholder = empty_queues(&self.profile, self.tenants.len());
         let mut queues = std::mem::replace(&mut self.queues, placeholder);
-        let epoch = self.capacity_epoch;
-        queues.run(
-            epoch,
-            now_ms,
-            &mut Round {
-                scheduler: self,
+        // Room a backfill head held and gave back during a round is capacity freed for the
+        // jobs it kept out, those tried before it in that round too: they get another.
+        loop {
+            self.room_returned = false;
+            let epoch = self.capacity_epoch;
+            queues.run(
+                epoch,
                 now_ms,
-            },
-        );
+                &mut Round {
+                    scheduler: self,
+                    now_ms,
+                },
+            );
+            if !self.room_returned {
+                break;
+            }
+        }
         for (job, tenant) in self.evicted.drain(..) {
             queues.push(job, tenant, now_ms);
         }
@@ -549,6 +560,7 @@ impl Scheduler {
         self.reservations.retain(|r| r.job != job);
         if self.reservations.len() < held {
             self.capacity_epoch += 1;
+            self.room_returned = true;
         }
     }
 
