@@ -197,6 +197,9 @@ pub struct Queues {
     sort: Arc<dyn QueueSort>,
     backfill_threshold_ms: u64,
     queues: Vec<TenantQueue>,
+    /// Tests read every chunk, to compare with rounds that pass chunks by.
+    #[cfg(test)]
+    read_every_chunk: bool,
 }
 
 impl Queues {
@@ -211,7 +214,19 @@ impl Queues {
             sort,
             backfill_threshold_ms,
             queues: (0..tenants).map(|_| TenantQueue::default()).collect(),
+            #[cfg(test)]
+            read_every_chunk: false,
         }
+    }
+
+    #[cfg(not(test))]
+    fn reads_every_chunk(&self) -> bool {
+        false
+    }
+
+    #[cfg(test)]
+    fn reads_every_chunk(&self) -> bool {
+        self.read_every_chunk
     }
 
     /// Pending jobs in all.
@@ -305,6 +320,7 @@ impl Queues {
     pub fn run(&mut self, epoch: u64, now_ms: u64, driver: &mut dyn Driver) {
         let strict = self.policy == QueueingPolicy::StrictFifo;
         let backfill = self.policy == QueueingPolicy::Backfill;
+        let read_all = strict || self.reads_every_chunk();
         let tenants = self.queues.len();
         let mut cursor = vec![Cursor::default(); tenants];
         let mut done: Vec<bool> = self.queues.iter().map(|q| q.len() == 0).collect();
@@ -342,7 +358,7 @@ impl Queues {
             };
             let room = &mut rooms[tenant];
             let next = queue.next(cursor[tenant], |summary| {
-                strict
+                read_all
                     || summary.worth_a_look(
                         &view,
                         *room.get_or_insert_with(|| driver.admission_room(tenant)),
@@ -661,6 +677,144 @@ mod tests {
         queues.forget_failures();
         let nothing = Room::of_nodes(0, &[]);
         assert_eq!(offered(&mut queues, 1, Some(nothing)), [0, 1, 2, 3]);
+    }
+
+    /// Answers every offer by a fixed rule of the job and the round, the same for any
+    /// queue, and records the offers.
+    struct Scripted {
+        round: u64,
+        room: Option<Room>,
+        placed: [u32; 2],
+        offered: Vec<(u64, JobId)>,
+    }
+
+    impl Driver for Scripted {
+        fn share(&self, tenant: usize) -> f64 {
+            f64::from(self.placed[tenant])
+        }
+        fn quota_is_own(&self, tenant: usize) -> bool {
+            tenant == 1
+        }
+        fn admission_room(&self, _tenant: usize) -> Option<Room> {
+            self.room
+        }
+        fn attempt(&mut self, offer: Offer) -> Attempted {
+            self.offered.push((self.round, offer.job.id));
+            let roll = (u64::from(offer.job.id.0) * 2_654_435_761 + self.round * 40_503) % 100;
+            match roll {
+                0..15 => {
+                    self.placed[offer.tenant] += 1;
+                    Attempted::Placed
+                }
+                15..20 => Attempted::Unresolvable,
+                20..25 => Attempted::Backoff {
+                    until: self.round * 10 + 25,
+                },
+                25..40 => Attempted::Failed {
+                    retry_at: Some(self.round * 10 + roll % 30),
+                },
+                _ => Attempted::Failed { retry_at: None },
+            }
+        }
+    }
+
+    /// A job of the property below: (tenant, pods, whole GPUs or a half, priority, pools).
+    type JobRow = (usize, usize, u32, i32, u8);
+
+    fn job_of(id: u32, &(_, pods, gpus, priority, pools): &JobRow) -> Arc<Job> {
+        let gpu = match gpus {
+            0 => GpuRequest::Fraction(500),
+            g => GpuRequest::Whole(g),
+        };
+        let pools = [PoolId(0), PoolId(1)]
+            .into_iter()
+            .enumerate()
+            .filter(|(bit, _)| pools & (1 << bit) != 0)
+            .map(|(_, p)| p)
+            .collect();
+        Arc::new(Job {
+            priority,
+            pools,
+            ..(*job(id, pods, gpu)).clone()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Rounds that pass chunks by offer exactly the jobs, in the order, that rounds
+        /// reading every job offer, through failures, retries, backoffs, placements,
+        /// removals, forgotten failures and new jobs, over many chunks.
+        #[test]
+        fn passing_chunks_by_offers_what_reading_every_job_offers(
+            policy in prop_oneof![
+                Just(QueueingPolicy::BestEffortFifo),
+                Just(QueueingPolicy::Backfill),
+            ],
+            jobs in proptest::collection::vec(
+                (0usize..2, 1usize..4, 0u32..=8, 0i32..3, 0u8..4), 80..200),
+            rounds in proptest::collection::vec(
+                (any::<bool>(), 0u64..4, prop::option::of((0u64..20_000, 0u32..=8, 0u32..4)),
+                 0usize..6, 0u8..20),
+                10..40),
+        ) {
+            let sort = Arc::new(PrioritySort { size_order: SizeOrder::SmallerFirst });
+            let mut skipping = Queues::new(policy, sort.clone(), 40, 2);
+            let mut reading = Queues::new(policy, sort, 40, 2);
+            reading.read_every_chunk = true;
+            let (first, later) = jobs.split_at(jobs.len() / 2);
+            let mut next_id = 0u32;
+            let push = |rows: &[JobRow], now: u64, [a, b]: [&mut Queues; 2], from: u32| {
+                for (i, row) in rows.iter().enumerate() {
+                    let job = job_of(from + i as u32, row);
+                    a.push(job.clone(), row.0, now);
+                    b.push(job, row.0, now);
+                }
+            };
+            push(first, 0, [&mut skipping, &mut reading], next_id);
+            next_id += first.len() as u32;
+            let mut later = later.iter();
+            let (mut epoch, mut now) = (0u64, 0u64);
+            let mut drivers = [0, 1].map(|_| Scripted {
+                round: 0,
+                room: None,
+                placed: [0; 2],
+                offered: Vec::new(),
+            });
+            for (round, &(freed, step, room, arrivals, event)) in rounds.iter().enumerate() {
+                // As in the scheduler, admission's room grows only when capacity is freed.
+                let room = room.map(|(quota, widest, nodes)| {
+                    Room::of_nodes(quota, &vec![widest; nodes as usize])
+                });
+                epoch += u64::from(freed);
+                now += step * 10;
+                for (driver, queues) in drivers.iter_mut().zip([&mut skipping, &mut reading]) {
+                    driver.round = round as u64;
+                    if freed || round == 0 {
+                        driver.room = room;
+                    }
+                    queues.run(epoch, now, driver);
+                }
+                prop_assert_eq!(&drivers[0].offered, &drivers[1].offered, "round {}", round);
+                let rows: Vec<JobRow> = later.by_ref().take(arrivals).copied().collect();
+                push(&rows, now, [&mut skipping, &mut reading], next_id);
+                next_id += rows.len() as u32;
+                match event {
+                    0 => {
+                        skipping.forget_failures();
+                        reading.forget_failures();
+                    }
+                    1..4 => {
+                        let gone = JobId(u32::from(event) * 37 % next_id.max(1));
+                        prop_assert_eq!(
+                            skipping.remove(gone).map(|(j, _)| j.id),
+                            reading.remove(gone).map(|(j, _)| j.id)
+                        );
+                    }
+                    _ => {}
+                }
+                prop_assert_eq!(skipping.len(), reading.len());
+            }
+        }
     }
 
     #[test]

@@ -505,7 +505,6 @@ mod tests {
             || (p.failed_at == Some(round.epoch) && !due);
         let refused = p.failed_at.is_some()
             && !p.unresolvable
-            && p.need.milli > 0
             && room.is_some_and(|room| room.refuses(&p.need, false));
         head || (!waiting && !refused)
     }
@@ -568,7 +567,7 @@ mod tests {
                 epoch: 3,
                 now_ms,
                 head_blocked_by,
-                held: held.as_deref().map(super::super::pool_mask),
+                held: held.as_deref().map(super::super::held_pool_mask),
             };
             let room = room.map(|(quota_milli, free)| Room::of_nodes(quota_milli, &free));
             let any_worth = entries
