@@ -1,7 +1,7 @@
 //! The changing part of one node: milli-GPUs in use per device (and how much of it pods
 //! that share the node hold), device health, CPU, memory and ephemeral storage in use,
-//! and its pods. Fixed-size and `Copy`, so the
-//! persistent vector that holds it copies a chunk with plain memory moves.
+//! and its pods. Fixed-size and `Copy`, so the persistent vector that holds it copies a
+//! chunk with plain memory moves.
 
 use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
 
@@ -112,7 +112,10 @@ impl NodeState {
         u64::from(self.sharing)
     }
 
-    /// Whether a placement leaves room on the node for other pods' GPUs.
+    /// Whether a placement leaves room on the node for other pods' GPUs. Judged against
+    /// every device of the node: on a node with an unhealthy device, a pod holding all
+    /// the healthy ones still counts as sharing it, as the node cannot take a whole-node
+    /// pod either.
     fn shares_node(&self, p: &Placement) -> bool {
         p.gpus.devices != self.devices || p.gpus.milli_each < MILLI_PER_GPU
     }
