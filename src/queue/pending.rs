@@ -344,23 +344,32 @@ impl TenantQueue {
         }
     }
 
-    /// Brings the changed chunks up to date: an empty one goes, a large one splits, and
-    /// their sums and backoffs are made again.
+    /// Brings the changed chunks up to date: an empty one goes, a large one splits, a
+    /// small one takes in the next if both fit one chunk, and their sums and backoffs are
+    /// made again.
     fn settle(&mut self) {
-        // From the last, so that a removal or a split moves no chunk still to settle.
+        // From the last, so that a removal, split or merge moves no chunk still to settle.
         for chunk in std::mem::take(&mut self.changed).into_iter().rev() {
             for p in &self.chunks[chunk].entries {
                 count(&mut self.backoffs, p.not_before, 1);
             }
-            let entries = &mut self.chunks[chunk].entries;
-            if entries.is_empty() {
+            let len = self.chunks[chunk].entries.len();
+            let next_len = self.chunks.get(chunk + 1).map(|c| c.entries.len());
+            if len == 0 {
                 self.chunks.remove(chunk);
-            } else if entries.len() > 2 * CHUNK {
-                let second = entries.split_off(entries.len() / 2);
+            } else if len > 2 * CHUNK {
+                let entries = &mut self.chunks[chunk].entries;
+                let second = entries.split_off(len / 2);
                 self.chunks[chunk] = Chunk::new(std::mem::take(entries));
                 self.chunks.insert(chunk + 1, Chunk::new(second));
             } else {
-                self.chunks[chunk].summary = Summary::of(entries);
+                // The next chunk's jobs are already counted in the backoffs.
+                if next_len.is_some_and(|next| len + next <= CHUNK) {
+                    let next = self.chunks.remove(chunk + 1);
+                    self.chunks[chunk].entries.extend(next.entries);
+                }
+                let merged = &mut self.chunks[chunk];
+                merged.summary = Summary::of(&merged.entries);
             }
         }
     }
@@ -436,6 +445,19 @@ mod tests {
         assert!(queue.chunks.iter().all(|c| c.entries.len() <= 2 * CHUNK));
         assert_eq!(queue.remove(JobId(150)).map(|p| p.job.id), Some(JobId(150)));
         assert_eq!(queue.len(), 299);
+        // Drained to one job in ten, the queue keeps its order in fewer, fuller chunks.
+        for (id, _) in &jobs {
+            if id % 10 != 0 && *id != 150 {
+                queue.remove(JobId(*id));
+            }
+        }
+        let kept: Vec<u32> = expected
+            .into_iter()
+            .filter(|id| id % 10 == 0 && *id != 150)
+            .collect();
+        assert_eq!(ids(&queue), kept);
+        assert_eq!(queue.len(), 29);
+        assert_eq!(queue.chunks.len(), 1, "29 jobs fit one chunk");
     }
 
     #[test]
