@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
 use crate::metrics::PlacementSpread;
 use crate::model::{
-    ClusterSpec, GpuRequest, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PoolId,
+    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, PoolId,
 };
 use crate::queue::Tenants;
 
@@ -102,22 +102,14 @@ pub trait QueueSort: Plugin {
 /// group (a gang of hundreds of pods meets hundreds of groups).
 pub struct GroupQuery<'a> {
     pub job: &'a Job,
-    /// The fewest whole GPUs any pod asks for (0 when some pod asks for a fraction or none).
-    pub narrowest_whole: u32,
-    /// The smallest GPU request of the pods that ask for GPUs; `None` when none does.
-    pub narrowest_gpu: Option<GpuRequest>,
-    /// The most whole GPUs any pod asks for.
-    pub widest_whole: u32,
+    pub widths: PodWidths,
 }
 
 impl<'a> GroupQuery<'a> {
     pub fn of(job: &'a Job) -> Self {
-        let gpus = || job.pods.iter().map(|p| p.gpu);
         Self {
             job,
-            narrowest_whole: gpus().map(GpuRequest::whole).min().unwrap_or(0),
-            narrowest_gpu: gpus().filter(|g| !g.is_none()).min_by_key(|g| g.milli()),
-            widest_whole: gpus().map(GpuRequest::whole).max().unwrap_or(0),
+            widths: PodWidths::of(job),
         }
     }
 }

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PoolId, Tier};
+use crate::model::{
+    ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodWidths, PoolId, Tier,
+};
 
 use super::plugin::{GroupQuery, JobPlan, NodeView, PodContext, Score};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
@@ -74,7 +76,9 @@ fn two_level(
     state: &CycleState,
     pools: &[PoolId],
 ) -> Option<Found> {
-    let mut ranked = rank_groups(profile, job, snapshot, state, pools);
+    let query = GroupQuery::of(job);
+    let widths = &query.widths;
+    let mut ranked = rank_groups(profile, &query, snapshot, state, pools);
     if state.read::<AnyGroup>().is_some() {
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let spec = snapshot.spec();
@@ -95,7 +99,7 @@ fn two_level(
     }
     let need = job.topology;
     if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {
-        let found = within_one_hbd(profile, job, snapshot, state, pools);
+        let found = within_one_hbd(profile, job, widths, snapshot, state, pools);
         if found.is_some() || need.required {
             return found;
         }
@@ -105,7 +109,7 @@ fn two_level(
         let spec = snapshot.spec();
         ranked.retain(|&(_, g)| spec.group(g).leaf.is_some());
     }
-    if let Some(found) = within_one_group(profile, job, snapshot, state, &mut ranked) {
+    if let Some(found) = within_one_group(profile, job, widths, snapshot, state, &mut ranked) {
         return Some(found);
     }
     if job.pods.len() == 1 {
@@ -122,7 +126,7 @@ fn two_level(
     [Some(Tier::Spine), Some(Tier::Superspine), None]
         .into_iter()
         .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
-        .find_map(|tier| within_one_domain(profile, job, snapshot, state, &ranked, tier))
+        .find_map(|tier| within_one_domain(profile, job, widths, snapshot, state, &ranked, tier))
 }
 
 /// Written into the cycle state by the scheduler: since when (world clock) the job has
@@ -171,11 +175,11 @@ pub fn tight_wait_ends(
     if !patience_applies(profile, job) {
         return None;
     }
-    let demand = Demand::of(job);
+    let widths = PodWidths::of(job);
     let room = pools_for(job, snapshot).iter().fold(0u64, |sum, &p| {
-        sum.saturating_add(demand.capacity(snapshot.pool(p)))
+        sum.saturating_add(pods_held(&widths, snapshot.pool(p)))
     });
-    (room >= demand.pods).then(|| patience_end(profile, since_ms))
+    (room >= widths.pods).then(|| patience_end(profile, since_ms))
 }
 
 /// The tightest tier with one domain that could, all free, hold the job (`None`: only the
@@ -301,7 +305,7 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
 /// group scores (unsorted).
 fn rank_groups(
     profile: &Profile,
-    job: &Job,
+    query: &GroupQuery,
     snapshot: &ClusterState,
     state: &CycleState,
     pools: &[PoolId],
@@ -310,7 +314,6 @@ fn rank_groups(
     let held = state
         .read::<HeldGroups>()
         .map_or(&[][..], |h| h.0.as_slice());
-    let query = GroupQuery::of(job);
     for &pool in pools {
         for (group, aggregate) in snapshot.pool_groups(pool) {
             if !held.is_empty() && held.binary_search(&group).is_ok() {
@@ -319,12 +322,12 @@ fn rank_groups(
             let passes = profile
                 .filters
                 .iter()
-                .all(|f| f.filter_group(&query, state, group, aggregate).is_success());
+                .all(|f| f.filter_group(query, state, group, aggregate).is_success());
             if passes {
                 let score = profile
                     .scores
                     .iter()
-                    .map(|(s, w)| w * s.score_group(&query, state, group, aggregate))
+                    .map(|(s, w)| w * s.score_group(query, state, group, aggregate))
                     .sum();
                 ranked.push((score, group));
             }
@@ -338,6 +341,7 @@ fn rank_groups(
 fn within_one_group(
     profile: &Profile,
     job: &Job,
+    widths: &PodWidths,
     snapshot: &ClusterState,
     state: &CycleState,
     ranked: &mut [(i64, GroupId)],
@@ -351,8 +355,7 @@ fn within_one_group(
         n => n,
     };
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-    let demand = Demand::of(job);
-    let may_fit = |&(_, group): &(i64, GroupId)| demand.may_fit(snapshot.group(group));
+    let may_hold = |&(_, group): &(i64, GroupId)| may_fit(widths, snapshot.group(group));
     let attempt = |&group: &GroupId| {
         let nodes = [spec.group(group).nodes.as_slice()];
         try_nodes(profile, job, snapshot, state, &nodes)
@@ -362,12 +365,12 @@ fn within_one_group(
     // the best-ranked one (the group filters passed it), so it is looked for by rank first:
     // a rank comparison costs less than asking an aggregate.
     let top = (0..ranked.len()).min_by(|&a, &b| by_rank(&ranked[a], &ranked[b]))?;
-    let (best, sorted) = if may_fit(&ranked[top]) {
+    let (best, sorted) = if may_hold(&ranked[top]) {
         ranked.swap(0, top);
         (0, false)
     } else {
         ranked.sort_unstable_by(by_rank);
-        (ranked.iter().position(may_fit)?, true)
+        (ranked.iter().position(may_hold)?, true)
     };
     if let Some(found) = attempt(&ranked[best].1) {
         return Some(found);
@@ -376,7 +379,7 @@ fn within_one_group(
     if !sorted {
         rest.sort_unstable_by(by_rank);
     }
-    let candidates: Vec<GroupId> = rest.iter().filter(|m| may_fit(m)).map(|m| m.1).collect();
+    let candidates: Vec<GroupId> = rest.iter().filter(|m| may_hold(m)).map(|m| m.1).collect();
     candidates.chunks(batch).find_map(|batch| {
         if batch.len() > 1 {
             // Speculative: the first feasible group in rank order wins, whichever thread
@@ -389,40 +392,21 @@ fn within_one_group(
     })
 }
 
-/// What a job asks of an aggregate: how many pods, of how many whole GPUs each when they
-/// are alike (the only case an aggregate answers exactly).
-struct Demand {
-    pods: u64,
-    whole_gpus: u64,
-    /// Whole GPUs of every pod, when all pods ask for the same whole GPUs.
-    uniform_whole: Option<u32>,
+/// Pods of the job an aggregate can hold at once (exact for alike whole-GPU pods);
+/// `u64::MAX` when it cannot say.
+fn pods_held(widths: &PodWidths, aggregate: &GpuAggregate) -> u64 {
+    match widths.uniform_whole {
+        Some(per_pod) => aggregate.pods_that_fit(per_pod),
+        None if u64::from(aggregate.free_gpus) < widths.whole_gpus => 0,
+        None => u64::MAX,
+    }
 }
 
-impl Demand {
-    fn of(job: &Job) -> Self {
-        let first = job.pods.first().map(|p| p.gpu);
-        let uniform = job.pods.iter().all(|p| Some(p.gpu) == first);
-        Self {
-            pods: job.pods.len() as u64,
-            whole_gpus: job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum(),
-            uniform_whole: first.map(|g| g.whole()).filter(|&w| uniform && w > 0),
-        }
-    }
-
-    /// Pods of the job an aggregate can hold at once; `u64::MAX` when it cannot say.
-    fn capacity(&self, aggregate: &GpuAggregate) -> u64 {
-        match self.uniform_whole {
-            Some(per_pod) => aggregate.pods_that_fit(per_pod),
-            None if u64::from(aggregate.free_gpus) < self.whole_gpus => 0,
-            None => u64::MAX,
-        }
-    }
-
-    /// Whether the aggregate may hold the whole job (exact for alike whole-GPU pods;
-    /// fractions, CPU and memory are left to the node filters).
-    fn may_fit(&self, aggregate: &GpuAggregate) -> bool {
-        self.whole_gpus <= u64::from(aggregate.free_gpus) && self.capacity(aggregate) >= self.pods
-    }
+/// Whether the aggregate may hold the whole job (exact for alike whole-GPU pods;
+/// fractions, CPU and memory are left to the node filters).
+fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
+    widths.whole_gpus <= u64::from(aggregate.free_gpus)
+        && pods_held(widths, aggregate) >= widths.pods
 }
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
@@ -434,13 +418,13 @@ impl Demand {
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
+    widths: &PodWidths,
     snapshot: &ClusterState,
     state: &CycleState,
     ranked: &[(i64, GroupId)],
     tier: Option<Tier>,
 ) -> Option<Found> {
     let spec = snapshot.spec();
-    let demand = Demand::of(job);
     let mut members: Vec<DomainMember> = ranked
         .iter()
         .filter_map(|&(score, group)| {
@@ -450,7 +434,7 @@ fn within_one_domain(
                 Some(t) => spec.group_domain(group, t)?,
                 None => 0,
             };
-            let room = demand.capacity(snapshot.group(group));
+            let room = pods_held(widths, snapshot.group(group));
             (room > 0).then_some(DomainMember {
                 domain: (pool, domain),
                 room,
@@ -474,9 +458,9 @@ fn within_one_domain(
                 .fold(0u64, |sum, m| sum.saturating_add(m.room));
             (room, groups)
         })
-        .filter(|&(room, _)| room >= demand.pods)
+        .filter(|&(room, _)| room >= widths.pods)
         .collect();
-    domains.sort_by_key(|&(room, groups)| (room - demand.pods, groups[0].domain));
+    domains.sort_by_key(|&(room, groups)| (room - widths.pods, groups[0].domain));
     domains.into_iter().find_map(|(_, groups)| {
         let mut attempt = Attempt::new(snapshot);
         for member in groups {
@@ -507,12 +491,12 @@ struct DomainMember {
 fn within_one_hbd(
     profile: &Profile,
     job: &Job,
+    widths: &PodWidths,
     snapshot: &ClusterState,
     state: &CycleState,
     pools: &[PoolId],
 ) -> Option<Found> {
     let spec = snapshot.spec();
-    let demand = Demand::of(job);
     let held = state
         .read::<HeldGroups>()
         .map_or(&[][..], |h| h.0.as_slice());
@@ -524,10 +508,10 @@ fn within_one_hbd(
                 .iter()
                 .any(|n| held.binary_search(&spec.node_group[n.index()]).is_ok())
         })
-        .filter(|&h| demand.may_fit(snapshot.hbd(h)))
+        .filter(|&h| may_fit(widths, snapshot.hbd(h)))
         .map(|h| {
             (
-                demand.capacity(snapshot.hbd(h)).saturating_sub(demand.pods),
+                pods_held(widths, snapshot.hbd(h)).saturating_sub(widths.pods),
                 h,
             )
         })

@@ -214,6 +214,40 @@ impl Job {
     }
 }
 
+/// How wide a job's pods are, read once for what judges the job from aggregates alone:
+/// the queue's admission bound, the search's groups and domains, the group filters and
+/// scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodWidths {
+    pub pods: u64,
+    /// Whole GPUs in all.
+    pub whole_gpus: u64,
+    /// The fewest whole GPUs any pod asks for (0 when some pod asks for a fraction or none).
+    pub narrowest_whole: u32,
+    /// The most whole GPUs any pod asks for.
+    pub widest_whole: u32,
+    /// The smallest GPU request of the pods that ask for GPUs; `None` when none does.
+    pub narrowest_gpu: Option<GpuRequest>,
+    /// Whole GPUs of every pod, when all pods ask for the same whole GPUs.
+    pub uniform_whole: Option<u32>,
+}
+
+impl PodWidths {
+    pub fn of(job: &Job) -> Self {
+        let gpus = || job.pods.iter().map(|p| p.gpu);
+        let first = job.pods.first().map(|p| p.gpu);
+        let uniform = gpus().all(|g| Some(g) == first);
+        Self {
+            pods: job.pods.len() as u64,
+            whole_gpus: gpus().map(|g| u64::from(g.whole())).sum(),
+            narrowest_whole: gpus().map(GpuRequest::whole).min().unwrap_or(0),
+            widest_whole: gpus().map(GpuRequest::whole).max().unwrap_or(0),
+            narrowest_gpu: gpus().filter(|g| !g.is_none()).min_by_key(|g| g.milli()),
+            uniform_whole: first.map(|g| g.whole()).filter(|&w| uniform && w > 0),
+        }
+    }
+}
+
 /// What a job needs of nodes that are all free, read once, to judge sets of nodes by their
 /// sizes alone: whether they could ever hold it.
 pub struct JobShape {

@@ -22,7 +22,7 @@ pub use constraints::{
     Weighted, preference_score, untolerated,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
-pub use job::{Job, JobKind, JobShape, PodRequest, Tier, TopologyNeed};
+pub use job::{Job, JobKind, JobShape, PodRequest, PodWidths, Tier, TopologyNeed};
 pub use links::{LinkClass, LinkMatrix, LinkProfile, bits};
 pub use node::{
     MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask, pods_that_fit,

@@ -53,7 +53,7 @@ impl Score for EBinpack {
             return 0;
         }
         // The narrowest pod with GPUs (a launcher without GPUs goes where its workers go).
-        let narrowest = query.narrowest_gpu;
+        let narrowest = query.widths.narrowest_gpu;
         // Against the group's nodes on average: exact where they are all alike.
         let shares_nodes =
             narrowest.is_none_or(|gpu| gpu.milli() * u64::from(aggregate.nodes) < capacity);

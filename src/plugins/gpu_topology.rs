@@ -27,7 +27,7 @@ impl Score for GpuTopology {
         aggregate: &GpuAggregate,
     ) -> i64 {
         // Where the widest pod, if it has two GPUs or more, would get an all-NVLink set.
-        let wanted = query.widest_whole;
+        let wanted = query.widths.widest_whole;
         if wanted >= 2 && aggregate.max_nvlink_island() < wanted {
             0
         } else {

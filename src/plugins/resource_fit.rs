@@ -82,7 +82,7 @@ impl Filter for ResourceFit {
         _group: GroupId,
         aggregate: &GpuAggregate,
     ) -> Status {
-        if aggregate.max_free_on_node() >= query.narrowest_whole {
+        if aggregate.max_free_on_node() >= query.widths.narrowest_whole {
             Status::SUCCESS
         } else {
             Status::unschedulable("Insufficient nvidia.com/gpu")

@@ -20,7 +20,7 @@ use pending::{Cursor, Pending, RoundView, TenantQueue};
 pub use tenants::{Admission, DEFAULT_TENANT, TenantConfig, TenantMode, Tenants};
 
 use crate::framework::QueueSort;
-use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, PoolId, pods_that_fit};
+use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, PodWidths, PoolId, pods_that_fit};
 
 /// What happens behind a job that cannot be placed.
 #[derive(
@@ -88,14 +88,13 @@ impl Need {
             // Admission never refuses a job asking for no GPU.
             return Need::default();
         }
-        let whole = job.pods.iter().map(|p| p.gpu.whole());
-        let widest = whole.clone().max().unwrap_or(0);
-        let alike = job.pods.iter().all(|p| p.gpu.whole() == widest);
+        let widths = PodWidths::of(job);
         Need {
             milli,
-            whole: whole.map(u64::from).sum(),
-            pods: if alike { job.pods.len() as u64 } else { 1 },
-            width: widest,
+            whole: widths.whole_gpus,
+            // Pods that differ, or ask for fractions: a node with room for the widest.
+            pods: widths.uniform_whole.map_or(1, |_| widths.pods),
+            width: widths.widest_whole,
         }
     }
 
