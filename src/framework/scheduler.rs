@@ -60,6 +60,9 @@ pub struct Reservation {
     pub groups: Vec<GroupId>,
     /// Milli-GPUs the head needs.
     pub need_milli: u64,
+    /// Some other job's search has left these groups alone: giving them back frees
+    /// capacity for it.
+    pub kept_out: bool,
 }
 
 /// The scheduler: one profile, one cluster state, one queue per tenant.
@@ -91,7 +94,8 @@ pub struct Scheduler {
     terminating: Vec<(RunningJob, Vec<Option<Placement>>)>,
     /// Room held for backfill heads that waited past the threshold.
     reservations: Vec<Reservation>,
-    /// Room held for a backfill head was returned during the current round.
+    /// Room held for a backfill head, which kept some job out, was returned since the
+    /// current round began.
     room_returned: bool,
     decisions: Vec<Decision>,
 }
@@ -474,16 +478,18 @@ impl Scheduler {
                     priority: job.priority,
                     groups,
                     need_milli: job.total_milli(),
+                    kept_out: false,
                 });
             }
         }
         let since = self.tight_waits.get(&job.id).copied();
-        let mut held: Vec<GroupId> = self
-            .reservations
-            .iter()
-            .filter(|r| r.job != job.id && r.priority >= job.priority)
-            .flat_map(|r| r.groups.iter().copied())
-            .collect();
+        let mut held: Vec<GroupId> = Vec::new();
+        for r in &mut self.reservations {
+            if r.job != job.id && r.priority >= job.priority {
+                r.kept_out = true;
+                held.extend_from_slice(&r.groups);
+            }
+        }
         held.sort_unstable();
         let inputs = CycleInputs {
             now_ms,
@@ -556,9 +562,9 @@ impl Scheduler {
     /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
     /// it is capacity freed.
     fn drop_reservation(&mut self, job: JobId) {
-        let held = self.reservations.len();
+        let kept_out = self.reservations.iter().any(|r| r.job == job && r.kept_out);
         self.reservations.retain(|r| r.job != job);
-        if self.reservations.len() < held {
+        if kept_out {
             self.capacity_epoch += 1;
             self.room_returned = true;
         }
