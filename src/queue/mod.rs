@@ -76,7 +76,8 @@ struct Need {
     /// Whole GPUs in all.
     whole: u64,
     /// Pods of `width` whole GPUs each that must find room on nodes at once: all of them
-    /// when they are alike, else the widest alone.
+    /// when they ask for the same whole GPUs, else the widest alone (0 wide, which any
+    /// room holds, for a job of fractions; nothing at all for a job asking for no GPU).
     pods: u64,
     width: u32,
 }
@@ -378,9 +379,12 @@ impl Queues {
                 }
             }
             let due = entry.retry_at.is_some_and(|t| t <= now_ms);
-            // The first job of the queue blocked past the threshold is its backfill head.
+            // The first job of the queue blocked past the threshold is its backfill head;
+            // one known to be unresolvable makes room for no one, and is passed over.
+            let known_unresolvable = entry.unresolvable && entry.failed_at.is_some();
             let overdue = backfill
                 && !head_taken[tenant]
+                && !known_unresolvable
                 && entry.blocked_since.is_some_and(|since| {
                     now_ms >= since.saturating_add(self.backfill_threshold_ms)
                 });
@@ -391,7 +395,7 @@ impl Queues {
             // A job found unresolvable stays so until the cluster or the tenants change shape
             // (`forget_failures`): what it lacks no placement or completion brings.
             let waiting = now_ms < entry.not_before
-                || (entry.unresolvable && entry.failed_at.is_some())
+                || known_unresolvable
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
             if overdue && !entry.unresolvable && driver.quota_is_own(tenant) {
                 // The head holds its pools whether or not it is tried this round.
@@ -525,6 +529,8 @@ mod tests {
     struct Refuser {
         room: Option<Room>,
         offered: Vec<JobId>,
+        /// Of those, the ones offered as their queue's backfill head.
+        heads: Vec<JobId>,
         unresolvable: Vec<JobId>,
     }
 
@@ -540,6 +546,9 @@ mod tests {
         }
         fn attempt(&mut self, offer: Offer) -> Attempted {
             self.offered.push(offer.job.id);
+            if offer.backfill_since.is_some() {
+                self.heads.push(offer.job.id);
+            }
             if self.unresolvable.contains(&offer.job.id) {
                 Attempted::Unresolvable
             } else {
@@ -564,6 +573,7 @@ mod tests {
         let mut driver = Refuser {
             room: Some(Room::of_nodes(0, &[])),
             offered: Vec::new(),
+            heads: Vec::new(),
             unresolvable: Vec::new(),
         };
         queues.run(1, 0, &mut driver);
@@ -579,6 +589,7 @@ mod tests {
         let mut driver = Refuser {
             room,
             offered: Vec::new(),
+            heads: Vec::new(),
             unresolvable: Vec::new(),
         };
         queues.run(2, now_ms, &mut driver);
@@ -631,6 +642,7 @@ mod tests {
         let mut driver = Refuser {
             room: None,
             offered: Vec::new(),
+            heads: Vec::new(),
             unresolvable: vec![JobId(0)],
         };
         queues.run(1, 0, &mut driver);
@@ -684,7 +696,8 @@ mod tests {
         round: u64,
         room: Option<Room>,
         placed: [u32; 2],
-        offered: Vec<(u64, JobId)>,
+        /// (round, job, offered as its queue's backfill head)
+        offered: Vec<(u64, JobId, bool)>,
     }
 
     impl Driver for Scripted {
@@ -698,7 +711,8 @@ mod tests {
             self.room
         }
         fn attempt(&mut self, offer: Offer) -> Attempted {
-            self.offered.push((self.round, offer.job.id));
+            self.offered
+                .push((self.round, offer.job.id, offer.backfill_since.is_some()));
             let roll = (u64::from(offer.job.id.0) * 2_654_435_761 + self.round * 40_503) % 100;
             match roll {
                 0..15 => {
@@ -717,12 +731,14 @@ mod tests {
         }
     }
 
-    /// A job of the property below: (tenant, pods, whole GPUs or a half, priority, pools).
+    /// A job of the property below: (tenant, pods, whole GPUs, a half or none, priority,
+    /// pools).
     type JobRow = (usize, usize, u32, i32, u8);
 
     fn job_of(id: u32, &(_, pods, gpus, priority, pools): &JobRow) -> Arc<Job> {
         let gpu = match gpus {
             0 => GpuRequest::Fraction(500),
+            9 => GpuRequest::NONE,
             g => GpuRequest::Whole(g),
         };
         let pools = [PoolId(0), PoolId(1)]
@@ -750,7 +766,7 @@ mod tests {
                 Just(QueueingPolicy::Backfill),
             ],
             jobs in proptest::collection::vec(
-                (0usize..2, 1usize..4, 0u32..=8, 0i32..3, 0u8..4), 80..200),
+                (0usize..2, 1usize..4, 0u32..=9, 0i32..3, 0u8..4), 80..200),
             rounds in proptest::collection::vec(
                 (any::<bool>(), 0u64..4, prop::option::of((0u64..20_000, 0u32..=8, 0u32..4)),
                  0usize..6, 0u8..20),
@@ -817,6 +833,32 @@ mod tests {
     }
 
     #[test]
+    fn a_job_known_unresolvable_is_not_its_queues_backfill_head() {
+        let sort = Arc::new(PrioritySort {
+            size_order: SizeOrder::SmallerFirst,
+        });
+        let mut queues = Queues::new(QueueingPolicy::Backfill, sort, THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(8)), 0, 0);
+        queues.push(job(1, 1, GpuRequest::Whole(8)), 0, 0);
+        let mut driver = Refuser {
+            room: None,
+            offered: Vec::new(),
+            heads: Vec::new(),
+            unresolvable: Vec::new(),
+        };
+        // Both block; then job 0 is found unresolvable (say, its tenant's quota was cut).
+        queues.run(1, 0, &mut driver);
+        driver.unresolvable.push(JobId(0));
+        queues.run(2, 10, &mut driver);
+        assert_eq!(driver.offered, [JobId(0), JobId(1), JobId(0), JobId(1)]);
+        // Past the threshold, job 1 is the head: job 0 makes room for no one.
+        driver.offered.clear();
+        queues.run(3, THRESHOLD_MS + 10, &mut driver);
+        assert_eq!(driver.offered, [JobId(1)]);
+        assert_eq!(driver.heads, [JobId(1)]);
+    }
+
+    #[test]
     fn pool_masks_err_towards_trying_a_job() {
         let pools = |ids: &[u16]| ids.iter().map(|&i| PoolId(i)).collect::<Vec<_>>();
         // A job may use at least the pools it names; a head holds at most those it names.
@@ -827,9 +869,7 @@ mod tests {
         // Naming none: any pool, and a head that holds every pool.
         assert_eq!(pool_mask(&[]), u64::MAX);
         assert_eq!(held_pool_mask(&[]), u64::MAX);
-        // A chunk is passed by only when every pool its jobs may use is held: a job of
-        // pool 0 is never passed by for a head holding pool 70 alone.
-        let job_of_pool_0 = pool_mask(&pools(&[0]));
-        assert_ne!(job_of_pool_0 & !held_pool_mask(&pools(&[70])), 0);
+        // A head holding pool 70 alone holds no pool a chunk could be passed by for.
+        assert_eq!(held_pool_mask(&pools(&[70])), 0);
     }
 }

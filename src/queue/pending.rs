@@ -103,8 +103,8 @@ pub(super) struct RoundView {
     /// Jobs blocked since this time or earlier are past the backfill threshold; `None`:
     /// the queue's backfill head is taken (or the policy has none).
     pub head_blocked_by: Option<u64>,
-    /// The pools the queue's backfill head holds, as a mask: a job that could use one is
-    /// not tried. `None`: none held.
+    /// The pools the queue's backfill head holds, as a mask that may leave some out
+    /// (pools past 63): a job that could use one is not tried. `None`: none held.
     pub held: Option<u64>,
 }
 
