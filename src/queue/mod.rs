@@ -534,6 +534,17 @@ mod tests {
         unresolvable: Vec<JobId>,
     }
 
+    impl Refuser {
+        fn new(room: Option<Room>, unresolvable: Vec<JobId>) -> Self {
+            Self {
+                room,
+                offered: Vec::new(),
+                heads: Vec::new(),
+                unresolvable,
+            }
+        }
+    }
+
     impl Driver for Refuser {
         fn share(&self, _tenant: usize) -> f64 {
             0.0
@@ -559,23 +570,21 @@ mod tests {
 
     const THRESHOLD_MS: u64 = 1_000;
 
+    fn sort() -> Arc<PrioritySort> {
+        Arc::new(PrioritySort {
+            size_order: SizeOrder::SmallerFirst,
+        })
+    }
+
     /// Queues of one tenant holding, in order: one pod of 8 GPUs, one of 2, four of 2,
     /// and one of half a GPU; each offered and failed once at epoch 1.
     fn failed_once(policy: QueueingPolicy) -> Queues {
-        let sort = Arc::new(PrioritySort {
-            size_order: SizeOrder::SmallerFirst,
-        });
-        let mut queues = Queues::new(policy, sort, THRESHOLD_MS, 1);
+        let mut queues = Queues::new(policy, sort(), THRESHOLD_MS, 1);
         queues.push(job(0, 1, GpuRequest::Whole(8)), 0, 0);
         queues.push(job(1, 1, GpuRequest::Whole(2)), 0, 0);
         queues.push(job(2, 4, GpuRequest::Whole(2)), 0, 0);
         queues.push(job(3, 1, GpuRequest::Fraction(500)), 0, 0);
-        let mut driver = Refuser {
-            room: Some(Room::of_nodes(0, &[])),
-            offered: Vec::new(),
-            heads: Vec::new(),
-            unresolvable: Vec::new(),
-        };
+        let mut driver = Refuser::new(Some(Room::of_nodes(0, &[])), Vec::new());
         queues.run(1, 0, &mut driver);
         assert_eq!(
             driver.offered.len(),
@@ -586,12 +595,7 @@ mod tests {
     }
 
     fn offered(queues: &mut Queues, now_ms: u64, room: Option<Room>) -> Vec<u32> {
-        let mut driver = Refuser {
-            room,
-            offered: Vec::new(),
-            heads: Vec::new(),
-            unresolvable: Vec::new(),
-        };
+        let mut driver = Refuser::new(room, Vec::new());
         queues.run(2, now_ms, &mut driver);
         driver.offered.iter().map(|j| j.0).collect()
     }
@@ -633,18 +637,10 @@ mod tests {
 
     #[test]
     fn an_unresolvable_job_waits_until_the_cluster_or_tenants_change() {
-        let sort = Arc::new(PrioritySort {
-            size_order: SizeOrder::SmallerFirst,
-        });
-        let mut queues = Queues::new(QueueingPolicy::StrictFifo, sort, THRESHOLD_MS, 1);
+        let mut queues = Queues::new(QueueingPolicy::StrictFifo, sort(), THRESHOLD_MS, 1);
         queues.push(job(0, 1, GpuRequest::Whole(1)), 0, 0);
         queues.push(job(1, 1, GpuRequest::Whole(8)), 0, 0);
-        let mut driver = Refuser {
-            room: None,
-            offered: Vec::new(),
-            heads: Vec::new(),
-            unresolvable: vec![JobId(0)],
-        };
+        let mut driver = Refuser::new(None, vec![JobId(0)]);
         queues.run(1, 0, &mut driver);
         assert_eq!(driver.offered, [JobId(0), JobId(1)], "it blocks no one");
         // Capacity freed: only the resolvable job is worth offering.
@@ -772,9 +768,8 @@ mod tests {
                  0usize..6, 0u8..20),
                 10..40),
         ) {
-            let sort = Arc::new(PrioritySort { size_order: SizeOrder::SmallerFirst });
-            let mut skipping = Queues::new(policy, sort.clone(), 40, 2);
-            let mut reading = Queues::new(policy, sort, 40, 2);
+            let mut skipping = Queues::new(policy, sort(), 40, 2);
+            let mut reading = Queues::new(policy, sort(), 40, 2);
             reading.read_every_chunk = true;
             let (first, later) = jobs.split_at(jobs.len() / 2);
             let mut next_id = 0u32;
@@ -834,18 +829,10 @@ mod tests {
 
     #[test]
     fn a_job_known_unresolvable_is_not_its_queues_backfill_head() {
-        let sort = Arc::new(PrioritySort {
-            size_order: SizeOrder::SmallerFirst,
-        });
-        let mut queues = Queues::new(QueueingPolicy::Backfill, sort, THRESHOLD_MS, 1);
+        let mut queues = Queues::new(QueueingPolicy::Backfill, sort(), THRESHOLD_MS, 1);
         queues.push(job(0, 1, GpuRequest::Whole(8)), 0, 0);
         queues.push(job(1, 1, GpuRequest::Whole(8)), 0, 0);
-        let mut driver = Refuser {
-            room: None,
-            offered: Vec::new(),
-            heads: Vec::new(),
-            unresolvable: Vec::new(),
-        };
+        let mut driver = Refuser::new(None, Vec::new());
         // Both block; then job 0 is found unresolvable (say, its tenant's quota was cut).
         queues.run(1, 0, &mut driver);
         driver.unresolvable.push(JobId(0));
