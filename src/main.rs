@@ -14,7 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use kant::config::{Config, Placement};
 use kant::model::ClusterSpec;
 use kant::plugins::build_profile;
-use kant::queue::{QueueingPolicy, Tenants};
+use kant::queue::{DEFAULT_TENANT, QueueingPolicy, Tenants};
 use kant::sim::report::{JsonReport, table};
 use kant::sim::synthetic::{
     SyntheticOptions, assign_tenants, default_cluster, default_tenants, generate_workload,
@@ -366,6 +366,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         Vec::new()
     };
     let tenants = Tenants::resolve(&tenant_configs, &cluster).map_err(input)?;
+    warn_unknown_tenants(&workload, &tenants);
     let cluster = Arc::new(cluster);
 
     // Every output is opened before the replay: one that cannot be written fails at once.
@@ -471,6 +472,33 @@ fn warn_never_placed(run: &kant::sim::RunReport) {
         eprintln!(
             "  and {} more (all of them under `never_placed` in the JSON report)",
             jobs.len() - SHOWN
+        );
+    }
+}
+
+/// The tenants the workload's jobs name that the configuration does not declare, on
+/// standard error: their jobs go to the default tenant (the report counts them as
+/// `jobs_unknown_tenant`).
+fn warn_unknown_tenants(workload: &Workload, tenants: &Tenants) {
+    let mut jobs_per_tenant = vec![0usize; workload.tenants.len()];
+    for job in &workload.jobs {
+        if let Some(count) = jobs_per_tenant.get_mut(job.tenant.index()) {
+            *count += 1;
+        }
+    }
+    let unknown: Vec<String> = workload
+        .tenants
+        .iter()
+        .zip(jobs_per_tenant)
+        .filter(|(name, jobs)| *jobs > 0 && tenants.index(name).is_none())
+        .map(|(name, jobs)| format!("`{name}` ({jobs})"))
+        .collect();
+    if !unknown.is_empty() {
+        tracing::warn!(
+            "jobs name tenants the configuration does not declare: {}; they go to the \
+             `{DEFAULT_TENANT}` tenant (declare the tenants under `tenants:` in --config, or \
+             give the trace --synthetic-tenants)",
+            unknown.join(", ")
         );
     }
 }

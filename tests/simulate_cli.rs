@@ -483,6 +483,19 @@ fn an_ignored_column_or_flag_is_warned_of() {
         "{stderr}"
     );
     assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
+    // j2 names `team-a`, which no configuration declares: it runs as the default tenant's,
+    // and both the warning and the report say so.
+    assert!(
+        stderr.contains("tenants the configuration does not declare: `team-a` (1)"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.lines().any(
+            |l| l.contains("jobs of undeclared tenants (run as default)") && l.contains(" 1 ")
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -74,6 +74,11 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
     row("jobs skipped (no duration)".into(), &|r| {
         r.jobs_skipped.to_string()
     });
+    if runs.iter().any(|r| r.jobs_unknown_tenant > 0) {
+        row("jobs of undeclared tenants (run as default)".into(), &|r| {
+            r.jobs_unknown_tenant.to_string()
+        });
+    }
     row("preemptions: priority / reclaim / backfill".into(), &|r| {
         let p = &r.preemptions;
         format!(
