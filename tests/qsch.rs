@@ -14,7 +14,8 @@ use kant::cache::PodKey;
 use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler};
 use kant::framework::{SearchMode, Status};
 use kant::model::{
-    ClusterSpec, GpuRequest, GroupId, Job, JobId, LinkProfile, NodeId, PoolId, TenantId,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, GroupId, Job, JobId, LeafPath, LinkProfile,
+    NodeId, NodeRow, PoolId, TenantId,
 };
 use kant::queue::{QueueingPolicy, TenantConfig, TenantMode, Tenants};
 use proptest::prelude::*;
@@ -242,9 +243,44 @@ fn profile(name: &str, queueing: Option<QueueingPolicy>, search: Option<SearchMo
     build(&profile)
 }
 
-/// Runs a random workload on 4 nodes of 8 H100, with the configured tenants as (isolated,
-/// quota), checking every round.
+/// The GPU models of a random workload's cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Models {
+    /// 4 nodes of 8 H100.
+    H100Only,
+    /// 2 nodes of 8 H100 and 2 of 8 A100; every tenant's quota is the same on both, and
+    /// jobs name H100, A100 or either in turn.
+    H100AndA100,
+}
+
+/// 2 nodes of 8 H100 (pool 0) and 2 of 8 A100 (pool 1), each model in a leaf of its own.
+fn two_model_cluster() -> Arc<ClusterSpec> {
+    let mut builder = ClusterSpecBuilder::new();
+    for (i, model) in ["H100", "H100", "A100", "A100"].into_iter().enumerate() {
+        let row = NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some(model.into()),
+            gpus: 8,
+            cpu_milli: Some(128_000),
+            memory_mib: Some(1 << 20),
+            leaf: Some(LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: format!("leaf-{model}"),
+            }),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    Arc::new(builder.build())
+}
+
+/// Runs a random workload with the configured tenants as (isolated, quota per GPU
+/// model), checking every round.
 fn run_workload(
+    models: Models,
     configured: &[(bool, i64)],
     arrivals: &[Arrival],
     policy: QueueingPolicy,
@@ -259,10 +295,17 @@ fn run_workload(
             } else {
                 TenantMode::Shared
             };
-            tenant(&format!("t{}", i + 1), mode, quota)
+            let mut config = tenant(&format!("t{}", i + 1), mode, quota);
+            if models == Models::H100AndA100 {
+                config.quota.insert("A100".to_owned(), quota);
+            }
+            config
         })
         .collect();
-    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let spec = match models {
+        Models::H100Only => cluster(4, 8, 2, LinkProfile::NvlinkAll),
+        Models::H100AndA100 => two_model_cluster(),
+    };
     let profile = default_profile(policy, preemption);
     assert_eq!(profile.post_filters.len(), usize::from(preemption));
     let mut s = with_tenants(profile, spec, &configs, binds());
@@ -270,7 +313,15 @@ fn run_workload(
     for (i, &(tenant, pods, gpus, priority, wait_s, finish)) in arrivals.iter().enumerate() {
         now += wait_s * SECOND;
         let tenant = (tenant % (configs.len() + 1)) as u16;
-        s.submit(tjob(i as u32, tenant, pods, gpus, priority, now / SECOND));
+        let mut job = tjob(i as u32, tenant, pods, gpus, priority, now / SECOND);
+        if models == Models::H100AndA100 {
+            job.pools = match i % 3 {
+                0 => vec![H100],
+                1 => vec![PoolId(1)],
+                _ => Vec::new(),
+            };
+        }
+        s.submit(job);
         let decisions = s.schedule(now);
         check_round(&s, &decisions);
         if finish == 0 {
@@ -292,6 +343,10 @@ fn run_workload(
     }
 }
 
+fn models() -> impl Strategy<Value = Models> {
+    prop_oneof![Just(Models::H100Only), Just(Models::H100AndA100)]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,
@@ -302,21 +357,23 @@ proptest! {
     /// without its preemption plugin).
     #[test]
     fn isolated_tenants_never_exceed_their_quota_and_use_is_accounted_exactly(
+        models in models(),
         configured in proptest::collection::vec((any::<bool>(), 0i64..=20), 1..4),
         arrivals in arrivals(3),
         policy in policies(),
     ) {
-        run_workload(&configured, &arrivals, policy, false);
+        run_workload(models, &configured, &arrivals, policy, false);
     }
 
     /// The same with preemption (priority, quota reclaim, backfill).
     #[test]
     fn isolated_tenants_never_exceed_their_quota_with_preemption(
+        models in models(),
         configured in proptest::collection::vec((any::<bool>(), 0i64..=20), 1..4),
         arrivals in arrivals(3),
         policy in policies(),
     ) {
-        run_workload(&configured, &arrivals, policy, true);
+        run_workload(models, &configured, &arrivals, policy, true);
     }
 }
 
@@ -473,6 +530,36 @@ fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
     assert_eq!(placed_jobs(&decisions), ids(&[21, 20]));
     assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
     assert_eq!(s.tenants().used(2, H100), gpus(4));
+    check_accounting(&s);
+}
+
+/// A job accepting either GPU model lands in one pool: it is admitted, and searched, only
+/// on a pool where its tenant's quota covers it whole, never on the sum of two quotas.
+#[test]
+fn a_job_accepting_two_gpu_models_is_admitted_on_one_pool_at_a_time() {
+    let mut iso = tenant("iso", TenantMode::Isolated, 8);
+    iso.quota.insert("A100".to_owned(), 8);
+    let mut s = with_tenants(
+        profile("default", None, None),
+        two_model_cluster(),
+        &[iso],
+        binds(),
+    );
+    let a100 = PoolId(1);
+    // 4 of its 8 H100 in use: 6 GPUs on either model fit only its A100 quota (though
+    // the 4 + 8 idle together would cover them), and then 4 more only its H100 quota.
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    let either = |id: u32, gpus: u32| Job {
+        pools: Vec::new(),
+        ..tjob(id, 1, 1, gpus, 0, 1)
+    };
+    s.submit(either(1, 6));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[1]));
+    s.submit(either(2, 4));
+    assert_eq!(placed_jobs(&s.schedule(2 * SECOND)), ids(&[2]));
+    assert_eq!(s.tenants().used(1, a100), gpus(6));
+    assert_eq!(s.tenants().used(1, H100), gpus(8));
     check_accounting(&s);
 }
 

@@ -253,8 +253,10 @@ pub struct PreemptionContext<'a> {
     pub backfill_since: Option<u64>,
     /// The search groups held for the job (its backfill reservation), sorted.
     pub reserved: Option<&'a [GroupId]>,
-    /// Whether the job would be placed on a state (the snapshot with victims removed).
-    pub fits: &'a dyn Fn(&ClusterState) -> bool,
+    /// Whether the job would pass static quota admission with these accounts and be
+    /// placed on this state (both without the victims), kept to the pools it is admitted
+    /// on.
+    pub fits: &'a dyn Fn(&ClusterState, &Tenants) -> bool,
 }
 
 /// What a PostFilter plugin proposes after a failed search.

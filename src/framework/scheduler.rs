@@ -20,7 +20,8 @@ use super::plugin::{
     Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use super::search::{
-    Found, HeldGroups, TightWaitSince, diagnose, place_job, reservation_groups, tight_wait_ends,
+    Found, HeldGroups, TightWaitSince, diagnose, place_job, pools_for, reservation_groups,
+    tight_wait_ends,
 };
 use super::{Code, CycleState, Diagnosis, Profile, Status};
 
@@ -435,7 +436,10 @@ impl Scheduler {
     /// The body of a cycle.
     fn attempt(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let job = offer.job;
-        let admitted = self.tenants.admit(offer.tenant, job) != Admission::Denied;
+        // What is searched: the job, kept to the pools its quota admits it on.
+        let within_quota = admitted_job(job, offer.tenant, &self.tenants, &self.state);
+        let admitted = within_quota.is_some();
+        let searched_job = within_quota.as_ref().unwrap_or(job);
         if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
             self.drop_reservation(job.id);
             return Attempted::Unresolvable;
@@ -449,7 +453,10 @@ impl Scheduler {
         let mut cycle = CycleState::new(now_ms);
         let mut room_now = admitted;
         for plugin in &self.profile.pre_filters {
-            match plugin.pre_filter(job, &self.state, &mut cycle).code {
+            match plugin
+                .pre_filter(searched_job, &self.state, &mut cycle)
+                .code
+            {
                 Code::Success | Code::Skip => {}
                 Code::UnschedulableAndUnresolvable => {
                     self.drop_reservation(job.id);
@@ -465,7 +472,7 @@ impl Scheduler {
         // short of room would idle that room until enough drained; it waits as any job.
         let holds = admitted && offer.backfill_since.is_some();
         if holds && !self.reservations.iter().any(|r| r.job == job.id) {
-            let mut groups = reservation_groups(job, &self.state);
+            let mut groups = reservation_groups(searched_job, &self.state);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
             let taken = self
@@ -498,7 +505,7 @@ impl Scheduler {
         };
         inputs.write(&mut cycle);
         let searched = room_now
-            .then(|| place_job(&self.profile, job, &self.state, &cycle))
+            .then(|| place_job(&self.profile, searched_job, &self.state, &cycle))
             .flatten();
         let mut preemption_retry = None;
         let found = searched.or_else(|| {
@@ -521,14 +528,14 @@ impl Scheduler {
                 Preempted::Nothing => false,
             };
             // The victims' going must have let the job into its quota too.
-            let admitted_now = self.tenants.admit(offer.tenant, job) != Admission::Denied;
-            (preempted && admitted_now)
-                .then(|| inputs.place(&self.profile, job, &self.state))
+            preempted
+                .then(|| admitted_job(job, offer.tenant, &self.tenants, &self.state))
                 .flatten()
+                .and_then(|admitted| inputs.place(&self.profile, &admitted, &self.state))
         });
         let Some(found) = found else {
             let since = since.unwrap_or(now_ms);
-            let tight_retry = tight_wait_ends(&self.profile, job, &self.state, since);
+            let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
             match tight_retry {
                 Some(_) => self.tight_waits.insert(job.id, since),
                 None => self.tight_waits.remove(&job.id),
@@ -736,7 +743,10 @@ impl Scheduler {
     ) -> Preempted {
         let mut retry_at: Option<u64> = None;
         let proposal = {
-            let fits = |state: &ClusterState| inputs.place(&self.profile, job, state).is_some();
+            let fits = |state: &ClusterState, tenants: &Tenants| {
+                admitted_job(job, tenant, tenants, state)
+                    .is_some_and(|admitted| inputs.place(&self.profile, &admitted, state).is_some())
+            };
             let reserved = self
                 .reservations
                 .iter()
@@ -899,6 +909,33 @@ impl Scheduler {
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }
+}
+
+/// The job as static quota admission lets it be searched, or `None` where it is denied.
+/// Its GPU pods all land in one pool, so a job accepting several GPU models keeps only the
+/// pools where its tenant's quota, or what it may borrow, covers it whole.
+fn admitted_job(
+    job: &Arc<Job>,
+    tenant: usize,
+    tenants: &Tenants,
+    state: &ClusterState,
+) -> Option<Arc<Job>> {
+    if tenants.admit(tenant, job) == Admission::Denied {
+        return None;
+    }
+    let pools = pools_for(job, state);
+    if pools.len() <= 1 || pools.iter().all(|&p| tenants.admits_on(tenant, job, p)) {
+        return Some(job.clone());
+    }
+    let admitted = pools
+        .iter()
+        .copied()
+        .filter(|&p| tenants.admits_on(tenant, job, p))
+        .collect();
+    Some(Arc::new(Job {
+        pools: admitted,
+        ..(**job).clone()
+    }))
 }
 
 /// How a job the world found placed takes part in scheduling ([`Scheduler::adopt`]).

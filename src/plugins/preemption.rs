@@ -24,7 +24,7 @@ use crate::framework::{
     Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
-use crate::queue::{Admission, TenantMode, Tenants};
+use crate::queue::{TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor: bounds the search's cost.
 const MAX_CANDIDATES: usize = 256;
@@ -148,13 +148,14 @@ fn tenants_without(
     tenants
 }
 
-/// Whether the job passes static quota admission once `victims` are gone.
-fn admitted_without(
-    job: &Job,
+/// Whether the job, within its quota, fits once `victims` are gone from `state` (the
+/// snapshot without them).
+fn fits_without(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
+    state: &ClusterState,
 ) -> bool {
-    tenants_without(context, victims).admit(context.tenant, job) != Admission::Denied
+    (context.fits)(state, &tenants_without(context, victims))
 }
 
 /// Whether the job, placed once `victims` are gone, would leave its tenant borrowing more
@@ -308,7 +309,7 @@ impl PostFilter for Preemption {
             freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, candidate.0);
             chosen.push(candidate);
-            freed >= need && admitted_without(job, context, &chosen) && (context.fits)(&state)
+            freed >= need && fits_without(context, &chosen, &state)
         });
         if !fitted {
             return nothing_now;
@@ -329,7 +330,7 @@ impl PostFilter for Preemption {
             for (victim, _) in &fewer {
                 remove(&mut state, victim);
             }
-            if admitted_without(job, context, &fewer) && (context.fits)(&state) {
+            if fits_without(context, &fewer, &state) {
                 chosen = fewer;
             }
         }

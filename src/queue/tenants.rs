@@ -68,8 +68,8 @@ impl TenantConfig {
     }
 }
 
-/// What static admission decided for a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What static admission decided for a job, best first (the order compares them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Admission {
     /// The tenant's own idle quota covers it.
     Own,
@@ -237,55 +237,72 @@ impl Tenants {
     }
 
     /// Static quota admission: does the tenant's quota, or what it may borrow, cover the
-    /// job on the GPU models it accepts (jointly, for several)? An isolated tenant is held
-    /// to its own quota. A shared tenant needs the room free for shared tenants, within
-    /// its own quota (`Own`) or beyond it (`Borrow`); when others borrowed its idle quota,
-    /// it is `Denied` until it reclaims it. CPU-only jobs always pass.
+    /// job on a GPU model it accepts? A job's GPU pods all land in one pool, so each pool
+    /// is judged alone, and the best verdict over the job's pools is the job's (the search
+    /// then keeps to the pools admitted, [`Tenants::admits_on`]). An isolated tenant is
+    /// held to its own quota. A shared tenant needs the room free for shared tenants,
+    /// within its own quota (`Own`) or beyond it (`Borrow`); when others borrowed its idle
+    /// quota, it is `Denied` until it reclaims it. CPU-only jobs always pass.
     pub fn admit(&self, tenant: usize, job: &Job) -> Admission {
         let need = job.total_milli();
         if need == 0 {
             return Admission::Own;
         }
-        let own: u64 = self.pools_of(job).map(|p| self.own_room(tenant, p)).sum();
+        self.pools_of(job)
+            .map(|pool| self.admit_on(tenant, pool, need))
+            .min()
+            .unwrap_or(Admission::Denied)
+    }
+
+    /// Whether static admission lets the job land on `pool` (one it accepts).
+    pub fn admits_on(&self, tenant: usize, job: &Job, pool: PoolId) -> bool {
+        let need = job.total_milli();
+        need == 0 || self.admit_on(tenant, pool.index(), need) != Admission::Denied
+    }
+
+    /// Static quota admission of `need` milli-GPUs on one pool.
+    fn admit_on(&self, tenant: usize, pool: usize, need: u64) -> Admission {
+        let own = self.own_room(tenant, pool) >= need;
         if self.modes[tenant] == TenantMode::Isolated {
-            return if own >= need {
+            return if own {
                 Admission::Own
             } else {
                 Admission::Denied
             };
         }
-        let room: u64 = self.pools_of(job).map(|p| self.shared_free(p)).sum();
-        match (room >= need, own >= need) {
+        match (self.shared_free(pool) >= need, own) {
             (true, true) => Admission::Own,
             (true, false) => Admission::Borrow,
             (false, _) => Admission::Denied,
         }
     }
 
-    /// The most milli-GPUs admission could grant the tenant now, over all pools: a bound
-    /// on [`Tenants::admit`], which denies any job asking for more.
+    /// The most milli-GPUs admission could grant the tenant now on one pool: a bound on
+    /// [`Tenants::admit`], which denies any job asking for more.
     pub fn admission_room(&self, tenant: usize) -> u64 {
         let pools = 0..self.capacity.len();
-        match self.modes[tenant] {
-            TenantMode::Isolated => pools.map(|p| self.own_room(tenant, p)).sum(),
-            TenantMode::Shared => pools.map(|p| self.shared_free(p)).sum(),
-        }
+        let room = match self.modes[tenant] {
+            TenantMode::Isolated => pools.map(|p| self.own_room(tenant, p)).max(),
+            TenantMode::Shared => pools.map(|p| self.shared_free(p)).max(),
+        };
+        room.unwrap_or(0)
     }
 
-    /// Whether the job could be admitted were nothing else running: its tenant's quota (if
-    /// isolated) or the pools less the isolated tenants' quotas (if shared) cover it.
+    /// Whether the job could be admitted were nothing else running: on one of its pools,
+    /// its tenant's quota (if isolated) or the pool less the isolated tenants' quotas (if
+    /// shared) covers it.
     pub fn could_ever_admit(&self, tenant: usize, job: &Job) -> bool {
         let need = job.total_milli();
-        let ceiling: u64 = self
-            .pools_of(job)
-            .map(|p| match self.modes[tenant] {
-                TenantMode::Isolated => self.quota[tenant][p],
-                TenantMode::Shared => self.capacity[p]
-                    .saturating_sub(self.isolated_quota[p])
-                    .max(self.quota[tenant][p]),
+        need == 0
+            || self.pools_of(job).any(|p| {
+                let ceiling = match self.modes[tenant] {
+                    TenantMode::Isolated => self.quota[tenant][p],
+                    TenantMode::Shared => self.capacity[p]
+                        .saturating_sub(self.isolated_quota[p])
+                        .max(self.quota[tenant][p]),
+                };
+                ceiling >= need
             })
-            .sum();
-        ceiling >= need
     }
 
     /// Records `milli` more (or, negative, less) in use by the tenant on a pool.
