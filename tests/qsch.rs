@@ -421,6 +421,31 @@ fn borrowed_cluster() -> Scheduler {
     s
 }
 
+/// Reclaim takes back what the owner is owed, no more: a job of tenant A (quota 8) that
+/// needs 16 GPUs may reclaim 8 of them from a borrower, but the other 8 it would borrow
+/// itself, so it may not take them from jobs of higher priority.
+#[test]
+fn a_reclaim_takes_no_more_than_the_owner_is_owed() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 2, 1, 8, 10, 0));
+    s.submit(tjob(1, 2, 1, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    s.submit(tjob(2, 1, 2, 8, 0, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 0) && is_running(&s, 1));
+    // Of lower priority, the second victim is a priority preemption's to take.
+    s.submit(tjob(3, 1, 2, 8, 20, 120));
+    let decisions = s.schedule(2 * MINUTE + MIN_RUNTIME);
+    assert_eq!(placed_jobs(&decisions), ids(&[3]));
+    check_accounting(&s);
+}
+
 #[test]
 fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
     let mut s = borrowed_cluster();
@@ -914,7 +939,7 @@ fn a_head_with_room_held(spec: &Arc<ClusterSpec>) -> (Scheduler, GroupId, u64) {
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
     let held = match s.reservations() {
-        [reservation] if reservation.job == JobId(4) => reservation.groups.clone(),
+        [reservation] if reservation.head.id == JobId(4) => reservation.groups.clone(),
         other => panic!("one reservation for the head expected: {other:?}"),
     };
     assert_eq!(held.len(), 1, "one group holds an 8-GPU pod");
@@ -979,6 +1004,47 @@ fn room_held_for_a_head_that_is_withdrawn_is_used_at_once() {
     assert_eq!(spec.node_group[nodes_of(&s, 7)[0].index()], held);
 }
 
+/// A head's room is held only while its quota admits it: once others took the room
+/// outside the hold that a shared head needed, the hold is given back, and a job that fits
+/// only there is placed rather than wait beside idle GPUs.
+#[test]
+fn room_held_for_a_head_no_longer_admitted_is_given_back() {
+    // Three nodes of 8 GPUs, one group each; the isolated tenant keeps 15 GPUs.
+    let spec = cluster(3, 8, 1, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 15),
+        tenant("a", TenantMode::Shared, 0),
+        tenant("b", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(backfill_only(), spec.clone(), &configs, binds());
+    for id in 0..3 {
+        s.submit(tjob(id, 1, 1, 5, 0, 0)); // one per node: 3 GPUs left on each
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    // The head: 9 GPUs are free for shared tenants, none 8 on a node.
+    s.submit(tjob(3, 2, 1, 8, 0, 1));
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held = match s.reservations() {
+        [reservation] if reservation.head.id == JobId(3) => reservation.groups[0],
+        other => panic!("one reservation for the head expected: {other:?}"),
+    };
+    // Another shared tenant takes 3 GPUs outside the hold: 6 are left for shared
+    // tenants, and the head is no longer admitted.
+    s.submit(tjob(4, 3, 1, 3, 0, 1_900));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[4]));
+    // The isolated job on the held node ends; the tenant's next one fits only there.
+    let on_held = (0..3)
+        .find(|&id| spec.node_group[nodes_of(&s, id)[0].index()] == held)
+        .expect("an isolated job on the held node");
+    s.finish(JobId(on_held));
+    s.submit(tjob(5, 1, 1, 5, 0, 2_000));
+    assert_eq!(placed_jobs(&s.schedule(overdue + 2 * MINUTE)), ids(&[5]));
+    assert!(s.reservations().is_empty());
+    check_accounting(&s);
+}
+
 /// Room held for a head that is placed during a round is everyone's again in that same
 /// round, also for a job of another tenant that was tried, and kept out, before the head.
 #[test]
@@ -1001,7 +1067,7 @@ fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
     let held = match s.reservations() {
-        [reservation] if reservation.job == JobId(4) => reservation.groups.clone(),
+        [reservation] if reservation.head.id == JobId(4) => reservation.groups.clone(),
         other => panic!("one reservation for the head expected: {other:?}"),
     };
     let in_held = |s: &Scheduler, id: u32| {

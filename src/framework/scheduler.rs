@@ -52,15 +52,14 @@ pub enum Decision {
 }
 
 /// Search groups held for a backfill head: jobs of no higher priority are not placed there
-/// until the head is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// until the head is, as long as the head's quota admits it.
+#[derive(Debug, Clone)]
 pub struct Reservation {
-    pub job: JobId,
-    pub priority: i32,
+    pub head: Arc<Job>,
+    /// The head's tenant.
+    pub tenant: usize,
     /// Sorted.
     pub groups: Vec<GroupId>,
-    /// Milli-GPUs the head needs.
-    pub need_milli: u64,
     /// Some other job's search has left these groups alone: giving them back frees
     /// capacity for it.
     pub kept_out: bool,
@@ -354,6 +353,9 @@ impl Scheduler {
                 tenants.charge(running.tenant, pool, milli as i64);
             }
         }
+        for r in &mut self.reservations {
+            r.tenant = map[r.tenant];
+        }
         self.queues.renumber(&map, tenants.len());
         self.queues.forget_failures();
         self.tenants = tenants;
@@ -404,6 +406,7 @@ impl Scheduler {
     /// hold what its placement left of theirs.
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let attempted = self.attempt(offer, now_ms);
+        self.release_unadmitted_holds();
         for (victim, placements) in std::mem::take(&mut self.terminating) {
             self.hold_terminating(victim, placements);
         }
@@ -471,7 +474,7 @@ impl Scheduler {
         // holding keeps others from breaking the shape it needs. Holding for a head still
         // short of room would idle that room until enough drained; it waits as any job.
         let holds = admitted && offer.backfill_since.is_some();
-        if holds && !self.reservations.iter().any(|r| r.job == job.id) {
+        if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
             let mut groups = reservation_groups(searched_job, &self.state);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
@@ -481,10 +484,9 @@ impl Scheduler {
                 .any(|r| r.groups.iter().any(|g| groups.binary_search(g).is_ok()));
             if !taken && !groups.is_empty() {
                 self.reservations.push(Reservation {
-                    job: job.id,
-                    priority: job.priority,
+                    head: job.clone(),
+                    tenant: offer.tenant,
                     groups,
-                    need_milli: job.total_milli(),
                     kept_out: false,
                 });
             }
@@ -492,7 +494,7 @@ impl Scheduler {
         let since = self.tight_waits.get(&job.id).copied();
         let mut held: Vec<GroupId> = Vec::new();
         for r in &mut self.reservations {
-            if r.job != job.id && r.priority >= job.priority {
+            if r.head.id != job.id && r.head.priority >= job.priority {
                 r.kept_out = true;
                 held.extend_from_slice(&r.groups);
             }
@@ -569,11 +571,32 @@ impl Scheduler {
     /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
     /// it is capacity freed.
     fn drop_reservation(&mut self, job: JobId) {
-        let kept_out = self.reservations.iter().any(|r| r.job == job && r.kept_out);
-        self.reservations.retain(|r| r.job != job);
+        let kept_out = self
+            .reservations
+            .iter()
+            .any(|r| r.head.id == job && r.kept_out);
+        self.reservations.retain(|r| r.head.id != job);
         if kept_out {
             self.capacity_epoch += 1;
             self.room_returned = true;
+        }
+    }
+
+    /// Gives back the room held for heads that have it free, whole, but that their quota
+    /// no longer admits (others took, outside the hold, what a shared head needed): what
+    /// such a head waits for is quota, not shape, and holding would idle the room meanwhile.
+    fn release_unadmitted_holds(&mut self) {
+        let unadmitted: Vec<JobId> = self
+            .reservations
+            .iter()
+            .filter(|r| {
+                self.free_in(r) >= r.head.total_milli()
+                    && self.tenants.admit(r.tenant, &r.head) == Admission::Denied
+            })
+            .map(|r| r.head.id)
+            .collect();
+        for job in unadmitted {
+            self.drop_reservation(job);
         }
     }
 
@@ -587,14 +610,16 @@ impl Scheduler {
     pub fn held_milli(&self) -> u64 {
         self.reservations
             .iter()
-            .map(|r| {
-                let free: u64 = r
-                    .groups
-                    .iter()
-                    .map(|&g| u64::from(self.state.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
-                    .sum();
-                free.min(r.need_milli)
-            })
+            .map(|r| self.free_in(r).min(r.head.total_milli()))
+            .sum()
+    }
+
+    /// Free milli-GPUs of a reservation's groups.
+    fn free_in(&self, reservation: &Reservation) -> u64 {
+        reservation
+            .groups
+            .iter()
+            .map(|&g| u64::from(self.state.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
             .sum()
     }
 
@@ -750,7 +775,7 @@ impl Scheduler {
             let reserved = self
                 .reservations
                 .iter()
-                .find(|r| r.job == job.id)
+                .find(|r| r.head.id == job.id)
                 .map(|r| r.groups.as_slice());
             let context = PreemptionContext {
                 snapshot: &self.state,

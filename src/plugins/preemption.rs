@@ -281,9 +281,17 @@ impl PostFilter for Preemption {
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = free_now;
         // What reclaim takes from each (tenant, pool): never more than it borrowed, so the
-        // tenant keeps its quota and cannot reclaim in turn.
+        // tenant keeps its quota and cannot reclaim in turn, and, over all tenants, never
+        // more than the preemptor's idle quota on the pool, what it is owed. A victim past
+        // either may still be a priority preemption's.
         let mut reclaimed: Vec<(usize, PoolId, u64)> = Vec::new();
-        let fitted = candidates.into_iter().any(|candidate| {
+        let tenants = context.tenants;
+        let owed = |pool: PoolId| {
+            tenants
+                .quota(context.tenant, pool)
+                .saturating_sub(tenants.used(context.tenant, pool))
+        };
+        let fitted = candidates.into_iter().any(|mut candidate| {
             if candidate.1 == PreemptionKind::QuotaReclaim {
                 let victim = candidate.0;
                 let over = victim.pools.iter().any(|&(pool, milli)| {
@@ -291,12 +299,17 @@ impl PostFilter for Preemption {
                         .iter()
                         .find(|r| (r.0, r.1) == (victim.tenant, pool))
                         .map_or(0, |r| r.2);
-                    taken + milli > context.tenants.borrowed(victim.tenant, pool)
+                    let taken_on_pool: u64 =
+                        reclaimed.iter().filter(|r| r.1 == pool).map(|r| r.2).sum();
+                    taken + milli > tenants.borrowed(victim.tenant, pool)
+                        || taken_on_pool + milli > owed(pool)
                 });
-                if over {
+                if over && victim.job.priority < job.priority {
+                    candidate.1 = PreemptionKind::Priority;
+                } else if over {
                     return false;
                 }
-                for &(pool, milli) in &victim.pools {
+                for &(pool, milli) in victim.pools.iter().filter(|_| !over) {
                     match reclaimed
                         .iter_mut()
                         .find(|r| (r.0, r.1) == (victim.tenant, pool))

@@ -452,6 +452,7 @@ impl Queues {
                     entry.failed_at = Some(epoch);
                     entry.retry_at = Some(until);
                     entry.not_before = until;
+                    entry.unresolvable = false;
                     done[tenant] = strict;
                 }
                 Attempted::Unresolvable => {
@@ -524,14 +525,17 @@ mod tests {
         })
     }
 
-    /// Fails every job it is offered (those in `unresolvable` as unresolvable), and
-    /// records which.
+    /// Fails every job it is offered (those in `unresolvable` as unresolvable, those in
+    /// `backoff` with a backoff until then, those in `retry` asking to be tried then),
+    /// and records which.
     struct Refuser {
         room: Option<Room>,
         offered: Vec<JobId>,
         /// Of those, the ones offered as their queue's backfill head.
         heads: Vec<JobId>,
         unresolvable: Vec<JobId>,
+        backoff: Vec<(JobId, u64)>,
+        retry: Vec<(JobId, u64)>,
     }
 
     impl Refuser {
@@ -541,6 +545,8 @@ mod tests {
                 offered: Vec::new(),
                 heads: Vec::new(),
                 unresolvable,
+                backoff: Vec::new(),
+                retry: Vec::new(),
             }
         }
     }
@@ -560,10 +566,16 @@ mod tests {
             if offer.backfill_since.is_some() {
                 self.heads.push(offer.job.id);
             }
-            if self.unresolvable.contains(&offer.job.id) {
+            let id = offer.job.id;
+            let time_of = |pairs: &[(JobId, u64)]| pairs.iter().find(|p| p.0 == id).map(|p| p.1);
+            if self.unresolvable.contains(&id) {
                 Attempted::Unresolvable
+            } else if let Some(until) = time_of(&self.backoff) {
+                Attempted::Backoff { until }
             } else {
-                Attempted::Failed { retry_at: None }
+                Attempted::Failed {
+                    retry_at: time_of(&self.retry),
+                }
             }
         }
     }
@@ -651,6 +663,54 @@ mod tests {
         driver.offered.clear();
         queues.run(2, 2, &mut driver);
         assert_eq!(driver.offered, [JobId(0), JobId(1)]);
+    }
+
+    /// A job found unresolvable, offered again once failures are forgotten, whose binding
+    /// then fails at once, is offered again when its backoff ends: it is not taken for
+    /// unresolvable still.
+    #[test]
+    fn a_job_once_unresolvable_backs_off_as_any_other() {
+        let mut queues = Queues::new(QueueingPolicy::StrictFifo, sort(), THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(1)), 0, 0);
+        queues.push(job(1, 1, GpuRequest::Whole(8)), 0, 0);
+        let mut driver = Refuser::new(None, vec![JobId(0)]);
+        queues.run(1, 0, &mut driver);
+        queues.forget_failures();
+        driver.unresolvable.clear();
+        driver.backoff.push((JobId(0), 10));
+        driver.offered.clear();
+        queues.run(1, 1, &mut driver);
+        assert_eq!(
+            driver.offered,
+            [JobId(0)],
+            "strict FIFO: it blocks job 1 now"
+        );
+        assert_eq!(queues.next_retry_ms(1, 1), Some(10));
+        driver.backoff.clear();
+        driver.offered.clear();
+        queues.run(2, 20, &mut driver);
+        assert_eq!(driver.offered, [JobId(0)]);
+    }
+
+    /// A retry time that came while its job was not reached (strict FIFO, behind a head
+    /// that came later with higher priority) does not hide the head's own, later one.
+    #[test]
+    fn a_retry_time_past_unreached_hides_no_later_one() {
+        let mut queues = Queues::new(QueueingPolicy::StrictFifo, sort(), THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(1)), 0, 0);
+        let mut driver = Refuser::new(None, Vec::new());
+        driver.retry = vec![(JobId(0), 100), (JobId(1), 200)];
+        queues.run(1, 0, &mut driver);
+        let urgent = Job {
+            priority: 1,
+            ..(*job(1, 1, GpuRequest::Whole(1))).clone()
+        };
+        queues.push(Arc::new(urgent), 0, 50);
+        driver.offered.clear();
+        queues.run(1, 50, &mut driver);
+        assert_eq!(driver.offered, [JobId(1)]);
+        assert_eq!(queues.next_retry_ms(1, 50), Some(100));
+        assert_eq!(queues.next_retry_ms(1, 100), Some(200));
     }
 
     fn need() -> impl Strategy<Value = Need> {

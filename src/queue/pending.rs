@@ -238,6 +238,7 @@ impl TenantQueue {
         for chunk in &mut self.chunks {
             for pending in &mut chunk.entries {
                 pending.failed_at = None;
+                pending.unresolvable = false;
             }
             chunk.summary = Summary::of(&chunk.entries);
         }
@@ -307,13 +308,22 @@ impl TenantQueue {
     }
 
     /// The earliest time a job asked to be tried again although nothing was freed since
-    /// it failed at capacity `epoch`: a retry time, or the end of a backoff after `now_ms`.
+    /// it failed at capacity `epoch`: a retry time or the end of a backoff, after `now_ms`.
     pub fn next_wakeup(&self, epoch: u64, now_ms: u64) -> Option<u64> {
         let retry = self
             .chunks
             .iter()
             .filter_map(|c| match c.summary.latest_failure {
-                Some((latest, retry)) if latest == epoch => retry,
+                Some((latest, Some(retry))) if latest == epoch && retry > now_ms => Some(retry),
+                // A retry time that came while its job was not reached (behind a strict
+                // head) may hide a later one: the chunk's jobs are read.
+                Some((latest, Some(_))) if latest == epoch => c
+                    .entries
+                    .iter()
+                    .filter(|p| p.failed_at == Some(epoch))
+                    .filter_map(|p| p.retry_at)
+                    .filter(|&t| t > now_ms)
+                    .min(),
                 _ => None,
             })
             .min();
