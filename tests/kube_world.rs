@@ -1,7 +1,7 @@
 //! The Kubernetes world driven directly with Kubernetes objects, no API server: what goes
 //! in, what comes out.
 
-use kant::kube::world::{Input, Output};
+use kant::kube::world::{Input, Output, WorldOptions};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
@@ -530,18 +530,24 @@ fn pods_found_bound_keep_their_anti_affinity_across_a_restart() {
 /// launcher's.
 #[test]
 fn a_gang_found_bound_is_seen_with_its_largest_members_labels() {
-    let bound = |name: &str, gpus: u32, role: &str, ids: &str| {
+    let bound = |name: &str, gpus: u32, role: &str, annotations: Value| {
         member(
             name,
             gpus,
             "mpi",
-            json!({"metadata": {"labels": {"role": role}, "annotations": {"kant.io/gpu-ids": ids}},
+            json!({"metadata": {"labels": {"role": role}, "annotations": annotations},
                    "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
         )
     };
+    // Binding names no device for the launcher, which has none.
     let gang = [
-        bound("mpi-launcher", 0, "launcher", ""),
-        bound("mpi-worker-0", 2, "worker", "0,1"),
+        bound("mpi-launcher", 0, "launcher", json!({})),
+        bound(
+            "mpi-worker-0",
+            2,
+            "worker",
+            json!({"kant.io/gpu-ids": "0,1"}),
+        ),
     ];
     let mut world = synced_with(&plain(), &[node("n1", 8), node("n2", 8)], &gang);
     // A pod that must keep away from the workers avoids n1, where E-Binpack would put it.
@@ -559,6 +565,11 @@ fn a_gang_found_bound_is_seen_with_its_largest_members_labels() {
     assert_eq!(
         bindings(&out),
         [("shy".to_owned(), "n2".to_owned(), "0".to_owned())]
+    );
+    assert_eq!(
+        world.scheduler().running().len(),
+        2,
+        "the gang is adopted as one job (preempted whole), beside shy"
     );
 }
 
@@ -614,4 +625,88 @@ fn a_gang_whose_launcher_fits_no_node_waits_and_says_why() {
             format!("mpi-worker-0: {why}")
         ]
     );
+}
+
+/// A shard of H100 nodes, without `--default-shard`, runs an MPIJob whose workers ask for
+/// H100 and whose launcher names no GPU model: the launcher follows its gang into this
+/// shard, whatever order they come in, or the gang would never start. A gang of another
+/// shard's model is left alone, launcher included.
+#[test]
+fn a_gangs_launcher_follows_its_workers_shard() {
+    let options = WorldOptions {
+        shard_models: vec!["H100".into()],
+        default_shard: false,
+        ..WorldOptions::default()
+    };
+    let mut world = sync(world_with(&plain(), options), &[node("n1", 8)], &[]);
+    for group in ["h100", "a100"] {
+        world.apply(
+            Input::PodGroup(Box::new(Event::Apply(pod_group(group, 2)))),
+            T0,
+        );
+    }
+    let launcher = |group: &str| member(&format!("{group}-launcher"), 0, group, json!({}));
+    let worker = |group: &str, model: &str| {
+        member(
+            &format!("{group}-worker"),
+            8,
+            group,
+            json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": model}}}),
+        )
+    };
+    apply_pod(&mut world, &launcher("h100"), T0);
+    apply_pod(&mut world, &launcher("a100"), T0);
+    world.round(T0);
+    let mut out = world.take_outputs();
+    apply_pod(&mut world, &worker("h100", "H100"), T0 + 1);
+    apply_pod(&mut world, &worker("a100", "A100"), T0 + 1);
+    world.round(T0 + 1);
+    out.extend(world.take_outputs());
+    let bound: Vec<String> = bindings(&out).into_iter().map(|(pod, _, _)| pod).collect();
+    assert_eq!(bound, ["h100-launcher", "h100-worker"], "{out:?}");
+    let told_a100 = out.iter().any(|o| format!("{o:?}").contains("a100-"));
+    assert!(!told_a100, "another shard's pods are written to: {out:?}");
+}
+
+/// Each shard's replica writes only its own figures: the status of the PodGroups whose
+/// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
+/// model writes those, and the merge patches of the two must not overwrite each other).
+#[test]
+fn a_shard_reports_only_its_own_groups_and_gpu_models() {
+    let options = WorldOptions {
+        shard_models: vec!["H100".into()],
+        default_shard: false,
+        ..WorldOptions::default()
+    };
+    let mut world = sync(world_with(&plain(), options), &[node("n1", 8)], &[]);
+    let team: kant::kube::crd::Queue = serde_json::from_value(json!({
+        "apiVersion": "kant.io/v1alpha1", "kind": "Queue", "metadata": {"name": "team"},
+        "spec": {"mode": "shared", "quota": {"H100": 8, "A100": 8}}
+    }))
+    .unwrap();
+    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0);
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("a100", 1)))),
+        T0,
+    );
+    let on_a100 = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "A100"}}});
+    apply_pod(&mut world, &member("a100-worker", 8, "a100", on_a100), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    let groups: Vec<&Output> = out
+        .iter()
+        .filter(|o| matches!(o, Output::PodGroupStatus { .. }))
+        .collect();
+    assert!(
+        groups.is_empty(),
+        "another shard's group is written: {groups:?}"
+    );
+    let models: Vec<Vec<&String>> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::QueueStatus { status, .. } => Some(status.allocated.keys().collect()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(models, [["H100"]]);
 }

@@ -78,6 +78,46 @@ fn a_pod_bound_elsewhere_during_its_binding_is_not_bound_again() {
     assert_eq!(free_gpus(&w), 14, "only the pod's own two GPUs are used");
 }
 
+/// A binding of `p` that timed out and was taken as failed: while `p` backs off, `q` is
+/// placed on the devices that binding named, and `p` is planned again on others. Returns
+/// `p`, `q` as bound, and `p`'s first and second bindings (the second not yet answered).
+fn a_late_binding_on_qs_devices(w: &mut World) -> (Pod, Pod, Bind, Bind) {
+    let p = pod("p", 2, json!({}));
+    apply_pod(w, &p, T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs()).remove(0);
+    answer(w, &first, refused(None, "operation timed out"), T0 + 1);
+    let q = place(w, &pod("q", 2, json!({})), T0 + 2);
+    assert_eq!(
+        q.metadata.annotations.as_ref().unwrap().get(GPU_IDS),
+        first.annotations.get(GPU_IDS)
+    );
+    let out = run_until(w, T0 + 3, T0 + 60_000);
+    let second = binds(&out).remove(0);
+    assert_ne!(
+        second.annotations.get(GPU_IDS),
+        first.annotations.get(GPU_IDS)
+    );
+    (p, q, first, second)
+}
+
+/// `p`'s first binding lands after all, naming the devices it names, and its second
+/// binding is refused.
+fn the_first_binding_lands(w: &mut World, p: &Pod, first: &Bind, second: &Bind, now: u64) {
+    apply_pod(
+        w,
+        &landed(p.clone(), &first.node, &first.annotations, 3),
+        now,
+    );
+    answer(
+        w,
+        second,
+        refused(Some(409), "pod p is already assigned to node n1"),
+        now + 1,
+    );
+    w.round(now + 1);
+}
+
 /// A binding that timed out and was taken as failed lands after all, late, once the pod
 /// was planned again on the same node with other devices (the first ones were taken in
 /// between). The pod runs on the devices its first binding named: those must be counted
@@ -85,32 +125,10 @@ fn a_pod_bound_elsewhere_during_its_binding_is_not_bound_again() {
 #[test]
 fn a_late_binding_with_other_devices_counts_the_devices_it_names() {
     let mut w = synced(&plain(), &[node("n1", 8)]);
-    let p = pod("p", 2, json!({}));
-    apply_pod(&mut w, &p, T0);
-    w.round(T0);
-    let first = binds(&w.take_outputs()).remove(0);
-    answer(&mut w, &first, refused(None, "operation timed out"), T0 + 1);
-    // While p backs off, q takes the devices p's first binding named.
-    let q = place(&mut w, &pod("q", 2, json!({})), T0 + 2);
-    let q_devices = q.metadata.annotations.as_ref().unwrap()[GPU_IDS].clone();
-    assert_eq!(Some(&q_devices), first.annotations.get(GPU_IDS));
-    let out = run_until(&mut w, T0 + 3, T0 + 60_000);
-    let second = binds(&out).remove(0);
-    assert_ne!(second.annotations.get(GPU_IDS), Some(&q_devices));
+    let (p, q, first, second) = a_late_binding_on_qs_devices(&mut w);
     // q leaves; then p's first binding lands, naming q's old devices.
     delete_pod(&mut w, &q, T0 + 60_001);
-    apply_pod(
-        &mut w,
-        &landed(p.clone(), &first.node, &first.annotations, 3),
-        T0 + 60_002,
-    );
-    answer(
-        &mut w,
-        &second,
-        refused(Some(409), "pod p is already assigned to node n1"),
-        T0 + 60_003,
-    );
-    w.round(T0 + 60_003);
+    the_first_binding_lands(&mut w, &p, &first, &second, T0 + 60_002);
     assert_eq!(free_gpus(&w), 6, "p runs with two GPUs");
     let r = pod("r", 2, json!({}));
     apply_pod(&mut w, &r, T0 + 60_004);
@@ -118,9 +136,27 @@ fn a_late_binding_with_other_devices_counts_the_devices_it_names() {
     let to_r = binds(&out).remove(0);
     assert_ne!(
         to_r.annotations.get(GPU_IDS),
-        Some(&q_devices),
+        first.annotations.get(GPU_IDS),
         "r is given the devices p runs on"
     );
+}
+
+/// The same late binding while `q` still runs on the devices it names: both pods run
+/// (the kubelet counts GPUs, not device indexes), so `p` must be counted with two GPUs
+/// all the same, on devices no one holds, and no pod bound to the GPUs it uses.
+#[test]
+fn a_late_binding_onto_devices_in_use_still_counts_its_gpus() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let (p, _q, first, second) = a_late_binding_on_qs_devices(&mut w);
+    the_first_binding_lands(&mut w, &p, &first, &second, T0 + 60_001);
+    assert_eq!(
+        free_gpus(&w),
+        4,
+        "the kubelet sees q's two GPUs and p's two in use"
+    );
+    apply_pod(&mut w, &pod("r", 6, json!({})), T0 + 60_003);
+    let out = run_until(&mut w, T0 + 60_003, T0 + 61_000);
+    assert!(binds(&out).is_empty(), "r is given GPUs p uses: {out:?}");
 }
 
 // ----------------------------------------------------------------------------------------
@@ -211,6 +247,66 @@ fn a_running_pod_keeps_its_accounting_after_a_node_joined_before_it() {
     delete_pod(&mut w, &p, T0 + 3);
     w.round(T0 + 3);
     assert_eq!(free_gpus(&w), 16, "p's GPUs are back once it is deleted");
+}
+
+// ----------------------------------------------------------------------------------------
+// Pods of other schedulers
+
+/// A GPU pod another scheduler placed, as the API server shows it.
+fn foreign(name: &str, gpus: u32, extra: serde_json::Value) -> Pod {
+    let mut value = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"},
+                           "status": {"phase": "Running"}});
+    merge(&mut value, extra);
+    pod(name, gpus, value)
+}
+
+/// Another scheduler's running pod is updated (its status, say) now and then: it is the
+/// same pod on the same devices, so it stays the same running job, and the world keeps
+/// no other.
+#[test]
+fn an_update_to_another_schedulers_pod_keeps_it_the_same_job() {
+    let f = foreign("f", 2, json!({}));
+    let mut w = synced_with(&plain(), &[node("n1", 8)], std::slice::from_ref(&f));
+    w.round(T0);
+    let adopted: Vec<_> = w.scheduler().running().keys().copied().collect();
+    assert_eq!(adopted.len(), 1);
+    let mut updated = f.clone();
+    updated.metadata.resource_version = Some("2".into());
+    updated.status.as_mut().unwrap().pod_ip = Some("10.0.0.7".into());
+    apply_pod(&mut w, &updated, T0 + 1);
+    w.round(T0 + 1);
+    let after: Vec<_> = w.scheduler().running().keys().copied().collect();
+    assert_eq!(after, adopted, "the pod is released and adopted again");
+    assert_eq!(w.job_count(), 1, "a job of no pod is kept");
+    assert_eq!(free_gpus(&w), 6);
+}
+
+/// Another scheduler's pod made from a template of ours carries a copied
+/// `kant.io/gpu-ids` naming the devices our pod runs on. Only our own bindings name the
+/// devices a pod runs on: the other pod is counted on devices no one holds, and once it
+/// is gone, our pod's devices are not given to a new pod.
+#[test]
+fn a_device_list_on_another_schedulers_pod_is_not_trusted() {
+    let copied = json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1"}}});
+    let f = foreign("a-foreign", 2, copied);
+    let ours = pod(
+        "b-ours",
+        2,
+        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let mut w = synced_with(&plain(), &[node("n1", 8)], &[f.clone(), ours]);
+    w.round(T0);
+    assert_eq!(free_gpus(&w), 4, "both pods hold two GPUs each");
+    delete_pod(&mut w, &f, T0 + 1);
+    apply_pod(&mut w, &pod("new", 2, json!({})), T0 + 1);
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_ne!(
+        b[0].annotations[GPU_IDS], "0,1",
+        "new is given b-ours's devices"
+    );
 }
 
 // ----------------------------------------------------------------------------------------
@@ -413,6 +509,30 @@ fn a_gang_that_lost_a_member_while_awaiting_victims_is_not_bound_partly() {
         bound.is_empty(),
         "one member of a 2-pod gang bound: {bound:?}"
     );
+}
+
+/// A preemptor waiting for its victim is bound by someone else meanwhile (another
+/// replica, say) where it was reserved, on devices it does not name. It runs there once
+/// adopted: the job that waited must not be kept beside it.
+#[test]
+fn a_preemptor_bound_by_someone_else_leaves_no_waiting_job_behind() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    let high = with_priority("high", 8, 100);
+    apply_pod(&mut w, &high, T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(evictions(&w.take_outputs()).len(), 1);
+    apply_pod(&mut w, &landed(high, "n1", &BTreeMap::new(), 2), T0 + 2);
+    delete_pod(&mut w, &low, T0 + 3);
+    let out = run_until(&mut w, T0 + 3, T0 + 3_000);
+    assert!(binds(&out).is_empty(), "{out:?}");
+    assert_eq!(w.scheduler().running().len(), 1);
+    assert_eq!(
+        w.job_count(),
+        1,
+        "the waiting job is kept beside the running one"
+    );
+    assert_eq!(free_gpus(&w), 0);
 }
 
 /// A preemptor waits for its victim on n1; meanwhile a node whose name sorts first

@@ -199,21 +199,24 @@ pub fn preempting() -> Config {
 }
 
 pub fn world(config: &Config) -> World {
+    world_with(config, WorldOptions::default())
+}
+
+/// A world taking part in the cluster as `options` say (a shard, say).
+pub fn world_with(config: &Config, options: WorldOptions) -> World {
     let mut profile = config.profile("default").unwrap().clone();
     profile.queueing = kant::queue::QueueingPolicy::BestEffortFifo;
     let profile = kant::plugins::build_profile(&profile, config).unwrap();
-    World::new(
-        WorldOptions::default(),
-        config,
-        profile,
-        Arc::new(LiveMetrics::new()),
-    )
-    .unwrap()
+    World::new(options, config, profile, Arc::new(LiveMetrics::new())).unwrap()
 }
 
 /// A world whose watches listed these nodes and pods, no groups or queues.
 pub fn synced_with(config: &Config, nodes: &[Node], pods: &[Pod]) -> World {
-    let mut w = world(config);
+    sync(world(config), nodes, pods)
+}
+
+/// `w` once its watches listed these nodes and pods, no groups or queues.
+pub fn sync(mut w: World, nodes: &[Node], pods: &[Pod]) -> World {
     w.apply(Input::Node(Box::new(Event::Init)), T0);
     for n in nodes {
         w.apply(Input::Node(Box::new(Event::InitApply(n.clone()))), T0);

@@ -294,6 +294,11 @@ impl World {
         &self.scheduler
     }
 
+    /// How many jobs the world keeps: queued, being placed, running or leaving.
+    pub fn job_count(&self) -> usize {
+        self.pods.jobs.len()
+    }
+
     /// Takes in one event at `now_ms` (Unix milliseconds). Nothing is scheduled until the
     /// next [`World::round`].
     pub fn apply(&mut self, input: Input, now_ms: u64) {

@@ -9,9 +9,10 @@
 //! adopted into the cluster state with the devices its annotations name, so no device is
 //! ever given twice. It is counted by its resources alone (its extended resources
 //! included): a scheduling field that does not parse is reported but does not stop that,
-//! and a device list that does not parse (or names the wrong count) gives way to the
-//! lowest free devices, as for a pod placed elsewhere. A pod that goes away returns what
-//! it held.
+//! and a device list that does not parse, names the wrong count or names devices another
+//! pod holds gives way to the lowest free devices, as for a pod placed elsewhere (whose
+//! device list, copied from a template maybe, is not trusted). A pod that goes away
+//! returns what it held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
@@ -92,9 +93,12 @@ impl Hold {
 /// Where a pod stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum PodState {
-    /// Not this replica's concern: another scheduler's pending pod, a pod of another
+    /// Not this replica's concern: another scheduler's pending pod, a lone pod of another
     /// shard, or a finished one.
     Ignored,
+    /// This scheduler's PodGroup member whose gang is another shard's; examined again when
+    /// a member joins or changes (the gang may turn out to be this shard's).
+    OtherShard,
     /// This scheduler's, not in a queue, for the reason given.
     Held(Hold),
     /// This scheduler's and ready to form a job, not before the given time (a backoff).
@@ -115,8 +119,9 @@ pub(super) struct BoundFacts {
     pub request: Result<PodRequest, String>,
     /// The extended resources it holds (none where its resources cannot be read).
     pub extended: ExtendedResources,
-    /// The devices its `kant.io/gpu-ids` names; `None`: none named, or the list cannot be
-    /// read (the pod then gets the lowest free devices, as a pod placed elsewhere does).
+    /// The devices its `kant.io/gpu-ids` names (none for a pod without GPUs); `None`: none
+    /// named, the list cannot be read, or the pod is another scheduler's (the pod then
+    /// gets the lowest free devices).
     pub devices: Option<DeviceAlloc>,
     /// What of the pod cannot be read and what it costs, reported when it is adopted.
     pub unread: Vec<String>,
@@ -328,6 +333,24 @@ impl Pods {
         self.parked_dirty = true;
     }
 
+    /// The members of the pod's gang left to another shard are examined again with it:
+    /// the gang's shard may change with this member.
+    fn reexamine_gang(&mut self, uid: &str) {
+        let Some(group) = self.entries.get(uid).and_then(|e| e.group.as_ref()) else {
+            return;
+        };
+        let Some(members) = self.members.get(group) else {
+            return;
+        };
+        let entries = &self.entries;
+        let other_shard = members.iter().filter(|member| {
+            entries
+                .get(*member)
+                .is_some_and(|e| e.state == PodState::OtherShard)
+        });
+        self.forming.extend(other_shard.cloned());
+    }
+
     pub fn park(&mut self, uid: &str) {
         if let Some(entry) = self.entries.get_mut(uid) {
             entry.state = PodState::Parked;
@@ -406,16 +429,21 @@ fn bound_facts(
             Err(e) => (Err(e.to_string()), ExtendedResources::new()),
         },
     };
-    let devices = request.as_ref().ok().and_then(|request| {
-        bound_devices(pod, request, MAX_GPUS_PER_NODE).unwrap_or_else(|e| {
+    let spec = pod.spec.as_ref();
+    let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
+    let devices = match &request {
+        // A pod without GPUs holds no device, named or not (its binding names none).
+        Ok(request) if request.gpu == GpuRequest::Whole(0) => Some(DeviceAlloc::default()),
+        // Only this scheduler's bindings name the devices a pod runs on: another
+        // scheduler's pod may carry a `kant.io/gpu-ids` copied from a template.
+        Ok(request) if ours => bound_devices(pod, request, MAX_GPUS_PER_NODE).unwrap_or_else(|e| {
             unread.push(format!(
                 "{e}; it is counted on the lowest free devices of {node}"
             ));
             None
-        })
-    });
-    let spec = pod.spec.as_ref();
-    let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
+        }),
+        _ => None,
+    };
     let labels = pod.metadata.labels.as_ref();
     BoundFacts {
         node,
@@ -541,6 +569,7 @@ impl World {
                     _ => PodState::Waiting { not_before: 0 },
                 };
                 self.set_state(&uid, state);
+                self.pods.reexamine_gang(&uid);
                 self.pods.forming.insert(uid);
             }
         }
@@ -569,9 +598,9 @@ impl World {
         self.pods.forming_groups.insert(group);
     }
 
-    /// The pod is on `node`: our own binding landing, or a placement made elsewhere (an
-    /// earlier binding of ours that landed late counts as elsewhere when it named other
-    /// devices: the pod runs on those).
+    /// The pod is on `node`: our own binding landing, an update to a pod that runs, or a
+    /// placement made elsewhere (an earlier binding of ours that landed late counts as
+    /// elsewhere when it named other devices: the pod runs on those).
     fn pod_bound(&mut self, uid: &str, node: &str, now_ms: u64) {
         let pod = self.pods.entries.get(uid);
         let state = pod.map(|e| e.state.clone());
@@ -582,32 +611,25 @@ impl World {
             let Some(entry) = self.pods.jobs.get_mut(&job) else {
                 return;
             };
+            // Once every pod of a job is bound, where each runs is settled (a pod adopted
+            // on the lowest free devices names none): only a binding in flight can land
+            // on other devices than planned.
+            let settled = matches!(entry.phase, JobPhase::Running | JobPhase::Evicting { .. });
             let planned = entry
                 .place(index)
-                .is_some_and(|p| p.node == node && p.gpus.devices == devices);
-            match &entry.phase {
-                JobPhase::Queued => {
-                    // Placed by someone else while it waited in our queue.
-                    self.scheduler.withdraw(job);
-                    self.dissolve(job, now_ms);
+                .is_some_and(|p| p.node == node && (settled || p.gpus.devices == devices));
+            if planned && entry.phase != JobPhase::Queued {
+                // Our binding landed (its answer may still come, or be lost), or the pod
+                // that runs was updated.
+                if let Some(landed) = entry.landed.get_mut(index as usize) {
+                    *landed = true;
                 }
-                _ if planned => {
-                    // Our binding landed (its answer may still come, or be lost).
-                    if let Some(landed) = entry.landed.get_mut(index as usize) {
-                        *landed = true;
-                    }
-                    self.follow_relabel(uid, job);
-                    return;
-                }
-                _ => {
-                    // Bound elsewhere than planned: its reservation returns and the pod
-                    // leaves the job; its binding answer no longer matters.
-                    if let Some(slot) = entry.pods.get_mut(index as usize) {
-                        *slot = None;
-                    }
-                    self.scheduler.release_pod(PodKey { job, pod: index });
-                }
+                self.follow_relabel(uid, job);
+                return;
             }
+            // Placed by someone else while it waited in our queue, or bound elsewhere than
+            // planned: it leaves its job; its binding answer no longer matters.
+            self.leave_job(job, index, now_ms);
         }
         match self.nodes.is_ours(node) {
             Some(false) => self.set_state(uid, PodState::Ignored),
@@ -645,9 +667,15 @@ impl World {
         let state = std::mem::replace(&mut entry.state, PodState::Ignored);
         self.pods.forming.remove(uid);
         self.pods.parked.remove(uid);
-        let PodState::InJob { job, index } = state else {
-            return;
-        };
+        if let PodState::InJob { job, index } = state {
+            self.leave_job(job, index, now_ms);
+        }
+    }
+
+    /// Pod `index` of `job` leaves it: what it holds or has reserved returns; a queued job
+    /// or a gang not yet bound forms again without it; a job none of whose pods is left is
+    /// dropped (once its binding answers are in).
+    fn leave_job(&mut self, job: JobId, index: u32, now_ms: u64) {
         // Room may come free: parked pods get another try.
         self.pods.parked_dirty |= !self.pods.parked.is_empty();
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
@@ -757,6 +785,23 @@ impl World {
         Ok(())
     }
 
+    /// Whether a PodGroup's gang is this replica's: as its member asking for the most
+    /// GPUs says (the member whose GPU models its job takes), so that a member naming no
+    /// GPU model (a launcher) follows its gang.
+    pub(super) fn gang_in_shard(&self, group: &GroupKey) -> bool {
+        let Some(members) = self.pods.members.get(group) else {
+            return false;
+        };
+        members
+            .iter()
+            .filter_map(|uid| {
+                let entry = self.pods.entries.get(uid)?;
+                Some((entry.facts.as_ref()?, &entry.target))
+            })
+            .max_by_key(|(facts, pod)| template_rank(&facts.request, pod))
+            .is_some_and(|(facts, _)| self.in_shard(facts))
+    }
+
     /// Whether the pod's GPU models are this replica's (a pod naming several takes those
     /// of this shard).
     fn in_shard(&self, facts: &PodFacts) -> bool {
@@ -783,7 +828,7 @@ impl World {
                     self.pods.forming.insert(uid);
                     continue;
                 }
-                PodState::Waiting { .. } | PodState::Held(_) => {}
+                PodState::Waiting { .. } | PodState::Held(_) | PodState::OtherShard => {}
                 _ => continue,
             }
             let Some(facts) = entry.facts.clone() else {
@@ -801,9 +846,16 @@ impl World {
                     ),
                 });
             }
-            if !self.in_shard(&facts) {
-                self.set_state(&uid, PodState::Ignored);
-                continue;
+            match &entry.group {
+                Some(group) if !self.gang_in_shard(group) => {
+                    self.set_state(&uid, PodState::OtherShard);
+                    continue;
+                }
+                None if !self.in_shard(&facts) => {
+                    self.set_state(&uid, PodState::Ignored);
+                    continue;
+                }
+                _ => {}
             }
             if let Err(hold) = self.eligibility(&facts) {
                 if matches!(hold, Hold::UnknownQueue(_)) {
@@ -1090,7 +1142,7 @@ impl World {
                 return false;
             };
             let target = entry.target.clone();
-            match self.placement_of(&bound, &placements) {
+            match self.placement_of(&bound, &target, &placements) {
                 Ok((request, placement)) => {
                     requests.push(request);
                     placements.push(Some(placement));
@@ -1183,26 +1235,47 @@ impl World {
 
     /// The request and placement of a bound pod: the devices its annotations name, or,
     /// for a pod placed by another scheduler, the lowest free devices of its node (the
-    /// count is right; which devices the device plugin chose is not known here).
-    /// `taken`: placements of the same adoption not yet in the cluster state.
+    /// count is right; which devices the device plugin chose is not known here). Named
+    /// devices another pod holds (a binding that landed late, after they were given
+    /// again) give way to the lowest free devices too: the kubelet counts the pod's GPUs
+    /// whatever their indexes. `taken`: placements of the same adoption not yet in the
+    /// cluster state.
     fn placement_of(
         &self,
         bound: &BoundFacts,
+        target: &PodRef,
         taken: &[Option<Placement>],
     ) -> Result<(PodRequest, Placement), String> {
         let request = bound.request.clone()?;
-        let spec = self.scheduler.state().spec();
-        let node = spec
+        let state = self.scheduler.state();
+        let node = state
+            .spec()
             .node_id(&bound.node)
             .ok_or_else(|| format!("node {} is not in the cluster", bound.node))?;
         let devices = match bound.devices {
-            Some(alloc) => alloc,
-            None => self.free_devices(node, request.gpu, taken).ok_or_else(|| {
-                format!(
-                    "node {} has no free devices for {}",
-                    bound.node, request.gpu
-                )
-            })?,
+            Some(alloc)
+                if state
+                    .node(node)
+                    .can_take(alloc.devices, alloc.milli_each, false) =>
+            {
+                alloc
+            }
+            named => {
+                if let Some(alloc) = named {
+                    tracing::warn!(
+                        "pod {target}: devices {:#b} of {} are held by another pod; it is \
+                         counted on the lowest free devices",
+                        alloc.devices,
+                        bound.node
+                    );
+                }
+                self.free_devices(node, request.gpu, taken).ok_or_else(|| {
+                    format!(
+                        "node {} has no free devices for {}",
+                        bound.node, request.gpu
+                    )
+                })?
+            }
         };
         Ok((
             request,

@@ -184,13 +184,18 @@ impl World {
         );
     }
 
-    /// PodGroup status: how many members are placed, running, done; written on change.
+    /// PodGroup status: how many members are placed, running, done; written on change,
+    /// for the groups whose gang this replica schedules (another shard's replica writes
+    /// the others').
     fn report_groups(&mut self) {
         let mut statuses = Vec::new();
         for (key, members) in &self.pods.members {
             let Some(group) = self.groups.get(key) else {
                 continue;
             };
+            if !self.gang_in_shard(key) {
+                continue;
+            }
             let min_member = group.spec.min_member.max(1);
             let (mut scheduled, mut running, mut succeeded, mut failed) = (0, 0, 0, 0);
             for entry in members.iter().filter_map(|uid| self.pods.entries.get(uid)) {
@@ -254,8 +259,9 @@ impl World {
             .retain(|key, _| members.contains_key(key));
     }
 
-    /// Queue status: GPUs allocated and borrowed per model, jobs pending and running;
-    /// written on change. Queue depths go to the metrics.
+    /// Queue status: GPUs allocated and borrowed per model of this shard (a merge patch:
+    /// the other models' figures are their shards'), jobs pending and running; written on
+    /// change. Queue depths go to the metrics.
     fn report_queues(&mut self) {
         let tenants = self.scheduler.tenants();
         let spec = self.scheduler.state().spec();
@@ -273,7 +279,11 @@ impl World {
             let mut allocated = BTreeMap::new();
             let mut borrowed = BTreeMap::new();
             for (index, pool) in spec.pools.iter().enumerate() {
-                let Some(model) = &pool.gpu_model else {
+                let Some(model) = pool
+                    .gpu_model
+                    .as_ref()
+                    .filter(|m| self.options.owns_model(Some(m)))
+                else {
                     continue;
                 };
                 let pool_id = crate::model::PoolId(index as u16);
