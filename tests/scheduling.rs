@@ -166,6 +166,29 @@ fn a_gang_with_a_launcher_fits_as_many_nodes_as_it_has_workers() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
 }
 
+/// Gangs whose pods differ (a launcher without GPUs, workers of two widths) span search
+/// groups as alike pods do: here two leaves of one 8-GPU node each, on both searches.
+#[test]
+fn a_gang_of_differing_pods_spans_groups() {
+    let widths: [&[u32]; 3] = [&[0, 8, 8], &[8, 8, 0], &[4, 8, 4]];
+    for search in [SearchMode::Flat, SearchMode::TwoLevel] {
+        for pods in widths {
+            let spec = cluster(2, 8, 1, LinkProfile::NvlinkAll);
+            let mut s = scheduler(profile("default", None, Some(search)), spec);
+            let mut gang = job(0, pods.len(), whole(8), 0, 0);
+            for (pod, &gpus) in gang.pods.iter_mut().zip(pods) {
+                pod.gpu = GpuRequest::Whole(gpus);
+            }
+            s.submit(gang);
+            assert_eq!(
+                placed_jobs(&s.schedule(0)),
+                [JobId(0)],
+                "{search:?}, pods of {pods:?} GPUs"
+            );
+        }
+    }
+}
+
 /// A binder that answers `Wait`: the world reports the outcome later.
 struct LaterBinder;
 

@@ -179,7 +179,7 @@ pub fn tight_wait_ends(
     let room = pools_for(job, snapshot).iter().fold(0u64, |sum, &p| {
         sum.saturating_add(pods_held(&widths, snapshot.pool(p)))
     });
-    (room >= widths.pods).then(|| patience_end(profile, since_ms))
+    (room >= widths.whole_pods).then(|| patience_end(profile, since_ms))
 }
 
 /// The tightest tier with one domain that could, all free, hold the job (`None`: only the
@@ -392,13 +392,16 @@ fn within_one_group(
     })
 }
 
-/// Pods of the job an aggregate can hold at once (exact for alike whole-GPU pods);
-/// `u64::MAX` when it cannot say.
+/// Of the job's pods that ask for whole GPUs, how many an aggregate can hold at once:
+/// exact for alike pods, for pods of several widths a bound (each takes at least the
+/// narrowest width on one node). `u64::MAX` when no pod asks for whole GPUs: it cannot
+/// say. Pods without whole GPUs (a launcher, fractions) are left to the node filters, as
+/// a launcher may go to any node.
 fn pods_held(widths: &PodWidths, aggregate: &GpuAggregate) -> u64 {
     match widths.uniform_whole {
         Some(per_pod) => aggregate.pods_that_fit(per_pod),
-        None if u64::from(aggregate.free_gpus) < widths.whole_gpus => 0,
-        None => u64::MAX,
+        None if widths.whole_pods == 0 => u64::MAX,
+        None => aggregate.pods_that_fit(widths.narrowest_of_whole),
     }
 }
 
@@ -406,7 +409,7 @@ fn pods_held(widths: &PodWidths, aggregate: &GpuAggregate) -> u64 {
 /// fractions, CPU and memory are left to the node filters).
 fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
     widths.whole_gpus <= u64::from(aggregate.free_gpus)
-        && pods_held(widths, aggregate) >= widths.pods
+        && pods_held(widths, aggregate) >= widths.whole_pods
 }
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
@@ -458,11 +461,17 @@ fn within_one_domain(
                 .fold(0u64, |sum, m| sum.saturating_add(m.room));
             (room, groups)
         })
-        .filter(|&(room, _)| room >= widths.pods)
+        .filter(|&(room, groups)| {
+            let free: u64 = groups
+                .iter()
+                .map(|m| u64::from(snapshot.group(m.group).free_gpus))
+                .sum();
+            room >= widths.whole_pods && free >= widths.whole_gpus
+        })
         .collect();
-    domains.sort_by_key(|&(room, groups)| (room - widths.pods, groups[0].domain));
+    domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
     domains.into_iter().find_map(|(_, groups)| {
-        let mut attempt = Attempt::new(snapshot);
+        let mut attempt = Attempt::new(snapshot, job);
         for member in groups {
             attempt.fill(
                 profile,
@@ -511,7 +520,7 @@ fn within_one_hbd(
         .filter(|&h| may_fit(widths, snapshot.hbd(h)))
         .map(|h| {
             (
-                pods_held(widths, snapshot.hbd(h)).saturating_sub(widths.pods),
+                pods_held(widths, snapshot.hbd(h)).saturating_sub(widths.whole_pods),
                 h,
             )
         })
@@ -534,7 +543,7 @@ fn try_nodes(
     state: &CycleState,
     nodes: &[&[NodeId]],
 ) -> Option<Found> {
-    let mut attempt = Attempt::new(snapshot);
+    let mut attempt = Attempt::new(snapshot, job);
     attempt.fill(profile, job, state, nodes);
     attempt.is_complete(job).then(|| attempt.finish(job))
 }
@@ -543,13 +552,34 @@ fn try_nodes(
 struct Attempt {
     state: ClusterState,
     plan: Vec<(PodKey, Placement)>,
+    /// The order its pods are placed in when they differ: the most GPUs first, so that
+    /// narrower pods fill what wider ones leave across the groups filled one after the
+    /// other. Empty: pod order, the pods being alike.
+    order: Vec<u32>,
 }
 
 impl Attempt {
-    fn new(snapshot: &ClusterState) -> Self {
+    fn new(snapshot: &ClusterState, job: &Job) -> Self {
+        let alike = job.pods.windows(2).all(|w| w[0].gpu == w[1].gpu);
+        let mut order: Vec<u32> = Vec::new();
+        if !alike {
+            order.extend(0..job.pods.len() as u32);
+            order.sort_by_key(|&pod| std::cmp::Reverse(job.pods[pod as usize].gpu.milli()));
+        }
         Self {
             state: snapshot.snapshot(),
             plan: Vec::new(),
+            order,
+        }
+    }
+
+    /// The next pod to place, if any is left.
+    fn next_pod(&self, job: &Job) -> Option<u32> {
+        let placed = self.plan.len();
+        if self.order.is_empty() {
+            (placed < job.pods.len()).then_some(placed as u32)
+        } else {
+            self.order.get(placed).copied()
         }
     }
 
@@ -563,21 +593,24 @@ impl Attempt {
         if !self.plan.is_empty() {
             self.state.record_job(job);
         }
+        // A plan lists the pods in pod order, however they were placed.
+        self.plan.sort_unstable_by_key(|(key, _)| key.pod);
         Found {
             plan: JobPlan { pods: self.plan },
             state: self.state,
         }
     }
 
-    /// Places the job's remaining pods on `nodes`, in pod order, until one does not fit. A
+    /// Places the job's remaining pods on `nodes`, in order, until one does not fit. A
     /// gang's pod without GPUs (a launcher) that fits none of them may go to any node of
     /// the cluster its own rules allow: it is bound neither to the domain of the job's
     /// GPUs nor to their models.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
-        while let Some(request) = job.pods.get(self.plan.len()) {
+        while let Some(index) = self.next_pod(job) {
+            let request = &job.pods[index as usize];
             let pod = PodContext {
                 job,
-                index: self.plan.len() as u32,
+                index,
                 request,
                 placed: &self.plan,
             };

@@ -230,6 +230,10 @@ pub struct PodWidths {
     pub narrowest_gpu: Option<GpuRequest>,
     /// Whole GPUs of every pod, when all pods ask for the same whole GPUs.
     pub uniform_whole: Option<u32>,
+    /// The pods that ask for whole GPUs.
+    pub whole_pods: u64,
+    /// The fewest whole GPUs any of those asks for (0 when there are none).
+    pub narrowest_of_whole: u32,
 }
 
 impl PodWidths {
@@ -244,6 +248,12 @@ impl PodWidths {
             widest_whole: gpus().map(GpuRequest::whole).max().unwrap_or(0),
             narrowest_gpu: gpus().filter(|g| !g.is_none()).min_by_key(|g| g.milli()),
             uniform_whole: first.map(|g| g.whole()).filter(|&w| uniform && w > 0),
+            whole_pods: gpus().filter(|g| g.whole() > 0).count() as u64,
+            narrowest_of_whole: gpus()
+                .map(GpuRequest::whole)
+                .filter(|&w| w > 0)
+                .min()
+                .unwrap_or(0),
         }
     }
 }
