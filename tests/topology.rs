@@ -432,6 +432,26 @@ fn inference(mut job: kant::model::Job) -> kant::model::Job {
     job
 }
 
+/// Spreading replicas over the zone never crosses a tier the job requires: 6 replicas of
+/// one GPU that require one leaf stay in one leaf, though the zone (the second leaf) has
+/// only 4 nodes.
+#[test]
+fn e_spread_never_crosses_a_required_tier() {
+    let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
+    let zone = kant::plugins::ZoneConfig {
+        nodes: (4..8).map(|i| format!("node-{i:04}")).collect(),
+        ..Default::default()
+    };
+    let mut s = scheduler(zone_profile(zone), spec);
+    s.submit(needing(
+        inference(job(1, 6, whole(1), 0, 1)),
+        Tier::Leaf,
+        true,
+    ));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(spans(&s, JobId(1)).0, 1);
+}
+
 #[test]
 fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
     let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);

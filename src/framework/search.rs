@@ -79,7 +79,10 @@ fn two_level(
     let query = GroupQuery::of(job);
     let widths = &query.widths;
     let mut ranked = rank_groups(profile, &query, snapshot, state, pools);
-    if state.read::<AnyGroup>().is_some() {
+    let need = job.topology;
+    // Spreading never crosses a tier the job requires.
+    let required = need.is_some_and(|n| n.required);
+    if state.read::<AnyGroup>().is_some() && !required {
         ranked.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let spec = snapshot.spec();
         let nodes_of = |pool: Option<PoolId>| -> Vec<&[NodeId]> {
@@ -97,14 +100,13 @@ fn two_level(
             .iter()
             .find_map(|&p| try_nodes(profile, job, snapshot, state, &nodes_of(Some(p))));
     }
-    let need = job.topology;
     if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {
         let found = within_one_hbd(profile, job, widths, snapshot, state, pools);
         if found.is_some() || need.required {
             return found;
         }
     }
-    if need.is_some_and(|n| n.required) {
+    if required {
         // Nodes outside every leaf group are in no domain: they never meet a required tier.
         let spec = snapshot.spec();
         ranked.retain(|&(_, g)| spec.group(g).leaf.is_some());
@@ -135,7 +137,7 @@ pub struct TightWaitSince(pub u64);
 
 /// Written into the cycle state by a PreFilter plugin when the job gains nothing from
 /// staying inside one group (replicas that should spread): its pods then go to the best
-/// nodes of all candidate groups at once.
+/// nodes of all candidate groups at once, unless the job requires a topology tier.
 pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
