@@ -188,10 +188,22 @@ impl LinkMatrix {
     }
 
     /// The best-connected `count` devices among `free` (a bit mask), or `None` when fewer
-    /// are free. The set's worst link is as good as any free set allows: the smallest
-    /// island of free devices connected at that class is used (best fit, which leaves the
-    /// larger islands whole), and inside it devices are added one at a time by the lowest
-    /// total link cost to those already chosen.
+    /// are free. The set's worst link is as good as any free set allows: classes are tried
+    /// best first, and at each the islands of free devices connected at that class, smallest
+    /// first (best fit, which leaves the larger islands whole); the first island that holds
+    /// `count` devices all pairwise linked at that class gives the set. Inside an island whose
+    /// every pair is linked at the class (NVSwitch boards, NVLink pairs, PCIe switches, NUMA
+    /// nodes) devices are added one at a time from its lowest device by the lowest total link
+    /// cost to those already chosen. Inside one that is only connected (a DGX-1 cube mesh)
+    /// that pick is run from every device, keeping to devices linked at the class to all
+    /// already chosen, and the set of lowest total cost is kept (then the lowest devices);
+    /// should every start dead-end, an exact search settles whether such a set exists.
+    ///
+    /// Cost: the fast path (the smallest island is fully linked, as on every generated
+    /// profile) is what it always was, one component walk per class plus an `O(n)` check and
+    /// the `O(k * n)` pick. Only an island that is connected but not fully linked pays the
+    /// `O(n^2 * k)` multi-start pick (a few hundred steps on 8 devices), and only a start
+    /// that finds no clean set pays the exact search, bounded by the island's cliques.
     pub fn best_set(&self, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
@@ -200,9 +212,28 @@ impl LinkMatrix {
             return None;
         }
         for class in LinkClass::ALL {
-            let island = self.smallest_island(free, count, class);
-            if let Some(island) = island {
-                return Some(self.greedy_pick(island, count));
+            let Some(smallest) = self.smallest_island(free, count, class) else {
+                continue;
+            };
+            if self.fully_linked(smallest, class) {
+                return Some(self.greedy_pick(smallest, count));
+            }
+            // Rare: an island that is connected without being fully linked. Every island
+            // that could hold the set, smallest first, lowest device first among equals.
+            let mut islands: Vec<u32> = self
+                .islands(free, class)
+                .filter(|island| island.count_ones() >= count)
+                .collect();
+            islands.sort_by_key(|island| island.count_ones());
+            for island in islands {
+                let set = if self.fully_linked(island, class) {
+                    Some(self.greedy_pick(island, count))
+                } else {
+                    self.clean_pick(island, count, class)
+                };
+                if set.is_some() {
+                    return set;
+                }
             }
         }
         None
@@ -216,12 +247,31 @@ impl LinkMatrix {
             .min_by_key(|island| island.count_ones())
     }
 
-    /// The size of the largest component of `free` connected by NVLink.
+    /// Whether every pair of `set` is linked at `class` or better.
+    fn fully_linked(&self, set: u32, class: LinkClass) -> bool {
+        let within = &self.within[class as usize];
+        bits(set).all(|device| within[device] & set == set)
+    }
+
+    /// The size of the largest set of `free` devices whose every pair is on NVLink.
+    ///
+    /// An NVLink island that is fully linked (the common case: NVSwitch boards, NVLink
+    /// pairs) counts whole, `O(n)`. One that is only connected (a cube mesh) is searched for
+    /// its largest clique by branch and bound over bit masks: microseconds on 8 devices.
     pub fn largest_nvlink_island(&self, free: u32) -> u32 {
-        self.islands(free, LinkClass::NvLink)
-            .map(u32::count_ones)
-            .max()
-            .unwrap_or(0)
+        let within = &self.within[LinkClass::NvLink as usize];
+        let mut largest = 0;
+        for island in self.islands(free, LinkClass::NvLink) {
+            if island.count_ones() <= largest {
+                continue;
+            }
+            if self.fully_linked(island, LinkClass::NvLink) {
+                largest = island.count_ones();
+            } else {
+                largest_clique(within, 0, island, &mut largest);
+            }
+        }
+        largest
     }
 
     /// The connected components of `free` under links of `class` or better, lowest
@@ -248,6 +298,7 @@ impl LinkMatrix {
         })
     }
 
+    /// `count` devices of a fully linked `island`, from its lowest device.
     fn greedy_pick(&self, island: u32, count: u32) -> u32 {
         if island.count_ones() == count {
             return island;
@@ -266,6 +317,79 @@ impl LinkMatrix {
         }
         chosen
     }
+
+    /// `count` devices of `island` whose every pair is linked at `class` or better, if any:
+    /// the cheapest of the greedy picks from each device (the lowest devices among equals),
+    /// else the first such set an exact search finds.
+    fn clean_pick(&self, island: u32, count: u32, class: LinkClass) -> Option<u32> {
+        let within = &self.within[class as usize];
+        let mut best: Option<(u32, u32)> = None;
+        for start in bits(island) {
+            let mut chosen = 1u32 << start;
+            let mut open = within[start] & island & !chosen;
+            // Each device's total link cost to those chosen.
+            let mut cost_to = [0u32; 32];
+            let mut cost = 0;
+            let mut last = start;
+            while chosen.count_ones() < count && chosen.count_ones() + open.count_ones() >= count {
+                for device in bits(open) {
+                    cost_to[device] += self.class(device, last) as u32;
+                }
+                last = bits(open)
+                    .min_by_key(|&device| cost_to[device])
+                    .expect("open holds a device");
+                cost += cost_to[last];
+                chosen |= 1 << last;
+                open &= within[last] & !(1 << last);
+            }
+            if chosen.count_ones() < count {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some((best_cost, best_set)) => {
+                    (cost, std::cmp::Reverse(chosen.reverse_bits()))
+                        < (best_cost, std::cmp::Reverse(best_set.reverse_bits()))
+                }
+            };
+            if better {
+                best = Some((cost, chosen));
+            }
+        }
+        best.map(|(_, set)| set)
+            .or_else(|| first_clique(within, 0, island, count))
+    }
+}
+
+/// Raises `largest` to the size of the largest clique that extends `chosen` (the number of
+/// devices chosen, all linked to every device of `open`) with devices of `open`, under the
+/// adjacency `within`. Branch and bound: a branch that cannot beat `largest` is cut.
+fn largest_clique(within: &[u32], chosen: u32, mut open: u32, largest: &mut u32) {
+    if chosen > *largest {
+        *largest = chosen;
+    }
+    while open != 0 && chosen + open.count_ones() > *largest {
+        let device = open.trailing_zeros() as usize;
+        open &= open - 1;
+        largest_clique(within, chosen + 1, open & within[device], largest);
+    }
+}
+
+/// The first set of `count` devices, lowest first, that extends `chosen` with devices of
+/// `open` (all linked to every chosen device) into a clique under the adjacency `within`.
+fn first_clique(within: &[u32], chosen: u32, mut open: u32, count: u32) -> Option<u32> {
+    if chosen.count_ones() == count {
+        return Some(chosen);
+    }
+    while chosen.count_ones() + open.count_ones() >= count {
+        let device = open.trailing_zeros() as usize;
+        open &= open - 1;
+        let found = first_clique(within, chosen | 1 << device, open & within[device], count);
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
 }
 
 /// The indices of the set bits of `mask`, lowest first.
@@ -327,6 +451,247 @@ mod tests {
         assert!(asym.unwrap_err().to_string().contains("node-a"));
         let short = LinkMatrix::new("node-b", 2, vec![nv; 3], vec![0, 0], vec![0, 0]);
         assert!(short.unwrap_err().message.contains("needs 4"));
+    }
+
+    /// A DGX-1 V100 hybrid cube-mesh: 0-3 and 4-7 all NVLink, plus 0-4, 1-5, 2-6 and 3-7;
+    /// every other pair crosses the sockets.
+    fn dgx1() -> LinkMatrix {
+        let nv = |a: usize, b: usize| a / 4 == b / 4 || a % 4 == b % 4;
+        let classes = (0..64)
+            .map(|k| {
+                if nv(k / 8, k % 8) {
+                    LinkClass::NvLink
+                } else {
+                    LinkClass::CrossNuma
+                }
+            })
+            .collect();
+        let numa = vec![0, 0, 0, 0, 1, 1, 1, 1];
+        LinkMatrix::new("dgx1", 8, classes, numa, (0..8).collect()).unwrap()
+    }
+
+    #[test]
+    fn cube_mesh_takes_an_all_nvlink_set_not_a_connected_one() {
+        let m = dgx1();
+        let free = mask(&[0, 4, 5, 6]);
+        let set = m.best_set(free, 3).unwrap();
+        assert_eq!(m.worst_class(set), LinkClass::NvLink);
+        assert_eq!(set, mask(&[4, 5, 6]));
+        // Four of them are connected by NVLink, but no four are all pairwise NVLink.
+        assert_eq!(m.largest_nvlink_island(free), 3);
+        let four = m.best_set(free, 4).unwrap();
+        assert_eq!(four, free);
+        assert_eq!(m.worst_class(four), LinkClass::CrossNuma);
+    }
+
+    #[test]
+    fn cube_mesh_islands_are_cliques() {
+        let m = dgx1();
+        assert_eq!(m.largest_nvlink_island(0xff), 4);
+        assert_eq!(m.largest_nvlink_island(mask(&[0, 1, 4, 5])), 2);
+        assert_eq!(m.largest_nvlink_island(mask(&[0, 1, 2, 5, 6, 7])), 3);
+        assert_eq!(m.largest_nvlink_island(mask(&[0, 5])), 1);
+        assert_eq!(m.largest_nvlink_island(0), 0);
+        // 0-4 and 1-5 are NVLink, but 0-5 and 1-4 are not: a 3-GPU pod cannot be clean.
+        let set = m.best_set(mask(&[0, 1, 4, 5]), 3).unwrap();
+        assert_eq!(m.worst_class(set), LinkClass::CrossNuma);
+        // Every 3-subset of a free quad, and the pairs across it, stay all NVLink.
+        for free in [0xffu32, mask(&[1, 2, 3, 5, 6, 7]), mask(&[0, 2, 3, 6])] {
+            for count in 2..=3 {
+                let set = m.best_set(free, count).unwrap();
+                assert_eq!(set.count_ones(), count);
+                assert_eq!(set & !free, 0);
+                assert_eq!(m.worst_class(set), LinkClass::NvLink, "{free:#x} {count}");
+            }
+        }
+    }
+
+    /// The best worst class over every `count`-subset of `free`, by brute force.
+    fn best_class_brute(m: &LinkMatrix, free: u32, count: u32) -> Option<LinkClass> {
+        (0u32..1 << m.devices())
+            .filter(|s| s & !free == 0 && s.count_ones() == count)
+            .map(|s| m.worst_class(s))
+            .min()
+    }
+
+    #[test]
+    fn cube_mesh_matches_brute_force() {
+        let m = dgx1();
+        for free in 0u32..256 {
+            let largest = (0u32..256)
+                .filter(|s| s & !free == 0 && m.worst_class(*s) == LinkClass::NvLink)
+                .map(u32::count_ones)
+                .max()
+                .unwrap();
+            assert_eq!(m.largest_nvlink_island(free), largest, "{free:#x}");
+            for count in 1..=8 {
+                let set = m.best_set(free, count);
+                match best_class_brute(&m, free, count) {
+                    None => assert_eq!(set, None),
+                    Some(class) => {
+                        let set = set.unwrap();
+                        assert_eq!((set.count_ones(), set & !free), (count, 0));
+                        assert_eq!(m.worst_class(set), class, "{free:#x} {count}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The choice before NVLink islands had to be all-pairs sets: the smallest connected
+    /// component at the best class that holds `count`, greedy from its lowest device.
+    fn component_best_set(m: &LinkMatrix, free: u32, count: u32) -> Option<u32> {
+        if count == 0 {
+            return Some(0);
+        }
+        for class in LinkClass::ALL {
+            let island = components(m, free, class)
+                .into_iter()
+                .filter(|island| island.count_ones() >= count)
+                .min_by_key(|island| island.count_ones());
+            let Some(island) = island else { continue };
+            if island.count_ones() == count {
+                return Some(island);
+            }
+            let mut chosen = 1u32 << island.trailing_zeros();
+            while chosen.count_ones() < count {
+                let next = bits(island & !chosen)
+                    .min_by_key(|&d| bits(chosen).map(|c| m.class(d, c) as u32).sum::<u32>())
+                    .unwrap();
+                chosen |= 1 << next;
+            }
+            return Some(chosen);
+        }
+        None
+    }
+
+    fn components(m: &LinkMatrix, free: u32, class: LinkClass) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut left = free;
+        while left != 0 {
+            let mut island = 1u32 << left.trailing_zeros();
+            loop {
+                let grown = bits(island).fold(island, |acc, a| {
+                    acc | bits(free)
+                        .filter(|&b| m.class(a, b) <= class)
+                        .fold(0, |x, b| x | 1 << b)
+                });
+                if grown == island {
+                    break;
+                }
+                island = grown;
+            }
+            left &= !island;
+            out.push(island);
+        }
+        out
+    }
+
+    #[test]
+    fn fully_connected_layouts_choose_as_before() {
+        for profile in [
+            LinkProfile::NvlinkAll,
+            LinkProfile::NvlinkPairs,
+            LinkProfile::Pcie,
+        ] {
+            for devices in [1usize, 2, 3, 4, 6, 8, 10, 16] {
+                let m = LinkMatrix::from_profile(profile, devices).unwrap();
+                // An odd number of devices per NUMA node puts one pair across the two: its
+                // NUMA islands are connected, not fully linked. Every other profile node
+                // has only fully linked islands, whatever is free.
+                let common = profile == LinkProfile::NvlinkAll || devices.div_ceil(2) % 2 == 0;
+                // Every free mask up to 10 devices, a spread of them at 16.
+                let step = if devices > 10 { 97 } else { 1 };
+                for free in (0u32..1 << devices).step_by(step) {
+                    let largest = components(&m, free, LinkClass::NvLink)
+                        .into_iter()
+                        .map(u32::count_ones)
+                        .max()
+                        .unwrap_or(0);
+                    let at = format!("{profile:?} {devices} {free:#x}");
+                    assert_eq!(m.largest_nvlink_island(free), largest, "{at}");
+                    let fully_linked = LinkClass::ALL.into_iter().all(|class| {
+                        components(&m, free, class)
+                            .into_iter()
+                            .all(|island| m.worst_class(island) <= class)
+                    });
+                    assert!(fully_linked || !common, "{at}");
+                    for count in 0..=devices as u32 {
+                        let (new, old) =
+                            (m.best_set(free, count), component_best_set(&m, free, count));
+                        if fully_linked {
+                            assert_eq!(new, old, "{at} {count}");
+                        } else {
+                            // Only ever a better worst link than the component's pick.
+                            let class = |set: Option<u32>| set.map(|s| m.worst_class(s));
+                            assert!(class(new) <= class(old), "{at} {count}");
+                            assert_eq!(
+                                class(new),
+                                best_class_brute(&m, free, count),
+                                "{at} {count}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn random_matrices_match_brute_force() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200 {
+            let devices = 2 + (next() % 7) as usize;
+            let mut classes = vec![LinkClass::NvLink; devices * devices];
+            for i in 0..devices {
+                for j in 0..i {
+                    let class = LinkClass::ALL[(next() % 4) as usize];
+                    classes[i * devices + j] = class;
+                    classes[j * devices + i] = class;
+                }
+            }
+            let m = LinkMatrix::new(
+                "random",
+                devices,
+                classes,
+                vec![0; devices],
+                vec![0; devices],
+            )
+            .unwrap();
+            for _ in 0..8 {
+                let free = (next() as u32) & ((1 << devices) - 1);
+                let largest = (0u32..1 << devices)
+                    .filter(|s| s & !free == 0 && m.worst_class(*s) == LinkClass::NvLink)
+                    .map(u32::count_ones)
+                    .max()
+                    .unwrap();
+                assert_eq!(m.largest_nvlink_island(free), largest);
+                for count in 1..=devices as u32 {
+                    let set = m.best_set(free, count);
+                    assert_eq!(set.map(u32::count_ones).unwrap_or(count), count);
+                    assert_eq!(set.unwrap_or(0) & !free, 0);
+                    assert_eq!(
+                        set.map(|s| m.worst_class(s)),
+                        best_class_brute(&m, free, count)
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pair_across_numa_nodes_no_longer_drags_a_set_across() {
+        // Six devices with NVLink pairs: 0-2 on NUMA 0, 3-5 on NUMA 1, the pair 2-3 across.
+        let m = LinkMatrix::from_profile(LinkProfile::NvlinkPairs, 6).unwrap();
+        let set = m.best_set(mask(&[2, 3, 4, 5]), 3).unwrap();
+        assert_eq!(set, mask(&[3, 4, 5]));
+        assert_eq!(m.worst_class(set), LinkClass::SameNuma);
     }
 
     #[test]
