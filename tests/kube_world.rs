@@ -1,7 +1,7 @@
 //! The Kubernetes world driven directly with Kubernetes objects, no API server: what goes
 //! in, what comes out.
 
-use kant::kube::world::{Input, Output, WorldOptions};
+use kant::kube::world::{Input, Output, World, WorldOptions};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
@@ -633,12 +633,7 @@ fn a_gang_whose_launcher_fits_no_node_waits_and_says_why() {
 /// shard's model is left alone, launcher included.
 #[test]
 fn a_gangs_launcher_follows_its_workers_shard() {
-    let options = WorldOptions {
-        shard_models: vec!["H100".into()],
-        default_shard: false,
-        ..WorldOptions::default()
-    };
-    let mut world = sync(world_with(&plain(), options), &[node("n1", 8)], &[]);
+    let mut world = sync(world_with(&plain(), h100_shard()), &[node("n1", 8)], &[]);
     for group in ["h100", "a100"] {
         world.apply(
             Input::PodGroup(Box::new(Event::Apply(pod_group(group, 2)))),
@@ -673,12 +668,7 @@ fn a_gangs_launcher_follows_its_workers_shard() {
 /// model writes those, and the merge patches of the two must not overwrite each other).
 #[test]
 fn a_shard_reports_only_its_own_groups_and_gpu_models() {
-    let options = WorldOptions {
-        shard_models: vec!["H100".into()],
-        default_shard: false,
-        ..WorldOptions::default()
-    };
-    let mut world = sync(world_with(&plain(), options), &[node("n1", 8)], &[]);
+    let mut world = sync(world_with(&plain(), h100_shard()), &[node("n1", 8)], &[]);
     let team: kant::kube::crd::Queue = serde_json::from_value(json!({
         "apiVersion": "kant.io/v1alpha1", "kind": "Queue", "metadata": {"name": "team"},
         "spec": {"mode": "shared", "quota": {"H100": 8, "A100": 8}}
@@ -709,4 +699,90 @@ fn a_shard_reports_only_its_own_groups_and_gpu_models() {
         })
         .collect();
     assert_eq!(models, [["H100"]]);
+}
+
+/// A replica of the H100 shard, without `--default-shard`.
+fn h100_shard() -> WorldOptions {
+    WorldOptions {
+        shard_models: vec!["H100".into()],
+        default_shard: false,
+        ..WorldOptions::default()
+    }
+}
+
+/// An A100 node of `gpus` GPUs: another shard's.
+fn a100_node(name: &str, gpus: u32) -> k8s_openapi::api::core::v1::Node {
+    let labels = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
+    node_with(name, gpus, labels)
+}
+
+/// A pod of another scheduler, running on `node` with `gpus` GPUs.
+fn running_elsewhere(name: &str, gpus: u32, node: &str) -> k8s_openapi::api::core::v1::Pod {
+    let spec = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": node},
+                      "status": {"phase": "Running"}});
+    pod(name, gpus, spec)
+}
+
+/// A pod bound to a node while the node was another shard's (labelled another GPU model,
+/// or reporting no GPUs for a moment, and so no model) is counted once the node turns
+/// H100.
+#[test]
+fn a_pod_bound_while_its_node_was_another_shards_is_counted_once_the_node_is_ours() {
+    for before in [a100_node("n1", 8), node("n1", 0)] {
+        let runs = running_elsewhere("runs", 4, "n1");
+        let mut world = sync(world_with(&plain(), h100_shard()), &[before], &[runs]);
+        world.round(T0);
+        apply_node(&mut world, &node("n1", 8), T0 + 1);
+        assert_half_of_n1_is_held(&mut world, T0 + 1);
+    }
+}
+
+/// Another shard's node deleted, then registered again as H100 (its kubelet re-registers
+/// it), still runs its pods: they are counted.
+#[test]
+fn a_pod_on_another_shards_node_registered_again_as_ours_is_counted() {
+    let runs = running_elsewhere("runs", 4, "n1");
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[a100_node("n1", 8)],
+        &[runs],
+    );
+    world.round(T0);
+    delete_node(&mut world, &a100_node("n1", 8), T0 + 1);
+    world.round(T0 + 1);
+    apply_node(&mut world, &node("n1", 8), T0 + 2);
+    assert_half_of_n1_is_held(&mut world, T0 + 2);
+}
+
+/// The 8-GPU n1 is the only node, and 4 of its GPUs are held: a pod asking for 6 is not
+/// bound.
+fn assert_half_of_n1_is_held(world: &mut World, now: u64) {
+    world.round(now);
+    assert_eq!(free_gpus(world), 4);
+    apply_pod(world, &pod("wide", 6, json!({})), now + 1);
+    world.round(now + 1);
+    let out = world.take_outputs();
+    assert!(binds(&out).is_empty(), "{out:?}");
+}
+
+/// A pod that finished, or was deleted, while its node was another shard's holds nothing
+/// once the node turns H100.
+#[test]
+fn a_pod_gone_while_its_node_was_another_shards_is_not_counted_once_the_node_is_ours() {
+    let finished = running_elsewhere("finished", 4, "n1");
+    let deleted = running_elsewhere("deleted", 4, "n1");
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[a100_node("n1", 8)],
+        &[finished.clone(), deleted.clone()],
+    );
+    world.round(T0);
+    let mut succeeded = finished;
+    succeeded.metadata.resource_version = Some("2".into());
+    succeeded.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    apply_pod(&mut world, &succeeded, T0 + 1);
+    delete_pod(&mut world, &deleted, T0 + 1);
+    apply_node(&mut world, &node("n1", 8), T0 + 2);
+    world.round(T0 + 2);
+    assert_eq!(free_gpus(&world), 8);
 }

@@ -314,7 +314,8 @@ impl World {
                 let change = self.node_resync.feed(*event);
                 self.synced.nodes |= self.node_resync.synced();
                 if let Some(change) = change {
-                    self.nodes.apply(change, &self.options);
+                    let left_other_shards = self.nodes.apply(change, &self.options);
+                    self.pods.nodes_left_other_shards(left_other_shards);
                 }
             }
             Input::PodGroup(event) => {

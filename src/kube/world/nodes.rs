@@ -47,11 +47,18 @@ impl Nodes {
         }
     }
 
-    pub fn apply(&mut self, change: Change<Node>, options: &WorldOptions) {
+    /// Takes in a change to the nodes; returns those that were another shard's and no
+    /// longer are (this replica's now, invalid, or gone).
+    pub fn apply(&mut self, change: Change<Node>, options: &WorldOptions) -> Vec<String> {
         let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
         let (applied, gone) = change.split(name, self.known.keys().cloned());
+        let mut left_other_shards = Vec::new();
         for key in gone {
-            self.dirty |= matches!(self.known.remove(&key), Some(NodeEntry::Usable(_)));
+            match self.known.remove(&key) {
+                Some(NodeEntry::Usable(_)) => self.dirty = true,
+                Some(NodeEntry::OtherShard) => left_other_shards.push(key),
+                _ => {}
+            }
         }
         for node in applied {
             let entry = match self.converter.node(&node) {
@@ -76,8 +83,13 @@ impl Nodes {
             }
             let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
             self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
+            let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard));
+            if was_other_shards && !matches!(entry, NodeEntry::OtherShard) {
+                left_other_shards.push(key.clone());
+            }
             self.known.insert(key, entry);
         }
+        left_other_shards
     }
 
     /// The pool of a GPU model (`None`: CPU-only), registered if new: a pool with no node

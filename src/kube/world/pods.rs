@@ -11,8 +11,10 @@
 //! included): a scheduling field that does not parse is reported but does not stop that,
 //! and a device list that does not parse, names the wrong count or names devices another
 //! pod holds gives way to the lowest free devices, as for a pod placed elsewhere (whose
-//! device list, copied from a template maybe, is not trusted). A pod that goes away
-//! returns what it held.
+//! device list, copied from a template maybe, is not trusted). A pod bound to another
+//! shard's node is not counted, but kept by node: it is adopted once its node is this
+//! shard's (relabelled, or reporting its GPUs again). A pod that goes away returns what it
+//! held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
@@ -94,7 +96,8 @@ impl Hold {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum PodState {
     /// Not this replica's concern: another scheduler's pending pod, a lone pod of another
-    /// shard, or a finished one.
+    /// shard, a pod bound to another shard's node (parked once the node is no longer
+    /// another shard's), or a finished one.
     Ignored,
     /// This scheduler's PodGroup member whose gang is another shard's; examined again when
     /// a member joins or changes (the gang may turn out to be this shard's).
@@ -284,6 +287,9 @@ pub(super) struct Pods {
     /// attempt: pods whose node is not usable stay, without a scan every round.
     parked: BTreeSet<String>,
     parked_dirty: bool,
+    /// Bound pods on nodes of another shard, by node: parked once their node is no longer
+    /// another shard's (a node's GPU model may change, or come back with its GPUs).
+    on_other_shards_nodes: BTreeMap<String, BTreeSet<String>>,
     /// Pods newly held, whose reason is to be reported.
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
@@ -356,6 +362,47 @@ impl Pods {
             entry.state = PodState::Parked;
             self.parked.insert(uid.to_owned());
             self.parked_dirty = true;
+        }
+    }
+
+    /// A bound pod on a node of another shard: not counted while the node is that
+    /// shard's.
+    fn set_on_other_shards_node(&mut self, uid: &str, node: &str) {
+        if let Some(entry) = self.entries.get_mut(uid) {
+            entry.state = PodState::Ignored;
+            self.parked.remove(uid);
+            self.on_other_shards_nodes
+                .entry(node.to_owned())
+                .or_default()
+                .insert(uid.to_owned());
+        }
+    }
+
+    /// The pod is no longer kept on another shard's node (it is gone).
+    fn leave_other_shards_node(&mut self, uid: &str) {
+        let Some(node) = self
+            .entries
+            .get(uid)
+            .and_then(|e| Some(e.bound.as_ref()?.node.as_str()))
+        else {
+            return;
+        };
+        if let Some(pods) = self.on_other_shards_nodes.get_mut(node) {
+            pods.remove(uid);
+            if pods.is_empty() {
+                self.on_other_shards_nodes.remove(node);
+            }
+        }
+    }
+
+    /// These nodes are no longer another shard's (they are this replica's now, invalid,
+    /// or gone): the pods bound to them are parked, adopted once their node is usable.
+    pub fn nodes_left_other_shards(&mut self, nodes: Vec<String>) {
+        for node in nodes {
+            let pods = self.on_other_shards_nodes.remove(&node).unwrap_or_default();
+            for uid in pods {
+                self.park(&uid);
+            }
         }
     }
 
@@ -632,7 +679,7 @@ impl World {
             self.leave_job(job, index, now_ms);
         }
         match self.nodes.is_ours(node) {
-            Some(false) => self.set_state(uid, PodState::Ignored),
+            Some(false) => self.pods.set_on_other_shards_node(uid, node),
             _ => self.pods.park(uid),
         }
     }
@@ -667,6 +714,7 @@ impl World {
         let state = std::mem::replace(&mut entry.state, PodState::Ignored);
         self.pods.forming.remove(uid);
         self.pods.parked.remove(uid);
+        self.pods.leave_other_shards_node(uid);
         if let PodState::InJob { job, index } = state {
             self.leave_job(job, index, now_ms);
         }
