@@ -145,6 +145,26 @@ fn duration_ms<'de, const KEY: usize, D: serde::Deserializer<'de>>(
         .map_err(|e| serde::de::Error::custom(format!("queueing.{}: {e}", DURATION_KEYS[KEY])))
 }
 
+/// `search.topology_patience_s`: a whole number of seconds; an error names the key.
+pub(crate) fn whole_seconds<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<u64, D::Error> {
+    let Scalar(text) = Scalar::deserialize(deserializer)?;
+    text.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "search.topology_patience_s: `{text}` is not a whole number of seconds (for \
+             example 600)"
+        ))
+    })
+}
+
+/// Whether a trace's `priority` column holding `text` is read as a number (an optional
+/// sign and digits) rather than as the name of a priority class.
+pub fn is_priority_number(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// A YAML scalar as text, whatever its type (null is empty), so that the error of a value
 /// that is not what it should be can quote it.
 struct Scalar(String);
@@ -391,6 +411,24 @@ impl Config {
         for tenant in &config.tenants {
             tenant.validate().map_err(error)?;
         }
+        let queueing = &config.queueing;
+        if queueing.requeue_backoff > queueing.requeue_backoff_max {
+            let seconds = |ms: u64| ms as f64 / 1000.0;
+            return Err(error(format!(
+                "queueing.requeue_backoff ({} s) is longer than queueing.requeue_backoff_max \
+                 ({} s)",
+                seconds(queueing.requeue_backoff),
+                seconds(queueing.requeue_backoff_max)
+            )));
+        }
+        let numbers = config.priority_classes.keys();
+        if let Some(name) = numbers.filter(|name| is_priority_number(name)).min() {
+            return Err(error(format!(
+                "priority_classes: class `{name}` is a number: a trace's priority `{name}` \
+                 is read as that number, never as the class (give the class a name with a \
+                 letter)"
+            )));
+        }
         config.links.parsed_topologies().map_err(error)?;
         if config.profile(&config.default_profile).is_none() {
             return Err(error(format!(
@@ -503,6 +541,52 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_requeue_backoff_longer_than_its_maximum_is_refused() {
+        let text = DEFAULT_CONFIG.replace("requeue_backoff: 10s", "requeue_backoff: 20m");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "kant.yaml: queueing.requeue_backoff (1200 s) is longer than \
+             queueing.requeue_backoff_max (600 s)"
+        );
+        let text = DEFAULT_CONFIG.replace("requeue_backoff: 10s", "requeue_backoff: 10m");
+        assert!(Config::parse("kant.yaml", &text).is_ok(), "equal is fine");
+    }
+
+    #[test]
+    fn a_priority_class_a_trace_would_read_as_a_number_is_refused() {
+        for name in ["12", "-3", "+7"] {
+            let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{name}\": 7"));
+            let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("priority_classes: class `{name}` is a number")),
+                "{err}"
+            );
+        }
+        let text = DEFAULT_CONFIG.replace("  BE: 0", "  \"P12\": 7");
+        assert!(Config::parse("kant.yaml", &text).is_ok());
+    }
+
+    #[test]
+    fn a_topology_patience_that_is_not_whole_seconds_names_its_key() {
+        for bad in ["10m", "1.5", "-1", "ten"] {
+            let text = DEFAULT_CONFIG.replace(
+                "topology_patience_s: 600",
+                &format!("topology_patience_s: {bad}"),
+            );
+            let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+            assert!(
+                err.contains("search.topology_patience_s: ")
+                    && err.contains("is not a whole number of seconds"),
+                "{bad}: {err}"
+            );
+        }
+        let text = DEFAULT_CONFIG.replace("topology_patience_s: 600", "topology_patience_s: 0");
+        let config = Config::parse("kant.yaml", &text).expect("0 s is valid");
+        assert_eq!(config.search.topology_patience_s, 0);
     }
 
     #[test]

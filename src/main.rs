@@ -3,7 +3,7 @@
 //! `crds` prints the custom resource definitions, `config check` validates a
 //! configuration file.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -369,24 +369,20 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     warn_unknown_tenants(&workload, &tenants);
     let cluster = Arc::new(cluster);
 
-    // Every output is opened before the replay: one that cannot be written fails at once.
-    let create = |path: &Path| {
-        File::create(path)
-            .map(BufWriter::new)
-            .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))
+    // Every output is opened before the replay, so that one that cannot be written fails at
+    // once; each is staged beside its file and replaces it only once the whole run is done.
+    let report_file = args.out.as_deref().map(Output::create).transpose()?;
+    let (event_output, mut events) = match &args.events {
+        Some(path) => {
+            let (output, file) = Output::create(path)?;
+            (Some(output), EventLog::new(Some(Box::new(file))))
+        }
+        None => (None, EventLog::disabled()),
     };
-    let report_file = args
-        .out
-        .as_deref()
-        .map(|path| create(path).map(|file| (path, file)))
-        .transpose()?;
-    let mut events = match &args.events {
-        Some(path) => EventLog::new(Some(Box::new(create(path)?))),
-        None => EventLog::disabled(),
+    let mut staged = match &args.write_trace {
+        Some(dir) => write_trace(dir, &cluster, &workload)?,
+        None => Vec::new(),
     };
-    if let Some(dir) = &args.write_trace {
-        write_trace(dir, &cluster, &workload)?;
-    }
     let progress = std::io::stderr().is_terminal();
     let output = |e: std::io::Error| Failure::Output(e.to_string());
     // One after the other, so that neither run's wall time is measured under the other's
@@ -399,7 +395,12 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         &mut events,
         progress,
     )
-    .map_err(output)?;
+    .map_err(|e| match &event_output {
+        Some(log) => log.failed(e),
+        // The event log is all a replay writes.
+        None => output(e),
+    })?;
+    staged.extend(event_output);
     let baseline_run = baseline
         .map(|profile| {
             run(
@@ -414,16 +415,19 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         .transpose()
         .map_err(output)?;
 
+    let unknown_capacity = cluster.nodes_with_unknown_capacity();
     let json = JsonReport {
+        nodes_unknown_capacity: unknown_capacity,
         main: &main_run,
         baseline: baseline_run.as_ref(),
     };
-    if let Some((path, mut file)) = report_file {
+    if let Some((report, mut file)) = report_file {
         serde_json::to_writer_pretty(&mut file, &json)
             .map_err(std::io::Error::other)
             .and_then(|()| writeln!(file))
             .and_then(|()| file.flush())
-            .map_err(|e| Failure::Output(format!("{}: {e}", path.display())))?;
+            .map_err(|e| report.failed(e))?;
+        staged.push(report);
     }
     let mut stdout = std::io::stdout().lock();
     let printed = match args.format {
@@ -433,7 +437,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         Format::Table => {
             let mut runs = vec![&main_run];
             runs.extend(baseline_run.as_ref());
-            let unknown = if cluster.has_unknown_capacity() {
+            let unknown = if unknown_capacity > 0 {
                 " (CPU or memory unknown on some nodes: counted as unlimited)"
             } else {
                 ""
@@ -448,6 +452,9 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         }
     };
     printed.map_err(output)?;
+    for file in staged {
+        file.commit()?;
+    }
     warn_never_placed(&main_run);
     Ok(())
 }
@@ -585,9 +592,103 @@ fn resolved(path: &Path) -> Option<PathBuf> {
     })
 }
 
-fn write_trace(dir: &Path, cluster: &ClusterSpec, workload: &Workload) -> Result<(), Failure> {
-    let fail = |e: std::io::Error| Failure::Output(format!("{}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    trace::write_nodes(&dir.join("nodes.csv"), cluster).map_err(fail)?;
-    trace::write_jobs(&dir.join("jobs.csv"), workload, cluster).map_err(fail)
+/// Writes the simulated cluster and workload as `nodes.csv` and `jobs.csv` into `dir`
+/// (made if missing), staged: both are committed together or neither.
+fn write_trace(
+    dir: &Path,
+    cluster: &ClusterSpec,
+    workload: &Workload,
+) -> Result<Vec<Output>, Failure> {
+    std::fs::create_dir_all(dir).map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?;
+    let (nodes, file) = Output::create(&dir.join("nodes.csv"))?;
+    trace::write_nodes_to(file, cluster).map_err(|e| nodes.failed(e))?;
+    let (jobs, file) = Output::create(&dir.join("jobs.csv"))?;
+    trace::write_jobs_to(file, workload, cluster).map_err(|e| jobs.failed(e))?;
+    Ok(vec![nodes, jobs])
+}
+
+/// A failure to write the output at `path`, naming it.
+fn write_failure(path: &Path, error: impl std::fmt::Display) -> Failure {
+    Failure::Output(format!("{}: {error}", path.display()))
+}
+
+/// An output file of `simulate`, written whole or not at all: it is written to a staging
+/// file in the same folder, which [`Output::commit`] renames onto it once the whole run
+/// has succeeded, and which is removed when the output is dropped uncommitted. A path
+/// that is there but is not a regular file (`/dev/stdout`, a pipe) is written directly:
+/// there is nothing there to keep.
+struct Output {
+    /// The path as given, which errors name.
+    path: PathBuf,
+    /// The staging file and the file it replaces (links resolved); none when written
+    /// directly.
+    staged: Option<(PathBuf, PathBuf)>,
+}
+
+impl Output {
+    /// Opens `path` for writing, or fails naming it.
+    fn create(path: &Path) -> Result<(Output, BufWriter<File>), Failure> {
+        let failed = |e| write_failure(path, e);
+        let existing = match std::fs::metadata(path) {
+            Ok(metadata) if !metadata.is_file() => {
+                // A folder fails here, naming the file.
+                let file = File::create(path).map_err(failed)?;
+                let output = Output {
+                    path: path.to_owned(),
+                    staged: None,
+                };
+                return Ok((output, BufWriter::new(file)));
+            }
+            Ok(metadata) => {
+                // A file this run may not write is refused now, as writing it would be,
+                // rather than replaced; opening it changes nothing.
+                OpenOptions::new().write(true).open(path).map_err(failed)?;
+                Some(metadata)
+            }
+            Err(_) => None,
+        };
+        let target = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        let mut name = std::ffi::OsString::from(".");
+        name.push(target.file_name().unwrap_or_default());
+        name.push(format!(".kant-{}.tmp", std::process::id()));
+        let staging = target.with_file_name(name);
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&staging)
+            .map_err(failed)?;
+        // From here on, dropping the output removes the staging file.
+        let output = Output {
+            path: path.to_owned(),
+            staged: Some((staging, target)),
+        };
+        if let Some(metadata) = existing {
+            file.set_permissions(metadata.permissions())
+                .map_err(failed)?;
+        }
+        Ok((output, BufWriter::new(file)))
+    }
+
+    /// A failure to write this output, naming it.
+    fn failed(&self, error: impl std::fmt::Display) -> Failure {
+        write_failure(&self.path, error)
+    }
+
+    /// Puts the staged file in place of the output's.
+    fn commit(mut self) -> Result<(), Failure> {
+        if let Some((staging, target)) = &self.staged {
+            std::fs::rename(staging, target).map_err(|e| self.failed(e))?;
+            self.staged = None;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some((staging, _)) = &self.staged {
+            // Best effort: the run has already failed, with its own error.
+            let _ = std::fs::remove_file(staging);
+        }
+    }
 }

@@ -521,3 +521,206 @@ fn an_unwritable_output_fails_before_the_replay() {
     assert!(!events_path.exists(), "the replay ran and wrote its events");
     assert!(output.stdout.is_empty());
 }
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list dir")
+        .map(|entry| {
+            entry
+                .expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failed_run_leaves_every_output_as_it_was() {
+    let dir = temp_dir("failed-run");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let out = write(dir.path(), "r.json", "{\"old\":1}\n");
+    let events = write(dir.path(), "e.jsonl", "{\"old\":2}\n");
+    let not_a_dir = write(dir.path(), "afile", "");
+    let before = listing(dir.path());
+    let trace = format!("{not_a_dir}/sub");
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+        "--format",
+        "json",
+        "--out",
+        &out,
+        "--events",
+        &events,
+        "--write-trace",
+        &trace,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("afile/sub"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"old\":1}\n");
+    assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"old\":2}\n");
+    assert_eq!(listing(dir.path()), before, "files left behind");
+
+    // The same run without the bad folder replaces both, leaving nothing else behind.
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+        "--format",
+        "json",
+        "--out",
+        &out,
+        "--events",
+        &events,
+    ]);
+    assert!(output.status.success());
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["jobs_total"], 4);
+    assert_eq!(read_events(&events).len(), 9);
+    assert_eq!(listing(dir.path()), before, "files left behind");
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_written_is_named_and_no_half_trace_is_left() {
+    let dir = temp_dir("half-trace");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let trace = dir.path().join("wt");
+    std::fs::create_dir_all(trace.join("jobs.csv")).expect("a folder named jobs.csv");
+    let trace_arg = trace.display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--write-trace",
+        &trace_arg,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("wt/jobs.csv: "), "{stderr}");
+    assert_eq!(listing(&trace), ["jobs.csv"], "files left behind");
+    assert!(output.stdout.is_empty());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_event_log_write_error_names_the_file() {
+    let dir = temp_dir("full");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--events",
+        "/dev/full",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.lines().any(|l| l.starts_with("error: /dev/full: ")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_report_says_on_how_many_nodes_cpu_or_memory_is_unknown() {
+    let dir = temp_dir("unknown-capacity");
+    let nodes = write(
+        dir.path(),
+        "nodes.csv",
+        &NODES.replace("node-b,H100,8,64000,524288", "node-b,H100,8,,524288"),
+    );
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let run = |format: &str| {
+        let output = kant(&[
+            "simulate", "--nodes", &nodes, "--jobs", &jobs, "--format", format,
+        ]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("UTF-8")
+    };
+    let report: Value = serde_json::from_str(&run("json")).expect("JSON report");
+    assert_eq!(report["nodes_unknown_capacity"], 1);
+    assert!(report["baseline"].get("nodes_unknown_capacity").is_none());
+    let table = run("table");
+    assert!(
+        table.contains("CPU or memory unknown on some nodes"),
+        "{table}"
+    );
+
+    let known = write(dir.path(), "known.csv", NODES);
+    let output = kant(&[
+        "simulate", "--nodes", &known, "--jobs", &jobs, "--format", "json",
+    ]);
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    assert_eq!(report["nodes_unknown_capacity"], 0);
+}
+
+#[test]
+fn a_written_trace_scales_its_skipped_rows_with_the_load_factor() {
+    let dir = temp_dir("scaled-skipped");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         ran,,0,100,8,1,H100,0,train\n\
+         late,,4000,100,8,1,H100,0,train\n\
+         never,,5000,,1,1,,0,train\n",
+    );
+    let trace = dir.path().join("scaled");
+    let trace_arg = trace.display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--baseline",
+        "none",
+        "--load-factor",
+        "4",
+        "--write-trace",
+        &trace_arg,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written = std::fs::read_to_string(trace.join("jobs.csv")).expect("jobs.csv written");
+    let submit = |job: &str| {
+        let row = written
+            .lines()
+            .find(|l| l.starts_with(&format!("{job},")))
+            .unwrap_or_else(|| panic!("{job} in {written}"));
+        row.split(',').nth(2).expect("submit_s").to_owned()
+    };
+    assert_eq!(
+        (submit("late"), submit("never")),
+        ("1000".into(), "1250".into())
+    );
+}

@@ -35,6 +35,7 @@ pub struct SearchOptions {
     /// could ever hold it (one leaf group if one is large enough) before it accepts a wider
     /// spread, counted from the first time its pools could have held it spread. 0: never
     /// waits.
+    #[serde(deserialize_with = "crate::config::whole_seconds")]
     pub topology_patience_s: u64,
 }
 

@@ -113,11 +113,12 @@ impl ClusterSpec {
         self.nodes.iter().filter(|n| n.gpus() > 0).count()
     }
 
-    /// Whether some node's CPU or memory is unknown (treated as unlimited for fit).
-    pub fn has_unknown_capacity(&self) -> bool {
+    /// The nodes whose CPU or memory is unknown (treated as unlimited for fit).
+    pub fn nodes_with_unknown_capacity(&self) -> usize {
         self.nodes
             .iter()
-            .any(|n| n.cpu_milli.is_none() || n.memory_mib.is_none())
+            .filter(|n| n.cpu_milli.is_none() || n.memory_mib.is_none())
+            .count()
     }
 
     pub fn gpu_models(&self) -> impl Iterator<Item = &str> {

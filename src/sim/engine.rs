@@ -377,19 +377,19 @@ impl PreemptionStats {
 }
 
 /// Divides every inter-arrival time by `factor` (> 1 compresses the arrivals, raising the
-/// offered load), keeping the first submission where it is. Durations are unchanged, and
-/// so are the skipped rows (they never run). Fails, changing nothing, when a job would end
-/// past [`MAX_TIME_MS`].
+/// offered load), keeping the first submission where it is. The skipped rows' submissions
+/// are scaled alike, so that a written trace keeps one time base; durations are unchanged.
+/// Fails, changing nothing, when a job would end past [`MAX_TIME_MS`].
 pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String> {
-    let Some(first) = workload.jobs.first().map(|j| j.submit_ms) else {
+    let rows = || workload.jobs.iter().chain(&workload.skipped);
+    let Some(first) = rows().map(|j| j.submit_ms).min() else {
         return Ok(());
     };
-    let submits = workload
-        .jobs
-        .iter()
+    let submits = rows()
         .map(|job| {
             let offset = ((job.submit_ms - first) as f64 / factor).round();
-            // Whole numbers, exact up to 2^53, which is past MAX_TIME_MS.
+            // Whole numbers, exact up to 2^53, which is past MAX_TIME_MS. A skipped row
+            // has no duration: it ends where it is submitted.
             let end = first as f64 + offset + job.duration_ms.unwrap_or(0) as f64;
             if end <= MAX_TIME_MS as f64 {
                 Ok(first + offset as u64)
@@ -402,7 +402,8 @@ pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String
             }
         })
         .collect::<Result<Vec<u64>, String>>()?;
-    for (job, submit) in workload.jobs.iter_mut().zip(submits) {
+    let rows = workload.jobs.iter_mut().chain(&mut workload.skipped);
+    for (job, submit) in rows.zip(submits) {
         job.submit_ms = submit;
     }
     Ok(())

@@ -11,6 +11,8 @@ use super::RunReport;
 /// The JSON document: the main run's figures at the top level, the baseline's below.
 #[derive(Serialize)]
 pub struct JsonReport<'a> {
+    /// Nodes whose CPU or memory the trace leaves empty: counted as unlimited.
+    pub nodes_unknown_capacity: usize,
     #[serde(flatten)]
     pub main: &'a RunReport,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -612,7 +612,7 @@ mod tests {
         assert_eq!(cluster.pool(h100).nodes.len(), 256);
         assert_eq!(cluster.pool(h100).largest_leaf_gpus, Some(256));
         assert_eq!(cluster.pool(a100).largest_leaf_gpus, Some(128));
-        assert!(!cluster.has_unknown_capacity());
+        assert_eq!(cluster.nodes_with_unknown_capacity(), 0);
 
         // Leaf-path identity: `leaf-0` under spine-0, spine-1 and spine-2 are three leaves.
         let leaf0: Vec<&LeafPath> = cluster

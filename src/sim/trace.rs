@@ -9,10 +9,11 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::config::is_priority_number;
 use crate::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
     NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
@@ -649,8 +650,7 @@ impl<'a> Row<'a> {
         if text.is_empty() {
             return Ok(0);
         }
-        let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
-        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        if is_priority_number(text) {
             return text.parse().map_err(|_| {
                 self.error(
                     "priority",
@@ -724,17 +724,6 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
 // ---------------------------------------------------------------------------------------
 
 /// Writes `cluster` as a `nodes.csv`, topology columns included.
-pub fn write_nodes(path: &Path, cluster: &ClusterSpec) -> io::Result<()> {
-    write_nodes_to(BufWriter::new(File::create(path)?), cluster)
-}
-
-/// Writes `workload` as a `jobs.csv`, its skipped rows last with an empty `duration_s`;
-/// pools are written as the GPU model names of `cluster`.
-pub fn write_jobs(path: &Path, workload: &Workload, cluster: &ClusterSpec) -> io::Result<()> {
-    write_jobs_to(BufWriter::new(File::create(path)?), workload, cluster)
-}
-
-/// [`write_nodes`] to any writer.
 pub fn write_nodes_to(writer: impl Write, cluster: &ClusterSpec) -> io::Result<()> {
     let mut csv = csv::Writer::from_writer(writer);
     let header: Vec<&str> = NODE_COLUMNS
@@ -782,9 +771,10 @@ pub fn write_nodes_to(writer: impl Write, cluster: &ClusterSpec) -> io::Result<(
     csv.flush()
 }
 
-/// [`write_jobs`] to any writer. A job whose pods differ, that has no pod, or that accepts
-/// the CPU-only pool by name cannot be written in the format: an `InvalidData` error. Pod
-/// CPU and memory are not written (the format has none).
+/// Writes `workload` as a `jobs.csv`, its skipped rows last with an empty `duration_s`;
+/// pools are written as the GPU model names of `cluster`. A job whose pods differ, that
+/// has no pod, or that accepts the CPU-only pool by name cannot be written in the format:
+/// an `InvalidData` error. Pod CPU and memory are not written (the format has none).
 pub fn write_jobs_to(
     writer: impl Write,
     workload: &Workload,
@@ -860,6 +850,8 @@ fn format_seconds(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufWriter;
+
     use crate::sim::synthetic::{
         SyntheticOptions, default_cluster, default_links_by_model, generate_workload,
     };
@@ -874,6 +866,11 @@ mod tests {
             .prefix(&format!("kant-trace-{tag}-"))
             .tempdir()
             .expect("create temp dir")
+    }
+
+    /// A new file at `path`, buffered, for a writer.
+    fn create(path: &Path) -> BufWriter<File> {
+        BufWriter::new(File::create(path).expect("create file"))
     }
 
     fn options() -> TraceOptions {
@@ -971,7 +968,7 @@ mod tests {
         let dir = temp_dir("nodes");
         let path = dir.path().join("nodes.csv");
         let cluster = default_cluster();
-        write_nodes(&path, &cluster).expect("write nodes");
+        write_nodes_to(create(&path), &cluster).expect("write nodes");
         let back = read_nodes(&path, &options()).expect("read nodes back");
         assert_same_cluster(&cluster, &back);
         assert_eq!(back.total_gpus(), 3072);
@@ -991,7 +988,7 @@ mod tests {
             },
         );
         let path = dir.path().join("jobs.csv");
-        write_jobs(&path, &workload, &cluster).expect("write jobs");
+        write_jobs_to(create(&path), &workload, &cluster).expect("write jobs");
         let back = read_jobs(&path, &cluster, &options()).expect("read jobs back");
         assert_eq!(back.skipped.len(), 0);
         assert_eq!(back.jobs.len(), workload.jobs.len());
@@ -1390,7 +1387,7 @@ mod tests {
         let cpu = cluster.node(cluster.node_id("cpu").expect("cpu"));
         assert_eq!((cpu.gpu_model.as_deref(), cpu.gpus()), (None, 0));
         assert_eq!(cluster.total_gpus(), 20);
-        assert!(cluster.has_unknown_capacity());
+        assert_eq!(cluster.nodes_with_unknown_capacity(), 3);
     }
 
     #[test]
