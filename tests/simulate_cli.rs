@@ -548,7 +548,7 @@ fn a_failed_run_leaves_every_output_as_it_was() {
     let not_a_dir = write(dir.path(), "afile", "");
     let before = listing(dir.path());
     let trace = format!("{not_a_dir}/sub");
-    let output = kant(&[
+    let args = [
         "simulate",
         "--nodes",
         &nodes,
@@ -562,9 +562,8 @@ fn a_failed_run_leaves_every_output_as_it_was() {
         &out,
         "--events",
         &events,
-        "--write-trace",
-        &trace,
-    ]);
+    ];
+    let output = kant(&[&args[..], &["--write-trace", &trace]].concat());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("afile/sub"), "{stderr}");
@@ -573,21 +572,7 @@ fn a_failed_run_leaves_every_output_as_it_was() {
     assert_eq!(listing(dir.path()), before, "files left behind");
 
     // The same run without the bad folder replaces both, leaving nothing else behind.
-    let output = kant(&[
-        "simulate",
-        "--nodes",
-        &nodes,
-        "--jobs",
-        &jobs,
-        "--baseline",
-        "none",
-        "--format",
-        "json",
-        "--out",
-        &out,
-        "--events",
-        &events,
-    ]);
+    let output = kant(&args);
     assert!(output.status.success());
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(report["jobs_total"], 4);
