@@ -867,6 +867,8 @@ impl World {
     /// pool they registered.
     pub(super) fn form_jobs(&mut self, now_ms: u64) -> Vec<Job> {
         let mut jobs = Vec::new();
+        // Whether a gang is this shard's, read once per gang rather than once per member.
+        let mut gangs_in_shard: BTreeMap<GroupKey, bool> = BTreeMap::new();
         for uid in std::mem::take(&mut self.pods.forming) {
             let Some(entry) = self.pods.entries.get(&uid) else {
                 continue;
@@ -895,7 +897,11 @@ impl World {
                 });
             }
             match &entry.group {
-                Some(group) if !self.gang_in_shard(group) => {
+                Some(group)
+                    if !*gangs_in_shard
+                        .entry(group.clone())
+                        .or_insert_with(|| self.gang_in_shard(group)) =>
+                {
                     self.set_state(&uid, PodState::OtherShard);
                     continue;
                 }
