@@ -605,3 +605,30 @@ fn victims_held_until_gone_keep_what_their_preemptor_left() {
     assert!(!s.running().contains_key(&JobId(1)));
     assert_eq!(placed_jobs(&s.schedule(7_200_001)), [JobId(3)]);
 }
+
+#[test]
+fn a_node_that_changes_gpu_model_moves_its_pods_charges_to_the_new_pool() {
+    let models = [Some("H100".to_string()), Some("A100".to_string())];
+    let spec = spec_of(vec![row("a", "H100", 8), row("b", "H100", 8)], &models);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.adopt(
+        job(1, 2, whole(4), 0, 0),
+        &[Some(on(0, 0x0f)), Some(on(1, 0x0f))],
+        0,
+        RUNNING,
+    )
+    .unwrap();
+    let tenant = 0; // the default tenant
+    assert_eq!(s.tenants().used(tenant, PoolId(0)), 8_000);
+    // Node a is relabelled A100 (its pod keeps running there).
+    let relabelled = spec_of(vec![row("a", "A100", 8), row("b", "H100", 8)], &models);
+    assert!(s.set_cluster(relabelled, 1_000).lost_bound.is_empty());
+    assert_eq!(s.tenants().used(tenant, PoolId(0)), 4_000);
+    assert_eq!(s.tenants().used(tenant, PoolId(1)), 4_000);
+    // Both pods end: nothing stays charged on either pool.
+    assert!(s.release_pod(key(1, 0)).is_some());
+    assert!(s.release_pod(key(1, 1)).is_some());
+    assert_eq!(s.tenants().used(tenant, PoolId(0)), 0);
+    assert_eq!(s.tenants().used(tenant, PoolId(1)), 0);
+    assert!(!s.running().contains_key(&JobId(1)));
+}

@@ -304,9 +304,11 @@ impl Scheduler {
         self.tenants.follow_cluster(&spec);
         let mut reshaped = Reshaped::default();
         let mut lost_reserved: Vec<JobId> = Vec::new();
+        // Kept pods whose node changed GPU model: (job, old pool, new pool, milli-GPUs).
+        let mut moved = Vec::new();
         for (&key, placed) in old.placements() {
             let old_node = old.spec().node(placed.placement.node);
-            let kept = spec.node_id(&old_node.name).is_some_and(|node| {
+            let kept = spec.node_id(&old_node.name).filter(|&node| {
                 let placement = Placement {
                     node,
                     ..placed.placement
@@ -314,12 +316,21 @@ impl Scheduler {
                 self.state.restore(key, placement, placed.phase).is_ok()
             });
             match (kept, placed.phase) {
-                (true, _) => {}
-                (false, PlacementPhase::Bound) => reshaped.lost_bound.push(key),
-                (false, PlacementPhase::Assumed) => lost_reserved.push(key.job),
+                (Some(node), _) => {
+                    let pool = spec.node(node).pool;
+                    if pool != old_node.pool {
+                        let milli = placed.placement.gpus.total_milli();
+                        moved.push((key.job, old_node.pool, pool, milli));
+                    }
+                }
+                (None, PlacementPhase::Bound) => reshaped.lost_bound.push(key),
+                (None, PlacementPhase::Assumed) => lost_reserved.push(key.job),
             }
         }
         self.state.keep_jobs(&old);
+        for (job, from, to, milli) in moved {
+            self.move_charge(job, from, to, milli);
+        }
         for &key in &reshaped.lost_bound {
             if let Some(placed) = old.placement(key) {
                 let pool = old.spec().node(placed.placement.node).pool;
@@ -337,6 +348,26 @@ impl Scheduler {
         self.queues.forget_failures();
         self.capacity_epoch += 1;
         reshaped
+    }
+
+    /// A running job's pod stays on a node that moved from pool `from` to pool `to` (its
+    /// GPU model changed): what was charged for it moves with it, so that it is returned
+    /// to the right pool when the pod ends.
+    fn move_charge(&mut self, job: JobId, from: PoolId, to: PoolId, milli: u64) {
+        let Some(running) = self.running.get_mut(&job) else {
+            return;
+        };
+        let Some((_, held)) = running.pools.iter_mut().find(|(p, _)| *p == from) else {
+            return;
+        };
+        let moved = milli.min(*held);
+        *held -= moved;
+        match running.pools.iter_mut().find(|(p, _)| *p == to) {
+            Some((_, held)) => *held += moved,
+            None => running.pools.push((to, moved)),
+        }
+        self.tenants.charge(running.tenant, from, -(moved as i64));
+        self.tenants.charge(running.tenant, to, moved as i64);
     }
 
     /// Replaces the tenants (queues were added, removed or changed their quotas), matched
