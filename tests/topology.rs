@@ -530,3 +530,146 @@ fn the_inference_zone_can_be_named_by_node_labels() {
         "one replica on each labelled node"
     );
 }
+
+/// Four nodes of 8 GPUs under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
+/// node each (nodes 2 and 3). `node` gives each node's labels and taints.
+fn uneven_leaves(
+    node: impl Fn(usize) -> (Vec<(&'static str, &'static str)>, Vec<kant::model::Taint>),
+) -> std::sync::Arc<kant::model::ClusterSpec> {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
+        let (labels, taints) = node(i);
+        let row = kant::model::NodeRow {
+            name: format!("node-{i:04}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: format!("leaf-{leaf}"),
+            }),
+            labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            taints,
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    std::sync::Arc::new(builder.build())
+}
+
+fn reserved_taint() -> kant::model::Taint {
+    kant::model::Taint {
+        key: "dedicated".into(),
+        value: "infer".into(),
+        effect: kant::model::TaintEffect::NoSchedule,
+    }
+}
+
+fn selecting(mut job: kant::model::Job, key: &str, value: &str) -> kant::model::Job {
+    job.set_constraints(kant::model::NodeConstraints {
+        node_selector: vec![(key.into(), value.into())],
+        ..Default::default()
+    });
+    job
+}
+
+#[test]
+fn a_gang_holds_out_only_for_a_leaf_its_pods_may_use() {
+    // Leaf 0, the only one of two nodes, is tainted: for a gang that does not tolerate it,
+    // the tightest domain is the spine, so it spreads over leaves 1 and 2 at once rather
+    // than waiting its patience for a leaf it can never use.
+    let tainted = |i: usize| {
+        (
+            vec![],
+            if i < 2 {
+                vec![reserved_taint()]
+            } else {
+                vec![]
+            },
+        )
+    };
+    let mut s = scheduler(profile("default", None, None), uneven_leaves(tainted));
+    s.submit(job(1, 2, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(
+        nodes_of(&s, JobId(1)),
+        HashSet::from([NodeId(2), NodeId(3)])
+    );
+
+    // Leaf 0 closed to training as an inference zone: the same.
+    let zone = kant::plugins::ZoneConfig {
+        nodes: vec!["node-0000".into(), "node-0001".into()],
+        ..Default::default()
+    };
+    let mut s = scheduler(zone_profile(zone), uneven_leaves(|_| (vec![], vec![])));
+    s.submit(job(1, 2, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(
+        nodes_of(&s, JobId(1)),
+        HashSet::from([NodeId(2), NodeId(3)])
+    );
+
+    // Selected onto nodes 1 to 3: no leaf has two of them, so it spreads at once.
+    let labelled = |i: usize| (if i > 0 { vec![("pool", "a")] } else { vec![] }, vec![]);
+    let mut s = scheduler(profile("default", None, None), uneven_leaves(labelled));
+    s.submit(selecting(job(1, 2, whole(8), 0, 0), "pool", "a"));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert!(!nodes_of(&s, JobId(1)).contains(&NodeId(0)));
+
+    // Selected onto nodes 0 to 2, with node 0 busy: leaf 0 could hold it, so it waits its
+    // patience for node 0 rather than spread over nodes 1 and 2.
+    let labelled = |i: usize| (if i < 3 { vec![("pool", "a")] } else { vec![] }, vec![]);
+    let mut s = scheduler(profile("default", None, None), uneven_leaves(labelled));
+    s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "a"));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(nodes_of(&s, JobId(0)), HashSet::from([NodeId(0)]));
+    s.submit(selecting(job(1, 2, whole(8), 0, 0), "pool", "a"));
+    assert!(placed_jobs(&s.schedule(0)).is_empty(), "patient for leaf 0");
+}
+
+#[test]
+fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
+    // Nodes 0 and 2 carry `pool=a`: one in leaf 0, one in leaf 1.
+    let labelled = |i: usize| {
+        (
+            if i % 2 == 0 {
+                vec![("pool", "a")]
+            } else {
+                vec![]
+            },
+            vec![],
+        )
+    };
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(profile("default", strict, None), uneven_leaves(labelled));
+    let selected = |id, pods| selecting(job(id, pods, whole(8), 0, 0), "pool", "a");
+    s.submit(needing(selected(0, 2), Tier::Leaf, true));
+    s.submit(selected(1, 3));
+    s.submit(job(2, 1, whole(8), 0, 1));
+    assert_eq!(
+        placed_jobs(&s.schedule(0)),
+        [JobId(2)],
+        "behind two unresolvable gangs"
+    );
+    let message = |id| s.diagnose(JobId(id), 0).expect("pending").message();
+    assert_eq!(
+        message(0),
+        "no one domain of its required tier, of the nodes its pods may use, can ever hold \
+         the gang: 0/4 nodes are available: 2 node(s) could not hold the whole gang, 2 \
+         node(s) didn't match Pod's node affinity/selector."
+    );
+    assert!(
+        message(1).starts_with("the nodes its pods may use can never hold the whole gang: "),
+        "{}",
+        message(1)
+    );
+    // Two selected nodes do hold a gang of two that requires only the spine.
+    s.submit(needing(selected(3, 2), Tier::Spine, true));
+    s.finish(JobId(2));
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(3)]);
+}

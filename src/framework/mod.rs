@@ -8,6 +8,7 @@ mod profile;
 mod scheduler;
 mod search;
 mod status;
+mod usable;
 
 pub use cycle_state::CycleState;
 pub use plugin::{
@@ -22,3 +23,4 @@ pub use search::{
     some_domain_could_hold,
 };
 pub use status::{Code, Diagnosis, Status};
+pub use usable::{Reach, TightestTier, reach};

@@ -139,6 +139,14 @@ pub trait Filter: Plugin {
     fn applies(&self, _job: &Job) -> bool {
         true
     }
+
+    /// Whether the plugin may refuse some node of `cluster` to this job's pods by the
+    /// node's spec alone, a verdict that stands whatever runs there (node selectors,
+    /// taints): the checks of what a gang could ever fit then leave such nodes out (see
+    /// `framework::usable`). The cycle state is the one the PreFilters wrote.
+    fn judges_spec(&self, _job: &Job, _cluster: &ClusterSpec, _state: &CycleState) -> bool {
+        false
+    }
 }
 
 /// How good a node is for a pod, `0..=MAX_NODE_SCORE`. `score_group` ranks search groups

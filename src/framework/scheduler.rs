@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
+use crate::model::{
+    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId, Tier,
+};
 use crate::queue::{
     Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
@@ -23,6 +25,7 @@ use super::search::{
     Found, HeldGroups, TightWaitSince, diagnose, place_job, pools_for, reservation_groups,
     tight_wait_ends,
 };
+use super::usable::{Reach, TightestTier, reach};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -81,6 +84,8 @@ pub struct Scheduler {
     capacity_epoch: u64,
     /// Gangs waiting only for a tight placement, since when (world clock).
     tight_waits: HashMap<JobId, u64>,
+    /// What the nodes each waiting gang may use could ever hold, for this cluster shape.
+    reaches: HashMap<JobId, Arc<Reach>>,
     /// Failed bindings per job, and failed attempts of a job waiting on other pods (its
     /// affinity or spread), for the backoff.
     bind_failures: HashMap<JobId, u32>,
@@ -126,6 +131,7 @@ impl Scheduler {
             running_priorities: BTreeMap::new(),
             capacity_epoch: 0,
             tight_waits: HashMap::new(),
+            reaches: HashMap::new(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
             hold_victims: false,
@@ -182,6 +188,7 @@ impl Scheduler {
     fn forget_job(&mut self, job: JobId) {
         self.drop_reservation(job);
         self.tight_waits.remove(&job);
+        self.reaches.remove(&job);
         self.bind_failures.remove(&job);
     }
 
@@ -343,8 +350,10 @@ impl Scheduler {
                 reshaped.requeued.push(job);
             }
         }
-        // Group ids changed: room held for backfill heads is chosen again.
+        // Group ids changed: room held for backfill heads is chosen again, and what gangs
+        // could ever fit is judged again.
         self.reservations.clear();
+        self.reaches.clear();
         self.queues.forget_failures();
         self.capacity_epoch += 1;
         reshaped
@@ -500,13 +509,26 @@ impl Scheduler {
                 _ => return Attempted::Failed { retry_at: None },
             }
         }
+        // A gang the nodes its pods may use could never hold is unresolvable; one they
+        // could holds out for the tightest tier they could hold it in.
+        let mut tightest = None;
+        if job.pods.len() > 1 {
+            let reach = self.reach_of(job, &cycle);
+            if reach.never.is_some() {
+                self.drop_reservation(job.id);
+                return Attempted::Unresolvable;
+            }
+            let tier = reach.tightest(&pools_for(searched_job, &self.state));
+            cycle.write(TightestTier(tier));
+            tightest = Some(tier);
+        }
         // Room is held for a backfill head only when there is enough of it (its quota
         // admits it, which for a shared tenant means its pools have the room free): then
         // holding keeps others from breaking the shape it needs. Holding for a head still
         // short of room would idle that room until enough drained; it waits as any job.
         let holds = admitted && offer.backfill_since.is_some();
         if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
-            let mut groups = reservation_groups(searched_job, &self.state);
+            let mut groups = reservation_groups(searched_job, &self.state, &cycle);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
             let taken = self
@@ -534,6 +556,7 @@ impl Scheduler {
         let inputs = CycleInputs {
             now_ms,
             tight_since: since,
+            tightest,
             held,
         };
         inputs.write(&mut cycle);
@@ -589,6 +612,7 @@ impl Scheduler {
             return Attempted::Failed { retry_at };
         };
         self.tight_waits.remove(&job.id);
+        self.reaches.remove(&job.id);
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
             self.drop_reservation(job.id);
@@ -597,6 +621,15 @@ impl Scheduler {
             }
         }
         attempted
+    }
+
+    /// What the nodes a gang may use could ever hold, judged once per cluster shape.
+    fn reach_of(&mut self, job: &Job, cycle: &CycleState) -> Arc<Reach> {
+        let (profile, state) = (&self.profile, &self.state);
+        self.reaches
+            .entry(job.id)
+            .or_insert_with(|| Arc::new(reach(profile, job, state, cycle)))
+            .clone()
     }
 
     /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
@@ -954,6 +987,14 @@ impl Scheduler {
                 return Some(Diagnosis::job_level(status));
             }
         }
+        if job.pods.len() > 1 {
+            let judged = self.reaches.get(&job.id).cloned();
+            let reach =
+                judged.unwrap_or_else(|| Arc::new(reach(&self.profile, job, &self.state, &cycle)));
+            if let Some(never) = &reach.never {
+                return Some(Diagnosis::job_level(never.clone()));
+            }
+        }
         if !self.tenants.could_ever_admit(tenant, job) {
             return quota(Status::unresolvable, "more than it can ever have under");
         }
@@ -1027,6 +1068,8 @@ enum Preempted {
 struct CycleInputs {
     now_ms: u64,
     tight_since: Option<u64>,
+    /// For a gang, the tightest tier its usable nodes could ever hold it in.
+    tightest: Option<Option<Tier>>,
     /// Sorted.
     held: Vec<GroupId>,
 }
@@ -1035,6 +1078,9 @@ impl CycleInputs {
     fn write(&self, cycle: &mut CycleState) {
         if let Some(since) = self.tight_since {
             cycle.write(TightWaitSince(since));
+        }
+        if let Some(tier) = self.tightest {
+            cycle.write(TightestTier(tier));
         }
         if !self.held.is_empty() {
             cycle.write(HeldGroups(self.held.clone()));

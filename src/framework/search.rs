@@ -21,6 +21,7 @@ use crate::model::{
 };
 
 use super::plugin::{GroupQuery, JobPlan, NodeView, PodContext, Score};
+use super::usable::TightestTier;
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
@@ -122,7 +123,7 @@ fn two_level(
     // that could ever hold it. `None` is the whole of the job's pools.
     let widest = match need {
         Some(n) if n.required => Some(n.tier),
-        _ if is_patient(profile, job, state) => tightest_possible_tier(job, snapshot, pools),
+        _ if is_patient(profile, job, state) => tightest_tier(job, snapshot, pools, state),
         _ => None,
     };
     [Some(Tier::Spine), Some(Tier::Superspine), None]
@@ -184,30 +185,53 @@ pub fn tight_wait_ends(
     (room >= widths.whole_pods).then(|| patience_end(profile, since_ms))
 }
 
+/// The tightest tier one domain of the job's usable nodes could ever hold it in, as the
+/// scheduler judged it ([`TightestTier`]), or else counting every node of its pools.
+fn tightest_tier(
+    job: &Job,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    state: &CycleState,
+) -> Option<Tier> {
+    match state.read::<TightestTier>() {
+        Some(TightestTier(tier)) => *tier,
+        None => tightest_possible_tier(&JobShape::of(job), snapshot, pools, None),
+    }
+}
+
 /// The tightest tier with one domain that could, all free, hold the job (`None`: only the
-/// whole pools could).
-fn tightest_possible_tier(job: &Job, snapshot: &ClusterState, pools: &[PoolId]) -> Option<Tier> {
-    let shape = JobShape::of(job);
+/// whole pools could); of its nodes, only those `usable` marks count (`None`: all).
+pub(super) fn tightest_possible_tier(
+    shape: &JobShape,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    usable: Option<&[bool]>,
+) -> Option<Tier> {
     [Tier::Leaf, Tier::Spine, Tier::Superspine]
         .into_iter()
-        .find(|&tier| some_domain_could_hold(&shape, snapshot, pools, tier))
+        .find(|&tier| some_domain_could_hold(shape, snapshot, pools, tier, usable))
 }
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
-/// (its devices, and each whole-GPU pod inside one node). Nodes outside every leaf group
-/// are in no domain of any tier.
+/// (its devices, and each whole-GPU pod inside one node), counting only the nodes `usable`
+/// marks (`None`: all). Nodes outside every leaf group are in no domain of any tier.
 pub fn some_domain_could_hold(
     shape: &JobShape,
     snapshot: &ClusterState,
     pools: &[PoolId],
     tier: Tier,
+    usable: Option<&[bool]>,
 ) -> bool {
     let spec = snapshot.spec();
+    let counts = |n: &NodeId| usable.is_none_or(|u| u[n.index()]);
     if tier == Tier::Hbd {
         return (0..spec.hbds.len() as u32).any(|h| {
-            pools
-                .iter()
-                .any(|&pool| shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool))))
+            pools.iter().any(|&pool| {
+                shape.fits(&node_sizes(
+                    spec,
+                    hbd_nodes_in(spec, h, pool).filter(counts),
+                ))
+            })
         });
     }
     let mut members: Vec<(PoolId, u32, GroupId)> = pools
@@ -218,7 +242,16 @@ pub fn some_domain_could_hold(
     members.sort_unstable();
     members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .any(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
+        .any(|domain| {
+            let sizes = match usable {
+                None => group_node_sizes(spec, domain.iter().map(|m| m.2)),
+                Some(_) => {
+                    let nodes = domain.iter().flat_map(|m| spec.group(m.2).nodes.iter());
+                    node_sizes(spec, nodes.copied().filter(counts))
+                }
+            };
+            shape.fits(&sizes)
+        })
 }
 
 /// The nodes of one pool inside a scale-up domain.
@@ -230,7 +263,7 @@ fn hbd_nodes_in(spec: &ClusterSpec, hbd: u32, pool: PoolId) -> impl Iterator<Ite
 }
 
 /// How many nodes of each GPU count the nodes are.
-fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>) -> NodeSizes {
+pub(super) fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>) -> NodeSizes {
     let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for node in nodes {
         sizes[spec.node(node).gpus()] += 1;
@@ -262,10 +295,10 @@ pub struct HeldGroups(pub Vec<GroupId>);
 /// The groups to hold for a job that waits too long: in the tightest domain that could
 /// ever hold it, of one of its pools, the one with the most free GPUs now (so it fills
 /// first), as few of its groups as hold the job, the freest first.
-pub fn reservation_groups(job: &Job, snapshot: &ClusterState) -> Vec<GroupId> {
+pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
-    let tier = tightest_possible_tier(job, snapshot, &pools);
+    let tier = tightest_tier(job, snapshot, &pools, state);
     // (pool, domain, group, free)
     let mut members: Vec<(PoolId, u32, GroupId, u64)> = pools
         .iter()

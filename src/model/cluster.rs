@@ -28,6 +28,8 @@ pub struct Pool {
     pub largest_leaf_gpus: Option<u32>,
     /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
     pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
+    /// The pool's nodes with a taint that keeps pods away (`NoSchedule`, `NoExecute`).
+    pub tainted_nodes: u32,
 }
 
 /// A leaf switch group's whole path: leaf names repeat under different spines.
@@ -242,7 +244,11 @@ impl ClusterSpecBuilder {
         });
         let id = NodeId(self.spec.nodes.len() as u32);
         self.spec.node_by_name.insert(row.name.clone(), id);
-        self.spec.pools[pool.index()].nodes.push(id);
+        let pool_spec = &mut self.spec.pools[pool.index()];
+        pool_spec.nodes.push(id);
+        if super::untolerated(&[], &row.taints).is_some() {
+            pool_spec.tainted_nodes += 1;
+        }
         self.spec.nodes.push(NodeSpec {
             name: row.name,
             gpu_model: row.gpu_model,
@@ -273,6 +279,7 @@ impl ClusterSpecBuilder {
             gpus_per_node: 0,
             largest_leaf_gpus: None,
             node_sizes: [0; MAX_GPUS_PER_NODE + 1],
+            tainted_nodes: 0,
         });
         self.spec.pool_by_model.insert(model.clone(), id);
         id

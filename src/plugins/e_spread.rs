@@ -152,6 +152,11 @@ impl PreFilter for ESpread {
 }
 
 impl Filter for ESpread {
+    fn judges_spec(&self, job: &Job, _cluster: &ClusterSpec, state: &CycleState) -> bool {
+        let closed = self.zone.as_ref().is_some_and(|z| !z.allow_training);
+        closed && job.kind != JobKind::Inference && state.read::<ZoneView>().is_some()
+    }
+
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let (Some(zone), Some(ZoneView(resolved))) = (&self.zone, state.read::<ZoneView>()) else {
             return Status::SUCCESS;

@@ -5,7 +5,7 @@
 //! scored.
 
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Score, Status};
-use crate::model::Job;
+use crate::model::{ClusterSpec, Job};
 
 pub struct NodeAffinity;
 
@@ -18,6 +18,11 @@ impl Plugin for NodeAffinity {
 impl Filter for NodeAffinity {
     fn applies(&self, job: &Job) -> bool {
         job.all_constraints().next().is_some()
+    }
+
+    fn judges_spec(&self, job: &Job, _cluster: &ClusterSpec, _state: &CycleState) -> bool {
+        job.all_constraints()
+            .any(|c| !c.node_selector.is_empty() || !c.affinity.is_empty())
     }
 
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {

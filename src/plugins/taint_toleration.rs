@@ -3,7 +3,7 @@
 //! `PreferNoSchedule` is a preference and does not filter.
 
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
-use crate::model::untolerated;
+use crate::model::{ClusterSpec, Job, untolerated};
 
 pub struct TaintToleration;
 
@@ -14,6 +14,14 @@ impl Plugin for TaintToleration {
 }
 
 impl Filter for TaintToleration {
+    fn judges_spec(&self, job: &Job, cluster: &ClusterSpec, _state: &CycleState) -> bool {
+        let tainted = |pool: &crate::model::Pool| pool.tainted_nodes > 0;
+        match job.pools.is_empty() {
+            true => cluster.pools.iter().any(tainted),
+            false => job.pools.iter().any(|&p| tainted(cluster.pool(p))),
+        }
+    }
+
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
         if node.spec.taints.is_empty() {
             return Status::SUCCESS;
