@@ -88,8 +88,8 @@ type CodeLabels = [(&'static str, String); 1];
 /// The live metrics: written by the scheduling loop, encoded by the HTTP handlers.
 ///
 /// Writes are cheap (an uncontended lock and a few integer operations, or an atomic
-/// histogram); only [`LiveMetrics::refresh`] computes the collector's report (it sorts the
-/// waits), so the loop calls it about once a second, never per event. The figures that come
+/// histogram); only [`LiveMetrics::refresh`] computes the collector's report (it walks the
+/// GAR median's levels), so the loop calls it about once a second, never per event. The figures that come
 /// from the report (GAR, SOR, GFR, wait percentiles, JTTED) are as of the latest refresh; the
 /// time integrals and instant gauges as of the latest observation or refresh.
 #[derive(Debug)]
@@ -255,8 +255,8 @@ impl LiveMetrics {
     }
 
     /// Recomputes the since-start gauges from the collector's report at `now_ms`, and carries
-    /// the time integrals up to `now_ms` (the latest observation holds until then). Sorts the
-    /// wait lists: call it about once a second, not per event.
+    /// the time integrals up to `now_ms` (the latest observation holds until then). Call it
+    /// about once a second, not per event.
     pub fn refresh(&self, now_ms: u64) {
         let report = {
             let mut feed = lock(&self.feed);

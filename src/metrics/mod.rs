@@ -83,8 +83,8 @@ pub struct MetricsCollector {
     /// alloc_milli → milliseconds of the window spent at that value, up to
     /// `current.since_ms` (for the exact time-weighted median of GAR).
     alloc_time: BTreeMap<u64, u128>,
-    /// Waits in milliseconds of the placed jobs, per bucket, in placement order.
-    waits: [Vec<u64>; 8],
+    /// Waits in milliseconds of the placed jobs, per bucket.
+    waits: [WaitList; 8],
     /// JTTED sums per bucket.
     spreads: [SpreadSums; 8],
 }
@@ -270,28 +270,64 @@ fn fraction(num: u128, den: u128) -> f64 {
     }
 }
 
-/// Count, mean and nearest-rank percentiles (in seconds) of waits in milliseconds.
-fn wait_stats(waits_ms: &[u64]) -> WaitStats {
-    if waits_ms.is_empty() {
-        return WaitStats::default();
+/// One bucket's waits in milliseconds, kept so that a report never sorts them all again
+/// (the live endpoint reports every second, over every job since start): most of them in
+/// one sorted run, the latest few in a short sorted run merged in once it grows past the
+/// square root of the whole.
+#[derive(Debug, Clone, Default)]
+struct WaitList {
+    sorted: Vec<u64>,
+    latest: Vec<u64>,
+    sum_ms: u128,
+}
+
+impl WaitList {
+    fn push(&mut self, wait_ms: u64) {
+        self.sum_ms += u128::from(wait_ms);
+        let at = self.latest.partition_point(|&w| w <= wait_ms);
+        self.latest.insert(at, wait_ms);
+        if self.latest.len() * self.latest.len() > self.sorted.len().max(64) {
+            self.sorted.append(&mut self.latest);
+            // Two sorted runs: the stable sort merges them in linear time.
+            self.sorted.sort();
+        }
     }
-    let mut sorted = waits_ms.to_vec();
-    sorted.sort_unstable();
-    let n = sorted.len();
-    let sum: u128 = sorted.iter().map(|&w| u128::from(w)).sum();
-    let seconds = |ms: u64| ms as f64 / 1000.0;
-    WaitStats {
-        count: n as u64,
-        mean: Some(sum as f64 / n as f64 / 1000.0),
-        p50: nearest_rank(&sorted, 50).map(seconds),
-        p95: nearest_rank(&sorted, 95).map(seconds),
+
+    fn len(&self) -> usize {
+        self.sorted.len() + self.latest.len()
+    }
+
+    /// The value at rank ceil(p/100 × n) (1-based, at least 1); None when empty. It is the
+    /// least value of either run with at least that many values at or below it.
+    fn nearest_rank(&self, p: usize) -> Option<u64> {
+        let rank = (p * self.len()).div_ceil(100).max(1);
+        let at_or_below = |v: u64| {
+            self.sorted.partition_point(|&w| w <= v) + self.latest.partition_point(|&w| w <= v)
+        };
+        let first_reaching = |run: &[u64]| {
+            let i = run.partition_point(|&v| at_or_below(v) < rank);
+            run.get(i).copied()
+        };
+        [first_reaching(&self.sorted), first_reaching(&self.latest)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
-/// The value at rank ceil(p/100 × n) (1-based, at least 1) of `sorted`; None when empty.
-fn nearest_rank(sorted: &[u64], p: usize) -> Option<u64> {
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied()
+/// Count, mean and nearest-rank percentiles (in seconds) of waits in milliseconds.
+fn wait_stats(waits: &WaitList) -> WaitStats {
+    let n = waits.len();
+    if n == 0 {
+        return WaitStats::default();
+    }
+    let seconds = |ms: u64| ms as f64 / 1000.0;
+    WaitStats {
+        count: n as u64,
+        mean: Some(waits.sum_ms as f64 / n as f64 / 1000.0),
+        p50: waits.nearest_rank(50).map(seconds),
+        p95: waits.nearest_rank(95).map(seconds),
+    }
 }
 
 /// Mean deviations of one JTTED bucket.

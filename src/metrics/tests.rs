@@ -257,6 +257,25 @@ fn jwtd_nearest_rank_percentiles() {
     );
 }
 
+proptest::proptest! {
+    /// The wait list's two sorted runs give the nearest rank of all its waits sorted, as it
+    /// grows past every merge.
+    #[test]
+    fn wait_list_ranks_as_a_full_sort(waits in proptest::collection::vec(0u64..50, 1..600)) {
+        let mut list = WaitList::default();
+        let mut sorted = Vec::new();
+        for &wait in &waits {
+            list.push(wait);
+            sorted.insert(sorted.partition_point(|&w| w <= wait), wait);
+            for p in [1, 50, 95, 100] {
+                let rank = (p * sorted.len()).div_ceil(100).max(1);
+                proptest::prop_assert_eq!(list.nearest_rank(p), Some(sorted[rank - 1]));
+            }
+        }
+        proptest::prop_assert_eq!(list.sum_ms, u128::from(waits.iter().sum::<u64>()));
+    }
+}
+
 #[test]
 fn jobs_never_placed_are_counted_apart() {
     let mut m = MetricsCollector::new(8_000, 1, None);
