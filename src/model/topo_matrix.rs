@@ -248,16 +248,23 @@ pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelErr
         })
         .unwrap_or_else(|| derive_numa(&grid, gpus));
 
+    // Each GPU's NIC is one it reaches by the best link it has to any; among those, the one
+    // fewest GPUs have yet, so that two GPUs behind a switch with two NICs (DGX A100) get a
+    // rail each.
     let nics = nic_names.len();
+    let mut paired = vec![0u32; nics];
     let nic: Vec<u8> = (0..gpus)
         .map(|g| {
-            if nics == 0 {
-                g as u8
-            } else {
-                (0..nics)
-                    .min_by_key(|&k| (grid[g][gpus + k].0, k))
-                    .map_or(0, |k| k as u8)
-            }
+            let link = |k: usize| grid[g][gpus + k].0;
+            let Some(best) = (0..nics).map(link).min() else {
+                return g as u8;
+            };
+            let k = (0..nics)
+                .filter(|&k| link(k) == best)
+                .min_by_key(|&k| (paired[k], k))
+                .unwrap_or(0);
+            paired[k] += 1;
+            k as u8
         })
         .collect();
 
@@ -438,6 +445,32 @@ NIC Legend:
             parse_topo_matrix_expecting(OWNER, EXAMPLE, 4).unwrap(),
             want
         );
+    }
+
+    #[test]
+    fn gpus_behind_one_switch_with_two_nics_get_one_each() {
+        // DGX A100: each PCIe switch holds two GPUs and two NICs, PXB to both.
+        let mut text = String::from("\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\n");
+        let switch = |i: usize| (i % 4) / 2;
+        for r in 0..8 {
+            text += &if r < 4 {
+                format!("GPU{r}")
+            } else {
+                format!("NIC{}", r - 4)
+            };
+            for c in 0..8 {
+                let cell = match (r == c, r < 4 && c < 4, switch(r) == switch(c)) {
+                    (true, _, _) => "X",
+                    (_, true, _) => "NV12",
+                    (_, _, true) => "PXB",
+                    _ => "SYS",
+                };
+                text += &format!("\t{cell}");
+            }
+            text += "\n";
+        }
+        let m = parse_topo_matrix(OWNER, &text).unwrap();
+        assert_eq!((0..4).map(|d| m.nic(d)).collect::<Vec<_>>(), [0, 1, 2, 3]);
     }
 
     #[test]
