@@ -261,6 +261,42 @@ fn fractions_share_a_device_exactly() {
 }
 
 #[test]
+fn a_fraction_fills_a_shared_device_before_it_breaks_a_whole_gpu() {
+    use kant::cache::{DeviceAlloc, Placement};
+    use kant::config::Placement as Strategy;
+    for search in [SearchMode::TwoLevel, SearchMode::Flat] {
+        for strategy in [Strategy::EBinpack, Strategy::Binpack] {
+            let config = profile_config("default", None, Some(search)).with_placement(strategy);
+            let mut s = scheduler(build(&config), cluster(2, 8, 2, LinkProfile::NvlinkAll));
+            // Node 0: half of device 0 used. Node 1, busier: two whole GPUs.
+            let adopt = |s: &mut Scheduler, id, gpu, node, devices, milli_each| {
+                let placement = Placement {
+                    node: NodeId(node),
+                    gpus: DeviceAlloc {
+                        devices,
+                        milli_each,
+                    },
+                    cpu_milli: 0,
+                    memory_mib: 0,
+                    ephemeral_mib: 0,
+                };
+                let running = kant::framework::Adopted::Running { preemptible: true };
+                s.adopt(job(id, 1, gpu, 0, 0), &[Some(placement)], 0, running)
+                    .unwrap();
+            };
+            adopt(&mut s, 1, GpuRequest::Fraction(500), 0, 0b1, 500);
+            adopt(&mut s, 2, whole(2), 1, 0b11, 1000);
+            s.submit(job(3, 1, GpuRequest::Fraction(300), 0, 0));
+            assert_eq!(placed_jobs(&s.schedule(0)), [JobId(3)]);
+            let placed = s.state().placements().find(|(k, _)| k.job == JobId(3));
+            let at = placed.map(|(_, p)| (p.placement.node, p.placement.gpus.devices));
+            assert_eq!(at, Some((NodeId(0), 0b1)), "{search:?} {strategy:?}");
+            assert_eq!(s.state().total().free_gpus, 13, "no whole GPU broken");
+        }
+    }
+}
+
+#[test]
 fn a_failed_binding_forgets_every_pod_and_requeues_the_job() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
     let mut s = Scheduler::new(

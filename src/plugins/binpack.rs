@@ -1,5 +1,6 @@
 //! `binpack` (Score): most-allocated first. Nodes that are already full get the next pod,
-//! and busy groups are tried first, so whole nodes and groups stay free for large jobs.
+//! and busy groups are tried first, so whole nodes and groups stay free for large jobs. A
+//! fraction goes first to a node with a shared device it fits on.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{CycleState, GroupQuery, NodeView, Plugin, PodContext, Score};
@@ -27,6 +28,6 @@ impl Score for Binpack {
     }
 
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
-        utilization::node_after(pod, node)
+        utilization::packed_after(pod, node)
     }
 }

@@ -10,7 +10,8 @@
 //!   - A job whose pods take whole nodes goes to the busiest groups, keeping whole
 //!     groups free for larger ones.
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
-//!   traffic), else the node it fills best (the least left over).
+//!   traffic), else the node it fills best (the least left over); a fraction, a node
+//!   with a shared device it fits on before any other, so that it breaks no whole GPU.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
@@ -71,6 +72,6 @@ impl Score for EBinpack {
         if pod.shares_node(node.id) {
             return MAX_NODE_SCORE;
         }
-        utilization::node_after(pod, node) * (MAX_NODE_SCORE - 10) / MAX_NODE_SCORE
+        utilization::packed_after(pod, node) * (MAX_NODE_SCORE - 10) / MAX_NODE_SCORE
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::cache::GpuAggregate;
 use crate::framework::{MAX_NODE_SCORE, NodeView, PodContext};
+use crate::model::GpuRequest;
 
 /// The node's utilization after the pod lands, scaled to `0..=MAX_NODE_SCORE`: GPUs for a
 /// GPU pod, else CPU (or the pod count, when the node's CPU is unknown).
@@ -22,6 +23,22 @@ pub fn node_after(pod: &PodContext, node: NodeView) -> i64 {
         }
     };
     scale(used, capacity)
+}
+
+/// How well the pod packs the node, `0..=MAX_NODE_SCORE`: [`node_after`], except that a
+/// fractional pod ranks the nodes with a shared device it fits on (where it breaks no
+/// whole GPU) in the upper half, above every node where it would open a fresh device.
+pub fn packed_after(pod: &PodContext, node: NodeView) -> i64 {
+    let after = node_after(pod, node);
+    let GpuRequest::Fraction(milli) = pod.request.gpu else {
+        return after;
+    };
+    let half = MAX_NODE_SCORE / 2;
+    if node.state.shared_with_room(milli).next().is_some() {
+        half + after * (MAX_NODE_SCORE - half) / MAX_NODE_SCORE
+    } else {
+        after * (half - 1) / MAX_NODE_SCORE
+    }
 }
 
 /// The share of a group's GPUs already assigned, `0..=MAX_NODE_SCORE`.
