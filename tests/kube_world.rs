@@ -1,6 +1,7 @@
 //! The Kubernetes world driven directly with Kubernetes objects, no API server: what goes
 //! in, what comes out.
 
+use k8s_openapi::api::core::v1::Pod;
 use kant::kube::world::{Input, Output, World, WorldOptions};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -423,7 +424,7 @@ fn rules_a_custom_profile_leaves_out_are_told() {
 }
 
 /// A web replica: labelled `app=web`, kept off nodes that run another.
-fn web_replica(name: &str) -> k8s_openapi::api::core::v1::Pod {
+fn web_replica(name: &str) -> Pod {
     pod(
         name,
         1,
@@ -717,7 +718,7 @@ fn a100_node(name: &str, gpus: u32) -> k8s_openapi::api::core::v1::Node {
 }
 
 /// A pod of another scheduler, running on `node` with `gpus` GPUs.
-fn running_elsewhere(name: &str, gpus: u32, node: &str) -> k8s_openapi::api::core::v1::Pod {
+fn running_elsewhere(name: &str, gpus: u32, node: &str) -> Pod {
     let spec = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": node},
                       "status": {"phase": "Running"}});
     pod(name, gpus, spec)
@@ -785,4 +786,99 @@ fn a_pod_gone_while_its_node_was_another_shards_is_not_counted_once_the_node_is_
     apply_node(&mut world, &node("n1", 8), T0 + 2);
     world.round(T0 + 2);
     assert_eq!(free_gpus(&world), 8);
+}
+
+/// A world with a 2-member PodGroup `train`, on two nodes of 8 GPUs, feeding `metrics`.
+fn gang_world(pods: &[Pod]) -> (World, std::sync::Arc<kant::metrics::live::LiveMetrics>) {
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    let w = world_reporting(&plain(), WorldOptions::default(), metrics.clone());
+    let mut w = sync(w, &[node("n1", 8), node("n2", 8)], pods);
+    let group = Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2))));
+    w.apply(group, T0);
+    (w, metrics)
+}
+
+#[test]
+fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
+    let w0 = member(
+        "w0",
+        8,
+        "train",
+        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let w1 = member("w1", 8, "train", json!({}));
+    let (mut w, metrics) = gang_world(&[w0, w1.clone()]);
+    w.round(T0);
+    let out = w.take_outputs();
+    let bound = binds(&out);
+    assert_eq!(bound.len(), 1);
+    bind_ok(&mut w, &w1, &bound[0], 2, T0 + 1_000);
+    w.round(T0 + 2_000);
+    w.round(T0 + 4_000);
+    // Submitted and placed before the restart: neither is counted again, so the gang is
+    // not left "never placed".
+    assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(0.0));
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
+}
+
+#[test]
+fn a_gang_whose_pods_are_made_again_for_its_pod_group_stays_one_job() {
+    let (mut w, metrics) = gang_world(&[]);
+    let gang = |suffix: &str| {
+        ["w0", "w1"].map(|name| {
+            member(
+                name,
+                8,
+                "train",
+                json!({"metadata": {"uid": format!("{name}-{suffix}")}}),
+            )
+        })
+    };
+    let run = |w: &mut World, pods: &[Pod], now: u64| {
+        for pod in pods {
+            apply_pod(w, pod, now);
+        }
+        w.round(now);
+        let out = w.take_outputs();
+        let bound: Vec<Pod> = binds(&out)
+            .iter()
+            .map(|b| {
+                let pod = pods
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(&b.name));
+                bind_ok(w, pod.unwrap(), b, 2, now)
+            })
+            .collect();
+        assert_eq!(bound.len(), 2);
+        w.round(now);
+        bound
+    };
+    let first = run(&mut w, &gang("a"), T0);
+    // Preempted, say: its pods are deleted, and its operator makes them again.
+    for pod in &first {
+        delete_pod(&mut w, pod, T0 + 5_000);
+    }
+    w.round(T0 + 5_000);
+    run(&mut w, &gang("b"), T0 + 6_000);
+    w.round(T0 + 8_000);
+    assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(1.0));
+    assert_eq!(metric(&metrics, "kant_jobs_placed_total"), Some(1.0));
+    assert_eq!(
+        metric(&metrics, "kant_job_wait_seconds_count{size=\"9-64\"}"),
+        Some(1.0)
+    );
+    // Its PodGroup deleted with no pod left: a gang made again under its name is new.
+    for pod in &gang("b") {
+        delete_pod(&mut w, pod, T0 + 9_000);
+    }
+    let deleted = Input::PodGroup(Box::new(Event::Delete(pod_group("train", 2))));
+    w.apply(deleted, T0 + 9_000);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2)))),
+        T0 + 9_000,
+    );
+    run(&mut w, &gang("c"), T0 + 10_000);
+    w.round(T0 + 12_000);
+    assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(2.0));
 }

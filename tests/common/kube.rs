@@ -204,10 +204,22 @@ pub fn world(config: &Config) -> World {
 
 /// A world taking part in the cluster as `options` say (a shard, say).
 pub fn world_with(config: &Config, options: WorldOptions) -> World {
+    world_reporting(config, options, Arc::new(LiveMetrics::new()))
+}
+
+/// A world that feeds `metrics`.
+pub fn world_reporting(config: &Config, options: WorldOptions, metrics: Arc<LiveMetrics>) -> World {
     let mut profile = config.profile("default").unwrap().clone();
     profile.queueing = kant::queue::QueueingPolicy::BestEffortFifo;
     let profile = kant::plugins::build_profile(&profile, config).unwrap();
-    World::new(options, config, profile, Arc::new(LiveMetrics::new())).unwrap()
+    World::new(options, config, profile, metrics).unwrap()
+}
+
+/// The value of one series (`name{labels}`) in the metrics' text, as of their last refresh.
+pub fn metric(metrics: &LiveMetrics, series: &str) -> Option<f64> {
+    let text = metrics.encode().unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
 /// A world whose watches listed these nodes and pods, no groups or queues.

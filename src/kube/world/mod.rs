@@ -462,6 +462,9 @@ impl World {
         for key in gone {
             self.pods.group_changed(&key);
             self.groups.remove(&key);
+            if !self.pods.members.contains_key(&key) {
+                self.pods.forget_workload(&pods::group_workload(&key));
+            }
         }
         for group in applied {
             let key = group_key(&group);

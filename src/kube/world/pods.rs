@@ -224,6 +224,16 @@ pub(super) struct JobEntry {
     pub workload: String,
 }
 
+/// The metrics' name of a PodGroup's workload.
+pub fn group_workload(group: &GroupKey) -> String {
+    format!("group:{}/{}", group.0, group.1)
+}
+
+/// The metrics' name of a lone pod's workload.
+fn pod_workload(uid: &str) -> String {
+    format!("pod:{uid}")
+}
+
 impl JobEntry {
     /// A job of these pods (their uids by pod index), placed at `places` if it runs.
     pub fn new(
@@ -236,8 +246,8 @@ impl JobEntry {
         started_ms: u64,
     ) -> JobEntry {
         let workload = match &group {
-            Some(_) => format!("group:{}", job.name),
-            None => format!("pod:{}", uids.first().map_or("", String::as_str)),
+            Some(group) => group_workload(group),
+            None => pod_workload(uids.first().map_or("", String::as_str)),
         };
         let landed = vec![phase == JobPhase::Running; places.len()];
         JobEntry {
@@ -332,6 +342,12 @@ impl Pods {
         if let Some(members) = self.members.get(group) {
             self.forming.extend(members.iter().cloned());
         }
+    }
+
+    /// A workload that is gone: one made again under its name is a new job.
+    pub fn forget_workload(&mut self, workload: &str) {
+        self.submitted_workloads.remove(workload);
+        self.placed_workloads.remove(workload);
     }
 
     /// The cluster changed: parked pods may be adopted now.
@@ -773,25 +789,26 @@ impl World {
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
-        let workload = match entry.group {
-            None => format!("pod:{uid}"),
+        match entry.group {
+            None => pods.forget_workload(&pod_workload(uid)),
             Some(group) => {
                 let members = pods.members.get_mut(&group);
                 let emptied = members.is_some_and(|m| {
                     m.remove(uid);
                     m.is_empty()
                 });
-                let workload = format!("group:{}/{}", group.0, group.1);
                 pods.forming_groups.insert(group.clone());
-                if !emptied {
-                    return;
+                if emptied {
+                    pods.members.remove(&group);
+                    // Pods made again for a PodGroup that lives on (after a preemption,
+                    // say) are the same job, as in the simulator: it is forgotten with
+                    // its PodGroup.
+                    if !self.groups.contains_key(&group) {
+                        pods.forget_workload(&group_workload(&group));
+                    }
                 }
-                pods.members.remove(&group);
-                workload
             }
-        };
-        pods.submitted_workloads.remove(&workload);
-        pods.placed_workloads.remove(&workload);
+        }
     }
 
     /// A job comes apart: its remaining unbound pods wait to form a job again from
@@ -1261,7 +1278,9 @@ impl World {
             .map(|p| Place::of(p, spec))
             .collect();
         let entry = JobEntry::new(job, uids, group, queue, JobPhase::Running, places, started);
-        // A workload found running counts as placed already.
+        // A workload found running was submitted and placed before: the metrics count
+        // neither again, nor, for a gang found part bound, the rest when it is placed.
+        self.pods.submitted_workloads.insert(entry.workload.clone());
         self.pods.placed_workloads.insert(entry.workload.clone());
         self.record_job(entry);
         for problem in members.iter().flat_map(|(bound, _)| &bound.unread) {
