@@ -882,3 +882,58 @@ fn a_gang_whose_pods_are_made_again_for_its_pod_group_stays_one_job() {
     w.round(T0 + 12_000);
     assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(2.0));
 }
+
+#[test]
+fn a_gang_bound_in_two_goes_is_running_and_placed_once_whole() {
+    let (mut w, metrics) = gang_world(&[]);
+    let pods = ["w0", "w1"].map(|name| member(name, 8, "train", json!({})));
+    for pod in &pods {
+        apply_pod(&mut w, pod, T0);
+    }
+    w.round(T0);
+    let out = w.take_outputs();
+    let bound = binds(&out);
+    assert_eq!(bound.len(), 2);
+    let pod_of = |name: &str| {
+        pods.iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    };
+    bind_ok(
+        &mut w,
+        pod_of(&bound[0].name).unwrap(),
+        &bound[0],
+        2,
+        T0 + 10,
+    );
+    answer(&mut w, &bound[1], refused(Some(409), "conflict"), T0 + 10);
+    w.round(T0 + 10);
+    // One member runs, the other waits out its backoff: the gang is not whole.
+    assert_eq!(metric(&metrics, "kant_gpus_running_milli"), Some(0.0));
+    let out = run_until(&mut w, T0 + 10, T0 + 20_000);
+    let rebound = binds(&out);
+    assert_eq!(rebound.len(), 1);
+    bind_ok(
+        &mut w,
+        pod_of(&rebound[0].name).unwrap(),
+        &rebound[0],
+        3,
+        T0 + 20_000,
+    );
+    w.round(T0 + 21_000);
+    w.round(T0 + 23_000);
+    assert_eq!(metric(&metrics, "kant_gpus_running_milli"), Some(16_000.0));
+    // One wait, for the whole 16-GPU gang, over its two nodes.
+    assert_eq!(
+        metric(&metrics, "kant_job_wait_seconds_count{size=\"9-64\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&metrics, "kant_job_wait_seconds_count{size=\"2-8\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&metrics, "kant_jtted_node_deviation{size=\"9-64\"}"),
+        Some(1.0)
+    );
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
+}

@@ -212,22 +212,33 @@ impl World {
         };
         entry.phase = JobPhase::Running;
         entry.started_ms = now_ms;
-        let first = self.pods.placed_workloads.insert(entry.workload.clone());
-        let total = entry.job.total_milli();
-        let state = self.scheduler.state();
+        let submit_ms = entry.job.submit_ms;
+        let workload = entry.workload.clone();
+        let first = self.pods.placed_workloads.insert(workload.clone());
+        // The gang is whole: pods of it that landed earlier, while others were refused,
+        // are part of its first placement.
+        let landed = self.pods.landed_parts.remove(&workload);
         if first {
-            let plan = JobPlan {
-                pods: (0..entry.pods.len() as u32)
-                    .filter_map(|pod| {
-                        let key = PodKey { job, pod };
-                        Some((key, state.placement(key)?.placement))
-                    })
-                    .collect(),
-            };
+            let parts = std::iter::once(job).chain(landed.into_iter().flatten());
+            let mut total = 0;
+            let mut plan = JobPlan { pods: Vec::new() };
+            let state = self.scheduler.state();
+            for part in parts {
+                let Some(members) = self.pods.jobs.get(&part).map(|e| e.pods.len() as u32) else {
+                    continue;
+                };
+                for pod in 0..members {
+                    let key = PodKey { job: part, pod };
+                    if let Some(placed) = state.placement(key) {
+                        total += placed.placement.gpus.total_milli();
+                        plan.pods.push((key, placed.placement));
+                    }
+                }
+            }
             let spread =
                 (total >= u64::from(MILLI_PER_GPU)).then(|| plan.spread(state.spec(), total));
             self.metrics
-                .job_first_placed(now_ms, entry.job.submit_ms, total, spread);
+                .job_first_placed(now_ms, submit_ms, total, spread);
         }
         let mut outputs = Vec::new();
         for (_, target, place) in self.placed_pods(job) {
@@ -295,9 +306,14 @@ impl World {
         for (index, _) in &landed {
             entry.pods[*index as usize] = None;
         }
+        let workload = entry.workload.clone();
         self.pods.jobs.insert(job, entry);
         self.dissolve(job, retry_at);
         if let Some(moved) = moved {
+            if !self.pods.placed_workloads.contains(&workload) {
+                let parts = self.pods.landed_parts.entry(workload).or_default();
+                parts.push(moved.job.id);
+            }
             self.run_as_adopted(template, moved);
         }
     }

@@ -312,6 +312,10 @@ pub(super) struct Pods {
     /// Workloads submitted, and placed, at least once (the metrics count the first).
     pub submitted_workloads: BTreeSet<String>,
     pub placed_workloads: BTreeSet<String>,
+    /// Gangs part of whose bindings landed and part were refused, never yet whole: the
+    /// jobs their landed pods run as. They are not running in the metrics' sense (SOR
+    /// counts a gang once whole), and the gang's first placement counts them with the rest.
+    pub landed_parts: BTreeMap<String, Vec<JobId>>,
 }
 
 impl Pods {
@@ -348,6 +352,7 @@ impl Pods {
     pub fn forget_workload(&mut self, workload: &str) {
         self.submitted_workloads.remove(workload);
         self.placed_workloads.remove(workload);
+        self.landed_parts.remove(workload);
     }
 
     /// The cluster changed: parked pods may be adopted now.

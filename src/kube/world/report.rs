@@ -166,8 +166,14 @@ impl World {
         let state = self.scheduler.state();
         let total = state.total();
         let alloc = total.used_milli + self.scheduler.held_milli();
-        // Running: what is assigned, less what is reserved but not yet bound.
-        let run = total.used_milli - state.assumed_milli();
+        // Running: what is assigned, less what is reserved but not yet bound, and less the
+        // landed pods of gangs not yet whole.
+        let running = self.scheduler.running();
+        let partial: u64 = (self.pods.landed_parts.values().flatten())
+            .filter_map(|part| running.get(part))
+            .flat_map(|part| part.pools.iter().map(|&(_, milli)| milli))
+            .sum();
+        let run = (total.used_milli - state.assumed_milli()).saturating_sub(partial);
         let spec = state.spec();
         let gpu_nodes: u32 = (0..spec.pools.len())
             .map(|p| crate::model::PoolId(p as u16))
