@@ -262,7 +262,6 @@ fn fractions_share_a_device_exactly() {
 
 #[test]
 fn a_fraction_fills_a_shared_device_before_it_breaks_a_whole_gpu() {
-    use kant::cache::{DeviceAlloc, Placement};
     use kant::config::Placement as Strategy;
     for search in [SearchMode::TwoLevel, SearchMode::Flat] {
         for strategy in [Strategy::EBinpack, Strategy::Binpack] {
@@ -270,18 +269,9 @@ fn a_fraction_fills_a_shared_device_before_it_breaks_a_whole_gpu() {
             let mut s = scheduler(build(&config), cluster(2, 8, 2, LinkProfile::NvlinkAll));
             // Node 0: half of device 0 used. Node 1, busier: two whole GPUs.
             let adopt = |s: &mut Scheduler, id, gpu, node, devices, milli_each| {
-                let placement = Placement {
-                    node: NodeId(node),
-                    gpus: DeviceAlloc {
-                        devices,
-                        milli_each,
-                    },
-                    cpu_milli: 0,
-                    memory_mib: 0,
-                    ephemeral_mib: 0,
-                };
+                let placed = placement(node, devices, milli_each);
                 let running = kant::framework::Adopted::Running { preemptible: true };
-                s.adopt(job(id, 1, gpu, 0, 0), &[Some(placement)], 0, running)
+                s.adopt(job(id, 1, gpu, 0, 0), &[Some(placed)], 0, running)
                     .unwrap();
             };
             adopt(&mut s, 1, GpuRequest::Fraction(500), 0, 0b1, 500);

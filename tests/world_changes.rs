@@ -8,14 +8,14 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use kant::cache::{DeviceAlloc, Placement, PlacementPhase, PodKey};
+use kant::cache::{Placement, PlacementPhase, PodKey};
 use kant::framework::{Adopted, Decision, Scheduler};
 
 const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, ExtendedResources, GpuRequest, JobId, LinkProfile,
-    NodeConstraints, NodeId, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint,
-    TaintEffect, TenantId, Toleration,
+    NodeConstraints, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect,
+    TenantId, Toleration,
 };
 use kant::queue::{TenantConfig, TenantMode, Tenants};
 
@@ -37,13 +37,7 @@ fn spec_of(rows: Vec<NodeRow>, pools: &[Option<String>]) -> Arc<ClusterSpec> {
 }
 
 fn on(node: u32, devices: u32) -> Placement {
-    Placement {
-        node: NodeId(node),
-        gpus: DeviceAlloc::whole(devices),
-        cpu_milli: 0,
-        memory_mib: 0,
-        ephemeral_mib: 0,
-    }
+    placement(node, devices, kant::model::MILLI_PER_GPU)
 }
 
 fn key(job: u32, pod: u32) -> PodKey {

@@ -169,3 +169,17 @@ pub fn placement_profile(placement: kant::config::Placement) -> Profile {
 pub fn scheduler(profile: Profile, spec: Arc<ClusterSpec>) -> Scheduler {
     Scheduler::new(profile, Box::new(TestBinder { refuse: false }), spec)
 }
+
+/// A placement on `node` of `devices` (a bit set), `milli_each` on each, and nothing else.
+pub fn placement(node: u32, devices: u32, milli_each: u32) -> kant::cache::Placement {
+    kant::cache::Placement {
+        node: kant::model::NodeId(node),
+        gpus: kant::cache::DeviceAlloc {
+            devices,
+            milli_each,
+        },
+        cpu_milli: 0,
+        memory_mib: 0,
+        ephemeral_mib: 0,
+    }
+}
