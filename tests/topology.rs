@@ -673,3 +673,37 @@ fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
     s.finish(JobId(2));
     assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(3)]);
 }
+
+#[test]
+fn leaves_under_no_spine_share_no_spine_or_superspine() {
+    // Two one-node leaves that name no spine or superspine (a trace's empty columns, or
+    // nodes labelled with a leaf alone).
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for i in 0..2 {
+        let row = kant::model::NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: String::new(),
+                spine: String::new(),
+                leaf: format!("leaf-{i}"),
+            }),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(needing(job(0, 2, whole(8), 0, 0), Tier::Spine, true));
+    s.submit(needing(job(1, 2, whole(8), 0, 0), Tier::Superspine, true));
+    s.submit(needing(job(2, 2, whole(8), 0, 1), Tier::Spine, false));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("no spine of the job's node pools can ever hold"),
+        "{message}"
+    );
+}

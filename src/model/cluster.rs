@@ -94,14 +94,18 @@ impl ClusterSpec {
     }
 
     /// The domain (a dense id per tier) a search group belongs to at `tier`; `None` for a
-    /// block of nodes without a leaf group, or for the HBD tier (HBDs cut across groups).
+    /// block of nodes without a leaf group, for a leaf under no spine (or superspine) at
+    /// that tier, or for the HBD tier (HBDs cut across groups).
     pub fn group_domain(&self, id: GroupId, tier: Tier) -> Option<u32> {
         let leaf = self.groups[id.index()].leaf?;
+        let path = &self.leaves[leaf.index()];
         match tier {
             Tier::Hbd => None,
             Tier::Leaf => Some(leaf.0),
-            Tier::Spine => Some(self.leaf_spine[leaf.index()]),
-            Tier::Superspine => Some(self.leaf_superspine[leaf.index()]),
+            Tier::Spine => (!path.spine.is_empty()).then(|| self.leaf_spine[leaf.index()]),
+            Tier::Superspine => {
+                (!path.superspine.is_empty()).then(|| self.leaf_superspine[leaf.index()])
+            }
         }
     }
 
