@@ -617,6 +617,14 @@ mod tests {
             err.contains("tenant team-a: quota -8 of H100 is negative"),
             "{err}"
         );
+        let huge = text.replace("-8", "6148914691236518");
+        let err = Config::parse("kant.yaml", &huge).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "tenant team-a: quota 6148914691236518 of H100 is more than 4294967296 GPUs"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

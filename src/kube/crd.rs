@@ -23,7 +23,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::queue::{TenantConfig, TenantMode};
+use crate::queue::{MAX_QUOTA_GPUS, TenantConfig, TenantMode};
 
 /// The pod label that makes a pod a member of the PodGroup it names (same namespace).
 pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
@@ -194,6 +194,11 @@ impl QueueSpec {
             }
             if gpus < 0 {
                 return Err(format!("queue {name}: quota {gpus} of {model} is negative"));
+            }
+            if gpus > MAX_QUOTA_GPUS {
+                return Err(format!(
+                    "queue {name}: quota {gpus} of {model} is more than {MAX_QUOTA_GPUS} GPUs"
+                ));
             }
         }
         Ok(TenantConfig {
@@ -578,6 +583,13 @@ mod tests {
         assert_eq!(
             negative.to_tenant_config("team-a").unwrap_err(),
             "queue team-a: quota -3 of H100 is negative"
+        );
+        // A quota past any cluster is refused here, so that it never keeps the other
+        // Queues from taking effect.
+        let huge = queue_spec(json!({"quota": {"H100": 18_446_744_073_709_552_i64}}));
+        assert_eq!(
+            huge.to_tenant_config("huge").unwrap_err(),
+            "queue huge: quota 18446744073709552 of H100 is more than 4294967296 GPUs"
         );
         for weight in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             let spec = QueueSpec {

@@ -46,8 +46,13 @@ fn one() -> f64 {
     1.0
 }
 
+/// The most GPUs one quota entry may name: far beyond any cluster, and small enough that
+/// the milli-GPU sums over millions of tenants cannot overflow.
+pub const MAX_QUOTA_GPUS: i64 = 1 << 32;
+
 impl TenantConfig {
-    /// Checks what can be checked without a cluster: the weight and quota signs.
+    /// Checks what can be checked without a cluster: the weight, and the quota's sign and
+    /// size.
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
         if name.is_empty() {
@@ -62,6 +67,11 @@ impl TenantConfig {
         if let Some((model, gpus)) = self.quota.iter().find(|(_, g)| **g < 0) {
             return Err(format!(
                 "tenant {name}: quota {gpus} of {model} is negative"
+            ));
+        }
+        if let Some((model, gpus)) = self.quota.iter().find(|(_, g)| **g > MAX_QUOTA_GPUS) {
+            return Err(format!(
+                "tenant {name}: quota {gpus} of {model} is more than {MAX_QUOTA_GPUS} GPUs"
             ));
         }
         Ok(())
