@@ -140,10 +140,10 @@ struct SimulateArgs {
     /// Seed of the synthetic workload.
     #[arg(long, value_name = "N", default_value_t = 42)]
     seed: u64,
-    /// Number of jobs in the synthetic workload (default 4000); ignored, with a warning,
-    /// for a trace.
-    #[arg(long, value_name = "N")]
-    synthetic_jobs: Option<usize>,
+    /// Number of jobs in the synthetic workload (default 4000, at most ten million);
+    /// ignored, with a warning, for a trace.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    synthetic_jobs: Option<u32>,
     /// Divide inter-arrival times by X (2 doubles the offered load).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     load_factor: f64,
@@ -538,7 +538,7 @@ fn load_workload(
             let defaults = SyntheticOptions::default();
             let synthetic = SyntheticOptions {
                 seed: args.seed,
-                jobs: args.synthetic_jobs.unwrap_or(defaults.jobs),
+                jobs: args.synthetic_jobs.map_or(defaults.jobs, |n| n as usize),
                 ..defaults
             };
             let workload = generate_workload(&cluster, &synthetic);

@@ -179,6 +179,12 @@ pub fn parse_nodes(
         first_line.insert(node_name.to_owned(), row.line);
 
         let model = non_empty(row.text(Some(gpu_model)));
+        if let Some(model) = model.filter(|m| m.contains('|')) {
+            return Err(row.error(
+                "gpu_model",
+                format!("\"{model}\" contains '|', which separates a job's GPU models"),
+            ));
+        }
         let gpu_count = row.whole("gpus", Some(gpus))?;
         let gpu_count = match usize::try_from(gpu_count) {
             Ok(n) if n <= MAX_GPUS_PER_NODE => n,
@@ -1167,6 +1173,12 @@ mod tests {
             nodes("a,H100,8,lots,1\n").unwrap_err(),
             2,
             &["field cpu_milli", "\"lots\""],
+        );
+        // `|` separates a job's GPU models: no pool could be named.
+        assert_error(
+            nodes("a,A|B,8,1,1\n").unwrap_err(),
+            2,
+            &["field gpu_model", "\"A|B\" contains '|'"],
         );
         assert_error(
             jobs("a,,0,60,1,1,,,\nb,,soon,60,1,1,,,\n").unwrap_err(),
