@@ -157,6 +157,9 @@ pub struct NodeRow {
 }
 
 /// Builds a [`ClusterSpec`] node by node, validating each.
+/// The most pools (GPU models, and the CPU-only pool) one cluster numbers.
+pub const MAX_POOLS: usize = u16::MAX as usize + 1;
+
 #[derive(Debug, Default)]
 pub struct ClusterSpecBuilder {
     spec: ClusterSpec,
@@ -170,13 +173,13 @@ impl ClusterSpecBuilder {
         Self::default()
     }
 
-    /// A builder whose pools start as `models`, in this order and with these ids, even
-    /// those that get no node: a cluster rebuilt after nodes came or went keeps the pool
-    /// ids that pending jobs and tenants' quotas refer to.
+    /// A builder whose pools start as `models` (the first [`MAX_POOLS`]), in this order and
+    /// with these ids, even those that get no node: a cluster rebuilt after nodes came or
+    /// went keeps the pool ids that pending jobs and tenants' quotas refer to.
     pub fn with_pools(models: &[Option<String>]) -> Self {
         let mut builder = Self::default();
-        for model in models {
-            builder.pool_for(model);
+        for model in models.iter().take(MAX_POOLS) {
+            let _ = builder.pool_for(model);
         }
         builder
     }
@@ -231,7 +234,7 @@ impl ClusterSpecBuilder {
                 row.gpus
             )));
         }
-        let pool = self.pool_for(&row.gpu_model);
+        let pool = self.pool_for(&row.gpu_model).map_err(err)?;
         let leaf = row.leaf.map(|path| {
             let next = LeafId(self.leaf_ids.len() as u32);
             *self.leaf_ids.entry(path.clone()).or_insert_with(|| {
@@ -271,9 +274,13 @@ impl ClusterSpecBuilder {
         Ok(id)
     }
 
-    fn pool_for(&mut self, model: &Option<String>) -> PoolId {
+    /// The pool of a GPU model, added if new; fails past the 65,536 pools a `PoolId` numbers.
+    fn pool_for(&mut self, model: &Option<String>) -> Result<PoolId, String> {
         if let Some(&id) = self.spec.pool_by_model.get(model) {
-            return id;
+            return Ok(id);
+        }
+        if self.spec.pools.len() >= MAX_POOLS {
+            return Err(format!("more than {MAX_POOLS} GPU models in one cluster"));
         }
         let id = PoolId(self.spec.pools.len() as u16);
         self.spec.pools.push(Pool {
@@ -286,7 +293,7 @@ impl ClusterSpecBuilder {
             tainted_nodes: 0,
         });
         self.spec.pool_by_model.insert(model.clone(), id);
-        id
+        Ok(id)
     }
 
     /// Forms the search groups and pool figures and returns the finished spec.
@@ -477,5 +484,20 @@ mod tests {
             .add(row("z", Some("H100"), 8, None), LinkProfile::NvlinkAll)
             .unwrap_err();
         assert!(e.to_string().contains("duplicate"));
+    }
+
+    #[test]
+    fn refuses_a_gpu_model_past_the_pools_a_cluster_numbers() {
+        let models: Vec<Option<String>> = (0..MAX_POOLS).map(|i| Some(format!("M{i}"))).collect();
+        let mut b = ClusterSpecBuilder::with_pools(&models);
+        b.add(row("last", Some("M65535"), 1, None), LinkProfile::NvlinkAll)
+            .unwrap();
+        let e = b
+            .add(row("x", Some("M65536"), 1, None), LinkProfile::NvlinkAll)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node x: more than 65536 GPU models in one cluster"
+        );
     }
 }

@@ -14,7 +14,8 @@ mod resources;
 mod topo_matrix;
 
 pub use cluster::{
-    ClusterSpec, ClusterSpecBuilder, LeafPath, NodeRow, Pool, SearchGroup, UNGROUPED_BLOCK,
+    ClusterSpec, ClusterSpecBuilder, LeafPath, MAX_POOLS, NodeRow, Pool, SearchGroup,
+    UNGROUPED_BLOCK,
 };
 pub use constraints::{
     ExtendedResources, Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules,

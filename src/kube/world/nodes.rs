@@ -9,11 +9,11 @@
 //! devices no pod holds, then the highest-numbered held ones (they keep their pods). So
 //! the node offers what its allocatable leaves free, whichever devices the plugin means.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, PoolId, bits};
+use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, MAX_POOLS, PoolId, bits};
 
 use super::super::convert::{NodeConverter, NodeFacts};
 use super::resync::Change;
@@ -34,6 +34,8 @@ pub(super) struct Nodes {
     known: BTreeMap<String, NodeEntry>,
     /// The GPU model of each pool id, in id order.
     models: Vec<Option<String>>,
+    /// The pool id of each model in `models`.
+    pool_of: HashMap<Option<String>, PoolId>,
     dirty: bool,
 }
 
@@ -43,6 +45,7 @@ impl Nodes {
             converter,
             known: BTreeMap::new(),
             models: Vec::new(),
+            pool_of: HashMap::new(),
             dirty: false,
         }
     }
@@ -93,15 +96,21 @@ impl Nodes {
     }
 
     /// The pool of a GPU model (`None`: CPU-only), registered if new: a pool with no node
-    /// yet is empty, and a rebuild is due to give it an id in the spec.
-    pub fn register_model(&mut self, model: Option<&str>) -> PoolId {
-        let position = self.models.iter().position(|m| m.as_deref() == model);
-        let index = position.unwrap_or_else(|| {
-            self.models.push(model.map(str::to_owned));
-            self.dirty = true;
-            self.models.len() - 1
-        });
-        PoolId(index as u16)
+    /// yet is empty, and a rebuild is due to give it an id in the spec. `None` once
+    /// [`MAX_POOLS`] models are registered.
+    pub fn register_model(&mut self, model: Option<&str>) -> Option<PoolId> {
+        let model = model.map(str::to_owned);
+        if let Some(&pool) = self.pool_of.get(&model) {
+            return Some(pool);
+        }
+        if self.models.len() >= MAX_POOLS {
+            return None;
+        }
+        let pool = PoolId(self.models.len() as u16);
+        self.models.push(model.clone());
+        self.pool_of.insert(model, pool);
+        self.dirty = true;
+        Some(pool)
     }
 
     /// A new spec when something changed since the last one.

@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cache::{DeviceAlloc, Placement, PodKey};
 use crate::framework::Adopted;
 use crate::model::{
-    ClusterSpec, ExtendedResources, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE,
+    ClusterSpec, ExtendedResources, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MAX_POOLS,
     MILLI_PER_GPU, NodeConstraints, NodeId, PodRequest, PodRules, PoolId, TenantId, bits,
 };
 use crate::queue::DEFAULT_TENANT;
@@ -1091,10 +1091,17 @@ impl World {
             .iter()
             .filter(|m| self.options.owns_model(Some(m)))
             .collect();
-        let pools: Vec<PoolId> = shard_models
+        let pools: Option<Vec<PoolId>> = shard_models
             .into_iter()
             .map(|m| self.nodes.register_model(Some(m)))
             .collect();
+        let Some(pools) = pools else {
+            tracing::warn!(
+                "{}: names a GPU model past the {MAX_POOLS} a cluster numbers; it waits",
+                template_pod
+            );
+            return None;
+        };
         let job = Job {
             id: self.pods.new_job_id(),
             name: JobEntry::name(&group, template_pod),
