@@ -937,3 +937,39 @@ fn a_gang_bound_in_two_goes_is_running_and_placed_once_whole() {
     );
     assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
 }
+
+#[test]
+fn a_gang_member_of_another_queue_is_told_whose_queue_is_charged() {
+    let (mut w, _) = gang_world(&[]);
+    for name in ["team-a", "team-b"] {
+        w.apply(Input::Queue(Box::new(Event::Apply(queue(name, 8)))), T0);
+    }
+    let in_queue = |name: &str, gpus, queue: &str| {
+        member(
+            name,
+            gpus,
+            "train",
+            json!({"metadata": {"labels": {"kant.io/queue": queue}}}),
+        )
+    };
+    apply_pod(&mut w, &in_queue("w0", 8, "team-a"), T0);
+    apply_pod(&mut w, &in_queue("w1", 4, "team-b"), T0);
+    w.round(T0 + 1_000);
+    let out = w.take_outputs();
+    assert_eq!(binds(&out).len(), 2);
+    let told: Vec<(&str, &str)> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Event {
+                target,
+                reason: "QueueDiffers",
+                message,
+                ..
+            } => Some((target.name.as_str(), message.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, "w1");
+    assert!(told[0].1.contains("Queue of ml/w0"), "{}", told[0].1);
+}

@@ -304,8 +304,9 @@ pub(super) struct Pods {
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
-    /// PodGroup members told that another member's GPU models are applied to them.
-    told_gpu_models: BTreeSet<String>,
+    /// PodGroup members told that another member's GPU models or Queue are applied to
+    /// them: the reasons told, by uid.
+    told_differing: BTreeMap<String, BTreeSet<&'static str>>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -790,7 +791,7 @@ impl World {
         pods.held_on_queue.remove(uid);
         pods.held.remove(uid);
         pods.warned.remove(uid);
-        pods.told_gpu_models.remove(uid);
+        pods.told_differing.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -1082,7 +1083,7 @@ impl World {
             .iter()
             .max_by_key(|(f, _, pod)| template_rank(&f.request, pod))?;
         if let Some(group) = &group {
-            self.tell_differing_gpu_models(group, &facts, template);
+            self.tell_differing_members(group, &facts, template);
         }
         let (template, _, template_pod) = template;
         let queue = template.queue.clone();
@@ -1131,32 +1132,44 @@ impl World {
         Some(job)
     }
 
-    /// Tells each member of a PodGroup whose GPU models differ from the template member's
-    /// that the template's are applied to it: a gang never mixes GPU models. Once per pod.
-    fn tell_differing_gpu_models(
+    /// Tells each member of a PodGroup whose GPU models or Queue differ from the template
+    /// member's that the template's are applied to it: a gang never mixes GPU models, and
+    /// is one job of one tenant. Once per pod and difference.
+    fn tell_differing_members(
         &mut self,
         group: &GroupKey,
         members: &[(PodFacts, u64, PodRef)],
         (template, _, template_pod): &(PodFacts, u64, PodRef),
     ) {
-        let differing = members
-            .iter()
-            .filter(|(facts, _, _)| facts.gpu_models != template.gpu_models);
-        for (_, _, pod) in differing {
-            if !self.pods.told_gpu_models.insert(pod.uid.clone()) {
-                continue;
-            }
-            self.outputs.push(Output::Event {
-                target: pod.clone(),
-                warning: true,
-                reason: "GpuModelsDiffer",
-                message: format!(
-                    "the pods of pod group {}/{} differ in the GPU models they accept; kant \
-                     places them all on the models of {template_pod}, the member asking for \
-                     the most GPUs",
-                    group.0, group.1
+        for (facts, _, pod) in members {
+            let differences = [
+                (
+                    facts.gpu_models != template.gpu_models,
+                    "GpuModelsDiffer",
+                    "the GPU models they accept; kant places them all on the models",
                 ),
-            });
+                (
+                    facts.queue != template.queue,
+                    "QueueDiffers",
+                    "their Queue; kant charges them all to the Queue",
+                ),
+            ];
+            for (_, reason, what) in differences.into_iter().filter(|d| d.0) {
+                let told = self.pods.told_differing.entry(pod.uid.clone()).or_default();
+                if !told.insert(reason) {
+                    continue;
+                }
+                self.outputs.push(Output::Event {
+                    target: pod.clone(),
+                    warning: true,
+                    reason,
+                    message: format!(
+                        "the pods of pod group {}/{} differ in {what} of {template_pod}, the \
+                         member asking for the most GPUs",
+                        group.0, group.1
+                    ),
+                });
+            }
         }
     }
 
