@@ -120,13 +120,19 @@ impl LinkMatrix {
         })
     }
 
-    /// The generated matrix of a profile for a node of `devices` GPUs. The NIC of a device
-    /// is the one on its PCIe switch (one NIC per device pair), or one per device on an
-    /// NVSwitch board.
+    /// The generated matrix of a profile for a node of `devices` GPUs: the first half on
+    /// NUMA node 0, the rest on 1, and on each, PCIe switches of two devices in order (an
+    /// odd one left alone), so that no switch straddles the sockets; a node of two GPUs has
+    /// one switch. The NIC of a device is the one on its PCIe switch, or one per device on
+    /// an NVSwitch board.
     pub fn from_profile(profile: LinkProfile, devices: usize) -> Result<Self, ModelError> {
         let half = devices.div_ceil(2).max(1);
         let numa: Vec<u8> = (0..devices).map(|i| (i / half) as u8).collect();
-        let switch = |i: usize| i / 2;
+        let switches_per_numa = half.div_ceil(2);
+        let switch = |i: usize| match half {
+            1 => i / 2,
+            _ => (i / half) * switches_per_numa + (i % half) / 2,
+        };
         let mut classes = Vec::with_capacity(devices * devices);
         for i in 0..devices {
             for j in 0..devices {
@@ -700,5 +706,23 @@ mod tests {
         assert_eq!((m.nic(0), m.nic(1), m.nic(2), m.nic(7)), (0, 0, 1, 3));
         let all = LinkMatrix::from_profile(LinkProfile::NvlinkAll, 8).unwrap();
         assert_eq!(all.nic(5), 5);
+    }
+
+    #[test]
+    fn no_switch_straddles_the_sockets_of_an_odd_half() {
+        // Six GPUs: 0-2 on NUMA node 0, 3-5 on node 1; switches {0,1}, {2}, {3,4}, {5}.
+        for profile in [LinkProfile::Pcie, LinkProfile::NvlinkPairs] {
+            let m = LinkMatrix::from_profile(profile, 6).unwrap();
+            assert_eq!(m.class(2, 3), LinkClass::CrossNuma, "{profile:?}");
+            assert_ne!(m.class(3, 4), LinkClass::SameNuma, "{profile:?}");
+            assert_eq!(
+                (0..6).map(|d| m.nic(d)).collect::<Vec<_>>(),
+                [0, 0, 1, 2, 2, 3]
+            );
+            assert_eq!(m.best_set(0b11_1100, 2), Some(0b01_1000), "{profile:?}");
+        }
+        // Two GPUs share one switch, as before.
+        let pair = LinkMatrix::from_profile(LinkProfile::NvlinkPairs, 2).unwrap();
+        assert_eq!(pair.class(0, 1), LinkClass::NvLink);
     }
 }
