@@ -600,6 +600,24 @@ fn a_gang_holds_out_only_for_a_leaf_its_pods_may_use() {
         nodes_of(&s, JobId(1)),
         HashSet::from([NodeId(2), NodeId(3)])
     );
+    // A gang that tolerates the taint may use leaf 0, which holds it whole.
+    let mut s = scheduler(profile("default", None, None), uneven_leaves(tainted));
+    let mut tolerant = job(1, 2, whole(8), 0, 0);
+    tolerant.set_constraints(kant::model::NodeConstraints {
+        tolerations: vec![kant::model::Toleration {
+            key: Some("dedicated".into()),
+            exists: true,
+            value: String::new(),
+            effect: None,
+        }],
+        ..Default::default()
+    });
+    s.submit(tolerant);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(
+        nodes_of(&s, JobId(1)),
+        HashSet::from([NodeId(0), NodeId(1)])
+    );
 
     // Leaf 0 closed to training as an inference zone: the same.
     let zone = kant::plugins::ZoneConfig {

@@ -28,8 +28,9 @@ pub struct Pool {
     pub largest_leaf_gpus: Option<u32>,
     /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
     pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
-    /// The pool's nodes with a taint that keeps pods away (`NoSchedule`, `NoExecute`).
-    pub tainted_nodes: u32,
+    /// The distinct taints on the pool's nodes that keep pods away (`NoSchedule`,
+    /// `NoExecute`).
+    pub taints: Vec<super::Taint>,
 }
 
 /// A leaf switch group's whole path: leaf names repeat under different spines.
@@ -253,8 +254,11 @@ impl ClusterSpecBuilder {
         self.spec.node_by_name.insert(row.name.clone(), id);
         let pool_spec = &mut self.spec.pools[pool.index()];
         pool_spec.nodes.push(id);
-        if super::untolerated(&[], &row.taints).is_some() {
-            pool_spec.tainted_nodes += 1;
+        for taint in &row.taints {
+            let filters = taint.effect != super::TaintEffect::PreferNoSchedule;
+            if filters && !pool_spec.taints.contains(taint) {
+                pool_spec.taints.push(taint.clone());
+            }
         }
         self.spec.nodes.push(NodeSpec {
             name: row.name,
@@ -290,7 +294,7 @@ impl ClusterSpecBuilder {
             gpus_per_node: 0,
             largest_leaf_gpus: None,
             node_sizes: [0; MAX_GPUS_PER_NODE + 1],
-            tainted_nodes: 0,
+            taints: Vec::new(),
         });
         self.spec.pool_by_model.insert(model.clone(), id);
         Ok(id)

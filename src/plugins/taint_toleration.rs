@@ -3,7 +3,7 @@
 //! `PreferNoSchedule` is a preference and does not filter.
 
 use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
-use crate::model::{ClusterSpec, Job, untolerated};
+use crate::model::{ClusterSpec, Job, Pool, untolerated};
 
 pub struct TaintToleration;
 
@@ -14,11 +14,18 @@ impl Plugin for TaintToleration {
 }
 
 impl Filter for TaintToleration {
+    /// Whether some pod of the job leaves a taint of its pools untolerated (GPU nodes
+    /// tainted for GPU pods alone, which tolerate it, refuse none of them).
     fn judges_spec(&self, job: &Job, cluster: &ClusterSpec, _state: &CycleState) -> bool {
-        let tainted = |pool: &crate::model::Pool| pool.tainted_nodes > 0;
+        let refuses = |pool: &Pool| {
+            job.some_pod(|c| {
+                let tolerations = c.map_or(&[][..], |c| &c.tolerations);
+                untolerated(tolerations, &pool.taints).is_some()
+            })
+        };
         match job.pools.is_empty() {
-            true => cluster.pools.iter().any(tainted),
-            false => job.pools.iter().any(|&p| tainted(cluster.pool(p))),
+            true => cluster.pools.iter().any(refuses),
+            false => job.pools.iter().any(|&p| refuses(cluster.pool(p))),
         }
     }
 
