@@ -271,47 +271,50 @@ fn fraction(num: u128, den: u128) -> f64 {
 }
 
 /// One bucket's waits in milliseconds, kept so that a report never sorts them all again
-/// (the live endpoint reports every second, over every job since start): most of them in
-/// one sorted run, the latest few in a short sorted run merged in once it grows past the
-/// square root of the whole.
+/// (the live endpoint reports every second, over every job since start): in sorted runs of
+/// distinct power-of-two sizes, as a binary counter keeps its bits, so that a wait is
+/// merged O(log n) times in all and a rank is found across at most log n runs.
 #[derive(Debug, Clone, Default)]
 struct WaitList {
-    sorted: Vec<u64>,
-    latest: Vec<u64>,
+    /// Longest first.
+    runs: Vec<Vec<u64>>,
+    len: usize,
     sum_ms: u128,
 }
 
 impl WaitList {
     fn push(&mut self, wait_ms: u64) {
+        self.len += 1;
         self.sum_ms += u128::from(wait_ms);
-        let at = self.latest.partition_point(|&w| w <= wait_ms);
-        self.latest.insert(at, wait_ms);
-        if self.latest.len() * self.latest.len() > self.sorted.len().max(64) {
-            self.sorted.append(&mut self.latest);
+        let mut run = vec![wait_ms];
+        while let Some(mut last) = self.runs.pop_if(|last| last.len() <= run.len()) {
+            last.append(&mut run);
             // Two sorted runs: the stable sort merges them in linear time.
-            self.sorted.sort();
+            last.sort();
+            run = last;
         }
+        self.runs.push(run);
     }
 
     fn len(&self) -> usize {
-        self.sorted.len() + self.latest.len()
+        self.len
     }
 
     /// The value at rank ceil(p/100 × n) (1-based, at least 1); None when empty. It is the
-    /// least value of either run with at least that many values at or below it.
+    /// least value of any run with at least that many values at or below it.
     fn nearest_rank(&self, p: usize) -> Option<u64> {
-        let rank = (p * self.len()).div_ceil(100).max(1);
-        let at_or_below = |v: u64| {
-            self.sorted.partition_point(|&w| w <= v) + self.latest.partition_point(|&w| w <= v)
+        let rank = (p * self.len).div_ceil(100).max(1);
+        let at_or_below = |v: u64| -> usize {
+            self.runs
+                .iter()
+                .map(|run| run.partition_point(|&w| w <= v))
+                .sum()
         };
-        let first_reaching = |run: &[u64]| {
-            let i = run.partition_point(|&v| at_or_below(v) < rank);
-            run.get(i).copied()
-        };
-        [first_reaching(&self.sorted), first_reaching(&self.latest)]
-            .into_iter()
-            .flatten()
+        self.runs
+            .iter()
+            .filter_map(|run| run.get(run.partition_point(|&v| at_or_below(v) < rank)))
             .min()
+            .copied()
     }
 }
 

@@ -261,7 +261,7 @@ proptest::proptest! {
     /// The wait list's two sorted runs give the nearest rank of all its waits sorted, as it
     /// grows past every merge.
     #[test]
-    fn wait_list_ranks_as_a_full_sort(waits in proptest::collection::vec(0u64..50, 1..600)) {
+    fn wait_list_ranks_as_a_full_sort(waits in proptest::collection::vec(0u64..50, 1..300)) {
         let mut list = WaitList::default();
         let mut sorted = Vec::new();
         for &wait in &waits {
