@@ -287,7 +287,10 @@ impl WaitList {
         self.len += 1;
         self.sum_ms += u128::from(wait_ms);
         let mut run = vec![wait_ms];
-        while let Some(mut last) = self.runs.pop_if(|last| last.len() <= run.len()) {
+        while self.runs.last().is_some_and(|last| last.len() <= run.len()) {
+            let Some(mut last) = self.runs.pop() else {
+                break;
+            };
             last.append(&mut run);
             // Two sorted runs: the stable sort merges them in linear time.
             last.sort();
