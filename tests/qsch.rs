@@ -676,22 +676,29 @@ fn an_isolated_quota_stays_held_when_a_lender_wants_its_own_back() {
 
 #[test]
 fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("iso", TenantMode::Isolated, 8),
-        tenant("shared", TenantMode::Shared, 0),
-    ];
-    // Strict FIFO: an unresolvable head must not block the queue behind it.
-    let strict = profile("default", Some(QueueingPolicy::StrictFifo), None);
-    let mut s = with_tenants(strict, spec, &configs, binds());
-    s.submit(tjob(0, 2, 2, 8, 0, 0)); // 16 GPUs: only 8 are not held by "iso"
-    s.submit(tjob(1, 2, 1, 8, 0, 1));
-    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
-    assert_eq!(s.pending_of(2), 1);
-    assert_eq!(
-        s.diagnose(JobId(0), 0).expect("pending").message(),
-        "the job needs 16 GPUs: more than it can ever have under tenant shared's quota"
-    );
+    // Its own quota does not matter: a shared tenant is admitted only within the room the
+    // isolated quotas leave, however large its quota (quotas may exceed the cluster).
+    for quota in [0, 16] {
+        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+        let configs = [
+            tenant("iso", TenantMode::Isolated, 8),
+            tenant("shared", TenantMode::Shared, quota),
+        ];
+        // Strict FIFO: an unresolvable head must not block the queue behind it.
+        for preemption in [false, true] {
+            let mut config = profile_config("default", Some(QueueingPolicy::StrictFifo), None);
+            with_preemption(&mut config, preemption);
+            let mut s = with_tenants(build(&config), spec.clone(), &configs, binds());
+            s.submit(tjob(0, 2, 2, 8, 0, 0)); // 16 GPUs: only 8 are not held by "iso"
+            s.submit(tjob(1, 2, 1, 8, 0, 1));
+            assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]), "quota {quota}");
+            assert_eq!(s.pending_of(2), 1);
+            assert_eq!(
+                s.diagnose(JobId(0), 0).expect("pending").message(),
+                "the job needs 16 GPUs: more than it can ever have under tenant shared's quota"
+            );
+        }
+    }
 }
 
 // 4. Strict FIFO per tenant ---------------------------------------------------------------

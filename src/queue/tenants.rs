@@ -300,16 +300,15 @@ impl Tenants {
 
     /// Whether the job could be admitted were nothing else running: on one of its pools,
     /// its tenant's quota (if isolated) or the pool less the isolated tenants' quotas (if
-    /// shared) covers it.
+    /// shared: admission grants a shared tenant no more than that room, however large its
+    /// own quota) covers it.
     pub fn could_ever_admit(&self, tenant: usize, job: &Job) -> bool {
         let need = job.total_milli();
         need == 0
             || self.pools_of(job).any(|p| {
                 let ceiling = match self.modes[tenant] {
                     TenantMode::Isolated => self.quota[tenant][p],
-                    TenantMode::Shared => self.capacity[p]
-                        .saturating_sub(self.isolated_quota[p])
-                        .max(self.quota[tenant][p]),
+                    TenantMode::Shared => self.capacity[p].saturating_sub(self.isolated_quota[p]),
                 };
                 ceiling >= need
             })
