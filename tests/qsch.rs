@@ -1101,6 +1101,44 @@ fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
     check_accounting(&s);
 }
 
+#[test]
+fn every_blocked_jobs_backfill_threshold_wakes_the_scheduler() {
+    // R (long) and F hold the node; X blocks first and can never make room (R outranks
+    // it); Y, of higher priority than X, blocks later and B backfills past it. At Y's
+    // threshold, with nothing else happening, Y makes its room.
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::Backfill), None),
+        spec,
+    );
+    s.submit(job(0, 1, whole(4), 9, 0)); // R
+    s.submit(job(1, 1, whole(2), 9, 0)); // F
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(job(2, 1, whole(8), 0, 1)); // X
+    s.schedule(SECOND);
+    s.submit(job(3, 1, whole(4), 1, 60)); // Y
+    s.schedule(MINUTE);
+    s.submit(job(4, 1, whole(2), 1, 90)); // B
+    assert_eq!(placed_jobs(&s.schedule(90 * SECOND)), ids(&[4]));
+    s.finish(JobId(1));
+    assert!(placed_jobs(&s.schedule(2 * MINUTE)).is_empty());
+    let x_due = SECOND + BACKFILL_THRESHOLD;
+    assert_eq!(s.next_retry_ms(2 * MINUTE), Some(x_due));
+    assert!(placed_jobs(&s.schedule(x_due)).is_empty());
+    let y_due = MINUTE + BACKFILL_THRESHOLD;
+    assert_eq!(
+        s.next_retry_ms(x_due),
+        Some(y_due),
+        "Y's threshold is a wake-up too"
+    );
+    let decisions = s.schedule(y_due);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[4]), JobId(3), PreemptionKind::Backfill)]
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[3]));
+}
+
 // 6. Priority preemption: the minimal victim set -----------------------------------------
 
 /// A round of lone jobs placed at once: (seconds, [(id, GPUs, priority)]).

@@ -300,18 +300,14 @@ impl Queues {
             .queues
             .iter()
             .filter_map(|q| q.next_wakeup(epoch, now_ms));
-        let backfill = self.backfill_deadlines().filter(|&t| t > now_ms);
+        let backfill = (self.policy == QueueingPolicy::Backfill)
+            .then(|| {
+                (self.queues.iter())
+                    .filter_map(|q| q.next_backfill_deadline(self.backfill_threshold_ms, now_ms))
+            })
+            .into_iter()
+            .flatten();
         retries.chain(backfill).min()
-    }
-
-    /// When the threshold of each queue's oldest blocked job runs out.
-    fn backfill_deadlines(&self) -> impl Iterator<Item = u64> + '_ {
-        let backfill = self.policy == QueueingPolicy::Backfill;
-        self.queues
-            .iter()
-            .filter(move |_| backfill)
-            .filter_map(TenantQueue::blocked_since)
-            .map(|since| since.saturating_add(self.backfill_threshold_ms))
     }
 
     /// One round at capacity `epoch` and time `now_ms`: offers the jobs worth trying to

@@ -89,8 +89,10 @@ pub(super) struct Summary {
     /// The latest epoch any job failed at, with the earliest retry time among the jobs
     /// that failed then.
     latest_failure: Option<(u64, Option<u64>)>,
-    /// When the longest-blocked job first failed.
+    /// When the longest-blocked job first failed,
     blocked_since: Option<u64>,
+    /// and the latest any blocked job first failed.
+    last_blocked: Option<u64>,
     /// The pools the jobs name, as a mask (`super::pool_mask`; a job naming none, which
     /// may use any pool, names them all).
     pools: u64,
@@ -115,6 +117,7 @@ impl Summary {
         for p in entries {
             sum.pools |= super::pool_mask(&p.job.pools);
             sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
+            sum.last_blocked = sum.last_blocked.max(p.blocked_since);
             match p.failed_at {
                 None => sum.fresh_not_before = min_some(sum.fresh_not_before, Some(p.not_before)),
                 Some(epoch) => {
@@ -335,11 +338,26 @@ impl TenantQueue {
         min_some(retry, backoff)
     }
 
-    /// When the longest-blocked job first failed.
-    pub fn blocked_since(&self) -> Option<u64> {
+    /// The earliest time after `now_ms` when a blocked job has waited `threshold_ms`
+    /// since it first failed (its backfill threshold). Only chunks whose blocked jobs
+    /// straddle that point are read.
+    pub fn next_backfill_deadline(&self, threshold_ms: u64, now_ms: u64) -> Option<u64> {
+        let deadline = |since: u64| since.saturating_add(threshold_ms);
         self.chunks
             .iter()
-            .filter_map(|c| c.summary.blocked_since)
+            .filter_map(|c| {
+                let (first, last) = (c.summary.blocked_since?, c.summary.last_blocked?);
+                if deadline(first) > now_ms {
+                    Some(deadline(first))
+                } else if deadline(last) > now_ms {
+                    (c.entries.iter())
+                        .filter_map(|p| p.blocked_since.map(deadline))
+                        .filter(|&t| t > now_ms)
+                        .min()
+                } else {
+                    None
+                }
+            })
             .min()
     }
 
