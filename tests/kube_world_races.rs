@@ -764,3 +764,36 @@ fn a_victim_kept_after_a_refused_eviction_is_charged_to_its_own_queue() {
 
 // ----------------------------------------------------------------------------------------
 // Against the in-process API server
+
+#[test]
+fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let p = pod("p", 8, json!({}));
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first.len(), 1);
+    // The reserved node leaves while the binding is in flight; past the backoff, the pod
+    // is placed again on the other node.
+    delete_node(&mut w, &node(&first[0].node, 8), T0 + 10);
+    let out = run_until(&mut w, T0 + 10, T0 + 5_000);
+    let second = binds(&out);
+    assert_eq!(second.len(), 1, "{out:?}");
+    assert_ne!(second[0].node, first[0].node);
+    // The first binding's answer comes now: it timed out. The second is still in flight,
+    // so its devices stay reserved: another 8-GPU pod finds no room.
+    answer(
+        &mut w,
+        &first[0],
+        refused(None, "no answer within 30s"),
+        T0 + 5_001,
+    );
+    apply_pod(&mut w, &pod("q", 8, json!({})), T0 + 5_002);
+    let out = run_until(&mut w, T0 + 5_002, T0 + 5_100);
+    assert!(
+        binds(&out).is_empty(),
+        "q bound beside p's binding in flight: {out:?}"
+    );
+    bind_ok(&mut w, &p, &second[0], 3, T0 + 5_200);
+    assert_eq!(free_gpus(&w), 0);
+}

@@ -88,6 +88,7 @@ impl Writer {
             Output::Bind {
                 job,
                 pod,
+                round,
                 target,
                 node,
                 annotations,
@@ -104,6 +105,7 @@ impl Writer {
                     let _ = inputs.send(Input::Bound {
                         job,
                         pod,
+                        round,
                         outcome,
                         latency: started.elapsed(),
                     });

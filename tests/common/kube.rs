@@ -275,6 +275,7 @@ pub fn delete_node(w: &mut World, node: &Node, now: u64) {
 pub struct Bind {
     pub job: JobId,
     pub pod: u32,
+    pub round: u64,
     pub name: String,
     pub node: String,
     pub annotations: BTreeMap<String, String>,
@@ -287,12 +288,14 @@ pub fn binds(outputs: &[Output]) -> Vec<Bind> {
             Output::Bind {
                 job,
                 pod,
+                round,
                 target,
                 node,
                 annotations,
             } => Some(Bind {
                 job: *job,
                 pod: *pod,
+                round: *round,
                 name: target.name.clone(),
                 node: node.clone(),
                 annotations: annotations.clone(),
@@ -317,6 +320,7 @@ pub fn answer(w: &mut World, bind: &Bind, outcome: Result<(), WriteError>, now: 
         Input::Bound {
             job: bind.job,
             pod: bind.pod,
+            round: bind.round,
             outcome,
             latency: Duration::from_millis(1),
         },

@@ -86,10 +86,11 @@ pub enum Input {
     Node(Box<watcher::Event<Node>>),
     PodGroup(Box<watcher::Event<PodGroup>>),
     Queue(Box<watcher::Event<Queue>>),
-    /// A binding of one pod was answered.
+    /// A binding of one pod was answered (`round`: the job's binding round it was sent in).
     Bound {
         job: JobId,
         pod: u32,
+        round: u64,
         outcome: Result<(), WriteError>,
         latency: std::time::Duration,
     },
@@ -123,10 +124,12 @@ impl std::fmt::Display for WriteError {
 /// A write for the driver to carry out.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    /// Bind the pod to the node through `pods/binding`, with the device annotations.
+    /// Bind the pod to the node through `pods/binding`, with the device annotations;
+    /// `round` tells the answer from those of the job's earlier placements.
     Bind {
         job: JobId,
         pod: u32,
+        round: u64,
         target: PodRef,
         node: String,
         annotations: BTreeMap<String, String>,
@@ -335,6 +338,7 @@ impl World {
             Input::Bound {
                 job,
                 pod,
+                round,
                 outcome,
                 latency,
             } => {
@@ -345,7 +349,7 @@ impl World {
                             .map_or_else(|| "network".to_string(), |c| c.to_string())
                     }),
                 );
-                self.bind_answered(job, pod, outcome, now_ms);
+                self.bind_answered(job, pod, round, outcome, now_ms);
             }
             Input::Evicted { job, pod, outcome } => {
                 self.eviction_answered(job, pod, outcome, now_ms)

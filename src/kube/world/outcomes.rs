@@ -109,6 +109,8 @@ impl World {
 
     /// Sends one binding per pod of a placed job.
     fn start_binding(&mut self, job: JobId) {
+        self.pods.bind_rounds += 1;
+        let round = self.pods.bind_rounds;
         let mut outstanding = 0;
         let mut binds = Vec::new();
         for (index, target, place) in self.placed_pods(job) {
@@ -120,6 +122,7 @@ impl World {
             binds.push(Output::Bind {
                 job,
                 pod: index,
+                round,
                 target,
                 node: place.node.clone(),
                 annotations,
@@ -128,6 +131,7 @@ impl World {
         self.outputs.extend(binds);
         if let Some(entry) = self.pods.jobs.get_mut(&job) {
             entry.phase = JobPhase::Binding {
+                round,
                 outstanding,
                 failed: Vec::new(),
             };
@@ -165,6 +169,7 @@ impl World {
         &mut self,
         job: JobId,
         pod: u32,
+        round: u64,
         outcome: Result<(), WriteError>,
         now_ms: u64,
     ) {
@@ -174,12 +179,16 @@ impl World {
         let landed = entry.landed.get(pod as usize).copied().unwrap_or(false);
         let alive = entry.pods.get(pod as usize).is_some_and(Option::is_some);
         let JobPhase::Binding {
+            round: current,
             outstanding,
             failed,
         } = &mut entry.phase
         else {
             return;
         };
+        if *current != round {
+            return;
+        }
         *outstanding = outstanding.saturating_sub(1);
         // An error for a pod the watch already showed bound where planned is a lost
         // answer, not a failure.

@@ -193,8 +193,11 @@ impl Place {
 pub(super) enum JobPhase {
     /// In its tenant's queue.
     Queued,
-    /// Bindings sent: answers outstanding, failures so far (pod index, reason).
+    /// Bindings sent in binding round `round`: answers outstanding, failures so far (pod
+    /// index, reason). An answer of another round (a placement given up while its
+    /// bindings were in flight) is not this one's.
     Binding {
+        round: u64,
         outstanding: u32,
         failed: Vec<(u32, String)>,
     },
@@ -310,6 +313,8 @@ pub(super) struct Pods {
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
+    /// The last binding round started, over all jobs.
+    pub bind_rounds: u64,
     /// Workloads submitted, and placed, at least once (the metrics count the first).
     pub submitted_workloads: BTreeSet<String>,
     pub placed_workloads: BTreeSet<String>,
