@@ -412,6 +412,54 @@ async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
     kant.stop().await;
 }
 
+/// A replica of the `all` shard that elects its leader on the Lease in kube-system.
+fn replica(identity: &str) -> RunOptions {
+    let mut options = RunOptions::new(Config::embedded());
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.identity = identity.into();
+    options.lease_namespace = "kube-system".into();
+    options
+}
+
+fn lease_holder(server: &ApiServer) -> Option<String> {
+    let lease = server.get::<k8s_openapi::api::coordination::v1::Lease>(
+        Some("kube-system"),
+        "kant-scheduler-all",
+    )?;
+    lease.spec?.holder_identity
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let a = Kant::start_with(&server, replica("replica-a")).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    // A's next renewal is taken and never answered (a half-open connection, say).
+    server.hang_next(
+        "patch",
+        "leases",
+        Some("kube-system"),
+        Some("kant-scheduler-all"),
+        1,
+    );
+    let b = Kant::start_with(&server, replica("replica-b")).await;
+    eventually("b takes the lease", || {
+        lease_holder(&server).as_deref() == Some("replica-b")
+    })
+    .await;
+    assert!(a.has_ended(), "a still leads beside b");
+    let ended = a.ended().await.expect_err("a exits");
+    assert!(ended.to_string().contains("lost the lease"), "{ended}");
+    server.create(&gpu_pod("p", 2));
+    eventually("b binds", || bound_pods(&server).len() == 1).await;
+    b.stop().await;
+}
+
 /// A minimal HTTP/1.1 GET.
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

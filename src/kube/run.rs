@@ -12,9 +12,11 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::Reporter;
+use kube::{Api, Client};
 
 use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
@@ -225,7 +227,23 @@ pub async fn run_with_config(
     }
 }
 
-/// Leader election on the shard's Lease: the flag follows the lease.
+/// How long the shard's Lease is held without renewal before another replica may take it.
+const LEASE_DURATION_S: u64 = 15;
+
+/// How long before its expiry the leader renews the Lease.
+const LEASE_RENEW_BEFORE_S: u64 = 8;
+
+/// A leader that has not seen its renewal land this long after the last one stands down:
+/// before the Lease expires for the other replicas, whose clocks may differ a little.
+const RENEW_DEADLINE: Duration = Duration::from_secs(12);
+
+/// How often a leader reads its Lease back, and the longest it waits for the answer.
+const LEASE_CHECK: Duration = Duration::from_secs(1);
+
+/// Leader election on the shard's Lease: the flag follows the lease. A leader also reads
+/// the Lease back every [`LEASE_CHECK`]; when another replica holds it, or its own renewal
+/// has not landed within [`RENEW_DEADLINE`] (the API server does not answer, or refuses),
+/// it stands down before anyone else may lead.
 async fn elect(
     client: Client,
     options: &RunOptions,
@@ -234,17 +252,20 @@ async fn elect(
     lost: tokio::sync::oneshot::Sender<String>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let name = format!("kant-scheduler-{}", options.shard);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &options.lease_namespace);
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &name)
         .with_namespace(&options.lease_namespace)
         .with_identity(&options.identity)
-        .with_duration(15)
-        .with_grace(5)
+        .with_duration(LEASE_DURATION_S)
+        .with_grace(LEASE_RENEW_BEFORE_S)
         .build()
         .await
         .with_context(|| format!("lease {}/{name}", options.lease_namespace))?;
+    let identity = options.identity.clone();
     let (mut changes, _task) = manager.watch().await;
     Ok(tokio::spawn(async move {
         let mut led = false;
+        let mut check = tokio::time::interval(LEASE_CHECK);
         loop {
             let is_leader = *changes.borrow_and_update();
             leader.store(is_leader, Ordering::Release);
@@ -259,15 +280,56 @@ async fn elect(
             } else {
                 tracing::info!("standing by for lease {name}");
             }
-            if changes.changed().await.is_err() {
-                leader.store(false, Ordering::Release);
-                if led {
-                    let _ = lost.send(name);
+            // Taking the lease renewed it.
+            let mut renewed = jiff::Timestamp::now();
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() {
+                            leader.store(false, Ordering::Release);
+                            if led {
+                                let _ = lost.send(name);
+                            }
+                            return;
+                        }
+                        break;
+                    }
+                    _ = check.tick(), if is_leader => {
+                        if !still_held(&leases, &name, &identity, &mut renewed).await {
+                            tracing::warn!("lease {name}: renewal not seen in time; standing down");
+                            leader.store(false, Ordering::Release);
+                            health.set_leader(false);
+                            let _ = lost.send(name);
+                            return;
+                        }
+                    }
                 }
-                return;
             }
         }
     }))
+}
+
+/// Reads the Lease back: whether this replica still holds it, its last renewal (kept in
+/// `renewed`, which a read that fails leaves as it was) no older than [`RENEW_DEADLINE`].
+async fn still_held(
+    leases: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    renewed: &mut jiff::Timestamp,
+) -> bool {
+    if let Ok(Ok(lease)) = tokio::time::timeout(LEASE_CHECK, leases.get(name)).await {
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(identity) {
+            return false;
+        }
+        if let Some(time) = spec.renew_time {
+            *renewed = time.0;
+        }
+    }
+    let deadline = jiff::SignedDuration::try_from(RENEW_DEADLINE).unwrap_or_default();
+    renewed
+        .checked_add(deadline)
+        .is_ok_and(|by| jiff::Timestamp::now() < by)
 }
 
 /// The longest the loop sleeps without an event, so that health keeps ticking.

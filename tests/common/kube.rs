@@ -72,6 +72,18 @@ impl Kant {
         }
     }
 
+    /// How the scheduler ended by itself (within 30 s), as `kant run` would exit.
+    pub async fn ended(mut self) -> anyhow::Result<()> {
+        let result = tokio::time::timeout(Duration::from_secs(30), &mut self.task)
+            .await
+            .expect("the scheduler ends");
+        result.expect("no panic")
+    }
+
+    pub fn has_ended(&self) -> bool {
+        self.task.is_finished()
+    }
+
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
