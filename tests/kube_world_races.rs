@@ -797,3 +797,43 @@ fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
     bind_ok(&mut w, &p, &second[0], 3, T0 + 5_200);
     assert_eq!(free_gpus(&w), 0);
 }
+
+#[test]
+fn a_preemptor_whose_victim_never_goes_is_queued_again_and_placed_elsewhere() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    apply_pod(&mut w, &running(low.clone(), 3), T0);
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
+    w.round(T0 + 1);
+    let out = w.take_outputs();
+    let evicted = evictions(&out);
+    assert_eq!(evicted.len(), 1, "{out:?}");
+    let (job, pod, _) = evicted[0].clone();
+    w.apply(
+        Input::Evicted {
+            job,
+            pod,
+            outcome: Ok(()),
+        },
+        T0 + 2,
+    );
+    // The victim's node stops answering: its pod stays terminating for good.
+    let mut terminating = running(low, 4);
+    terminating.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-11-24T10:00:00Z".parse().unwrap(),
+        ));
+    apply_pod(&mut w, &terminating, T0 + 2);
+    apply_node(&mut w, &node("n2", 8), T0 + 10);
+    let out = run_until(&mut w, T0 + 10, T0 + 9 * 60_000);
+    assert!(
+        binds(&out).is_empty(),
+        "waits for its victim a while: {out:?}"
+    );
+    let out = run_until(&mut w, T0 + 9 * 60_000, T0 + 15 * 60_000);
+    let bound: Vec<(String, String)> = binds(&out).into_iter().map(|b| (b.name, b.node)).collect();
+    assert_eq!(bound, [("high".to_string(), "n2".to_string())]);
+    assert_eq!(free_gpus(&w), 0, "the going victim still holds n1");
+    delete_pod(&mut w, &terminating, T0 + 16 * 60_000);
+    assert_eq!(free_gpus(&w), 8);
+}

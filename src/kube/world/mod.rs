@@ -369,6 +369,7 @@ impl World {
             self.rebuild_tenants(now_ms);
         }
         self.adopt_parked(now_ms);
+        self.give_up_on_lingering_victims(now_ms);
         let jobs = self.form_jobs(now_ms);
         // A job may name a GPU model no node has yet: its empty pool must exist first.
         self.rebuild_cluster(now_ms);
@@ -412,6 +413,10 @@ impl World {
         [
             self.scheduler.next_retry_ms(now_ms),
             self.pods.next_release(now_ms),
+            self.pods
+                .victim_deadlines
+                .first()
+                .map(|&(until_ms, _)| until_ms),
         ]
         .into_iter()
         .flatten()

@@ -15,6 +15,11 @@ use super::super::convert::binding_annotations;
 use super::pods::{JobEntry, JobPhase, Place, PodRef};
 use super::{Condition, Output, World, WriteError};
 
+/// The longest a preemptor waits for its victims' pods to go (longer than graceful
+/// terminations take; a pod on a node that stopped answering may stay terminating for
+/// good) before it is queued again.
+const VICTIM_PATIENCE_MS: u64 = 10 * 60 * 1000;
+
 impl World {
     /// Turns one round's decisions into outputs.
     pub(super) fn carry_out(&mut self, decisions: Vec<Decision>, now_ms: u64) {
@@ -44,8 +49,10 @@ impl World {
                         self.start_binding(job);
                     } else {
                         self.nominate(job, true);
+                        let until_ms = now_ms.saturating_add(VICTIM_PATIENCE_MS);
                         if let Some(entry) = self.pods.jobs.get_mut(&job) {
-                            entry.phase = JobPhase::AwaitingVictims(victims);
+                            entry.phase = JobPhase::AwaitingVictims { victims, until_ms };
+                            self.pods.victim_deadlines.insert((until_ms, job));
                         }
                     }
                 }
@@ -154,7 +161,7 @@ impl World {
         let Some(entry) = self.pods.jobs.get_mut(&by) else {
             return;
         };
-        let JobPhase::AwaitingVictims(victims) = &mut entry.phase else {
+        let JobPhase::AwaitingVictims { victims, .. } = &mut entry.phase else {
             return;
         };
         victims.retain(|v| *v != victim);
@@ -413,22 +420,8 @@ impl World {
         if !entry.pods.get(pod as usize).is_some_and(Option::is_some) {
             return;
         }
-        if matches!(
-            self.pods.jobs.get(&by).map(|e| &e.phase),
-            Some(JobPhase::AwaitingVictims(_))
-        ) {
-            self.nominate(by, false);
-            self.scheduler.bind_failed(by, now_ms);
-            if let Some(preemptor) = self.pods.jobs.get_mut(&by) {
-                preemptor.phase = JobPhase::Queued;
-            }
-            self.tell_pods(
-                by,
-                true,
-                "FailedScheduling",
-                &format!("preemption of {victim_name} refused ({error}); retrying later"),
-            );
-        }
+        let message = format!("preemption of {victim_name} refused ({error}); retrying later");
+        self.stop_awaiting_victims(by, &message, now_ms);
         // The victim keeps running where it was: its terminating hold gives way to it.
         self.scheduler.finish(victim);
         let Some(entry) = self.pods.jobs.remove(&victim) else {
@@ -439,6 +432,67 @@ impl World {
         let started = entry.started_ms;
         if let Some(moved) = self.moved_entry(&entry, &alive, started) {
             self.run_as_adopted(template, moved);
+        }
+    }
+
+    /// A preemptor waiting for its victims to go waits no more: its reservation and
+    /// nomination are given up, and it is queued again with a backoff (the victims, still
+    /// going, hold what they had until they are gone).
+    fn stop_awaiting_victims(&mut self, by: JobId, why: &str, now_ms: u64) {
+        let victims = match self.pods.jobs.get(&by).map(|e| &e.phase) {
+            Some(JobPhase::AwaitingVictims { victims, .. }) => victims.clone(),
+            _ => return,
+        };
+        self.nominate(by, false);
+        self.scheduler.bind_failed(by, now_ms);
+        if let Some(preemptor) = self.pods.jobs.get_mut(&by) {
+            preemptor.phase = JobPhase::Queued;
+        }
+        self.tell_pods(by, true, "FailedScheduling", why);
+        // What its reservation took of its victims' devices is theirs again until their
+        // pods are gone.
+        for victim in victims {
+            self.hold_while_going(victim);
+        }
+    }
+
+    /// A victim still going holds every device its live pods have.
+    fn hold_while_going(&mut self, victim: JobId) {
+        let Some(entry) = self.pods.jobs.get(&victim) else {
+            return;
+        };
+        let spec = self.scheduler.state().spec().clone();
+        let placements: Vec<Option<Placement>> = (entry.pods.iter().zip(&entry.places))
+            .map(|(uid, place)| uid.as_ref().and(place.resolve(&spec)))
+            .collect();
+        let (job, started_ms) = ((*entry.job).clone(), entry.started_ms);
+        self.scheduler.finish(victim);
+        if let Err(e) = self
+            .scheduler
+            .adopt(job, &placements, started_ms, Adopted::Terminating)
+        {
+            tracing::error!("job {victim:?}: cannot hold its going pods' devices: {e}");
+        }
+    }
+
+    /// Preemptors whose victims are not all gone within [`VICTIM_PATIENCE_MS`] (a pod
+    /// stuck terminating on a node that stopped answering) wait no more.
+    pub(super) fn give_up_on_lingering_victims(&mut self, now_ms: u64) {
+        while let Some(&(until_ms, by)) = self.pods.victim_deadlines.first() {
+            if until_ms > now_ms {
+                return;
+            }
+            self.pods.victim_deadlines.pop_first();
+            let still = self.pods.jobs.get(&by).is_some_and(|e| {
+                matches!(e.phase, JobPhase::AwaitingVictims { until_ms: u, .. } if u == until_ms)
+            });
+            if still {
+                let why = format!(
+                    "preemption victims still not gone after {} s; retrying later",
+                    VICTIM_PATIENCE_MS / 1000
+                );
+                self.stop_awaiting_victims(by, &why, now_ms);
+            }
         }
     }
 

@@ -201,8 +201,9 @@ pub(super) enum JobPhase {
         outstanding: u32,
         failed: Vec<(u32, String)>,
     },
-    /// Placed after preemption: bound once these victims' pods are gone.
-    AwaitingVictims(Vec<JobId>),
+    /// Placed after preemption: bound once these victims' pods are gone, if they are gone
+    /// by `until_ms` (else it is queued again).
+    AwaitingVictims { victims: Vec<JobId>, until_ms: u64 },
     /// Every pod bound.
     Running,
     /// Preempted for that job: its pods are being evicted; they hold their devices (as a
@@ -315,6 +316,9 @@ pub(super) struct Pods {
     next_job: u32,
     /// The last binding round started, over all jobs.
     pub bind_rounds: u64,
+    /// Preemptors waiting for their victims to go, by the time they stop waiting (some may
+    /// have stopped already).
+    pub victim_deadlines: BTreeSet<(u64, JobId)>,
     /// Workloads submitted, and placed, at least once (the metrics count the first).
     pub submitted_workloads: BTreeSet<String>,
     pub placed_workloads: BTreeSet<String>,
@@ -767,7 +771,7 @@ impl World {
                 self.scheduler.withdraw(job);
                 self.dissolve(job, now_ms);
             }
-            JobPhase::AwaitingVictims(_) if gang => {
+            JobPhase::AwaitingVictims { .. } if gang => {
                 // A gang that lost a member before binding: it forms again, whole.
                 self.nominate(job, false);
                 self.scheduler.bind_failed(job, now_ms);
@@ -781,7 +785,7 @@ impl World {
                     self.victim_gone(by, job, now_ms);
                 }
             }
-            JobPhase::Binding { .. } | JobPhase::AwaitingVictims(_) | JobPhase::Running => {
+            JobPhase::Binding { .. } | JobPhase::AwaitingVictims { .. } | JobPhase::Running => {
                 self.scheduler.release_pod(PodKey { job, pod: index });
                 if none_left && !matches!(phase, JobPhase::Binding { .. }) {
                     self.pods.jobs.remove(&job);
