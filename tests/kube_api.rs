@@ -168,6 +168,9 @@ async fn a_gang_is_bound_all_or_nothing() {
     })
     .await;
     assert_eq!(binding_count(&server), 0);
+    // The PodGroup's next status writes fail (an API server restarting, say): they are
+    // written again until one lands.
+    server.fail_next("patch", "podgroups/status", Some("ml"), Some("llm"), 3, 500);
     server.create(&node("node-3", 8));
     eventually("the whole gang is bound", || bound_pods(&server).len() == 4).await;
     let nodes: HashSet<String> = bound_pods(&server)

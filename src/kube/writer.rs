@@ -32,7 +32,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
-use super::world::{Condition, Input, Output, PodRef, WriteError};
+use super::world::{Condition, Input, Output, PodRef, Unwritten, WriteError};
 
 /// Where the loop sends its outputs.
 #[derive(Clone)]
@@ -357,19 +357,23 @@ async fn write_status(
         let Some(output) = waiting.remove(&key) else {
             continue;
         };
-        let condition_of = match &output {
-            Output::PodCondition { target, .. } => Some(target.clone()),
+        let unwritten = match &output {
+            Output::PodCondition { target, .. } => Some(Unwritten::Condition(target.clone())),
+            Output::PodGroupStatus {
+                namespace, name, ..
+            } => Some(Unwritten::PodGroup(namespace.clone(), name.clone())),
+            Output::QueueStatus { name, .. } => Some(Unwritten::Queue(name.clone())),
             _ => None,
         };
         if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
-            // Only a condition whose write may succeed if sent again is told again: a
-            // refusal (403, 422, a stale resourceVersion's 409) would repeat for ever.
-            match condition_of {
-                Some(target) if transient(&e) => {
-                    tracing::debug!("pod {target}: condition not written ({e}); told again");
-                    let _ = inputs.send(Input::ConditionNotWritten(target));
+            // Only a write that may succeed if sent again is told again: a refusal (403,
+            // 422, a stale resourceVersion's 409) would repeat for ever.
+            match unwritten {
+                Some(what) if transient(&e) => {
+                    tracing::debug!("{what:?} not written ({e}); written again");
+                    let _ = inputs.send(Input::NotWritten(what));
                 }
-                Some(target) => tracing::warn!("pod {target}: condition refused: {e}"),
+                Some(what) => tracing::warn!("{what:?} refused: {e}"),
                 None => tracing::debug!("status write: {e}"),
             }
         }

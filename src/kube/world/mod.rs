@@ -100,9 +100,20 @@ pub enum Input {
         pod: u32,
         outcome: Result<(), WriteError>,
     },
-    /// A pod's `PodScheduled` condition could not be written (refused, or no answer): the
-    /// pod is to be told again.
-    ConditionNotWritten(PodRef),
+    /// A status write failed in a way that may pass if sent again (no answer, 429, 5xx):
+    /// it is to be written again.
+    NotWritten(Unwritten),
+}
+
+/// Which status write failed ([`Input::NotWritten`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unwritten {
+    /// A pod's `PodScheduled` condition.
+    Condition(PodRef),
+    /// A PodGroup's status (namespace, name).
+    PodGroup(String, String),
+    /// A Queue's status.
+    Queue(String),
 }
 
 /// Why a write to the API server failed: its HTTP code (`None`: no answer) and message.
@@ -354,7 +365,7 @@ impl World {
             Input::Evicted { job, pod, outcome } => {
                 self.eviction_answered(job, pod, outcome, now_ms)
             }
-            Input::ConditionNotWritten(target) => self.condition_not_written(&target),
+            Input::NotWritten(what) => self.not_written(what),
         }
     }
 

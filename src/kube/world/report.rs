@@ -10,7 +10,7 @@ use crate::model::{JobId, MILLI_PER_GPU};
 
 use super::super::crd::{PodGroupPhase, PodGroupStatus, QueueStatus};
 use super::pods::{GroupKey, Hold, JobPhase, PodRef, PodState};
-use super::{Condition, Output, World};
+use super::{Condition, Output, Unwritten, World};
 
 /// How often the slow figures (metrics report, PodGroup and Queue status) are refreshed.
 const REFRESH_MS: u64 = 1_000;
@@ -98,9 +98,22 @@ impl World {
         }
     }
 
-    /// A pod's condition could not be written: what it was told is forgotten, so that it is
-    /// told again, a held pod at the next round, a queued one at its next explanation.
-    pub(super) fn condition_not_written(&mut self, target: &PodRef) {
+    /// A status write failed: what was written is forgotten, so that it is written again.
+    /// A PodGroup's or Queue's at the next report; a pod's condition, a held pod's at the
+    /// next round, a queued one's at its next explanation.
+    pub(super) fn not_written(&mut self, what: Unwritten) {
+        match what {
+            Unwritten::Condition(target) => self.condition_not_written(&target),
+            Unwritten::PodGroup(namespace, name) => {
+                self.reporter.groups.remove(&(namespace, name));
+            }
+            Unwritten::Queue(name) => {
+                self.reporter.queues.remove(&name);
+            }
+        }
+    }
+
+    fn condition_not_written(&mut self, target: &PodRef) {
         if self.reporter.told.remove(&target.uid).is_none() {
             return;
         }
