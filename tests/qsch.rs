@@ -480,6 +480,56 @@ fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
 }
 
 #[test]
+fn an_owner_reclaims_on_its_pool_whatever_another_pool_of_its_job_allows() {
+    // t owns 8 H100, o 8 A100; the default tenant borrows every GPU, low priority on H100,
+    // high on A100. t's job may take either model: it reclaims its H100, though on A100,
+    // where t owns nothing and o is below its quota, the rule against borrowing would
+    // refuse it.
+    let quota = |model: &str| BTreeMap::from([(model.to_owned(), 8)]);
+    let configs = [
+        TenantConfig {
+            quota: quota("H100"),
+            ..tenant("t", TenantMode::Shared, 0)
+        },
+        TenantConfig {
+            quota: quota("A100"),
+            ..tenant("o", TenantMode::Shared, 0)
+        },
+    ];
+    let a100 = PoolId(1);
+    for pools in [vec![H100], vec![H100, a100]] {
+        let mut s = with_tenants(
+            profile("default", None, None),
+            two_model_cluster(),
+            &configs,
+            binds(),
+        );
+        s.submit(tjob(0, 0, 1, 8, 0, 0));
+        s.submit(tjob(1, 0, 1, 8, 0, 0));
+        for id in [2, 3] {
+            s.submit(Job {
+                pools: vec![a100],
+                ..tjob(id, 0, 1, 8, 10, 0)
+            });
+        }
+        assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
+        s.submit(Job {
+            pools: pools.clone(),
+            ..tjob(10, 1, 1, 8, 5, 60)
+        });
+        let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+        assert_eq!(
+            preemptions(&decisions).len(),
+            1,
+            "pools {pools:?}: {decisions:?}"
+        );
+        assert_eq!(preemptions(&decisions)[0].2, PreemptionKind::QuotaReclaim);
+        assert_eq!(placed_jobs(&decisions), ids(&[10]), "pools {pools:?}");
+        check_accounting(&s);
+    }
+}
+
+#[test]
 fn no_reclaim_before_the_borrowers_minimum_runtime() {
     let mut s = borrowed_cluster();
     // Both of B's jobs are protected until 10 min (job 10) and 11 min (job 11).

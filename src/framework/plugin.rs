@@ -263,8 +263,8 @@ pub struct PreemptionContext<'a> {
     pub reserved: Option<&'a [GroupId]>,
     /// Whether the job would pass static quota admission with these accounts and be
     /// placed on this state (both without the victims), kept to the pools it is admitted
-    /// on.
-    pub fits: &'a dyn Fn(&ClusterState, &Tenants) -> bool,
+    /// on: the pool its pods with GPUs would land in (its first pod's, without any).
+    pub fits: &'a dyn Fn(&ClusterState, &Tenants) -> Option<PoolId>,
 }
 
 /// What a PostFilter plugin proposes after a failed search.

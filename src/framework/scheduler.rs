@@ -833,8 +833,13 @@ impl Scheduler {
         let mut retry_at: Option<u64> = None;
         let proposal = {
             let fits = |state: &ClusterState, tenants: &Tenants| {
-                admitted_job(job, tenant, tenants, state)
-                    .is_some_and(|admitted| inputs.place(&self.profile, &admitted, state).is_some())
+                let admitted = admitted_job(job, tenant, tenants, state)?;
+                let found = inputs.place(&self.profile, &admitted, state)?;
+                let pods = &found.plan.pods;
+                let (_, landing) = (pods.iter())
+                    .find(|(_, p)| p.gpus.devices != 0)
+                    .or(pods.first())?;
+                Some(state.spec().node(landing.node).pool)
             };
             let reserved = self
                 .reservations

@@ -148,44 +148,42 @@ fn tenants_without(
     tenants
 }
 
-/// Whether the job, within its quota, fits once `victims` are gone from `state` (the
-/// snapshot without them).
+/// Where the job, within its quota, lands once `victims` are gone from `state` (the
+/// snapshot without them): the pool of its pods with GPUs; `None` if it does not fit.
 fn fits_without(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
     state: &ClusterState,
-) -> bool {
+) -> Option<PoolId> {
     (context.fits)(state, &tenants_without(context, victims))
 }
 
-/// Whether the job, placed once `victims` are gone, would leave its tenant borrowing more
-/// than before on a pool where another shared tenant is below its quota (any pool the job
-/// may land in).
+/// Whether the job, placed in `pool` once `victims` are gone, would leave its tenant
+/// borrowing more than before there while another shared tenant is below its quota.
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
+    pool: PoolId,
 ) -> bool {
     let tenants = tenants_without(context, victims);
     let need = job.total_milli();
-    job_pools(job, context).any(|pool| {
-        let before = context.tenants.used(context.tenant, pool);
-        tenants.used(context.tenant, pool) + need > before
-            && tenants.reclaimable(context.tenant, pool, need)
-    })
+    let before = context.tenants.used(context.tenant, pool);
+    tenants.used(context.tenant, pool) + need > before
+        && tenants.reclaimable(context.tenant, pool, need)
 }
 
-/// Whether [`reclaimable_after`] refuses every subset of `victims`, so that no placement
-/// needs trying: on some pool the job may use, its tenant would borrow more even with all
-/// of its own jobs among them gone, and another shared tenant is below its quota there
-/// already (evicting jobs only keeps that true).
+/// Whether [`reclaimable_after`] refuses every subset of `victims` wherever the job
+/// lands, so that no placement needs trying: on every pool the job may use, its tenant
+/// would borrow more even with all of its own jobs among them gone, and another shared
+/// tenant is below its quota there already (evicting jobs only keeps that true).
 fn refused_whoever_goes(
     job: &Job,
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
 ) -> bool {
     let need = job.total_milli();
-    job_pools(job, context).any(|pool| {
+    job_pools(job, context).all(|pool| {
         let own: u64 = victims
             .iter()
             .filter(|(v, _)| v.tenant == context.tenant)
@@ -280,6 +278,7 @@ impl PostFilter for Preemption {
         let mut state = context.snapshot.snapshot();
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = free_now;
+        let mut landing = None;
         // What reclaim takes from each (tenant, pool): never more than it borrowed, so the
         // tenant keeps its quota and cannot reclaim in turn, and, over all tenants, never
         // more than the preemptor's idle quota on the pool, what it is owed. A victim past
@@ -322,11 +321,14 @@ impl PostFilter for Preemption {
             freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, candidate.0);
             chosen.push(candidate);
-            freed >= need && fits_without(context, &chosen, &state)
+            landing = (freed >= need)
+                .then(|| fits_without(context, &chosen, &state))
+                .flatten();
+            landing.is_some()
         });
-        if !fitted {
+        let (true, Some(mut landing)) = (fitted, landing) else {
             return nothing_now;
-        }
+        };
         if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
@@ -343,15 +345,16 @@ impl PostFilter for Preemption {
             for (victim, _) in &fewer {
                 remove(&mut state, victim);
             }
-            if fits_without(context, &fewer, &state) {
+            if let Some(pool) = fits_without(context, &fewer, &state) {
                 chosen = fewer;
+                landing = pool;
             }
         }
         if chosen.is_empty() {
             // The job fits without anyone going: nothing to preempt.
             return PostFilterResult::None;
         }
-        if reclaimable_after(job, context, &chosen) {
+        if reclaimable_after(job, context, &chosen, landing) {
             return nothing_now;
         }
         // The strongest reason among the victims names the preemption.
