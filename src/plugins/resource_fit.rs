@@ -123,7 +123,7 @@ impl Filter for ResourceFit {
             ),
         ];
         for (capacity, used, asked, reason) in accounted {
-            if capacity.is_some_and(|c| used + asked > c) {
+            if capacity.is_some_and(|c| used.saturating_add(asked) > c) {
                 return Status::unschedulable(reason);
             }
         }
@@ -164,7 +164,7 @@ fn extended_fit(
             .filter_map(|c| c.extended.get(name))
             .sum();
         let listed = node.spec.extended.get(name).copied().unwrap_or(0);
-        before + siblings + asked > listed
+        before.saturating_add(siblings).saturating_add(asked) > listed
     });
     match short {
         Some((name, _)) => Status::unschedulable(format!("Insufficient {name}")),
