@@ -837,3 +837,40 @@ fn a_preemptor_whose_victim_never_goes_is_queued_again_and_placed_elsewhere() {
     delete_pod(&mut w, &terminating, T0 + 16 * 60_000);
     assert_eq!(free_gpus(&w), 8);
 }
+
+#[test]
+fn a_preemptor_that_goes_leaves_its_victims_holding_what_they_still_run_on() {
+    // A gang preempts two jobs, then loses a member before its victims are gone.
+    let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+    place(&mut w, &with_priority("v1", 8, 0), T0);
+    place(&mut w, &with_priority("v2", 8, 0), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let members = ["w0", "w1"].map(|name| member(name, 8, "g", json!({"spec": {"priority": 100}})));
+    for pod in &members {
+        apply_pod(&mut w, pod, T0 + 1);
+    }
+    w.round(T0 + 1);
+    assert_eq!(evictions(&w.take_outputs()).len(), 2);
+    delete_pod(&mut w, &members[1], T0 + 2);
+    w.round(T0 + 2);
+    w.take_outputs();
+    assert_eq!(free_gpus(&w), 0, "v1 and v2 still run on n1 and n2");
+
+    // A lone preemptor is deleted before its victim is gone: a job arriving then waits.
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    place(&mut w, &with_priority("low", 8, 0), T0);
+    let high = with_priority("high", 8, 100);
+    apply_pod(&mut w, &high, T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(evictions(&w.take_outputs()).len(), 1);
+    delete_pod(&mut w, &high, T0 + 2);
+    apply_pod(&mut w, &with_priority("other", 8, 0), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 3_000);
+    assert!(
+        binds(&out).is_empty(),
+        "bound on n1 while low still runs there: {out:?}"
+    );
+}

@@ -453,6 +453,16 @@ impl Scheduler {
         attempted
     }
 
+    /// A victim whose pods are still going holds again, of `placements` (its live pods'),
+    /// every device still free: what its preemptor's reservation took, when the preemptor
+    /// gave up waiting or went.
+    pub fn hold_going(&mut self, job: JobId, placements: Vec<Option<Placement>>) {
+        if let Some(victim) = self.release(job) {
+            self.hold_terminating(victim, placements);
+            self.capacity_epoch += 1;
+        }
+    }
+
     /// Records a victim as terminating: each pod holds the devices of its placement that
     /// are still free (its preemptor may have taken some), charged to no tenant.
     fn hold_terminating(&mut self, victim: RunningJob, placements: Vec<Option<Placement>>) {

@@ -456,8 +456,8 @@ impl World {
         }
     }
 
-    /// A victim still going holds every device its live pods have.
-    fn hold_while_going(&mut self, victim: JobId) {
+    /// A victim still going holds every device of its live pods that is free.
+    pub(super) fn hold_while_going(&mut self, victim: JobId) {
         let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
@@ -465,14 +465,7 @@ impl World {
         let placements: Vec<Option<Placement>> = (entry.pods.iter().zip(&entry.places))
             .map(|(uid, place)| uid.as_ref().and(place.resolve(&spec)))
             .collect();
-        let (job, started_ms) = ((*entry.job).clone(), entry.started_ms);
-        self.scheduler.finish(victim);
-        if let Err(e) = self
-            .scheduler
-            .adopt(job, &placements, started_ms, Adopted::Terminating)
-        {
-            tracing::error!("job {victim:?}: cannot hold its going pods' devices: {e}");
-        }
+        self.scheduler.hold_going(victim, placements);
     }
 
     /// Preemptors whose victims are not all gone within [`VICTIM_PATIENCE_MS`] (a pod
@@ -514,8 +507,14 @@ impl World {
         }
         for job in reshaped.requeued {
             self.nominate(job, false);
-            if let Some(entry) = self.pods.jobs.get_mut(&job) {
-                entry.phase = JobPhase::Queued;
+            let Some(entry) = self.pods.jobs.get_mut(&job) else {
+                continue;
+            };
+            let phase = std::mem::replace(&mut entry.phase, JobPhase::Queued);
+            if let JobPhase::AwaitingVictims { victims, .. } = phase {
+                for victim in victims {
+                    self.hold_while_going(victim);
+                }
             }
         }
     }

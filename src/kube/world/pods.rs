@@ -766,6 +766,12 @@ impl World {
         let phase = entry.phase.clone();
         let gang = entry.group.is_some();
         let none_left = entry.alive().next().is_none();
+        // A preemptor that gives up its reservation leaves its victims, still going, to
+        // hold what it had taken of theirs.
+        let victims = match &phase {
+            JobPhase::AwaitingVictims { victims, .. } => victims.clone(),
+            _ => Vec::new(),
+        };
         match phase {
             JobPhase::Queued => {
                 self.scheduler.withdraw(job);
@@ -791,6 +797,9 @@ impl World {
                     self.pods.jobs.remove(&job);
                 }
             }
+        }
+        for victim in victims {
+            self.hold_while_going(victim);
         }
     }
 
