@@ -2846,6 +2846,18 @@ NIC Legend:\n\
     }
 
     #[test]
+    fn a_layout_name_refers_to_one_nic_per_device_pair() {
+        let six = node(json!({
+            "metadata": {"annotations": {
+                "kant.io/gpu-topology": "pcie",
+                "kant.io/rdma-nics": "mlx5_0,mlx5_1,mlx5_2"
+            }},
+            "status": {"allocatable": {"nvidia.com/gpu": "6"}}
+        }));
+        assert!(converter().node(&six).is_ok());
+    }
+
+    #[test]
     fn nic_names_must_cover_the_matrix() {
         let short = node(json!({"metadata": {"annotations": {
             "kant.io/gpu-topology": DGX_H100,

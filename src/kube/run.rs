@@ -266,6 +266,8 @@ async fn elect(
     Ok(tokio::spawn(async move {
         let mut led = false;
         let mut check = tokio::time::interval(LEASE_CHECK);
+        // Ticks missed while standing by are not made up in a burst on taking the lease.
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let is_leader = *changes.borrow_and_update();
             leader.store(is_leader, Ordering::Release);
@@ -282,6 +284,7 @@ async fn elect(
             }
             // Taking the lease renewed it.
             let mut renewed = jiff::Timestamp::now();
+            check.reset();
             loop {
                 tokio::select! {
                     changed = changes.changed() => {

@@ -123,8 +123,8 @@ impl LinkMatrix {
     /// The generated matrix of a profile for a node of `devices` GPUs: the first half on
     /// NUMA node 0, the rest on 1, and on each, PCIe switches of two devices in order (an
     /// odd one left alone), so that no switch straddles the sockets; a node of two GPUs has
-    /// one switch. The NIC of a device is the one on its PCIe switch, or one per device on
-    /// an NVSwitch board.
+    /// one switch. The NICs are one per device pair in device order (as many as a node's
+    /// `kant.io/rdma-nics` names), or one per device on an NVSwitch board.
     pub fn from_profile(profile: LinkProfile, devices: usize) -> Result<Self, ModelError> {
         let half = devices.div_ceil(2).max(1);
         let numa: Vec<u8> = (0..devices).map(|i| (i / half) as u8).collect();
@@ -154,7 +154,7 @@ impl LinkMatrix {
         let nic = (0..devices)
             .map(|i| match profile {
                 LinkProfile::NvlinkAll => i as u8,
-                _ => switch(i) as u8,
+                _ => (i / 2) as u8,
             })
             .collect();
         Self::new(&format!("{profile:?} profile"), devices, classes, numa, nic)
@@ -717,7 +717,8 @@ mod tests {
             assert_ne!(m.class(3, 4), LinkClass::SameNuma, "{profile:?}");
             assert_eq!(
                 (0..6).map(|d| m.nic(d)).collect::<Vec<_>>(),
-                [0, 0, 1, 2, 2, 3]
+                [0, 0, 1, 1, 2, 2],
+                "three NICs, one per device pair"
             );
             assert_eq!(m.best_set(0b11_1100, 2), Some(0b01_1000), "{profile:?}");
         }
