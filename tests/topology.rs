@@ -692,10 +692,8 @@ fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
     assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(3)]);
 }
 
-#[test]
-fn leaves_under_no_spine_share_no_spine_or_superspine() {
-    // Two one-node leaves that name no spine or superspine (a trace's empty columns, or
-    // nodes labelled with a leaf alone).
+/// Two one-node leaves of 8 GPUs under the spine `spine` (empty: none) and no superspine.
+fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
     let mut builder = kant::model::ClusterSpecBuilder::new();
     for i in 0..2 {
         let row = kant::model::NodeRow {
@@ -704,7 +702,7 @@ fn leaves_under_no_spine_share_no_spine_or_superspine() {
             gpus: 8,
             leaf: Some(kant::model::LeafPath {
                 superspine: String::new(),
-                spine: String::new(),
+                spine: spine.into(),
                 leaf: format!("leaf-{i}"),
             }),
             ..Default::default()
@@ -713,8 +711,14 @@ fn leaves_under_no_spine_share_no_spine_or_superspine() {
             .add(row, LinkProfile::NvlinkAll)
             .expect("valid node");
     }
-    let spec = std::sync::Arc::new(builder.build());
-    let mut s = scheduler(profile("default", None, None), spec);
+    std::sync::Arc::new(builder.build())
+}
+
+#[test]
+fn leaves_under_no_spine_share_no_spine_or_superspine() {
+    // Leaves that name no spine or superspine (a trace's empty columns, or nodes labelled
+    // with a leaf alone) are in no domain above the leaf.
+    let mut s = scheduler(profile("default", None, None), two_leaves_under(""));
     s.submit(needing(job(0, 2, whole(8), 0, 0), Tier::Spine, true));
     s.submit(needing(job(1, 2, whole(8), 0, 0), Tier::Superspine, true));
     s.submit(needing(job(2, 2, whole(8), 0, 1), Tier::Spine, false));
@@ -724,4 +728,11 @@ fn leaves_under_no_spine_share_no_spine_or_superspine() {
         message.contains("no spine of the job's node pools can ever hold"),
         "{message}"
     );
+    // Under one spine and no superspine, the spine is a superspine domain of its own: a
+    // gang that requires a superspine fits it, as one that requires the spine does.
+    for tier in [Tier::Spine, Tier::Superspine] {
+        let mut s = scheduler(profile("default", None, None), two_leaves_under("sp"));
+        s.submit(needing(job(0, 2, whole(8), 0, 0), tier, true));
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)], "{tier:?}");
+    }
 }

@@ -95,8 +95,10 @@ impl ClusterSpec {
     }
 
     /// The domain (a dense id per tier) a search group belongs to at `tier`; `None` for a
-    /// block of nodes without a leaf group, for a leaf under no spine (or superspine) at
-    /// that tier, or for the HBD tier (HBDs cut across groups).
+    /// block of nodes without a leaf group, for a leaf under no spine (at the spine tier)
+    /// or under neither a spine nor a superspine (at the superspine tier: a spine under no
+    /// superspine is a domain of its own there), or for the HBD tier (HBDs cut across
+    /// groups).
     pub fn group_domain(&self, id: GroupId, tier: Tier) -> Option<u32> {
         let leaf = self.groups[id.index()].leaf?;
         let path = &self.leaves[leaf.index()];
@@ -105,7 +107,8 @@ impl ClusterSpec {
             Tier::Leaf => Some(leaf.0),
             Tier::Spine => (!path.spine.is_empty()).then(|| self.leaf_spine[leaf.index()]),
             Tier::Superspine => {
-                (!path.superspine.is_empty()).then(|| self.leaf_superspine[leaf.index()])
+                let under_some = !(path.superspine.is_empty() && path.spine.is_empty());
+                under_some.then(|| self.leaf_superspine[leaf.index()])
             }
         }
     }
@@ -304,7 +307,8 @@ impl ClusterSpecBuilder {
     pub fn build(mut self) -> ClusterSpec {
         let spec = &mut self.spec;
         let mut spines: HashMap<(&str, &str), u32> = HashMap::new();
-        let mut superspines: HashMap<&str, u32> = HashMap::new();
+        // A spine under no superspine is a superspine domain of its own.
+        let mut superspines: HashMap<(&str, &str), u32> = HashMap::new();
         for path in &spec.leaves {
             let next = spines.len() as u32;
             spec.leaf_spine.push(
@@ -313,8 +317,12 @@ impl ClusterSpecBuilder {
                     .or_insert(next),
             );
             let next = superspines.len() as u32;
+            let key = match path.superspine.as_str() {
+                "" => ("", path.spine.as_str()),
+                named => (named, ""),
+            };
             spec.leaf_superspine
-                .push(*superspines.entry(&path.superspine).or_insert(next));
+                .push(*superspines.entry(key).or_insert(next));
         }
         spec.hbd_nodes = vec![Vec::new(); spec.hbds.len()];
         for (index, node) in spec.nodes.iter().enumerate() {
