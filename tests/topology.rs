@@ -736,3 +736,38 @@ fn leaves_under_no_spine_share_no_spine_or_superspine() {
         assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)], "{tier:?}");
     }
 }
+
+#[test]
+fn only_taints_of_the_pools_a_job_may_use_are_judged() {
+    use kant::framework::Filter;
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    let gpu = kant::model::NodeRow {
+        name: "gpu".into(),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        ..Default::default()
+    };
+    let control_plane = kant::model::NodeRow {
+        name: "cp".into(),
+        taints: vec![kant::model::Taint {
+            key: "node-role.kubernetes.io/control-plane".into(),
+            value: String::new(),
+            effect: kant::model::TaintEffect::NoSchedule,
+        }],
+        ..Default::default()
+    };
+    for row in [gpu, control_plane] {
+        builder.add(row, LinkProfile::NvlinkAll).unwrap();
+    }
+    let cluster = builder.build();
+    let state = kant::framework::CycleState::new(0);
+    let judges = |gpus| {
+        let mut gang = job(0, 2, whole(gpus), 0, 0);
+        gang.pools.clear();
+        kant::plugins::TaintToleration.judges_spec(&gang, &cluster, &state)
+    };
+    // A GPU gang naming no model may use only the pools with GPUs: the tainted CPU-only
+    // node refuses it nothing, and its usable nodes need no pass over the cluster.
+    assert!(!judges(8));
+    assert!(judges(0));
+}

@@ -21,7 +21,7 @@
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
-    Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
+    Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob, pools_for,
 };
 use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
 use crate::queue::{TenantMode, Tenants};
@@ -106,15 +106,6 @@ impl Preemption {
     }
 }
 
-/// The pools a job may use (all of the cluster's when it names none).
-fn job_pools<'a>(job: &'a Job, context: &PreemptionContext) -> impl Iterator<Item = PoolId> + 'a {
-    let all = context.snapshot.spec().pools.len() as u16;
-    let named = !job.pools.is_empty();
-    (0..all)
-        .map(PoolId)
-        .filter(move |p| !named || job.pools.contains(p))
-}
-
 /// Whether the victim holds a pod in the preemptor's reservation (anywhere, without one).
 fn in_reservation(context: &PreemptionContext, victim: &RunningJob) -> bool {
     let Some(groups) = context.reserved else {
@@ -183,7 +174,7 @@ fn refused_whoever_goes(
     victims: &[(&RunningJob, PreemptionKind)],
 ) -> bool {
     let need = job.total_milli();
-    job_pools(job, context).all(|pool| {
+    pools_for(job, context.snapshot).iter().all(|&pool| {
         let own: u64 = victims
             .iter()
             .filter(|(v, _)| v.tenant == context.tenant)
@@ -213,8 +204,9 @@ impl PostFilter for Preemption {
         // Cheap gates first: this runs for every waiting job whenever capacity frees.
         let may_reclaim = context.tenants.mode(context.tenant) == TenantMode::Shared
             && context.running.values().len() > 0
-            && job_pools(job, context)
-                .any(|pool| context.tenants.under_quota(context.tenant, pool));
+            && pools_for(job, context.snapshot)
+                .iter()
+                .any(|&pool| context.tenants.under_quota(context.tenant, pool));
         let outranks = context
             .lowest_running_priority
             .is_some_and(|p| p < job.priority);
@@ -265,8 +257,9 @@ impl PostFilter for Preemption {
         // they are taken, checking only once they hold enough.
         let need = job.total_milli();
         // Room already free counts too: a victim may only complete it.
-        let free_now: u64 = job_pools(job, context)
-            .map(|p| u64::from(context.snapshot.pool(p).free_gpus) * u64::from(MILLI_PER_GPU))
+        let free_now: u64 = pools_for(job, context.snapshot)
+            .iter()
+            .map(|&p| u64::from(context.snapshot.pool(p).free_gpus) * u64::from(MILLI_PER_GPU))
             .sum();
         let freeable: u64 = candidates
             .iter()

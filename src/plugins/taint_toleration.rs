@@ -23,8 +23,13 @@ impl Filter for TaintToleration {
                 untolerated(tolerations, &pool.taints).is_some()
             })
         };
+        // The pools the job may use: those it names, or every one (with GPUs, for a job
+        // asking for some), as the search has them.
+        let needs_gpu = job.total_milli() > 0;
         match job.pools.is_empty() {
-            true => cluster.pools.iter().any(refuses),
+            true => (cluster.pools.iter())
+                .filter(|pool| !needs_gpu || pool.gpus_per_node > 0)
+                .any(refuses),
             false => job.pools.iter().any(|&p| refuses(cluster.pool(p))),
         }
     }
