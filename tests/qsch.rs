@@ -1189,6 +1189,64 @@ fn every_blocked_jobs_backfill_threshold_wakes_the_scheduler() {
     assert_eq!(placed_jobs(&decisions), ids(&[3]));
 }
 
+#[test]
+fn an_overdue_gang_holds_only_groups_of_nodes_it_may_use() {
+    // Four 8-GPU nodes under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
+    // node each. The head, a gang of two 8-GPU pods, is selected onto nodes 2 and 3.
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
+        let mut labels = std::collections::BTreeMap::new();
+        if i >= 2 {
+            labels.insert("pool".to_string(), "a".to_string());
+        }
+        if i == 2 {
+            labels.insert("host".to_string(), "two".to_string());
+        }
+        let row = kant::model::NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: format!("leaf-{leaf}"),
+            }),
+            labels: labels.into_iter().collect(),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let spec = Arc::new(builder.build());
+    let mut s = scheduler(backfill_only(), spec.clone());
+    let selecting = |mut job: Job, key: &str, value: &str| {
+        job.set_constraints(kant::model::NodeConstraints {
+            node_selector: vec![(key.into(), value.into())],
+            ..Default::default()
+        });
+        job
+    };
+    // One GPU in use on node 2.
+    s.submit(selecting(job(0, 1, whole(1), 0, 0), "host", "two"));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(selecting(job(1, 2, whole(8), 0, 1), "pool", "a"));
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held: Vec<GroupId> = s
+        .reservations()
+        .iter()
+        .flat_map(|r| r.groups.clone())
+        .collect();
+    let usable = [spec.node_group[2], spec.node_group[3]];
+    assert!(held.iter().all(|g| usable.contains(g)), "held {held:?}");
+    // A job of the head's priority goes to leaf 0, not to node 3, which the head needs.
+    s.submit(job(2, 1, whole(8), 0, 1_900));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[2]));
+    assert_ne!(nodes_of(&s, 2), vec![NodeId(3)]);
+}
+
 // 6. Priority preemption: the minimal victim set -----------------------------------------
 
 /// A round of lone jobs placed at once: (seconds, [(id, GPUs, priority)]).

@@ -23,4 +23,4 @@ pub use search::{
     some_domain_could_hold,
 };
 pub use status::{Code, Diagnosis, Status};
-pub use usable::{Reach, TightestTier, reach};
+pub use usable::{Reach, ReachOf, reach};

@@ -11,9 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
-use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId, Tier,
-};
+use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
 use crate::queue::{
     Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
@@ -25,7 +23,7 @@ use super::search::{
     Found, HeldGroups, TightWaitSince, diagnose, place_job, pools_for, reservation_groups,
     tight_wait_ends,
 };
-use super::usable::{Reach, TightestTier, reach};
+use super::usable::{Reach, ReachOf, reach};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -521,16 +519,15 @@ impl Scheduler {
         }
         // A gang the nodes its pods may use could never hold is unresolvable; one they
         // could holds out for the tightest tier they could hold it in.
-        let mut tightest = None;
+        let mut gang_reach = None;
         if job.pods.len() > 1 {
             let reach = self.reach_of(job, &cycle);
             if reach.never.is_some() {
                 self.drop_reservation(job.id);
                 return Attempted::Unresolvable;
             }
-            let tier = reach.tightest(&pools_for(searched_job, &self.state));
-            cycle.write(TightestTier(tier));
-            tightest = Some(tier);
+            cycle.write(ReachOf(reach.clone()));
+            gang_reach = Some(reach);
         }
         // Room is held for a backfill head only when there is enough of it (its quota
         // admits it, which for a shared tenant means its pools have the room free): then
@@ -566,7 +563,7 @@ impl Scheduler {
         let inputs = CycleInputs {
             now_ms,
             tight_since: since,
-            tightest,
+            reach: gang_reach,
             held,
         };
         inputs.write(&mut cycle);
@@ -1083,8 +1080,8 @@ enum Preempted {
 struct CycleInputs {
     now_ms: u64,
     tight_since: Option<u64>,
-    /// For a gang, the tightest tier its usable nodes could ever hold it in.
-    tightest: Option<Option<Tier>>,
+    /// For a gang, what its usable nodes could ever hold.
+    reach: Option<Arc<Reach>>,
     /// Sorted.
     held: Vec<GroupId>,
 }
@@ -1094,8 +1091,8 @@ impl CycleInputs {
         if let Some(since) = self.tight_since {
             cycle.write(TightWaitSince(since));
         }
-        if let Some(tier) = self.tightest {
-            cycle.write(TightestTier(tier));
+        if let Some(reach) = &self.reach {
+            cycle.write(ReachOf(reach.clone()));
         }
         if !self.held.is_empty() {
             cycle.write(HeldGroups(self.held.clone()));

@@ -21,7 +21,7 @@ use crate::model::{
 };
 
 use super::plugin::{GroupQuery, JobPlan, NodeView, PodContext, Score};
-use super::usable::TightestTier;
+use super::usable::ReachOf;
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
@@ -186,15 +186,15 @@ pub fn tight_wait_ends(
 }
 
 /// The tightest tier one domain of the job's usable nodes could ever hold it in, as the
-/// scheduler judged it ([`TightestTier`]), or else counting every node of its pools.
+/// scheduler judged it ([`ReachOf`]), or else counting every node of its pools.
 fn tightest_tier(
     job: &Job,
     snapshot: &ClusterState,
     pools: &[PoolId],
     state: &CycleState,
 ) -> Option<Tier> {
-    match state.read::<TightestTier>() {
-        Some(TightestTier(tier)) => *tier,
+    match state.read::<ReachOf>() {
+        Some(ReachOf(reach)) => reach.tightest(pools),
         None => tightest_possible_tier(&JobShape::of(job), snapshot, pools, None),
     }
 }
@@ -242,16 +242,7 @@ pub fn some_domain_could_hold(
     members.sort_unstable();
     members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .any(|domain| {
-            let sizes = match usable {
-                None => group_node_sizes(spec, domain.iter().map(|m| m.2)),
-                Some(_) => {
-                    let nodes = domain.iter().flat_map(|m| spec.group(m.2).nodes.iter());
-                    node_sizes(spec, nodes.copied().filter(counts))
-                }
-            };
-            shape.fits(&sizes)
-        })
+        .any(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2), usable)))
 }
 
 /// The nodes of one pool inside a scale-up domain.
@@ -271,11 +262,25 @@ pub(super) fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>
     sizes
 }
 
-/// How many nodes of each GPU count the groups hold together.
-fn group_node_sizes(spec: &ClusterSpec, groups: impl Iterator<Item = GroupId>) -> NodeSizes {
+/// How many nodes of each GPU count the groups hold together, of those `usable` marks
+/// (`None`: all).
+fn group_node_sizes(
+    spec: &ClusterSpec,
+    groups: impl Iterator<Item = GroupId>,
+    usable: Option<&[bool]>,
+) -> NodeSizes {
     let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for group in groups {
-        add_sizes(&mut sizes, &spec.group(group).node_sizes);
+        match usable {
+            None => add_sizes(&mut sizes, &spec.group(group).node_sizes),
+            Some(usable) => {
+                let nodes = spec.group(group).nodes.iter().copied();
+                add_sizes(
+                    &mut sizes,
+                    &node_sizes(spec, nodes.filter(|n| usable[n.index()])),
+                );
+            }
+        }
     }
     sizes
 }
@@ -294,11 +299,15 @@ pub struct HeldGroups(pub Vec<GroupId>);
 
 /// The groups to hold for a job that waits too long: in the tightest domain that could
 /// ever hold it, of one of its pools, the one with the most free GPUs now (so it fills
-/// first), as few of its groups as hold the job, the freest first.
+/// first), as few of its groups as hold the job, the freest first; only the nodes the job
+/// may use count.
 pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
     let tier = tightest_tier(job, snapshot, &pools, state);
+    let usable = state
+        .read::<ReachOf>()
+        .and_then(|ReachOf(reach)| reach.usable.as_deref());
     // (pool, domain, group, free)
     let mut members: Vec<(PoolId, u32, GroupId, u64)> = pools
         .iter()
@@ -318,7 +327,10 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
     let shape = JobShape::of(job);
     let Some(domain) = members
         .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .filter(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2))))
+        .filter(|domain| {
+            let groups = domain.iter().map(|m| m.2);
+            shape.fits(&group_node_sizes(spec, groups, usable))
+        })
         .max_by_key(|domain| domain.iter().map(|m| m.3).sum::<u64>())
     else {
         return Vec::new();
@@ -330,8 +342,11 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
         if shape.fits(&sizes) {
             break;
         }
-        held.push(member.2);
-        add_sizes(&mut sizes, &spec.group(member.2).node_sizes);
+        let usable_here = group_node_sizes(spec, [member.2].into_iter(), usable);
+        if usable_here.iter().any(|&nodes| nodes > 0) {
+            held.push(member.2);
+            add_sizes(&mut sizes, &usable_here);
+        }
     }
     held
 }

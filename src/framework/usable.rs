@@ -22,6 +22,9 @@ pub struct Reach {
     /// Per pool of the job, the tightest tier with one domain they could hold it in
     /// (`None`: only the whole pool, or not even that).
     tightest: Vec<(PoolId, Option<Tier>)>,
+    /// Per node of the cluster, whether the gang may use it; `None`: every node of its
+    /// pools.
+    pub usable: Option<Vec<bool>>,
 }
 
 impl Reach {
@@ -36,10 +39,9 @@ impl Reach {
     }
 }
 
-/// Written into the cycle state by the scheduler: the tightest tier one domain of whose
-/// usable nodes could ever hold the gang (`None`: only whole pools). A search without it
-/// counts every node of the job's pools.
-pub struct TightestTier(pub Option<Tier>);
+/// Written into the cycle state by the scheduler: what the gang's usable nodes could
+/// ever hold. A search without it counts every node of the job's pools.
+pub struct ReachOf(pub Arc<Reach>);
 
 /// The gang's reach over the nodes of its pools that no spec-judging filter refuses; the
 /// cycle state is the one its PreFilters wrote.
@@ -74,12 +76,15 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
             _ => None,
         }
     });
-    let refusals = judged.as_ref().map(|(_, refusals)| refusals.message());
+    let (usable, refusals) = judged
+        .map(|(usable, refusals)| (usable, refusals.message()))
+        .unzip();
     Reach {
         never: never
             .zip(refusals)
             .map(|(why, refusals)| Status::unresolvable(format!("{why}: {refusals}"))),
         tightest,
+        usable,
     }
 }
 
