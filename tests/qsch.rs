@@ -751,6 +751,28 @@ fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
     }
 }
 
+#[test]
+fn a_job_only_the_busy_pool_can_hold_waits_for_it_rather_than_being_given_up() {
+    // An 8-GPU pod that names no model: the H100 node is busy, so only the A100 pool
+    // admits it now, and its nodes of 4 GPUs could never hold it. It waits for the H100.
+    for strict in [false, true] {
+        let queueing = strict.then_some(QueueingPolicy::StrictFifo);
+        let spec = models_cluster(&[("H100", 8), ("A100", 4), ("A100", 4)]);
+        let mut s = scheduler(profile("default", queueing, None), spec);
+        s.submit(Job {
+            pools: vec![H100],
+            ..job(0, 1, whole(8), 0, 0)
+        });
+        assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+        let mut anywhere = job(1, 1, whole(8), 0, 1);
+        anywhere.pools.clear();
+        s.submit(anywhere);
+        assert!(placed_jobs(&s.schedule(SECOND)).is_empty());
+        s.finish(JobId(0));
+        assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]), "strict: {strict}");
+    }
+}
+
 // 4. Strict FIFO per tenant ---------------------------------------------------------------
 
 #[test]

@@ -509,10 +509,14 @@ impl Scheduler {
                 .code
             {
                 Code::Success | Code::Skip => {}
-                Code::UnschedulableAndUnresolvable => {
+                Code::UnschedulableAndUnresolvable
+                    if self.ever_unresolvable(job, offer.tenant, now_ms) =>
+                {
                     self.drop_reservation(job.id);
                     return Attempted::Unresolvable;
                 }
+                // Unresolvable only on the pools its quota admits it on now: it waits.
+                Code::UnschedulableAndUnresolvable => return Attempted::Failed { retry_at: None },
                 _ if may_preempt => room_now = false,
                 _ => return Attempted::Failed { retry_at: None },
             }
@@ -628,6 +632,30 @@ impl Scheduler {
             }
         }
         attempted
+    }
+
+    /// Whether a PreFilter finds the job unresolvable on every pool its tenant's quota
+    /// could ever admit it on (a PreFilter that refused it on the pools admitted now may
+    /// not have seen the others).
+    fn ever_unresolvable(&self, job: &Arc<Job>, tenant: usize, now_ms: u64) -> bool {
+        let pools: Vec<PoolId> = pools_for(job, &self.state)
+            .iter()
+            .copied()
+            .filter(|&p| self.tenants.could_ever_admit_on(tenant, job, p))
+            .collect();
+        // (No pool: none named means any, so it is said here.)
+        if pools.is_empty() {
+            return true;
+        }
+        let ever = Job {
+            pools,
+            ..(**job).clone()
+        };
+        let mut cycle = CycleState::new(now_ms);
+        self.profile.pre_filters.iter().any(|plugin| {
+            plugin.pre_filter(&ever, &self.state, &mut cycle).code
+                == Code::UnschedulableAndUnresolvable
+        })
     }
 
     /// What the nodes a gang may use could ever hold, judged once per cluster shape.

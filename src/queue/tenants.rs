@@ -304,14 +304,22 @@ impl Tenants {
     /// own quota) covers it.
     pub fn could_ever_admit(&self, tenant: usize, job: &Job) -> bool {
         let need = job.total_milli();
-        need == 0
-            || self.pools_of(job).any(|p| {
-                let ceiling = match self.modes[tenant] {
-                    TenantMode::Isolated => self.quota[tenant][p],
-                    TenantMode::Shared => self.capacity[p].saturating_sub(self.isolated_quota[p]),
-                };
-                ceiling >= need
-            })
+        need == 0 || self.pools_of(job).any(|p| self.ceiling(tenant, p) >= need)
+    }
+
+    /// Whether the job could be admitted on `pool` (one it accepts) were nothing else
+    /// running.
+    pub fn could_ever_admit_on(&self, tenant: usize, job: &Job, pool: PoolId) -> bool {
+        let need = job.total_milli();
+        need == 0 || self.ceiling(tenant, pool.index()) >= need
+    }
+
+    /// The most milli-GPUs admission could ever grant the tenant on one pool.
+    fn ceiling(&self, tenant: usize, pool: usize) -> u64 {
+        match self.modes[tenant] {
+            TenantMode::Isolated => self.quota[tenant][pool],
+            TenantMode::Shared => self.capacity[pool].saturating_sub(self.isolated_quota[pool]),
+        }
     }
 
     /// Records `milli` more (or, negative, less) in use by the tenant on a pool.
