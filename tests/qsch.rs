@@ -769,7 +769,11 @@ fn a_job_only_the_busy_pool_can_hold_waits_for_it_rather_than_being_given_up() {
         s.submit(anywhere);
         assert!(placed_jobs(&s.schedule(SECOND)).is_empty());
         s.finish(JobId(0));
-        assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]), "strict: {strict}");
+        assert_eq!(
+            placed_jobs(&s.schedule(MINUTE)),
+            ids(&[1]),
+            "strict: {strict}"
+        );
     }
 }
 

@@ -771,3 +771,59 @@ fn only_taints_of_the_pools_a_job_may_use_are_judged() {
     assert!(!judges(8));
     assert!(judges(0));
 }
+
+#[test]
+fn room_held_for_a_gang_that_requires_a_scale_up_domain_is_in_one() {
+    // Scale-up domain hA spans nodes 0 and 1, in leaves l1 and l2; nodes 2 and 3 fill
+    // those leaves; leaf l0 (nodes 4 and 5) has no domain. Nodes 0 to 3 are busy.
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, (leaf, hbd)) in [
+        ("l1", true),
+        ("l2", true),
+        ("l1", false),
+        ("l2", false),
+        ("l0", false),
+        ("l0", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let row = kant::model::NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "s1".into(),
+                leaf: leaf.into(),
+            }),
+            hbd: hbd.then(|| "hA".to_string()),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    let running = kant::framework::Adopted::Running { preemptible: true };
+    for node in 0..4 {
+        s.adopt(
+            job(node, 1, whole(8), 0, 0),
+            &[Some(placement(node, 0xff, 1000))],
+            0,
+            running,
+        )
+        .unwrap();
+    }
+    s.submit(needing(job(10, 2, whole(8), 0, 10), Tier::Hbd, true));
+    assert!(placed_jobs(&s.schedule(10_000)).is_empty());
+    let overdue = 10_000 + 30 * MINUTE_MS;
+    assert!(placed_jobs(&s.schedule(overdue)).is_empty());
+    // The head holds its domain's leaves, not the free leaf it could never use: later jobs
+    // of its priority take that leaf.
+    s.submit(job(11, 1, whole(8), 0, 2_000));
+    s.submit(job(12, 1, whole(8), 0, 2_000));
+    assert_eq!(placed_jobs(&s.schedule(2_000_000)), [JobId(11), JobId(12)]);
+}

@@ -308,6 +308,12 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
     let usable = state
         .read::<ReachOf>()
         .and_then(|ReachOf(reach)| reach.usable.as_deref());
+    if job
+        .topology
+        .is_some_and(|need| need.tier == Tier::Hbd && need.required)
+    {
+        return hbd_reservation(job, snapshot, &pools, usable);
+    }
     // (pool, domain, group, free)
     let mut members: Vec<(PoolId, u32, GroupId, u64)> = pools
         .iter()
@@ -349,6 +355,39 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
         }
     }
     held
+}
+
+/// The groups to hold for a gang that requires a scale-up domain: those of the nodes, in
+/// one of its pools, of the domain that could ever hold it (of the nodes it may use) with
+/// the most free GPUs now.
+fn hbd_reservation(
+    job: &Job,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    usable: Option<&[bool]>,
+) -> Vec<GroupId> {
+    let spec = snapshot.spec();
+    let shape = JobShape::of(job);
+    let counts = |n: &NodeId| usable.is_none_or(|u| u[n.index()]);
+    let best = (0..spec.hbds.len() as u32)
+        .flat_map(|hbd| pools.iter().map(move |&pool| (hbd, pool)))
+        .filter(|&(hbd, pool)| {
+            shape.fits(&node_sizes(
+                spec,
+                hbd_nodes_in(spec, hbd, pool).filter(counts),
+            ))
+        })
+        .max_by_key(|&(hbd, _)| snapshot.hbd(hbd).free_gpus);
+    let Some((hbd, pool)) = best else {
+        return Vec::new();
+    };
+    let mut groups: Vec<GroupId> = hbd_nodes_in(spec, hbd, pool)
+        .filter(counts)
+        .map(|n| spec.node_group[n.index()])
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
 }
 
 /// The search groups of the job's pools that pass every group filter, with their weighted
