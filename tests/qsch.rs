@@ -1219,32 +1219,11 @@ fn every_blocked_jobs_backfill_threshold_wakes_the_scheduler() {
 fn an_overdue_gang_holds_only_groups_of_nodes_it_may_use() {
     // Four 8-GPU nodes under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
     // node each. The head, a gang of two 8-GPU pods, is selected onto nodes 2 and 3.
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
-        let mut labels = std::collections::BTreeMap::new();
-        if i >= 2 {
-            labels.insert("pool".to_string(), "a".to_string());
-        }
-        if i == 2 {
-            labels.insert("host".to_string(), "two".to_string());
-        }
-        let row = kant::model::NodeRow {
-            name: format!("node-{i}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: "ss".into(),
-                spine: "spine".into(),
-                leaf: format!("leaf-{leaf}"),
-            }),
-            labels: labels.into_iter().collect(),
-            ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    let spec = Arc::new(builder.build());
+    let spec = uneven_leaves(|i| {
+        let pool = (i >= 2).then_some(("pool", "a"));
+        let host = (i == 2).then_some(("host", "two"));
+        (pool.into_iter().chain(host).collect(), vec![])
+    });
     let mut s = scheduler(backfill_only(), spec.clone());
     let selecting = |mut job: Job, key: &str, value: &str| {
         job.set_constraints(kant::model::NodeConstraints {

@@ -531,37 +531,6 @@ fn the_inference_zone_can_be_named_by_node_labels() {
     );
 }
 
-/// Four nodes of 8 GPUs under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
-/// node each (nodes 2 and 3). `node` gives each node's labels and taints.
-fn uneven_leaves(
-    node: impl Fn(usize) -> (Vec<(&'static str, &'static str)>, Vec<kant::model::Taint>),
-) -> std::sync::Arc<kant::model::ClusterSpec> {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
-        let (labels, taints) = node(i);
-        let row = kant::model::NodeRow {
-            name: format!("node-{i:04}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: "ss".into(),
-                spine: "spine".into(),
-                leaf: format!("leaf-{leaf}"),
-            }),
-            labels: labels
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            taints,
-            ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    std::sync::Arc::new(builder.build())
-}
-
 fn reserved_taint() -> kant::model::Taint {
     kant::model::Taint {
         key: "dedicated".into(),

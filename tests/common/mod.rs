@@ -183,3 +183,34 @@ pub fn placement(node: u32, devices: u32, milli_each: u32) -> kant::cache::Place
         ephemeral_mib: 0,
     }
 }
+
+/// Four nodes of 8 GPUs under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
+/// node each (nodes 2 and 3). `node` gives each node's labels and taints.
+pub fn uneven_leaves(
+    node: impl Fn(usize) -> (Vec<(&'static str, &'static str)>, Vec<kant::model::Taint>),
+) -> Arc<ClusterSpec> {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
+        let (labels, taints) = node(i);
+        let row = kant::model::NodeRow {
+            name: format!("node-{i:04}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: format!("leaf-{leaf}"),
+            }),
+            labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            taints,
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    Arc::new(builder.build())
+}
