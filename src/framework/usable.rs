@@ -1,9 +1,10 @@
 //! The nodes a gang may ever use. Some filters refuse a node by its spec alone (node
 //! selectors and affinity, untolerated taints, an inference zone closed to training; see
 //! [`Filter::judges_spec`]), and such a refusal stands whatever runs there. Whether a gang
-//! could ever be placed, in its pools or inside one domain of a tier it requires, and the
-//! tightest tier it holds out for, are judged on the nodes none of them refuses. A single
-//! pod is not judged here: it waits with the nodes' reasons, as under kube-scheduler.
+//! could ever be placed, in its pools or inside one domain of a tier it requires, the
+//! tightest tier it holds out for, and the room held for it as a backfill head, are judged
+//! on the nodes none of them refuses. A single pod is not judged here: it waits with the
+//! nodes' reasons, as under kube-scheduler.
 
 use std::sync::Arc;
 
