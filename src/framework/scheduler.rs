@@ -457,7 +457,6 @@ impl Scheduler {
     pub fn hold_going(&mut self, job: JobId, placements: Vec<Option<Placement>>) {
         if let Some(victim) = self.release(job) {
             self.hold_terminating(victim, placements);
-            self.capacity_epoch += 1;
         }
     }
 
