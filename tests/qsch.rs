@@ -775,6 +775,26 @@ fn a_job_only_the_busy_pool_can_hold_waits_for_it_rather_than_being_given_up() {
             "strict: {strict}"
         );
     }
+    // Of higher priority, it makes room where it could go, as one naming that model does.
+    for name_it in [true, false] {
+        let spec = models_cluster(&[("H100", 8), ("A100", 4), ("A100", 4)]);
+        let mut s = scheduler(profile("default", None, None), spec);
+        s.submit(Job {
+            pools: vec![H100],
+            ..job(0, 1, whole(8), 0, 0)
+        });
+        assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+        let mut urgent = job(1, 1, whole(8), 100, 1);
+        urgent.pools = if name_it { vec![H100] } else { Vec::new() };
+        s.submit(urgent);
+        let decisions = s.schedule(MIN_RUNTIME + MINUTE);
+        assert_eq!(
+            preemptions(&decisions),
+            [(ids(&[0]), JobId(1), PreemptionKind::Priority)],
+            "naming H100: {name_it}"
+        );
+        assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    }
 }
 
 // 4. Strict FIFO per tenant ---------------------------------------------------------------
@@ -1245,7 +1265,10 @@ fn an_overdue_gang_holds_only_groups_of_nodes_it_may_use() {
         .flat_map(|r| r.groups.clone())
         .collect();
     let usable = [spec.node_group[2], spec.node_group[3]];
-    assert!(held.iter().all(|g| usable.contains(g)), "held {held:?}");
+    assert!(
+        !held.is_empty() && held.iter().all(|g| usable.contains(g)),
+        "held {held:?}"
+    );
     // A job of the head's priority goes to leaf 0, not to node 3, which the head needs.
     s.submit(job(2, 1, whole(8), 0, 1_900));
     assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[2]));

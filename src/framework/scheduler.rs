@@ -514,7 +514,9 @@ impl Scheduler {
                     self.drop_reservation(job.id);
                     return Attempted::Unresolvable;
                 }
-                // Unresolvable only on the pools its quota admits it on now: it waits.
+                // Unresolvable only on the pools its quota admits it on now: it waits, or
+                // makes room where it could go.
+                Code::UnschedulableAndUnresolvable if may_preempt => room_now = false,
                 Code::UnschedulableAndUnresolvable => return Attempted::Failed { retry_at: None },
                 _ if may_preempt => room_now = false,
                 _ => return Attempted::Failed { retry_at: None },
