@@ -508,8 +508,10 @@ impl Scheduler {
                 .code
             {
                 Code::Success | Code::Skip => {}
+                // Refused on all its pools, or on those it could ever be admitted on.
                 Code::UnschedulableAndUnresolvable
-                    if self.ever_unresolvable(job, offer.tenant, now_ms) =>
+                    if Arc::ptr_eq(searched_job, job)
+                        || self.ever_unresolvable(job, offer.tenant, now_ms) =>
                 {
                     self.drop_reservation(job.id);
                     return Attempted::Unresolvable;

@@ -278,13 +278,11 @@ fn fraction(num: u128, den: u128) -> f64 {
 struct WaitList {
     /// Longest first.
     runs: Vec<Vec<u64>>,
-    len: usize,
     sum_ms: u128,
 }
 
 impl WaitList {
     fn push(&mut self, wait_ms: u64) {
-        self.len += 1;
         self.sum_ms += u128::from(wait_ms);
         let mut run = vec![wait_ms];
         while self.runs.last().is_some_and(|last| last.len() <= run.len()) {
@@ -300,13 +298,13 @@ impl WaitList {
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.runs.iter().map(Vec::len).sum()
     }
 
     /// The value at rank ceil(p/100 × n) (1-based, at least 1); None when empty. It is the
     /// least value of any run with at least that many values at or below it.
     fn nearest_rank(&self, p: usize) -> Option<u64> {
-        let rank = (p * self.len).div_ceil(100).max(1);
+        let rank = (p * self.len()).div_ceil(100).max(1);
         let at_or_below = |v: u64| -> usize {
             self.runs
                 .iter()

@@ -439,10 +439,11 @@ impl World {
     /// nomination are given up, and it is queued again with a backoff (the victims, still
     /// going, hold what they had until they are gone).
     fn stop_awaiting_victims(&mut self, by: JobId, why: &str, now_ms: u64) {
-        let victims = match self.pods.jobs.get(&by).map(|e| &e.phase) {
-            Some(JobPhase::AwaitingVictims { victims, .. }) => victims.clone(),
-            _ => return,
+        let awaiting = |e: &JobEntry| matches!(e.phase, JobPhase::AwaitingVictims { .. });
+        let Some(preemptor) = self.pods.jobs.get(&by).filter(|e| awaiting(e)) else {
+            return;
         };
+        let victims = preemptor.phase.awaited_victims().to_vec();
         self.nominate(by, false);
         self.scheduler.bind_failed(by, now_ms);
         if let Some(preemptor) = self.pods.jobs.get_mut(&by) {
@@ -451,21 +452,21 @@ impl World {
         self.tell_pods(by, true, "FailedScheduling", why);
         // What its reservation took of its victims' devices is theirs again until their
         // pods are gone.
-        for victim in victims {
-            self.hold_while_going(victim);
-        }
+        self.hold_while_going(&victims);
     }
 
-    /// A victim still going holds every device of its live pods that is free.
-    pub(super) fn hold_while_going(&mut self, victim: JobId) {
-        let Some(entry) = self.pods.jobs.get(&victim) else {
-            return;
-        };
+    /// Victims still going hold every device of their live pods that is free.
+    pub(super) fn hold_while_going(&mut self, victims: &[JobId]) {
         let spec = self.scheduler.state().spec().clone();
-        let placements: Vec<Option<Placement>> = (entry.pods.iter().zip(&entry.places))
-            .map(|(uid, place)| uid.as_ref().and(place.resolve(&spec)))
-            .collect();
-        self.scheduler.hold_going(victim, placements);
+        for &victim in victims {
+            let Some(entry) = self.pods.jobs.get(&victim) else {
+                continue;
+            };
+            let placements: Vec<Option<Placement>> = (entry.pods.iter().zip(&entry.places))
+                .map(|(uid, place)| uid.as_ref().and(place.resolve(&spec)))
+                .collect();
+            self.scheduler.hold_going(victim, placements);
+        }
     }
 
     /// Preemptors whose victims are not all gone within [`VICTIM_PATIENCE_MS`] (a pod
@@ -511,11 +512,7 @@ impl World {
                 continue;
             };
             let phase = std::mem::replace(&mut entry.phase, JobPhase::Queued);
-            if let JobPhase::AwaitingVictims { victims, .. } = phase {
-                for victim in victims {
-                    self.hold_while_going(victim);
-                }
-            }
+            self.hold_while_going(phase.awaited_victims());
         }
     }
 

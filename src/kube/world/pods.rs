@@ -211,6 +211,16 @@ pub(super) enum JobPhase {
     Evicting { by: JobId },
 }
 
+impl JobPhase {
+    /// The victims a preemptor still waits for (none in any other phase).
+    pub fn awaited_victims(&self) -> &[JobId] {
+        match self {
+            JobPhase::AwaitingVictims { victims, .. } => victims,
+            _ => &[],
+        }
+    }
+}
+
 pub(super) struct JobEntry {
     pub job: Arc<Job>,
     /// The uid of each member by pod index; `None` once the pod is gone.
@@ -768,10 +778,7 @@ impl World {
         let none_left = entry.alive().next().is_none();
         // A preemptor that gives up its reservation leaves its victims, still going, to
         // hold what it had taken of theirs.
-        let victims = match &phase {
-            JobPhase::AwaitingVictims { victims, .. } => victims.clone(),
-            _ => Vec::new(),
-        };
+        let victims = phase.awaited_victims().to_vec();
         match phase {
             JobPhase::Queued => {
                 self.scheduler.withdraw(job);
@@ -798,9 +805,7 @@ impl World {
                 }
             }
         }
-        for victim in victims {
-            self.hold_while_going(victim);
-        }
+        self.hold_while_going(&victims);
     }
 
     /// Drops every trace of a deleted pod.
