@@ -661,6 +661,37 @@ fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
     assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(3)]);
 }
 
+#[test]
+fn a_single_pod_no_node_it_may_use_can_hold_is_unresolvable_not_blocking() {
+    // Nodes 0 and 2 carry `pool=a`; node 1 carries `pool=b`.
+    let labelled = |i: usize| match i {
+        0 | 2 => (vec![("pool", "a")], vec![]),
+        1 => (vec![("pool", "b")], vec![]),
+        _ => (vec![], vec![]),
+    };
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(profile("default", strict, None), uneven_leaves(labelled));
+    s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "nowhere"));
+    s.submit(selecting(job(1, 1, whole(8), 0, 1), "pool", "b"));
+    assert_eq!(
+        placed_jobs(&s.schedule(0)),
+        [JobId(1)],
+        "behind an unresolvable pod"
+    );
+    // As under kube-scheduler, it is told the nodes' reasons.
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert_eq!(
+        message,
+        "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."
+    );
+    // One that only lacks room now (node 1 is busy) still blocks the queue behind it.
+    s.submit(selecting(job(2, 1, whole(8), 0, 2), "pool", "b"));
+    s.submit(job(3, 1, whole(8), 0, 3));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    s.finish(JobId(1));
+    assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(2), JobId(3)]);
+}
+
 /// Two one-node leaves of 8 GPUs under the spine `spine` (empty: none) and no superspine.
 fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
     let mut builder = kant::model::ClusterSpecBuilder::new();

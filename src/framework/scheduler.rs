@@ -82,7 +82,8 @@ pub struct Scheduler {
     capacity_epoch: u64,
     /// Gangs waiting only for a tight placement, since when (world clock).
     tight_waits: HashMap<JobId, u64>,
-    /// What the nodes each waiting gang may use could ever hold, for this cluster shape.
+    /// What the nodes each waiting job may use could ever hold, for this cluster shape
+    /// (a single pod's once it failed).
     reaches: HashMap<JobId, Arc<Reach>>,
     /// Failed bindings per job, and failed attempts of a job waiting on other pods (its
     /// affinity or spread), for the backoff.
@@ -604,6 +605,12 @@ impl Scheduler {
                 .and_then(|admitted| inputs.place(&self.profile, &admitted, &self.state))
         });
         let Some(found) = found else {
+            // A single pod is judged on the nodes it may use only once it failed: most
+            // pods are placed at once, and the judgement is a pass over its pools.
+            if job.pods.len() == 1 && self.reach_of(job, &cycle).never.is_some() {
+                self.drop_reservation(job.id);
+                return Attempted::Unresolvable;
+            }
             let since = since.unwrap_or(now_ms);
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
             match tight_retry {
@@ -661,7 +668,7 @@ impl Scheduler {
         })
     }
 
-    /// What the nodes a gang may use could ever hold, judged once per cluster shape.
+    /// What the nodes a job may use could ever hold, judged once per cluster shape.
     fn reach_of(&mut self, job: &Job, cycle: &CycleState) -> Arc<Reach> {
         let (profile, state) = (&self.profile, &self.state);
         self.reaches

@@ -1,10 +1,9 @@
-//! The nodes a gang may ever use. Some filters refuse a node by its spec alone (node
+//! The nodes a job may ever use. Some filters refuse a node by its spec alone (node
 //! selectors and affinity, untolerated taints, an inference zone closed to training; see
-//! [`Filter::judges_spec`]), and such a refusal stands whatever runs there. Whether a gang
-//! could ever be placed, in its pools or inside one domain of a tier it requires, the
-//! tightest tier it holds out for, and the room held for it as a backfill head, are judged
-//! on the nodes none of them refuses. A single pod is not judged here: it waits with the
-//! nodes' reasons, as under kube-scheduler.
+//! [`Filter::judges_spec`]), and such a refusal stands whatever runs there. Whether a job
+//! could ever be placed, in its pools or (a gang) inside one domain of a tier it requires,
+//! and for a gang the tightest tier it holds out for and the room held for it as a
+//! backfill head, are judged on the nodes none of them refuses.
 
 use std::sync::Arc;
 
@@ -15,12 +14,13 @@ use super::plugin::{Filter, NodeView, PodContext};
 use super::search::{node_sizes, some_domain_could_hold, tightest_possible_tier};
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
-/// What the nodes a gang may use could ever hold, all free: judged once per cluster shape.
+/// What the nodes a job may use could ever hold, all free: judged once per cluster shape.
+/// A single pod's is only `never`: one node is inside every domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach {
-    /// `Some`: they can never hold the gang, and why.
+    /// `Some`: they can never hold the job, and why.
     pub never: Option<Status>,
-    /// Per pool of the job, the tightest tier with one domain they could hold it in
+    /// Per pool of a gang, the tightest tier with one domain they could hold it in
     /// (`None`: only the whole pool, or not even that).
     tightest: Vec<(PoolId, Option<Tier>)>,
     /// Per node of the cluster, whether the gang may use it; `None`: every node of its
@@ -44,9 +44,10 @@ impl Reach {
 /// ever hold. A search without it counts every node of the job's pools.
 pub struct ReachOf(pub Arc<Reach>);
 
-/// The gang's reach over the nodes of its pools that no spec-judging filter refuses; the
+/// The job's reach over the nodes of its pools that no spec-judging filter refuses; the
 /// cycle state is the one its PreFilters wrote.
 pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &CycleState) -> Reach {
+    let gang = job.pods.len() > 1;
     let pools = pools_for(job, snapshot);
     let shape = JobShape::of(job);
     let spec = snapshot.spec();
@@ -57,17 +58,21 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         .collect();
     let judged = (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, &pools, &judges));
     let usable = judged.as_ref().map(|(usable, _)| usable.as_slice());
-    let tightest = pools
-        .iter()
-        .map(|&p| (p, tightest_possible_tier(&shape, snapshot, &[p], usable)))
-        .collect();
+    let tightest = match gang {
+        true => pools
+            .iter()
+            .map(|&p| (p, tightest_possible_tier(&shape, snapshot, &[p], usable)))
+            .collect(),
+        false => Vec::new(),
+    };
     let never = usable.and_then(|usable| {
         let fits_some_pool = pools.iter().any(|&p| {
             let nodes = spec.pool(p).nodes.iter().copied();
             shape.fits(&node_sizes(spec, nodes.filter(|n| usable[n.index()])))
         });
-        let required = job.topology.filter(|need| need.required);
+        let required = job.topology.filter(|need| need.required && gang);
         match required {
+            _ if !fits_some_pool && !gang => Some("no node it may use can ever hold it"),
             _ if !fits_some_pool => Some("the nodes its pods may use can never hold the whole gang"),
             Some(need)
                 if !some_domain_could_hold(&shape, snapshot, &pools, need.tier, Some(usable)) =>
@@ -85,7 +90,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
             .zip(refusals)
             .map(|(why, refusals)| Status::unresolvable(format!("{why}: {refusals}"))),
         tightest,
-        usable,
+        usable: usable.filter(|_| gang),
     }
 }
 
