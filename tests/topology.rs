@@ -773,6 +773,57 @@ fn only_taints_of_the_pools_a_job_may_use_are_judged() {
 }
 
 #[test]
+fn room_held_for_a_scale_up_domain_is_ranked_by_what_the_gang_may_use() {
+    // Domain hA: nodes 0 to 3, of which the gang may use only 0 and 1 (both busy); 2 and
+    // 3 are free but not `pool=a`. Domain hB: nodes 4 to 6, all `pool=a`, only node 6
+    // free. hA has more free GPUs, but none the gang may use. Each node is its own leaf.
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for i in 0..7 {
+        let row = kant::model::NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "s1".into(),
+                leaf: format!("l{i}"),
+            }),
+            hbd: Some(if i < 4 { "hA" } else { "hB" }.to_string()),
+            labels: [("pool".to_string(), "a".to_string())]
+                .into_iter()
+                .filter(|_| !matches!(i, 2 | 3))
+                .collect(),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    let running = kant::framework::Adopted::Running { preemptible: true };
+    for node in [0, 1, 4, 5] {
+        s.adopt(
+            job(node, 1, whole(8), 0, 0),
+            &[Some(placement(node, 0xff, 1000))],
+            0,
+            running,
+        )
+        .unwrap();
+    }
+    let head = selecting(job(10, 2, whole(8), 0, 10), "pool", "a");
+    s.submit(needing(head, Tier::Hbd, true));
+    assert!(placed_jobs(&s.schedule(10_000)).is_empty());
+    let overdue = 10_000 + 30 * MINUTE_MS;
+    assert!(placed_jobs(&s.schedule(overdue)).is_empty());
+    // The head holds hB, where node 6 drains towards it: a later job of its priority
+    // that could take node 6 does not.
+    s.submit(selecting(job(11, 1, whole(8), 0, 2_000), "pool", "a"));
+    assert!(placed_jobs(&s.schedule(2_000_000)).is_empty());
+}
+
+#[test]
 fn room_held_for_a_gang_that_requires_a_scale_up_domain_is_in_one() {
     // Scale-up domain hA spans nodes 0 and 1, in leaves l1 and l2; nodes 2 and 3 fill
     // those leaves; leaf l0 (nodes 4 and 5) has no domain. Nodes 0 to 3 are busy.

@@ -285,6 +285,18 @@ fn group_node_sizes(
     sizes
 }
 
+/// The free whole GPUs of those of `nodes` the job may use (`None`: all of them).
+fn usable_free(
+    snapshot: &ClusterState,
+    nodes: impl Iterator<Item = NodeId>,
+    usable: Option<&[bool]>,
+) -> u64 {
+    nodes
+        .filter(|n| usable.is_none_or(|u| u[n.index()]))
+        .map(|n| u64::from(snapshot.node(n).free_whole_count()))
+        .sum()
+}
+
 fn add_sizes(total: &mut NodeSizes, more: &NodeSizes) {
     for (total, count) in total.iter_mut().zip(more) {
         *total += count;
@@ -323,7 +335,11 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
                 Some(t) => spec.group_domain(group, t)?,
                 None => 0,
             };
-            Some((pool, domain, group, u64::from(aggregate.free_gpus)))
+            let free = match usable {
+                None => u64::from(aggregate.free_gpus),
+                Some(_) => usable_free(snapshot, spec.group(group).nodes.iter().copied(), usable),
+            };
+            Some((pool, domain, group, free))
         })
         .collect();
     // Inside a domain, the groups with the most free GPUs first.
@@ -359,7 +375,7 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
 
 /// The groups to hold for a gang that requires a scale-up domain: those of the nodes, in
 /// one of its pools, of the domain that could ever hold it (of the nodes it may use) with
-/// the most free GPUs now.
+/// the most free GPUs on those nodes now.
 fn hbd_reservation(
     job: &Job,
     snapshot: &ClusterState,
@@ -377,7 +393,7 @@ fn hbd_reservation(
                 hbd_nodes_in(spec, hbd, pool).filter(counts),
             ))
         })
-        .max_by_key(|&(hbd, _)| snapshot.hbd(hbd).free_gpus);
+        .max_by_key(|&(hbd, pool)| usable_free(snapshot, hbd_nodes_in(spec, hbd, pool), usable));
     let Some((hbd, pool)) = best else {
         return Vec::new();
     };
