@@ -96,8 +96,8 @@ fn one_gpu(node: usize, device: u32) -> Placement {
         node: NodeId(node as u32),
         gpus: DeviceAlloc::whole(1 << device),
         cpu_milli: 0,
-        memory_mib: 0,
-        ephemeral_mib: 0,
+        memory_bytes: 0,
+        ephemeral_bytes: 0,
     }
 }
 

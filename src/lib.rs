@@ -27,7 +27,7 @@
 //!         gpu_model: Some("H100".into()),
 //!         gpus: 8,
 //!         cpu_milli: None,
-//!         memory_mib: None,
+//!         memory_bytes: None,
 //!         leaf: None,
 //!         hbd: None,
 //!         ..Default::default()

@@ -262,7 +262,7 @@ fn two_model_cluster() -> Arc<ClusterSpec> {
             gpu_model: Some(model.into()),
             gpus: 8,
             cpu_milli: Some(128_000),
-            memory_mib: Some(1 << 20),
+            memory_bytes: Some(1 << 40),
             leaf: Some(LeafPath {
                 superspine: "ss".into(),
                 spine: "spine".into(),

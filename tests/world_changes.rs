@@ -362,12 +362,12 @@ fn pod_limits_and_ephemeral_storage_are_accounted() {
                 ..row("full", "H100", 8)
             },
             NodeRow {
-                ephemeral_mib: Some(100),
+                ephemeral_bytes: Some(100),
                 ..row("small-disk", "H100", 8)
             },
             NodeRow {
                 max_pods: Some(110),
-                ephemeral_mib: Some(1000),
+                ephemeral_bytes: Some(1000),
                 ..row("roomy", "H100", 8)
             },
         ],
@@ -377,15 +377,15 @@ fn pod_limits_and_ephemeral_storage_are_accounted() {
     // A pod placed elsewhere fills the first node's pod limit.
     s.adopt(job(1, 1, whole(1), 0, 0), &[Some(on(0, 0b1))], 0, RUNNING)
         .unwrap();
-    let with_disk = |id: u32, mib: u64| {
+    let with_disk = |id: u32, bytes: u64| {
         let mut j = job(id, 1, whole(1), 0, u64::from(id));
-        j.pods[0].ephemeral_mib = mib;
+        j.pods[0].ephemeral_bytes = bytes;
         j
     };
     s.submit(with_disk(2, 600));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
     assert_eq!(nodes_of(&s, 2, 1), ["roomy"]);
-    // The roomy node has 400 MiB left.
+    // The roomy node has 400 bytes left.
     s.submit(with_disk(3, 500));
     assert!(placed_jobs(&s.schedule(1_000)).is_empty());
     assert_eq!(

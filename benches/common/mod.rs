@@ -34,7 +34,7 @@ pub fn cluster(nodes: usize) -> Arc<ClusterSpec> {
             gpu_model: Some(GPU_MODEL.into()),
             gpus: GPUS_PER_NODE,
             cpu_milli: Some(192_000),
-            memory_mib: Some(2 * 1024 * 1024),
+            memory_bytes: Some(2 << 40),
             leaf: Some(LeafPath {
                 superspine: "superspine-0".into(),
                 spine: format!("spine-{}", leaf / LEAVES_PER_SPINE),

@@ -58,8 +58,8 @@ pub struct Placement {
     pub node: NodeId,
     pub gpus: DeviceAlloc,
     pub cpu_milli: u64,
-    pub memory_mib: u64,
-    pub ephemeral_mib: u64,
+    pub memory_bytes: u64,
+    pub ephemeral_bytes: u64,
 }
 
 /// Whether the world has confirmed a placement.

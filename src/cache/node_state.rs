@@ -160,8 +160,8 @@ impl NodeState {
             self.sharing += p.gpus.total_milli() as u16;
         }
         self.cpu_used += p.cpu_milli;
-        self.memory_used += p.memory_mib;
-        self.ephemeral_used += p.ephemeral_mib;
+        self.memory_used += p.memory_bytes;
+        self.ephemeral_used += p.ephemeral_bytes;
         self.pods += 1;
     }
 
@@ -178,8 +178,8 @@ impl NodeState {
             self.sharing -= p.gpus.total_milli() as u16;
         }
         self.cpu_used -= p.cpu_milli;
-        self.memory_used -= p.memory_mib;
-        self.ephemeral_used -= p.ephemeral_mib;
+        self.memory_used -= p.memory_bytes;
+        self.ephemeral_used -= p.ephemeral_bytes;
         self.pods -= 1;
     }
 

@@ -14,7 +14,7 @@ fn cluster(nodes: &[(usize, Option<&str>)]) -> Arc<ClusterSpec> {
             gpu_model: (gpus > 0).then(|| "H100".to_string()),
             gpus,
             cpu_milli: None,
-            memory_mib: None,
+            memory_bytes: None,
             leaf: leaf.map(|l| LeafPath {
                 superspine: "s".into(),
                 spine: "p".into(),
@@ -43,8 +43,8 @@ fn place(node: u32, devices: u32, milli_each: Milli) -> Placement {
             milli_each,
         },
         cpu_milli: 0,
-        memory_mib: 0,
-        ephemeral_mib: 0,
+        memory_bytes: 0,
+        ephemeral_bytes: 0,
     }
 }
 

@@ -317,8 +317,8 @@ mod tests {
                 node: cluster.node_id(node).unwrap(),
                 gpus: DeviceAlloc::whole(devices),
                 cpu_milli: 0,
-                memory_mib: 0,
-                ephemeral_mib: 0,
+                memory_bytes: 0,
+                ephemeral_bytes: 0,
             };
             (PodKey { job: JobId(1), pod }, placement)
         };

@@ -763,8 +763,8 @@ fn place_pod(
         node,
         gpus,
         cpu_milli: pod.request.cpu_milli,
-        memory_mib: pod.request.memory_mib,
-        ephemeral_mib: pod.request.ephemeral_mib,
+        memory_bytes: pod.request.memory_bytes,
+        ephemeral_bytes: pod.request.ephemeral_bytes,
     })
 }
 

@@ -13,7 +13,7 @@
 //!   containers. It must be a whole, non-negative number.
 //! - A fraction of one GPU: the annotation `kant.io/gpu-fraction` (`"0.5"`), exact to a
 //!   milli-GPU, strictly between 0 and 1, never together with a non-zero `nvidia.com/gpu`.
-//! - CPU (millicores), memory and ephemeral storage (`ephemeral-storage`, MiB), rounded
+//! - CPU (millicores), memory and ephemeral storage (`ephemeral-storage`, bytes), rounded
 //!   up, from the same effective requests (a container's limit stands for a missing
 //!   request, as the API server defaults it), with pod-level `spec.resources.requests`
 //!   replacing the containers' sum of CPU and memory where given, plus `spec.overhead`
@@ -62,7 +62,7 @@
 //!   `status.allocatable`, whole, absent = 0. GPUs without the label are an error; the
 //!   label on a node with no GPUs is ignored (a CPU-only node).
 //! - CPU, memory and ephemeral storage: `status.allocatable` `cpu`, `memory` and
-//!   `ephemeral-storage`, rounded down to millicores and MiB; absent: unknown (unlimited).
+//!   `ephemeral-storage`, rounded down to millicores and bytes; absent: unknown (unlimited).
 //! - Pods: `status.allocatable["pods"]`, the most pods the node runs (every pod bound
 //!   there counts); absent: unknown (unlimited).
 //! - Extended resources: every other entry of `status.allocatable`, rounded down to its
@@ -101,6 +101,7 @@ use serde::Deserialize;
 use serde::de::IntoDeserializer;
 use serde::de::value::StrDeserializer;
 
+use super::crd::POD_GROUP_LABEL;
 use crate::cache::DeviceAlloc;
 use crate::config::Config;
 use crate::model::{
@@ -118,8 +119,6 @@ pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 pub const GPU_FRACTION_ANNOTATION: &str = "kant.io/gpu-fraction";
 /// Pod label: the tenant's queue.
 pub const QUEUE_LABEL: &str = "kant.io/queue";
-/// Pod label: the PodGroup (gang) of the pod.
-pub const POD_GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 /// Pod label: `train`, `inference` or `dev`.
 pub const WORKLOAD_LABEL: &str = "kant.io/workload";
 /// Pod annotation: `required:TIER` or `preferred:TIER`.
@@ -181,7 +180,6 @@ impl ConvertError {
 // Quantities
 
 const NANO: u128 = 1_000_000_000;
-const MIB: u128 = 1 << 20;
 
 /// The exact value of a Kubernetes quantity in billionths (`"1"` is 1,000,000,000).
 ///
@@ -349,6 +347,13 @@ fn label_field(key: &str) -> String {
     format!("metadata.labels[{key}]")
 }
 
+/// A label's value; `None` where it is absent or empty. An empty value names nothing: a
+/// Helm value left blank reads as no queue, no workload kind and, as scheduler-plugins
+/// reads it, no pod group.
+pub fn label_value<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    labels?.get(key).map(String::as_str).filter(|v| !v.is_empty())
+}
+
 /// Reads what the scheduler needs of a pod, following the conventions at the top of this
 /// file.
 pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
@@ -362,7 +367,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         gpu_request(&object, whole, annotations)
     })?;
 
-    let kind = match labels.get(WORKLOAD_LABEL).map(String::as_str) {
+    let kind = match label_value(Some(labels), WORKLOAD_LABEL) {
         None => JobKind::Unknown,
         Some("train") => JobKind::Train,
         Some("inference") => JobKind::Inference,
@@ -389,11 +394,11 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         request,
         priority: spec.priority.unwrap_or(0),
         may_preempt: spec.preemption_policy.as_deref() != Some("Never"),
-        queue: labels.get(QUEUE_LABEL).cloned(),
+        queue: label_value(Some(labels), QUEUE_LABEL).map(str::to_owned),
         gpu_models,
         constraints,
         pod_rules: Arc::new(pod_rules),
-        group: labels.get(POD_GROUP_LABEL).cloned(),
+        group: label_value(Some(labels), POD_GROUP_LABEL).map(str::to_owned),
         gated: spec
             .scheduling_gates
             .as_ref()
@@ -428,12 +433,12 @@ fn pod_request(
     amounts: &Amounts,
     gpu: impl FnOnce(u64) -> Result<GpuRequest, ConvertError>,
 ) -> Result<PodRequest, ConvertError> {
-    let mib = |name: &str| amounts.rounded_up(object, name, NANO * MIB);
+    let bytes = |name: &str| amounts.rounded_up(object, name, NANO);
     Ok(PodRequest {
         gpu: gpu(amounts.rounded_up(object, GPU_RESOURCE, NANO)?)?,
         cpu_milli: amounts.rounded_up(object, CPU, 1_000_000)?,
-        memory_mib: mib(MEMORY)?,
-        ephemeral_mib: mib(EPHEMERAL_STORAGE)?,
+        memory_bytes: bytes(MEMORY)?,
+        ephemeral_bytes: bytes(EPHEMERAL_STORAGE)?,
     })
 }
 
@@ -1363,8 +1368,8 @@ impl NodeConverter {
         let listed =
             |name: &str, unit: u128| quantity(name).map(|q| capacity(name, q, unit)).transpose();
         let cpu_milli = listed(CPU, 1_000_000)?;
-        let memory_mib = listed(MEMORY, NANO * MIB)?;
-        let ephemeral_mib = listed(EPHEMERAL_STORAGE, NANO * MIB)?;
+        let memory_bytes = listed(MEMORY, NANO)?;
+        let ephemeral_bytes = listed(EPHEMERAL_STORAGE, NANO)?;
         let max_pods = listed(PODS, NANO)?.map(|pods| u32::try_from(pods).unwrap_or(u32::MAX));
         let mut extended = ExtendedResources::new();
         for (name, q) in allocatable.into_iter().flatten() {
@@ -1399,8 +1404,8 @@ impl NodeConverter {
                 gpu_model,
                 gpus,
                 cpu_milli,
-                memory_mib,
-                ephemeral_mib,
+                memory_bytes,
+                ephemeral_bytes,
                 max_pods,
                 extended,
                 leaf,
@@ -1663,6 +1668,20 @@ mod tests {
     }
 
     #[test]
+    fn empty_labels_name_nothing() {
+        // A Helm value left blank: no pod group (as scheduler-plugins reads it), the
+        // default queue, no workload kind.
+        let blank = facts(json!({"metadata": {"labels": {
+            "scheduling.x-k8s.io/pod-group": "",
+            "kant.io/queue": "",
+            "kant.io/workload": "",
+        }}}));
+        assert_eq!(blank.group, None);
+        assert_eq!(blank.queue, None);
+        assert_eq!(blank.kind, JobKind::Unknown);
+    }
+
+    #[test]
     fn a_training_operator_worker() {
         let worker = pod(json!({
             "metadata": {
@@ -1699,8 +1718,8 @@ mod tests {
             PodRequest {
                 gpu: GpuRequest::Whole(8),
                 cpu_milli: 90_000,
-                memory_mib: 1500 * 1024,
-                ephemeral_mib: 0,
+                memory_bytes: 1500 << 30,
+                ephemeral_bytes: 0,
             }
         );
         assert_eq!(facts.priority, 1000);
@@ -1779,8 +1798,8 @@ mod tests {
             PodRequest {
                 gpu: GpuRequest::Whole(2),
                 cpu_milli: 4000,
-                memory_mib: 3072,
-                ephemeral_mib: 0,
+                memory_bytes: 3 << 30,
+                ephemeral_bytes: 0,
             }
         );
     }
@@ -1799,7 +1818,7 @@ mod tests {
         // CPUs, 1Gi + 100Mi. Then the overhead.
         let request = facts(spec).request;
         assert_eq!(request.cpu_milli, 2750);
-        assert_eq!(request.memory_mib, 2048 + 64);
+        assert_eq!(request.memory_bytes, (2048 + 64) << 20);
     }
 
     #[test]
@@ -1809,7 +1828,25 @@ mod tests {
             "containers": [{"name": "main", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]
         }});
         let request = facts(spec).request;
-        assert_eq!((request.cpu_milli, request.memory_mib), (8000, 1024));
+        assert_eq!((request.cpu_milli, request.memory_bytes), (8000, 1 << 30));
+    }
+
+    #[test]
+    fn memory_and_storage_are_counted_in_bytes_as_kube_scheduler_counts_them() {
+        // Kubelet reports memory in Ki: a pod asking for all of it fits.
+        let allocatable = json!({"memory": "2063731180Ki", "ephemeral-storage": "94580335255"});
+        let big = converter()
+            .node(&node(json!({"status": {"allocatable": allocatable}})))
+            .unwrap();
+        let all = facts(containers(json!({"requests": allocatable})));
+        assert_eq!(all.request.memory_bytes, big.row.memory_bytes.unwrap());
+        assert_eq!(all.request.ephemeral_bytes, big.row.ephemeral_bytes.unwrap());
+        // Ten pods of 100M fill a node of 1000M exactly.
+        let small = converter()
+            .node(&node(json!({"status": {"allocatable": {"memory": "1000M"}}})))
+            .unwrap();
+        let tenth = facts(containers(json!({"requests": {"memory": "100M"}})));
+        assert_eq!(10 * tenth.request.memory_bytes, small.row.memory_bytes.unwrap());
     }
 
     #[test]
@@ -1818,7 +1855,7 @@ mod tests {
             json!({"requests": {"cpu": "1e-3", "memory": "1"}}),
         ))
         .request;
-        assert_eq!((request.cpu_milli, request.memory_mib), (1, 1));
+        assert_eq!((request.cpu_milli, request.memory_bytes), (1, 1));
         // Three containers of 0.4 millicores: 1.2 in all, 2 after rounding the sum.
         let spec = json!({"spec": {"containers": [
             {"name": "a", "resources": {"requests": {"cpu": "400u"}}},
@@ -1880,14 +1917,14 @@ mod tests {
         }});
         // Containers with the sidecar: 10 + 1 + 2 GiB (a request stands, not its limit);
         // fetch runs beside the sidecar: 22 GiB, the larger; then the overhead.
-        assert_eq!(facts(spec).request.ephemeral_mib, 22 * 1024 + 512);
-        let rounded = facts(containers(json!({"requests": {"ephemeral-storage": "1M"}})));
+        assert_eq!(facts(spec).request.ephemeral_bytes, (22 * 1024 + 512) << 20);
+        let decimal = facts(containers(json!({"requests": {"ephemeral-storage": "1M"}})));
         assert_eq!(
-            rounded.request.ephemeral_mib, 1,
-            "a million bytes, rounded up"
+            decimal.request.ephemeral_bytes, 1_000_000,
+            "a million bytes, exactly"
         );
         assert_eq!(
-            rounded.constraints, None,
+            decimal.constraints, None,
             "ephemeral storage is no extended resource"
         );
         assert_eq!(
@@ -1968,7 +2005,7 @@ mod tests {
             "requests": {"cpu": "1", "memory": "1Gi", "ephemeral-storage": "1Gi"},
             "limits": {"cpu": "2", "memory": "2Gi", "ephemeral-storage": "2Gi"}
         }));
-        assert_eq!(facts(under).request.ephemeral_mib, 1024);
+        assert_eq!(facts(under).request.ephemeral_bytes, 1 << 30);
     }
 
     fn fraction(text: &str) -> Result<GpuRequest, String> {
@@ -2464,7 +2501,7 @@ mod tests {
         assert_eq!(row.gpu_model.as_deref(), Some("H100"));
         assert_eq!(row.gpus, 8);
         assert_eq!(row.cpu_milli, Some(191_500));
-        assert_eq!(row.memory_mib, Some(2_015_362), "rounded down");
+        assert_eq!(row.memory_bytes, Some(2_063_731_180 * 1024));
         assert_eq!(
             row.leaf,
             Some(LeafPath {
@@ -2576,7 +2613,7 @@ mod tests {
 
         let bare: Node = serde_json::from_value(json!({"metadata": {"name": "cpu1"}})).unwrap();
         let row = converter().node(&bare).unwrap().row;
-        assert_eq!((row.gpus, row.cpu_milli, row.memory_mib), (0, None, None));
+        assert_eq!((row.gpus, row.cpu_milli, row.memory_bytes), (0, None, None));
 
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"nvidia.com/gpu": "2.5"}}})),
@@ -2606,7 +2643,7 @@ mod tests {
         }}}));
         let row = converter().node(&n).unwrap().row;
         assert_eq!(row.max_pods, Some(110));
-        assert_eq!(row.ephemeral_mib, Some(1800 * 1024));
+        assert_eq!(row.ephemeral_bytes, Some(1800 << 30));
         assert_eq!(
             row.extended,
             ExtendedResources::from([
@@ -2617,7 +2654,7 @@ mod tests {
             "rounded down; GPUs, cpu and memory are not among them"
         );
         let bare = converter().node(&node(json!({}))).unwrap().row;
-        assert_eq!((bare.max_pods, bare.ephemeral_mib), (None, None));
+        assert_eq!((bare.max_pods, bare.ephemeral_bytes), (None, None));
         assert!(bare.extended.is_empty());
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"rdma/hca": "many"}}})),
@@ -2980,8 +3017,8 @@ NIC Legend:\n\
                 PodRequest {
                     gpu: GpuRequest::Whole(4),
                     cpu_milli: 2_000,
-                    memory_mib: 0,
-                    ephemeral_mib: 0,
+                    memory_bytes: 0,
+                    ephemeral_bytes: 0,
                 },
                 ExtendedResources::from([("rdma/hca".to_owned(), 1)])
             ))

@@ -127,7 +127,7 @@ impl ClusterSpec {
     pub fn nodes_with_unknown_capacity(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|n| n.cpu_milli.is_none() || n.memory_mib.is_none())
+            .filter(|n| n.cpu_milli.is_none() || n.memory_bytes.is_none())
             .count()
     }
 
@@ -148,8 +148,8 @@ pub struct NodeRow {
     pub gpu_model: Option<String>,
     pub gpus: usize,
     pub cpu_milli: Option<u64>,
-    pub memory_mib: Option<u64>,
-    pub ephemeral_mib: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub ephemeral_bytes: Option<u64>,
     pub max_pods: Option<u32>,
     pub extended: ExtendedResources,
     pub leaf: Option<LeafPath>,
@@ -268,8 +268,8 @@ impl ClusterSpecBuilder {
             gpu_model: row.gpu_model,
             pool,
             cpu_milli: row.cpu_milli,
-            memory_mib: row.memory_mib,
-            ephemeral_mib: row.ephemeral_mib,
+            memory_bytes: row.memory_bytes,
+            ephemeral_bytes: row.ephemeral_bytes,
             max_pods: row.max_pods,
             extended: row.extended,
             links,
@@ -400,7 +400,7 @@ mod tests {
             gpu_model: model.map(Into::into),
             gpus,
             cpu_milli: Some(64_000),
-            memory_mib: Some(512 * 1024),
+            memory_bytes: Some(512 << 30),
             leaf: leaf.map(|l| LeafPath {
                 superspine: "ss".into(),
                 spine: "sp".into(),

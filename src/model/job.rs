@@ -13,8 +13,8 @@ use super::{
 pub struct PodRequest {
     pub gpu: GpuRequest,
     pub cpu_milli: u64,
-    pub memory_mib: u64,
-    pub ephemeral_mib: u64,
+    pub memory_bytes: u64,
+    pub ephemeral_bytes: u64,
 }
 
 impl PodRequest {
@@ -22,8 +22,8 @@ impl PodRequest {
         Self {
             gpu,
             cpu_milli: 0,
-            memory_mib: 0,
-            ephemeral_mib: 0,
+            memory_bytes: 0,
+            ephemeral_bytes: 0,
         }
     }
 }

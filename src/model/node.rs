@@ -25,10 +25,10 @@ pub struct NodeSpec {
     pub pool: PoolId,
     /// Allocatable CPU in millicores; `None` when unknown (treated as unlimited).
     pub cpu_milli: Option<u64>,
-    /// Allocatable memory in MiB; `None` when unknown (treated as unlimited).
-    pub memory_mib: Option<u64>,
-    /// Allocatable ephemeral storage in MiB; `None` when unknown (treated as unlimited).
-    pub ephemeral_mib: Option<u64>,
+    /// Allocatable memory in bytes; `None` when unknown (treated as unlimited).
+    pub memory_bytes: Option<u64>,
+    /// Allocatable ephemeral storage in bytes; `None` when unknown (treated as unlimited).
+    pub ephemeral_bytes: Option<u64>,
     /// The most pods the node runs; `None` when unknown (unlimited).
     pub max_pods: Option<u32>,
     /// Allocatable extended resources (none in traces); one not listed is 0.

@@ -7,6 +7,10 @@ pub type Milli = u32;
 /// Milli-GPUs in one whole GPU.
 pub const MILLI_PER_GPU: Milli = 1000;
 
+/// Bytes in a mebibyte. Memory and ephemeral storage are counted in bytes, exact as
+/// Kubernetes counts them; traces give them in MiB.
+pub const BYTES_PER_MIB: u64 = 1 << 20;
+
 /// The GPUs one pod asks for: whole devices, or a fraction of one shared device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GpuRequest {

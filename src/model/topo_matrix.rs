@@ -81,6 +81,7 @@ impl Link {
 /// without NIC columns every GPU is assumed to have its own NIC, numbered as the GPU.
 pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelError> {
     let err = |m: String| ModelError::new(owner, m);
+    let text = without_terminal_escapes(text);
     let mut lines = text.lines();
     let header = loop {
         let Some(line) = lines.next() else {
@@ -332,6 +333,29 @@ fn is_info_header(name: &str) -> bool {
 /// names (which hold no spaces) are split on whitespace up to the first known information
 /// header (so a one-space gap left by expanded tabs after a 7-letter name such as `mlx5_10`
 /// still separates), and the rest on runs of 2+ spaces.
+/// The text without terminal control sequences: `nvidia-smi topo -m` run on a terminal
+/// (`kubectl exec -t`, `ssh -t`) underlines its header with `ESC[4m` ... `ESC[0m`.
+fn without_terminal_escapes(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\x1b') {
+        return text.into();
+    }
+    let mut clean = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            clean.push(c);
+        } else if chars.next() == Some('[') {
+            // A control sequence ends at its first byte in `@`..=`~`.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    clean.into()
+}
+
 fn split_header(line: &str) -> Vec<&str> {
     if line.contains('\t') {
         return line
@@ -557,6 +581,22 @@ mlx5_11 PIX     SYS     SYS      X
 ";
         let m = parse_topo_matrix(OWNER, text).unwrap();
         assert_eq!(m, expected(&["NC", "CN"], &[0, 1], &[1, 0]));
+    }
+
+    #[test]
+    fn a_header_underlined_by_a_terminal_reads_as_plain() {
+        // `nvidia-smi topo -m` on a terminal wraps its header in `ESC[4m` ... `ESC[0m`.
+        let plain = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\t0-59\t0\t\tN/A
+GPU1\tNV18\t X \t0-59\t0\t\tN/A
+";
+        let underlined = plain
+            .replacen("\tGPU0", "\t\x1b[4mGPU0", 1)
+            .replacen("GPU NUMA ID", "GPU NUMA ID\x1b[0m", 1);
+        assert_eq!(
+            parse_topo_matrix(OWNER, &underlined).unwrap(),
+            parse_topo_matrix(OWNER, plain).unwrap()
+        );
     }
 
     #[test]

@@ -110,15 +110,15 @@ impl Filter for ResourceFit {
                 "Insufficient cpu",
             ),
             (
-                spec.memory_mib,
+                spec.memory_bytes,
                 usage.memory_used,
-                request.memory_mib,
+                request.memory_bytes,
                 "Insufficient memory",
             ),
             (
-                spec.ephemeral_mib,
+                spec.ephemeral_bytes,
                 usage.ephemeral_used,
-                request.ephemeral_mib,
+                request.ephemeral_bytes,
                 "Insufficient ephemeral-storage",
             ),
         ];

@@ -92,8 +92,8 @@ impl Default for SyntheticOptions {
 
 /// CPU of every default-cluster node, in millicores (224 cores).
 pub const DEFAULT_NODE_CPU_MILLI: u64 = 224_000;
-/// Memory of every default-cluster node, in MiB (2,048 GiB).
-pub const DEFAULT_NODE_MEMORY_MIB: u64 = 2_048 * 1_024;
+/// Memory of every default-cluster node, in bytes (2,048 GiB).
+pub const DEFAULT_NODE_MEMORY_BYTES: u64 = 2_048 << 30;
 
 /// One GPU model's part of the default cluster.
 struct PoolLayout {
@@ -147,7 +147,7 @@ pub fn default_cluster() -> ClusterSpec {
                     gpu_model: Some(layout.model.to_owned()),
                     gpus: DEFAULT_GPUS_PER_NODE,
                     cpu_milli: Some(DEFAULT_NODE_CPU_MILLI),
-                    memory_mib: Some(DEFAULT_NODE_MEMORY_MIB),
+                    memory_bytes: Some(DEFAULT_NODE_MEMORY_BYTES),
                     leaf: Some(LeafPath {
                         superspine: DEFAULT_SUPERSPINE.to_owned(),
                         spine: format!("spine-{spine}"),
@@ -781,7 +781,7 @@ mod tests {
                 gpu_model: Some("V100".into()),
                 gpus: 4,
                 cpu_milli: None,
-                memory_mib: None,
+                memory_bytes: None,
                 leaf: None,
                 hbd: None,
                 ..Default::default()

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::config::is_priority_number;
 use crate::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
+    BYTES_PER_MIB, ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
     NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
 };
 use crate::model::{LinkMatrix, LinkProfile};
@@ -237,7 +237,7 @@ pub fn parse_nodes(
             gpu_model: model.map(str::to_owned),
             gpus: gpu_count,
             cpu_milli: row.optional_whole("cpu_milli", Some(cpu_milli))?,
-            memory_mib: row.optional_whole("memory_mib", Some(memory_mib))?,
+            memory_bytes: row.optional_mib("memory_mib", Some(memory_mib))?,
             leaf: leaf_path,
             hbd: non_empty(row.text(hbd)).map(str::to_owned),
             ..Default::default()
@@ -614,6 +614,16 @@ impl<'a> Row<'a> {
         }
     }
 
+    /// An optional whole number of MiB, in bytes.
+    fn optional_mib(&self, field: &str, column: Option<usize>) -> Result<Option<u64>, TraceError> {
+        let Some(mib) = self.optional_whole(field, column)? else {
+            return Ok(None);
+        };
+        mib.checked_mul(BYTES_PER_MIB)
+            .map(Some)
+            .ok_or_else(|| self.error(field, format!("{mib} MiB is too large")))
+    }
+
     fn seconds_as_ms(&self, field: &str, text: &str) -> Result<u64, TraceError> {
         parse_seconds_as_ms(text).map_err(|m| self.error(field, m))
     }
@@ -767,7 +777,7 @@ pub fn write_nodes_to(writer: impl Write, cluster: &ClusterSpec) -> io::Result<(
             node.gpu_model.as_deref().unwrap_or(""),
             &node.gpus().to_string(),
             &optional(node.cpu_milli),
-            &optional(node.memory_mib),
+            &optional(node.memory_bytes.map(|bytes| bytes / BYTES_PER_MIB)),
             leaf.map_or("", |l| l.leaf.as_str()),
             leaf.map_or("", |l| l.spine.as_str()),
             leaf.map_or("", |l| l.superspine.as_str()),
@@ -948,7 +958,7 @@ mod tests {
             assert_eq!(x.gpu_model, y.gpu_model);
             assert_eq!(x.pool, y.pool);
             assert_eq!(x.cpu_milli, y.cpu_milli);
-            assert_eq!(x.memory_mib, y.memory_mib);
+            assert_eq!(x.memory_bytes, y.memory_bytes);
             assert_eq!(*x.links, *y.links, "links of {}", x.name);
             assert_eq!(x.topology, y.topology);
         }
@@ -1388,7 +1398,7 @@ mod tests {
         assert_eq!(cluster.hbds, ["d0"]);
         let x = cluster.node(cluster.node_id("x").expect("x"));
         assert_eq!(x.gpu_model.as_deref(), Some("H100"));
-        assert_eq!((x.cpu_milli, x.memory_mib), (None, None));
+        assert_eq!((x.cpu_milli, x.memory_bytes), (None, None));
         let z = cluster.node(cluster.node_id("z").expect("z"));
         assert_eq!(z.topology.leaf, None);
         // T4 is not in links_by_model: the default profile applies.

@@ -37,7 +37,7 @@ pub fn fabric(
             gpu_model: Some("H100".into()),
             gpus,
             cpu_milli: Some(128_000),
-            memory_mib: Some(1 << 20),
+            memory_bytes: Some(1 << 40),
             leaf: Some(LeafPath {
                 superspine: "ss".into(),
                 spine: format!("spine-{}", leaf / leaves_per_spine),
@@ -149,7 +149,7 @@ pub fn models_cluster(nodes: &[(&str, usize)]) -> Arc<ClusterSpec> {
             gpu_model: Some(model.into()),
             gpus,
             cpu_milli: None,
-            memory_mib: None,
+            memory_bytes: None,
             leaf: None,
             hbd: None,
             ..Default::default()
@@ -179,8 +179,8 @@ pub fn placement(node: u32, devices: u32, milli_each: u32) -> kant::cache::Place
             milli_each,
         },
         cpu_milli: 0,
-        memory_mib: 0,
-        ephemeral_mib: 0,
+        memory_bytes: 0,
+        ephemeral_bytes: 0,
     }
 }
 

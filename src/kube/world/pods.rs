@@ -33,7 +33,7 @@ use crate::model::{
 use crate::queue::DEFAULT_TENANT;
 
 use super::super::convert::{
-    ConvertError, PodFacts, QUEUE_LABEL, bound_devices, bound_request, pod_facts,
+    ConvertError, PodFacts, QUEUE_LABEL, bound_devices, bound_request, label_value, pod_facts,
 };
 use super::super::crd::POD_GROUP_LABEL;
 use super::resync::Change;
@@ -161,8 +161,8 @@ pub(super) struct Place {
     pub node: String,
     pub gpus: DeviceAlloc,
     pub cpu_milli: u64,
-    pub memory_mib: u64,
-    pub ephemeral_mib: u64,
+    pub memory_bytes: u64,
+    pub ephemeral_bytes: u64,
 }
 
 impl Place {
@@ -171,8 +171,8 @@ impl Place {
             node: spec.node(placement.node).name.clone(),
             gpus: placement.gpus,
             cpu_milli: placement.cpu_milli,
-            memory_mib: placement.memory_mib,
-            ephemeral_mib: placement.ephemeral_mib,
+            memory_bytes: placement.memory_bytes,
+            ephemeral_bytes: placement.ephemeral_bytes,
         }
     }
 
@@ -182,8 +182,8 @@ impl Place {
             node: spec.node_id(&self.node)?,
             gpus: self.gpus,
             cpu_milli: self.cpu_milli,
-            memory_mib: self.memory_mib,
-            ephemeral_mib: self.ephemeral_mib,
+            memory_bytes: self.memory_bytes,
+            ephemeral_bytes: self.ephemeral_bytes,
         })
     }
 }
@@ -540,10 +540,9 @@ fn bound_facts(
         devices,
         unread,
         ours,
-        queue: labels
-            .and_then(|l| l.get(QUEUE_LABEL))
+        queue: label_value(labels, QUEUE_LABEL)
             .filter(|_| ours)
-            .cloned(),
+            .map(str::to_owned),
         priority: spec.and_then(|s| s.priority).unwrap_or(0),
         started_ms: pod
             .status
@@ -591,11 +590,8 @@ impl World {
             _ => None,
         };
         let namespace = meta.namespace.clone().unwrap_or_default();
-        let group = meta
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(POD_GROUP_LABEL))
-            .map(|g| (namespace.clone(), g.clone()));
+        let group = label_value(meta.labels.as_ref(), POD_GROUP_LABEL)
+            .map(|g| (namespace.clone(), g.to_owned()));
         let target = PodRef {
             namespace,
             name: meta.name.clone().unwrap_or_default(),
@@ -1404,8 +1400,8 @@ impl World {
                 node,
                 gpus: devices,
                 cpu_milli: request.cpu_milli,
-                memory_mib: request.memory_mib,
-                ephemeral_mib: request.ephemeral_mib,
+                memory_bytes: request.memory_bytes,
+                ephemeral_bytes: request.ephemeral_bytes,
             },
         ))
     }
