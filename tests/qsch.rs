@@ -847,6 +847,26 @@ fn strict_fifo_blocks_behind_a_head_that_waits_for_quota() {
     assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[1]));
 }
 
+#[test]
+fn a_job_no_node_could_ever_hold_blocks_no_queue_though_it_came_while_its_pool_was_busy() {
+    // One node of two is busy when a pod of 16 GPUs comes: it is not admitted (its pool
+    // lacks the room), cannot make room (no preemption), and no node could ever hold it.
+    for name in ["native", "default"] {
+        let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+        let configs = [tenant("team", TenantMode::Shared, 16)];
+        let mut strict = profile_config(name, Some(QueueingPolicy::StrictFifo), None);
+        with_preemption(&mut strict, false);
+        let mut s = with_tenants(build(&strict), spec, &configs, binds());
+        s.submit(tjob(0, 1, 1, 8, 0, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]), "{name}");
+        s.submit(tjob(1, 1, 1, 16, 0, 1));
+        s.submit(tjob(2, 1, 1, 1, 0, 2));
+        assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[2]), "{name}");
+        let message = s.diagnose(JobId(1), MINUTE).expect("pending").message();
+        assert!(message.contains("can ever hold"), "{name}: {message}");
+    }
+}
+
 // 5. Backfill preempts after the threshold and only then --------------------------------
 
 #[test]

@@ -499,6 +499,12 @@ impl Scheduler {
         // profile has no preemption, or the job never preempts) costs no search.
         let may_preempt = job.may_preempt && !self.profile.post_filters.is_empty();
         if !admitted && !may_preempt {
+            // Told so now, a job no pool could ever hold would count as resolvable and
+            // block a strict FIFO queue, or become a backfill head, for good.
+            if self.never_placeable(job, offer.tenant, now_ms) {
+                self.drop_reservation(job.id);
+                return Attempted::Unresolvable;
+            }
             return Attempted::Failed { retry_at: None };
         }
         let mut cycle = CycleState::new(now_ms);
@@ -648,24 +654,50 @@ impl Scheduler {
     /// could ever admit it on (a PreFilter that refused it on the pools admitted now may
     /// not have seen the others).
     fn ever_unresolvable(&self, job: &Arc<Job>, tenant: usize, now_ms: u64) -> bool {
-        let pools: Vec<PoolId> = pools_for(job, &self.state)
+        self.pre_filtered_where_ever_admitted(job, tenant, now_ms)
+            .is_none()
+    }
+
+    /// Whether the job could never be placed, though it was not searched: a PreFilter
+    /// finds it unresolvable on every pool its quota could ever admit it on, or (a gang)
+    /// the nodes its pods may use could never hold it.
+    fn never_placeable(&mut self, job: &Arc<Job>, tenant: usize, now_ms: u64) -> bool {
+        match self.pre_filtered_where_ever_admitted(job, tenant, now_ms) {
+            None => true,
+            Some(cycle) => job.pods.len() > 1 && self.reach_of(job, &cycle).never.is_some(),
+        }
+    }
+
+    /// The cycle state of the PreFilters run on the job as kept to the pools its tenant's
+    /// quota could ever admit it on; `None` where one finds it unresolvable there, or
+    /// there are no such pools.
+    fn pre_filtered_where_ever_admitted(
+        &self,
+        job: &Arc<Job>,
+        tenant: usize,
+        now_ms: u64,
+    ) -> Option<CycleState> {
+        let all = pools_for(job, &self.state);
+        let pools: Vec<PoolId> = all
             .iter()
             .copied()
             .filter(|&p| self.tenants.could_ever_admit_on(tenant, job, p))
             .collect();
         // (No pool: none named means any, so it is said here.)
         if pools.is_empty() {
-            return true;
+            return None;
         }
-        let ever = Job {
+        let narrowed = (pools.len() < all.len()).then(|| Job {
             pools,
             ..(**job).clone()
-        };
+        });
+        let ever = narrowed.as_ref().unwrap_or(job);
         let mut cycle = CycleState::new(now_ms);
-        self.profile.pre_filters.iter().any(|plugin| {
-            plugin.pre_filter(&ever, &self.state, &mut cycle).code
+        let unresolvable = self.profile.pre_filters.iter().any(|plugin| {
+            plugin.pre_filter(ever, &self.state, &mut cycle).code
                 == Code::UnschedulableAndUnresolvable
-        })
+        });
+        (!unresolvable).then_some(cycle)
     }
 
     /// What the nodes a job may use could ever hold, judged once per cluster shape.

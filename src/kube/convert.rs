@@ -351,7 +351,10 @@ fn label_field(key: &str) -> String {
 /// Helm value left blank reads as no queue, no workload kind and, as scheduler-plugins
 /// reads it, no pod group.
 pub fn label_value<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
-    labels?.get(key).map(String::as_str).filter(|v| !v.is_empty())
+    labels?
+        .get(key)
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
 }
 
 /// Reads what the scheduler needs of a pod, following the conventions at the top of this
@@ -1840,13 +1843,21 @@ mod tests {
             .unwrap();
         let all = facts(containers(json!({"requests": allocatable})));
         assert_eq!(all.request.memory_bytes, big.row.memory_bytes.unwrap());
-        assert_eq!(all.request.ephemeral_bytes, big.row.ephemeral_bytes.unwrap());
+        assert_eq!(
+            all.request.ephemeral_bytes,
+            big.row.ephemeral_bytes.unwrap()
+        );
         // Ten pods of 100M fill a node of 1000M exactly.
         let small = converter()
-            .node(&node(json!({"status": {"allocatable": {"memory": "1000M"}}})))
+            .node(&node(
+                json!({"status": {"allocatable": {"memory": "1000M"}}}),
+            ))
             .unwrap();
         let tenth = facts(containers(json!({"requests": {"memory": "100M"}})));
-        assert_eq!(10 * tenth.request.memory_bytes, small.row.memory_bytes.unwrap());
+        assert_eq!(
+            10 * tenth.request.memory_bytes,
+            small.row.memory_bytes.unwrap()
+        );
     }
 
     #[test]

@@ -590,9 +590,11 @@ mlx5_11 PIX     SYS     SYS      X
 GPU0\t X \tNV18\t0-59\t0\t\tN/A
 GPU1\tNV18\t X \t0-59\t0\t\tN/A
 ";
-        let underlined = plain
-            .replacen("\tGPU0", "\t\x1b[4mGPU0", 1)
-            .replacen("GPU NUMA ID", "GPU NUMA ID\x1b[0m", 1);
+        let underlined = plain.replacen("\tGPU0", "\t\x1b[4mGPU0", 1).replacen(
+            "GPU NUMA ID",
+            "GPU NUMA ID\x1b[0m",
+            1,
+        );
         assert_eq!(
             parse_topo_matrix(OWNER, &underlined).unwrap(),
             parse_topo_matrix(OWNER, plain).unwrap()

@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use crate::config::is_priority_number;
 use crate::model::{
-    BYTES_PER_MIB, ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, MAX_GPUS_PER_NODE,
-    NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
+    BYTES_PER_MIB, ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath,
+    MAX_GPUS_PER_NODE, NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
 };
 use crate::model::{LinkMatrix, LinkProfile};
 
