@@ -365,7 +365,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     } else {
         Vec::new()
     };
-    let tenants = Tenants::resolve(&tenant_configs, &cluster).map_err(input)?;
+    // Declared tenants are the configuration file's: an error names it.
+    let declared_in = match (&args.config, config.tenants.is_empty()) {
+        (Some(path), false) => format!("{}: ", path.display()),
+        _ => String::new(),
+    };
+    let tenants = Tenants::resolve(&tenant_configs, &cluster)
+        .map_err(|e| input(format!("{declared_in}{e}")))?;
     warn_unknown_tenants(&workload, &tenants);
     let cluster = Arc::new(cluster);
 

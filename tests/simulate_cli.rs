@@ -276,6 +276,28 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         &out,
     ];
     assert_rejected(&args, "weight -1 of `binpack` is negative", &out_path);
+    let quota = write(
+        dir.path(),
+        "quota.yaml",
+        &format!(
+            "{}tenants:\n  - name: a\n    quota: {{B200: 8}}\n",
+            kant::config::DEFAULT_CONFIG
+        ),
+    );
+    let args = [
+        "simulate",
+        "--config",
+        &quota,
+        "--synthetic-jobs",
+        "10",
+        "--out",
+        &out,
+    ];
+    assert_rejected(
+        &args,
+        "quota.yaml: tenant a: quota for unknown GPU model B200",
+        &out_path,
+    );
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
     let no_native = write(
         dir.path(),

@@ -7,7 +7,7 @@
 //! its quota and lends nothing: its quota is held for it alone. The `default` tenant takes
 //! jobs that name none; it is shared with no quota of its own unless configured.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Deserialize;
 
@@ -49,6 +49,9 @@ fn one() -> f64 {
 /// The most GPUs one quota entry may name: far beyond any cluster, and small enough that
 /// the milli-GPU sums over millions of tenants cannot overflow.
 pub const MAX_QUOTA_GPUS: i64 = 1 << 32;
+
+/// The most tenants (Queues), the default one included: a job's tenant is a 16-bit index.
+pub const MAX_TENANTS: usize = 1 << 16;
 
 impl TenantConfig {
     /// Checks what can be checked without a cluster: the weight, and the quota's sign and
@@ -93,6 +96,8 @@ pub enum Admission {
 #[derive(Debug, Clone)]
 pub struct Tenants {
     names: Vec<String>,
+    /// Index by name.
+    by_name: HashMap<String, usize>,
     modes: Vec<TenantMode>,
     weights: Vec<f64>,
     /// `[tenant][pool]` quota, milli-GPUs.
@@ -117,6 +122,7 @@ impl Tenants {
         let pools = cluster.pools.len();
         let mut tenants = Tenants {
             names: vec![DEFAULT_TENANT.to_owned()],
+            by_name: HashMap::from([(DEFAULT_TENANT.to_owned(), 0)]),
             modes: vec![TenantMode::Shared],
             weights: vec![1.0],
             quota: vec![vec![0; pools]],
@@ -125,21 +131,30 @@ impl Tenants {
             held: Vec::new(),
             isolated_quota: Vec::new(),
         };
-        for (declared, config) in configs.iter().enumerate() {
+        let mut declared = HashSet::new();
+        for config in configs {
             config.validate()?;
-            if configs[..declared].iter().any(|c| c.name == config.name) {
+            if !declared.insert(config.name.as_str()) {
                 return Err(format!("tenant {} is declared twice", config.name));
             }
             let index = match tenants.index(&config.name) {
                 // The default tenant, configured.
                 Some(index) => index,
+                None if tenants.names.len() == MAX_TENANTS => {
+                    return Err(format!(
+                        "tenant {}: more than {MAX_TENANTS} tenants, the default one included",
+                        config.name
+                    ));
+                }
                 None => {
+                    let index = tenants.names.len();
+                    tenants.by_name.insert(config.name.clone(), index);
                     tenants.names.push(config.name.clone());
                     tenants.modes.push(config.mode);
                     tenants.weights.push(config.weight);
                     tenants.quota.push(vec![0; pools]);
                     tenants.used.push(vec![0; pools]);
-                    tenants.names.len() - 1
+                    index
                 }
             };
             tenants.modes[index] = config.mode;
@@ -217,7 +232,7 @@ impl Tenants {
     }
 
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.names.iter().position(|n| n == name)
+        self.by_name.get(name).copied()
     }
 
     pub fn mode(&self, tenant: usize) -> TenantMode {
@@ -399,6 +414,29 @@ fn pool_capacities(cluster: &ClusterSpec) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::sim::synthetic::{default_cluster, default_tenants};
+
+    #[test]
+    fn no_more_tenants_than_a_job_can_name() {
+        let cluster = default_cluster();
+        let named = |count: usize| -> Vec<TenantConfig> {
+            (0..count)
+                .map(|i| TenantConfig {
+                    name: format!("t{i}"),
+                    mode: TenantMode::Shared,
+                    weight: 1.0,
+                    quota: Default::default(),
+                })
+                .collect()
+        };
+        let most = Tenants::resolve(&named(MAX_TENANTS - 1), &cluster).unwrap();
+        assert_eq!(most.len(), MAX_TENANTS);
+        assert_eq!(
+            Tenants::resolve(&named(MAX_TENANTS), &cluster)
+                .err()
+                .unwrap(),
+            "tenant t65535: more than 65536 tenants, the default one included"
+        );
+    }
 
     /// `held` is kept by `charge`: after any sequence of charges (an isolated tenant going
     /// past its quota and back, use released below zero) it equals a recount.
