@@ -166,6 +166,85 @@ fn hand_made_trace_gives_hand_computed_metrics() {
 }
 
 #[test]
+fn gar_is_recomputed_from_the_events_room_held_for_a_backfill_head_included() {
+    // Spread leaves j1 and j2 on different nodes: j3 (8 GPUs) blocks, becomes the backfill
+    // head at 1,800 s, and the 8 free GPUs are held for it until the window ends at 5,000 s.
+    let dir = temp_dir("held");
+    let nodes = write(
+        dir.path(),
+        "nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib\na,H100,8,,\nb,H100,8,,\n",
+    );
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         j1,,0,10000,4,1,,0,train\nj2,,0,10000,4,1,,0,train\n\
+         j3,,0,100,8,1,,0,train\nj4,,5000,1,1,1,,0,train\n",
+    );
+    let events = dir.path().join("events.jsonl").display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--placement",
+        "spread",
+        "--baseline",
+        "none",
+        "--format",
+        "json",
+        "--events",
+        &events,
+    ]);
+    assert!(output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    // Recomputed from the events alone: placed milli-GPUs plus held room, over the window
+    // from the first submission to the last.
+    let (mut placed, mut held, mut at, mut integral) = (0.0, 0.0, 0.0, 0.0);
+    let mut running: std::collections::HashMap<String, f64> = Default::default();
+    let lines = read_events(&events);
+    let window = lines
+        .iter()
+        .filter(|e| e["type"] == "submit")
+        .map(|e| e["t"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    for e in &lines {
+        let t = e["t"].as_f64().unwrap().min(window);
+        integral += (placed + held) * (t - at);
+        at = t;
+        let job = e["job"].as_str().unwrap_or_default().to_owned();
+        match e["type"].as_str().unwrap() {
+            "place" => {
+                let milli: f64 = e["pods"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|p| p["devices"].as_array().unwrap())
+                    .map(|d| d["milli"].as_f64().unwrap())
+                    .sum();
+                placed += milli;
+                running.insert(job, milli);
+            }
+            "finish" | "preempt" => placed -= running.remove(&job).unwrap_or(0.0),
+            "held" => held = e["milli"].as_f64().unwrap(),
+            _ => {}
+        }
+    }
+    let gar = integral / (16_000.0 * window);
+    assert!(
+        close(&report["gar_mean"], gar),
+        "{} against {gar}",
+        report["gar_mean"]
+    );
+    assert!(close(
+        &report["gar_mean"],
+        (0.5 * 5000.0 + 0.5 * 3200.0) / 5000.0
+    ));
+}
+
+#[test]
 fn jobs_never_placed_are_listed_with_why() {
     let dir = temp_dir("never-placed");
     // The pool holds 24 GPUs, but no leaf more than 16.

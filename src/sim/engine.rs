@@ -159,6 +159,8 @@ struct Simulation<'w, 'e> {
     /// Jobs that have been fully placed at least once (JWTD and JTTED count the first).
     ever_placed: HashSet<JobId>,
     run_milli: u64,
+    /// Milli-GPUs of room held for backfill heads, as last written to the event log.
+    held_milli: u64,
     pods_placed: u64,
     preemptions: PreemptionStats,
     nvlink: LinkAudit,
@@ -207,6 +209,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             wakeup: None,
             ever_placed: HashSet::new(),
             run_milli: 0,
+            held_milli: 0,
             pods_placed: 0,
             preemptions: PreemptionStats::default(),
             nvlink: LinkAudit::default(),
@@ -301,7 +304,12 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.wakeup = self.scheduler.next_retry_ms(now).filter(|&t| t > now);
         let total = self.scheduler.state().total();
         // Room held for backfill heads counts as allocated, not as running.
-        let alloc = total.used_milli + self.scheduler.held_milli();
+        let held = self.scheduler.held_milli();
+        if held != self.held_milli {
+            self.held_milli = held;
+            self.events.held(now, held)?;
+        }
+        let alloc = total.used_milli + held;
         self.metrics
             .observe(now, alloc, self.run_milli, total.fragmented_nodes);
         self.tenant_series.observe(now, &self.scheduler);

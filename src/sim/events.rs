@@ -60,6 +60,11 @@ enum Event<'a> {
         job: &'a str,
         reason: &'a str,
     },
+    /// Room held for backfill heads from `t` on, in milli-GPUs: allocated in GAR.
+    Held {
+        t: f64,
+        milli: u64,
+    },
 }
 
 /// Writes events as JSON Lines; a no-op when there is no file.
@@ -162,6 +167,13 @@ impl EventLog {
             t: seconds(t_ms),
             job: &job.name,
             reason,
+        })
+    }
+
+    pub fn held(&mut self, t_ms: u64, milli: u64) -> io::Result<()> {
+        self.write(&Event::Held {
+            t: seconds(t_ms),
+            milli,
         })
     }
 
