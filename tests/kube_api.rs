@@ -524,6 +524,46 @@ async fn a_stale_unschedulable_status_does_not_overwrite_a_binding() {
     kant.stop().await;
 }
 
+/// A pod changed while its `PodScheduled=False` explanation waited in the writer's queue:
+/// the write's 409 says so, and the pod, still waiting, is told again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_condition_outdated_in_the_queue_is_written_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let mut options = RunOptions::new(Config::embedded());
+    options.leader_election = false;
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.status_qps = 2;
+    let kant = Kant::start_with(&server, options).await;
+    for i in 0..6 {
+        server.create(&pod(
+            &format!("held-{i}"),
+            json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+        ));
+    }
+    // Their conditions (and events) are queued at 2 writes a second; the pods change.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    for i in 0..6 {
+        let mut p = server.get::<Pod>(Some("ml"), &format!("held-{i}")).unwrap();
+        p.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert("example.com/touched".into(), "yes".into());
+        server.update(&p);
+    }
+    eventually("every held pod is told why it waits", || {
+        (0..6).all(|i| {
+            server
+                .get::<Pod>(Some("ml"), &format!("held-{i}"))
+                .and_then(|p| scheduled_condition(&p))
+                .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+        })
+    })
+    .await;
+    kant.stop().await;
+}
+
 /// Options for one replica whose calls to the API server give up after one second.
 fn impatient(config: Config) -> RunOptions {
     let mut options = RunOptions::new(config);

@@ -367,9 +367,13 @@ async fn write_status(
         };
         if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
             // Only a write that may succeed if sent again is told again: a refusal (403,
-            // 422, a stale resourceVersion's 409) would repeat for ever.
+            // 422) would repeat for ever. A condition's 409 says the pod changed while the
+            // write waited: it is told again with the pod's new resourceVersion, if the
+            // pod still waits.
+            let outdated =
+                |what: &Unwritten| matches!(what, Unwritten::Condition(_)) && e.code == Some(409);
             match unwritten {
-                Some(what) if transient(&e) => {
+                Some(what) if transient(&e) || outdated(&what) => {
                     tracing::debug!("{what:?} not written ({e}); written again");
                     let _ = inputs.send(Input::NotWritten(what));
                 }
