@@ -83,14 +83,10 @@ struct RunArgs {
     /// Namespace of the shard's Lease.
     #[arg(long, value_name = "NS", default_value = "kube-system")]
     lease_namespace: String,
-    /// This replica's identity in the Lease.
-    #[arg(
-        long,
-        value_name = "ID",
-        env = "POD_NAME",
-        default_value = "kant-scheduler"
-    )]
-    identity: String,
+    /// This replica's identity in the Lease (default: the host name and a random suffix,
+    /// unique per process, as client-go's leader election makes it).
+    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    identity: Option<String>,
     /// Schedule at once, without leader election (a single replica).
     #[arg(long)]
     no_leader_election: bool,
@@ -257,7 +253,9 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
     };
     options.shard = args.shard;
     options.lease_namespace = args.lease_namespace;
-    options.identity = args.identity;
+    if let Some(identity) = args.identity {
+        options.identity = identity;
+    }
     options.leader_election = !args.no_leader_election;
     options.metrics_addr = args.metrics_addr;
     options.health_addr = args.health_addr;

@@ -463,6 +463,31 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
     b.stop().await;
 }
 
+/// Replicas started without an identity (no `--identity`, no `POD_NAME`) do not share
+/// one, so only one leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_with_the_default_identity_do_not_both_lead() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let options = || {
+        let mut options = RunOptions::new(Config::embedded());
+        options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+        options.health_addr = "127.0.0.1:0".parse().unwrap();
+        options
+    };
+    let a = Kant::start_with(&server, options()).await;
+    eventually("a leads", || lease_holder(&server).is_some()).await;
+    let b = Kant::start_with(&server, options()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ready_a = http_get(a.serving.health, "/readyz").await;
+    let ready_b = http_get(b.serving.health, "/readyz").await;
+    let leads = |r: &str| r.ends_with("\r\n\r\nok\n");
+    assert!(leads(&ready_a), "{ready_a}");
+    assert!(!leads(&ready_b), "both lead: {ready_b}");
+    a.stop().await;
+    b.stop().await;
+}
+
 /// A minimal HTTP/1.1 GET.
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

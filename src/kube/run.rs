@@ -54,6 +54,25 @@ pub struct RunOptions {
     pub api_timeout: Duration,
 }
 
+/// The host name and a random suffix: two replicas started without an identity never
+/// share one, and so never both hold the Lease.
+pub fn unique_identity() -> String {
+    use std::hash::BuildHasher;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "kant-scheduler".into());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    // The standard library seeds each `RandomState` at random.
+    let suffix =
+        std::collections::hash_map::RandomState::new().hash_one((std::process::id(), nanos));
+    format!("{host}_{suffix:016x}")
+}
+
 impl RunOptions {
     /// Options for one replica with the defaults of the command line.
     pub fn new(config: Config) -> Self {
@@ -64,7 +83,7 @@ impl RunOptions {
             world: WorldOptions::default(),
             shard: "all".into(),
             lease_namespace: "kube-system".into(),
-            identity: "kant-scheduler".into(),
+            identity: unique_identity(),
             leader_election: true,
             metrics_addr: ([0, 0, 0, 0], 9090).into(),
             health_addr: ([0, 0, 0, 0], 8081).into(),
