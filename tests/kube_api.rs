@@ -488,6 +488,68 @@ async fn two_replicas_with_the_default_identity_do_not_both_lead() {
     b.stop().await;
 }
 
+/// A relist of Queues refused once (an API server just restarted serves custom resources
+/// only once it has loaded them) keeps the Queues listed before: a pod of one is never
+/// told its Queue does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_relist_of_queues_keeps_them() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let team: Queue = serde_json::from_value(json!({
+        "apiVersion": "kant.io/v1alpha1", "kind": "Queue", "metadata": {"name": "team"},
+        "spec": {"mode": "shared", "quota": {"H100": 8}}
+    }))
+    .unwrap();
+    server.create(&team);
+    let kant = Kant::start(&server, Config::embedded()).await;
+    let in_team = |name: &str, gpus: u32| {
+        let mut p = gpu_pod(name, gpus);
+        p.metadata.labels = Some(BTreeMap::from([("kant.io/queue".into(), "team".into())]));
+        p
+    };
+    server.create(&in_team("runs", 8));
+    eventually("runs is bound", || node_of(&server, "runs").is_some()).await;
+    server.create(&in_team("waits", 8));
+    eventually("waits says it waits for GPUs", || {
+        server
+            .get::<Pod>(Some("ml"), "waits")
+            .and_then(|p| scheduled_condition(&p))
+            .is_some_and(|(s, m)| s == "False" && m.contains("Insufficient nvidia.com/gpu"))
+    })
+    .await;
+    // The watches fall behind, history is compacted, they are cut: each relists, and the
+    // Queue list is answered 404 once.
+    server.pause_watches();
+    server.create(&gpu_pod("bump", 0));
+    server.compact();
+    server.fail_next("list", "queues", None, None, 1, 404);
+    server.drop_watches();
+    server.resume_watches();
+    eventually("the queue list was refused", || {
+        server
+            .requests()
+            .iter()
+            .any(|r| r.verb == "list" && r.resource == "queues" && r.code == 404)
+    })
+    .await;
+    let mut told = Vec::new();
+    for _ in 0..200 {
+        if let Some((_, m)) = server
+            .get::<Pod>(Some("ml"), "waits")
+            .and_then(|p| scheduled_condition(&p))
+            && !told.contains(&m)
+        {
+            told.push(m);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !told.iter().any(|m| m.contains("does not exist")),
+        "waits was told its queue is gone: {told:?}"
+    );
+    kant.stop().await;
+}
+
 /// A minimal HTTP/1.1 GET.
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -99,8 +99,11 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
 
 /// Forwards one watcher's events, each turned into an input by `input` (`None`: nothing
 /// to forward). With `optional`, a kind whose resource is not installed (its CRD is
-/// absent: 404) or not readable (403) counts as an empty listing, so that scheduling does
-/// not wait for it; the watcher keeps retrying and picks the objects up once it can.
+/// absent: 404) or not readable (403) when first listed counts as an empty listing, so
+/// that scheduling does not wait for it; the watcher keeps retrying and picks the objects
+/// up once it can. Once a listing has come, a relist that fails so (an API server just
+/// restarted serves custom resources only once it has loaded them) keeps what was
+/// listed, as an informer does, and is retried.
 fn spawn<K>(
     api: Api<K>,
     kind: &'static str,
@@ -114,7 +117,7 @@ where
     tokio::spawn(async move {
         let config = watcher::Config::default();
         let mut stream = watcher(api, config).default_backoff().boxed();
-        let mut absent_reported = false;
+        let (mut absent_reported, mut listed) = (false, false);
         while let Some(next) = stream.next().await {
             let event = match next {
                 Ok(event) => event,
@@ -125,7 +128,7 @@ where
                         watcher::Error::InitialListFailed(kube::Error::Api(status))
                             if status.code == 404 || status.code == 403
                     );
-                    if optional && missing && !absent_reported {
+                    if optional && missing && !absent_reported && !listed {
                         absent_reported = true;
                         tracing::warn!(
                             "{kind}: cannot list it ({e}); treated as empty until it can be read"
@@ -138,12 +141,13 @@ where
                         {
                             return;
                         }
-                    } else if !missing {
+                    } else if !missing || listed {
                         tracing::warn!("{kind} watch: {e}; retrying");
                     }
                     continue;
                 }
             };
+            listed |= matches!(event, watcher::Event::InitDone);
             if let Some(event) = input(event)
                 && inputs.send(event).is_err()
             {
