@@ -4,7 +4,8 @@
 //! generic read-modify-write. All functions run under the store lock.
 //!
 //! Rules that follow the real server: `uid`, `creationTimestamp`, `resourceVersion`,
-//! `generation` are server-owned (the body's values are ignored); `generation` starts at 1 and
+//! `generation` are server-owned (the body's values are ignored, but a body or patch naming
+//! another `metadata.uid` is refused, 409); `generation` starts at 1 and
 //! grows when anything outside `metadata` and `status` changes; a write that changes nothing
 //! stores nothing (no new resourceVersion, no event); a body or patch carrying
 //! `metadata.resourceVersion` is a precondition (409 Conflict when stale); writes to the main
@@ -345,6 +346,18 @@ fn finalize_update(
     writer: Writer,
 ) -> Result<Value, ApiError> {
     let name = old.meta_str("name").to_string();
+    // A body naming another uid is for an object deleted and created again under its
+    // name: a precondition, as the real server reads it.
+    let uid = meta_str(&cand, "uid");
+    let have = old.meta_str("uid");
+    if writer == Writer::Api && !uid.is_empty() && uid != have {
+        return Err(ApiError::conflict(
+            def,
+            &def.plural,
+            &name,
+            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+        ));
+    }
     let mut new = match target {
         Target::Status => {
             let mut v = old.value.clone();

@@ -851,6 +851,23 @@ async fn status_patches_and_optimistic_concurrency() {
     assert_eq!(ok.labels().get("z").map(String::as_str), Some("1"));
     let s = api_error(pods.replace("p", &PostParams::default(), &current).await);
     assert_eq!(s.code, 409);
+    // A patch naming another uid (the pod deleted and created again) is a 409 too.
+    let s = api_error(
+        pods.patch_status(
+            "p",
+            &pp,
+            &Patch::Strategic(
+                json!({"metadata": {"uid": "another"}, "status": {"nominatedNodeName": "n"}}),
+            ),
+        )
+        .await,
+    );
+    assert_eq!(s.code, 409);
+    assert!(
+        s.message.contains("UID in precondition: another"),
+        "{}",
+        s.message
+    );
     let s = api_error(
         pods.replace_status("p", &PostParams::default(), &current)
             .await,
