@@ -262,6 +262,14 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
     options.max_in_flight = args.max_binds_in_flight;
     options.status_qps = args.status_qps;
     options.api_timeout = std::time::Duration::from_secs(args.api_timeout);
+    // A panic anywhere (the scheduling loop, a watch, a binding) ends the process, to be
+    // restarted: a replica whose loop died but whose Lease renewal ran on would keep its
+    // shard from being scheduled by any replica.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |panic| {
+        report(panic);
+        std::process::abort();
+    }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
