@@ -1545,7 +1545,10 @@ fn listed_gpus(
             ConvertError::new(
                 object,
                 &field,
-                format!("{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have"),
+                format!(
+                    "{gpus} GPUs, more than the {MAX_GPUS_PER_NODE} a node may have (MIG's \
+                     `single` strategy or time-slicing replicas can list more)"
+                ),
             )
         })
 }
@@ -2633,7 +2636,7 @@ mod tests {
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"nvidia.com/gpu": "64"}}})),
             "node n1: status.allocatable[nvidia.com/gpu]: 64 GPUs, more than the 32 a node may \
-             have"
+             have (MIG's `single` strategy or time-slicing replicas can list more)"
         );
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"memory": "-1Gi"}}})),
