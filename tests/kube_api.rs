@@ -442,13 +442,15 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
         lease_holder(&server).as_deref() == Some("replica-a")
     })
     .await;
-    // A's next renewal is taken and never answered (a half-open connection, say).
+    // A's renewals are taken and never answered (a half-open connection, say): each is
+    // given up after a while and tried again, and none lands. (A renews every 2 s and
+    // stands down 10 s after its last renewal: five of them at most.)
     server.hang_next(
-        "patch",
+        "update",
         "leases",
         Some("kube-system"),
         Some("kant-scheduler-all"),
-        1,
+        5,
     );
     let b = Kant::start_with(&server, replica("replica-b")).await;
     eventually("b takes the lease", || {
@@ -548,6 +550,44 @@ async fn a_failed_relist_of_queues_keeps_them() {
         "waits was told its queue is gone: {told:?}"
     );
     kant.stop().await;
+}
+
+/// A leader that stops gives its Lease up: a standby leads at once, not once the Lease
+/// expires; and of two standbys racing for it, one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_leader_gives_its_lease_to_one_standby_at_once() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let a = Kant::start_with(&server, replica("replica-a")).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    let b = Kant::start_with(&server, replica("replica-b")).await;
+    let c = Kant::start_with(&server, replica("replica-c")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stopped = std::time::Instant::now();
+    a.stop().await;
+    eventually("a standby leads", || {
+        lease_holder(&server).is_some_and(|h| h != "replica-a")
+    })
+    .await;
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopped.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ready = [
+        http_get(b.serving.health, "/readyz").await,
+        http_get(c.serving.health, "/readyz").await,
+    ];
+    let leading = ready.iter().filter(|r| r.ends_with("\r\n\r\nok\n")).count();
+    assert_eq!(leading, 1, "{ready:?}");
+    server.create(&gpu_pod("p", 2));
+    eventually("the new leader binds", || bound_pods(&server).len() == 1).await;
+    b.stop().await;
+    c.stop().await;
 }
 
 /// A minimal HTTP/1.1 GET.

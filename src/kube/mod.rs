@@ -6,6 +6,7 @@
 
 pub mod convert;
 pub mod crd;
+mod lease;
 mod run;
 pub mod serve;
 mod watch;

@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::jiff;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::Reporter;
 use kube::{Api, Client};
@@ -22,6 +21,7 @@ use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
 use crate::plugins::build_profile;
 
+use super::lease::{self, Attempt, Elector};
 use super::serve::{Health, serve};
 use super::watch;
 use super::world::{Input, World, WorldOptions};
@@ -205,13 +205,9 @@ pub async fn run_with_config(
             lost_tx,
         )
     });
-    let election = match election {
-        Some(e) => Some(e.await?),
-        None => {
-            health.set_leader(true);
-            None
-        }
-    };
+    if election.is_none() {
+        health.set_leader(true);
+    }
 
     let stopping = Arc::new(AtomicBool::new(false));
     let loop_thread = {
@@ -234,10 +230,12 @@ pub async fn run_with_config(
     for task in watchers {
         task.abort();
     }
-    if let Some(task) = election {
-        task.abort();
-    }
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+    // Scheduling has stopped: the Lease is given up, if held.
+    if let Some(Election { task, stop }) = election {
+        let _ = stop.send(());
+        let _ = tokio::time::timeout(lease::RETRY_PERIOD * 2, task).await;
+    }
     let _ = stop_serving.send(());
     server.stopped().await?;
     match lost_lease {
@@ -246,112 +244,73 @@ pub async fn run_with_config(
     }
 }
 
-/// How long the shard's Lease is held without renewal before another replica may take it.
-const LEASE_DURATION_S: u64 = 15;
+/// The shard's leader election, running: stopping it gives the Lease up.
+struct Election {
+    task: tokio::task::JoinHandle<()>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
 
-/// How long before its expiry the leader renews the Lease.
-const LEASE_RENEW_BEFORE_S: u64 = 8;
-
-/// A leader that has not seen its renewal land this long after the last one stands down:
-/// before the Lease expires for the other replicas, whose clocks may differ a little.
-const RENEW_DEADLINE: Duration = Duration::from_secs(12);
-
-/// How often a leader reads its Lease back, and the longest it waits for the answer.
-const LEASE_CHECK: Duration = Duration::from_secs(1);
-
-/// Leader election on the shard's Lease: the flag follows the lease. A leader also reads
-/// the Lease back every [`LEASE_CHECK`]; when another replica holds it, or its own renewal
-/// has not landed within [`RENEW_DEADLINE`] (the API server does not answer, or refuses),
-/// it stands down before anyone else may lead.
-async fn elect(
+/// Leader election on the shard's Lease ([`lease`]): `leader` follows it. A leader that
+/// loses it, to another replica or by not renewing it in time, says so on `lost`; one
+/// told to stop gives it up.
+fn elect(
     client: Client,
     options: &RunOptions,
     leader: Arc<AtomicBool>,
     health: Health,
     lost: tokio::sync::oneshot::Sender<String>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+) -> Election {
     let name = format!("kant-scheduler-{}", options.shard);
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &options.lease_namespace);
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &name)
-        .with_namespace(&options.lease_namespace)
-        .with_identity(&options.identity)
-        .with_duration(LEASE_DURATION_S)
-        .with_grace(LEASE_RENEW_BEFORE_S)
-        .build()
-        .await
-        .with_context(|| format!("lease {}/{name}", options.lease_namespace))?;
-    let identity = options.identity.clone();
-    let (mut changes, _task) = manager.watch().await;
-    Ok(tokio::spawn(async move {
-        let mut led = false;
-        let mut check = tokio::time::interval(LEASE_CHECK);
-        // Ticks missed while standing by are not made up in a burst on taking the lease.
-        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let leases: Api<Lease> = Api::namespaced(client, &options.lease_namespace);
+    let mut elector = Elector::new(leases, name, options.identity.clone());
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        health.set_leader(false);
+        tracing::info!("standing by for lease {}", elector.name());
         loop {
-            let is_leader = *changes.borrow_and_update();
-            leader.store(is_leader, Ordering::Release);
-            health.set_leader(is_leader);
-            if led && !is_leader {
-                let _ = lost.send(name);
-                return;
+            tokio::select! {
+                _ = &mut stopped => return,
+                _ = tick.tick() => {}
             }
-            led |= is_leader;
-            if is_leader {
-                tracing::info!("leading lease {name}: scheduling");
-            } else {
-                tracing::info!("standing by for lease {name}");
+            match elector.try_acquire_or_renew().await {
+                Attempt::Holds => break,
+                Attempt::HeldByOther(_) => {}
+                Attempt::Failed(e) => tracing::debug!("lease {}: {e}", elector.name()),
             }
-            // Taking the lease renewed it.
-            let mut renewed = jiff::Timestamp::now();
-            check.reset();
-            loop {
-                tokio::select! {
-                    changed = changes.changed() => {
-                        if changed.is_err() {
-                            leader.store(false, Ordering::Release);
-                            if led {
-                                let _ = lost.send(name);
-                            }
-                            return;
-                        }
-                        break;
-                    }
-                    _ = check.tick(), if is_leader => {
-                        if !still_held(&leases, &name, &identity, &mut renewed).await {
-                            tracing::warn!("lease {name}: renewal not seen in time; standing down");
-                            leader.store(false, Ordering::Release);
-                            health.set_leader(false);
-                            let _ = lost.send(name);
-                            return;
-                        }
-                    }
+        }
+        leader.store(true, Ordering::Release);
+        health.set_leader(true);
+        tracing::info!("leading lease {}: scheduling", elector.name());
+        let mut renewed = tokio::time::Instant::now();
+        let why = loop {
+            let renewal = async {
+                tick.tick().await;
+                elector.try_acquire_or_renew().await
+            };
+            tokio::select! {
+                _ = &mut stopped => {
+                    // The loop has stopped scheduling: the Lease is free for a standby.
+                    elector.release().await;
+                    return;
                 }
+                () = tokio::time::sleep_until(renewed + lease::RENEW_DEADLINE) => {
+                    break format!("no renewal landed within {:?}", lease::RENEW_DEADLINE);
+                }
+                attempt = renewal => match attempt {
+                    Attempt::Holds => renewed = tokio::time::Instant::now(),
+                    Attempt::HeldByOther(other) => break format!("{other} holds it"),
+                    Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
+                },
             }
-        }
-    }))
-}
-
-/// Reads the Lease back: whether this replica still holds it, its last renewal (kept in
-/// `renewed`, which a read that fails leaves as it was) no older than [`RENEW_DEADLINE`].
-async fn still_held(
-    leases: &Api<Lease>,
-    name: &str,
-    identity: &str,
-    renewed: &mut jiff::Timestamp,
-) -> bool {
-    if let Ok(Ok(lease)) = tokio::time::timeout(LEASE_CHECK, leases.get(name)).await {
-        let spec = lease.spec.unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(identity) {
-            return false;
-        }
-        if let Some(time) = spec.renew_time {
-            *renewed = time.0;
-        }
-    }
-    let deadline = jiff::SignedDuration::try_from(RENEW_DEADLINE).unwrap_or_default();
-    renewed
-        .checked_add(deadline)
-        .is_ok_and(|by| jiff::Timestamp::now() < by)
+        };
+        tracing::warn!("lease {}: {why}; standing down", elector.name());
+        leader.store(false, Ordering::Release);
+        health.set_leader(false);
+        let _ = lost.send(elector.name().to_owned());
+    });
+    Election { task, stop }
 }
 
 /// The longest the loop sleeps without an event, so that health keeps ticking.
