@@ -691,6 +691,45 @@ async fn a_condition_outdated_in_the_queue_is_written_again() {
     kant.stop().await;
 }
 
+/// A pod told again why it waits, for another reason, keeps the time its condition
+/// turned False, as kube-scheduler keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_reason_to_wait_keeps_the_conditions_transition_time() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, Config::embedded()).await;
+    let mut waits = gpu_pod("waits", 8);
+    waits.metadata.labels = Some(BTreeMap::from([("kant.io/queue".into(), "team".into())]));
+    server.create(&waits);
+    let condition = || {
+        let pod = server.get::<Pod>(Some("ml"), "waits")?;
+        let conditions = pod.status?.conditions?;
+        conditions.into_iter().find(|c| c.type_ == "PodScheduled")
+    };
+    eventually("waits is told its queue does not exist", || {
+        condition().is_some_and(|c| c.message.unwrap_or_default().contains("does not exist"))
+    })
+    .await;
+    let first = condition().and_then(|c| c.last_transition_time);
+    assert!(first.is_some());
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // The queue comes, with no quota: the pod waits on.
+    let team: Queue = serde_json::from_value(json!({
+        "apiVersion": "kant.io/v1alpha1", "kind": "Queue", "metadata": {"name": "team"},
+        "spec": {"mode": "isolated", "quota": {"H100": 0}}
+    }))
+    .unwrap();
+    server.create(&team);
+    eventually("waits is told another reason", || {
+        condition().is_some_and(|c| {
+            c.status == "False" && !c.message.unwrap_or_default().contains("does not exist")
+        })
+    })
+    .await;
+    assert_eq!(condition().and_then(|c| c.last_transition_time), first);
+    kant.stop().await;
+}
+
 /// Options for one replica whose calls to the API server give up after one second.
 fn impatient(config: Config) -> RunOptions {
     let mut options = RunOptions::new(config);

@@ -445,6 +445,7 @@ async fn write_one(
         Output::PodCondition {
             target,
             resource_version,
+            transition,
             condition:
                 Condition {
                     status: ok,
@@ -452,13 +453,17 @@ async fn write_one(
                     message,
                 },
         } => {
-            let condition = json!({
+            let mut condition = json!({
                 "type": "PodScheduled",
                 "status": if ok { "True" } else { "False" },
                 "reason": reason,
                 "message": message,
-                "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().to_string(),
             });
+            // Left out, the time the status last changed stays (conditions merge by type).
+            if transition {
+                condition["lastTransitionTime"] =
+                    k8s_openapi::jiff::Timestamp::now().to_string().into();
+            }
             let metadata = json!({"uid": target.uid, "resourceVersion": resource_version});
             patch_pod_status(
                 client,
@@ -565,6 +570,7 @@ mod tests {
         StatusWork::Write(Output::PodCondition {
             target: pod(name),
             resource_version: "7".into(),
+            transition: true,
             condition: Condition {
                 status: false,
                 reason: "Unschedulable",

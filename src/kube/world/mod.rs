@@ -156,6 +156,8 @@ pub enum Output {
     PodCondition {
         target: PodRef,
         resource_version: String,
+        /// The status changes: its `lastTransitionTime` is set.
+        transition: bool,
         condition: Condition,
     },
     /// Set the pod's `status.nominatedNodeName`; `None` clears it.

@@ -13,7 +13,7 @@ use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
 use super::pods::{JobEntry, JobPhase, Place, PodRef};
-use super::{Condition, Output, World, WriteError};
+use super::{Output, World, WriteError};
 
 /// The longest a preemptor waits for its victims' pods to go (longer than graceful
 /// terminations take; a pod on a node that stopped answering may stay terminating for
@@ -546,22 +546,12 @@ impl World {
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };
-        let targets: Vec<_> = entry
+        let conditions: Vec<Output> = entry
             .alive()
             .filter_map(|(_, uid)| self.pods.entries.get(uid))
-            .map(|e| (e.target.clone(), e.resource_version.clone()))
+            .map(|e| e.not_scheduled("Unschedulable", message.to_owned()))
             .collect();
-        for (target, resource_version) in targets {
-            self.outputs.push(Output::PodCondition {
-                target,
-                resource_version,
-                condition: Condition {
-                    status: false,
-                    reason: "Unschedulable",
-                    message: message.to_owned(),
-                },
-            });
-        }
+        self.outputs.extend(conditions);
     }
 }
 

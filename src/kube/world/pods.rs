@@ -37,7 +37,7 @@ use super::super::convert::{
 };
 use super::super::crd::POD_GROUP_LABEL;
 use super::resync::Change;
-use super::{Output, World};
+use super::{Condition, Output, World};
 
 /// A pod as the API server names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -153,6 +153,25 @@ pub(super) struct PodEntry {
     /// Set while the pod is bound to a node.
     pub bound: Option<BoundFacts>,
     pub state: PodState,
+    /// The status of its `PodScheduled` condition as last seen (`None`: it has none).
+    pub scheduled: Option<bool>,
+}
+
+impl PodEntry {
+    /// `PodScheduled=False` for this pod. Its `lastTransitionTime` is set only where the
+    /// condition was not False already, as kube-scheduler keeps it.
+    pub fn not_scheduled(&self, reason: &'static str, message: String) -> Output {
+        Output::PodCondition {
+            target: self.target.clone(),
+            resource_version: self.resource_version.clone(),
+            transition: self.scheduled != Some(false),
+            condition: Condition {
+                status: false,
+                reason,
+                message,
+            },
+        }
+    }
 }
 
 /// Where one pod is placed, by node name.
@@ -626,6 +645,7 @@ impl World {
             facts: facts.as_ref().and_then(|f| f.as_ref().ok().cloned()),
             bound,
             state: previous_state.clone().unwrap_or(PodState::Ignored),
+            scheduled: scheduled_status(&pod),
         };
         self.pods.entries.insert(uid.clone(), entry);
 
@@ -1440,4 +1460,11 @@ impl World {
             }
         }
     }
+}
+
+/// The status of the pod's `PodScheduled` condition (`None`: it has none).
+fn scheduled_status(pod: &Pod) -> Option<bool> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    let condition = conditions.iter().find(|c| c.type_ == "PodScheduled")?;
+    Some(condition.status == "True")
 }

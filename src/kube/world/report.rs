@@ -10,7 +10,7 @@ use crate::model::{JobId, MILLI_PER_GPU};
 
 use super::super::crd::{PodGroupPhase, PodGroupStatus, QueueStatus};
 use super::pods::{GroupKey, Hold, JobPhase, PodRef, PodState};
-use super::{Condition, Output, Unwritten, World};
+use super::{Output, Unwritten, World};
 
 /// How often the slow figures (metrics report, PodGroup and Queue status) are refreshed.
 const REFRESH_MS: u64 = 1_000;
@@ -73,19 +73,13 @@ impl World {
             }
             let gated = matches!(hold, Hold::Gated);
             let target = entry.target.clone();
-            self.outputs.push(Output::PodCondition {
-                target: target.clone(),
-                resource_version: entry.resource_version.clone(),
-                condition: Condition {
-                    status: false,
-                    reason: if gated {
-                        "SchedulingGated"
-                    } else {
-                        "Unschedulable"
-                    },
-                    message: message.clone(),
-                },
-            });
+            let reason = if gated {
+                "SchedulingGated"
+            } else {
+                "Unschedulable"
+            };
+            self.outputs
+                .push(entry.not_scheduled(reason, message.clone()));
             if !gated {
                 self.outputs.push(Output::Event {
                     target,
