@@ -603,3 +603,38 @@ fn a_gangs_preferences_count_its_own_pods() {
     nodes.dedup();
     assert_eq!(nodes.len(), 2, "{nodes:?}");
 }
+
+/// A launcher without GPUs and without node rules (pod 0) and `workers` workers of 4 GPUs
+/// that select `pool=gpu`.
+fn with_launcher(mut gang: kant::model::Job) -> kant::model::Job {
+    gang.pods[0] = kant::model::PodRequest::gpus(GpuRequest::NONE);
+    let workers = Arc::new(NodeConstraints {
+        node_selector: vec![("pool".into(), "gpu".into())],
+        ..NodeConstraints::default()
+    });
+    gang.constraints = (0..gang.pods.len())
+        .map(|i| (i > 0).then(|| workers.clone()))
+        .collect();
+    gang
+}
+
+#[test]
+fn a_gangs_workers_spread_over_the_domains_of_their_own_node_rules() {
+    // Zones a and b hold the `pool=gpu` nodes the workers select; zone c's node does not,
+    // and only the launcher, which asks for no GPU, could go there.
+    let mut spec = (*zoned(&["a", "b", "c"])).clone();
+    for node in &mut spec.nodes[..2] {
+        node.labels.insert("pool".into(), "gpu".into());
+    }
+    let mut s = default_scheduler(Arc::new(spec));
+    s.submit(with_launcher(spread_app(
+        1,
+        5,
+        4,
+        "ring",
+        vec![skew("ring", "zone", 1)],
+    )));
+    // As kube-scheduler counts a worker's domains (nodeAffinityPolicy: Honor): zones a
+    // and b, two workers each.
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+}

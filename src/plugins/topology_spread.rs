@@ -4,8 +4,9 @@
 //!
 //! PreFilter counts, once per job and per constraint, the pods the constraint selects in
 //! each domain (a value of its node label) over the nodes the pod could use: those with
-//! every constraint's label and, by the constraint's policies, matching the pod's node
-//! selector and affinity and tolerating the node's taints. Filter lets a pod onto a node
+//! every constraint's label and, by the constraint's policies, matching the node selector
+//! and affinity of one of the job's pods asking for GPUs and tolerating the node's
+//! taints. Filter lets a pod onto a node
 //! only if the node's domain would then hold at most `maxSkew` more selected pods than
 //! the emptiest domain. The job's pods placed earlier in the attempt count too, so a
 //! gang's pods spread among themselves (over all its candidate groups at once, without
@@ -23,7 +24,9 @@ use crate::framework::{
     AnyGroup, CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score,
     Status, pools_for,
 };
-use crate::model::{ClusterSpec, Job, NodeSpec, PodIdentity, SpreadConstraint, untolerated};
+use crate::model::{
+    ClusterSpec, Job, NodeConstraints, NodeSpec, PodIdentity, SpreadConstraint, untolerated,
+};
 
 pub struct TopologySpread;
 
@@ -84,10 +87,11 @@ impl Counted {
     ) -> Counted {
         let spec = snapshot.spec();
         let key = &c.pods.topology_key;
+        let rules = spreading_rules(job);
         let counted_on: Vec<bool> = spec
             .nodes
             .iter()
-            .map(|node| eligible(job, kind, c, node))
+            .map(|node| eligible(&rules, kind, c, node))
             .collect();
         let mut counts: HashMap<String, u32> = HashMap::new();
         for (node, _) in spec.nodes.iter().zip(&counted_on).filter(|(_, on)| **on) {
@@ -151,23 +155,50 @@ struct Gathered {
     preferred: Vec<Counted>,
 }
 
-/// Whether a node's pods count for a constraint of `job`: it carries the label of every
-/// constraint of the same kind (`kind`: the hard or the soft ones) and passes the
-/// constraint's inclusion policies.
-fn eligible(job: &Job, kind: &[SpreadConstraint], c: &SpreadConstraint, node: &NodeSpec) -> bool {
+/// The node rules (`None`: none) of the job's pods whose domains its spread counts: those
+/// asking for GPUs (a gang's rules are those of its member asking for the most GPUs, and
+/// its workers are made alike; a launcher without GPUs and without node rules would add
+/// domains they can never use), or every pod of a job asking for none. Each distinct set
+/// once.
+fn spreading_rules(job: &Job) -> Vec<Option<&NodeConstraints>> {
+    let asks_for_gpus = job.pods.iter().any(|p| !p.gpu.is_none());
+    let mut rules: Vec<Option<&NodeConstraints>> = Vec::new();
+    for (index, pod) in job.pods.iter().enumerate() {
+        if asks_for_gpus && pod.gpu.is_none() {
+            continue;
+        }
+        let own = job.constraints_of(index as u32);
+        let seen = |r: &Option<&NodeConstraints>| match (r, own) {
+            (Some(a), Some(b)) => std::ptr::eq(*a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if !rules.iter().any(seen) {
+            rules.push(own);
+        }
+    }
+    rules
+}
+
+/// Whether a node's pods count for a constraint (`kind`: the job's hard or soft ones): it
+/// carries the label of every constraint of that kind and passes the constraint's
+/// inclusion policies for one of `rules` (see [`spreading_rules`]).
+fn eligible(
+    rules: &[Option<&NodeConstraints>],
+    kind: &[SpreadConstraint],
+    c: &SpreadConstraint,
+    node: &NodeSpec,
+) -> bool {
     let has_keys = kind
         .iter()
         .all(|c| node.labels.contains_key(&c.pods.topology_key));
-    // The job's pods share their spread constraints but may differ in their node rules: a
-    // node counts if one of them could go there.
-    let selected = !c.honor_node_affinity
-        || job.some_pod(|rules| rules.is_none_or(|n| n.selects(&node.name, &node.labels)));
-    let tolerated = !c.honor_taints
-        || job.some_pod(|rules| {
-            let tolerations = rules.map_or(&[][..], |n| &n.tolerations);
-            untolerated(tolerations, &node.taints).is_none()
-        });
-    has_keys && selected && tolerated
+    let counts_for = |rules: &Option<&NodeConstraints>| {
+        let selected =
+            !c.honor_node_affinity || rules.is_none_or(|n| n.selects(&node.name, &node.labels));
+        let tolerations = rules.map_or(&[][..], |n| &n.tolerations);
+        let tolerated = !c.honor_taints || untolerated(tolerations, &node.taints).is_none();
+        selected && tolerated
+    };
+    has_keys && rules.iter().any(counts_for)
 }
 
 impl PreFilter for TopologySpread {
