@@ -741,6 +741,44 @@ fn impatient(config: Config) -> RunOptions {
     options
 }
 
+/// An eviction names its victim's uid: a pod created again under the victim's name
+/// before the eviction comes is not evicted in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_spares_a_pod_created_again_under_the_victims_name() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start_with(&server, impatient(preempting())).await;
+    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
+    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
+    // The first eviction is taken and never answered; before the next one, the victim is
+    // deleted and created again, unbound, by another controller (unseen by Kant).
+    server.hang_next("create", "pods/eviction", Some("ml"), Some("low"), 1);
+    server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
+    eventually("the first eviction is sent", || {
+        server.request_count("create", "pods/eviction") >= 1
+    })
+    .await;
+    server.pause_watches();
+    server.delete::<Pod>(Some("ml"), "low");
+    let mut again = with_priority(gpu_pod("low", 8), 0, "low");
+    again.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
+    let again = server.create(&again);
+    eventually("the eviction is sent again", || {
+        server.request_count("create", "pods/eviction") >= 2
+    })
+    .await;
+    server.resume_watches();
+    eventually("the preemptor is bound", || {
+        node_of(&server, "high").is_some()
+    })
+    .await;
+    let low = server
+        .get::<Pod>(Some("ml"), "low")
+        .expect("the new low pod stays");
+    assert_eq!(low.metadata.uid, again.metadata.uid);
+    kant.stop().await;
+}
+
 /// An API server that takes a binding and never answers must not hold the pod (and its
 /// devices) for good: past the timeout the binding counts as failed and is tried again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,7 +24,7 @@ use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
 use serde_json::json;
@@ -249,23 +249,30 @@ async fn bound_where(
     }
 }
 
-/// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429.
+/// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429. The
+/// eviction names the victim's uid, so that a pod created again under its name is not
+/// evicted in its place. (The body is written here: kube's `Api::evict` sends its delete
+/// options as `delete_options`, which the API server ignores, preconditions included.)
 async fn evict(client: Client, target: &PodRef, timeout: Duration) -> Result<(), WriteError> {
     let api: Api<Pod> = Api::namespaced(client, &target.namespace);
-    let params = EvictParams {
-        delete_options: Some(DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(target.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        }),
-        ..EvictParams::default()
-    };
-    match within(timeout, api.evict(&target.name, &params)).await {
+    let eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": target.name, "namespace": target.namespace},
+        "deleteOptions": {"preconditions": {"uid": target.uid}},
+    });
+    let params = PostParams::default();
+    let request = api.create_subresource::<_, kube::core::Status>(
+        "eviction",
+        &target.name,
+        &params,
+        &eviction,
+    );
+    match within(timeout, request).await {
         Ok(_) => Ok(()),
-        // Already gone: what eviction was for.
-        Err(e) if e.code == Some(404) => Ok(()),
+        // Already gone, or gone and created again (its uid differs: 409): the victim is
+        // gone, which is what the eviction was for.
+        Err(e) if matches!(e.code, Some(404 | 409)) => Ok(()),
         Err(e) => Err(e),
     }
 }
