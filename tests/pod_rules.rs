@@ -604,8 +604,8 @@ fn a_gangs_preferences_count_its_own_pods() {
     assert_eq!(nodes.len(), 2, "{nodes:?}");
 }
 
-/// A launcher without GPUs and without node rules (pod 0) and `workers` workers of 4 GPUs
-/// that select `pool=gpu`.
+/// The gang with its pod 0 made a launcher without GPUs and without node rules, and its
+/// other pods (the workers) selecting `pool=gpu`.
 fn with_launcher(mut gang: kant::model::Job) -> kant::model::Job {
     gang.pods[0] = kant::model::PodRequest::gpus(GpuRequest::NONE);
     let workers = Arc::new(NodeConstraints {
@@ -637,4 +637,44 @@ fn a_gangs_workers_spread_over_the_domains_of_their_own_node_rules() {
     // As kube-scheduler counts a worker's domains (nodeAffinityPolicy: Honor): zones a
     // and b, two workers each.
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+}
+
+#[test]
+fn a_self_drawn_gang_goes_to_no_domain_anti_affinity_keeps_it_from() {
+    // Zone b (n0, n2) has the most free GPUs, but a pod there keeps `ring` pods out of zone
+    // b in one case, and the ring keeps out of a `db` pod's zone in the other. Zone a (n1)
+    // holds the whole gang.
+    let existing = [
+        app(1, 1, 1, "noisy", vec![], vec![term("ring", "zone")]),
+        app(1, 1, 1, "db", vec![], vec![]),
+    ];
+    let avoids_db = [vec![], vec![term("db", "zone")]];
+    for (existing, avoids) in existing.into_iter().zip(avoids_db) {
+        let mut s = default_scheduler(zoned(&["b", "a", "b"]));
+        s.submit(existing);
+        s.schedule(0);
+        assert_eq!(nodes_of(&s, 1), ["n0"]);
+        s.submit(app(2, 2, 4, "ring", vec![term("ring", "zone")], avoids));
+        assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
+        assert_eq!(zones_of(&s, [2]), ["a", "a"]);
+    }
+}
+
+#[test]
+fn a_self_drawn_gang_picks_its_domain_by_the_rules_of_its_pods_asking_for_gpus() {
+    // Zone c (n1, n2) has the most room but lacks the `pool=gpu` label the workers select;
+    // zone a (n0) has it and room for both workers. The launcher (pod 0) has no rules.
+    let mut spec = (*zoned(&["a", "c", "c"])).clone();
+    spec.nodes[0].labels.insert("pool".into(), "gpu".into());
+    let mut s = default_scheduler(Arc::new(spec));
+    s.submit(with_launcher(app(
+        1,
+        3,
+        4,
+        "ring",
+        vec![term("ring", "zone")],
+        vec![],
+    )));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(zones_of(&s, [1]), ["a", "a", "a"]);
 }

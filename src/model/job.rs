@@ -196,17 +196,44 @@ impl Job {
         self.constraints = vec![Some(Arc::new(constraints)); self.pods.len()];
     }
 
-    /// Whether pod `pod` may go on the node at all, room aside: the job's pool, the pod's
-    /// node selector and required affinity, the extended resources the node must list, and
-    /// the taints it must tolerate.
+    /// Whether pod `pod` may go on the node at all, room aside (see [`Job::rules_allow`]).
     pub fn may_use(&self, pod: u32, node: &NodeSpec) -> bool {
-        let constraints = self.constraints_of(pod);
-        let tolerations = constraints.map_or(&[][..], |c| &c.tolerations);
+        self.rules_allow(self.constraints_of(pod), node)
+    }
+
+    /// Whether a pod of the job with node rules `rules` (`None`: none) may go on the node
+    /// at all, room aside: the job's pool, the node selector and required affinity, the
+    /// extended resources the node must list, and the taints it must tolerate.
+    pub fn rules_allow(&self, rules: Option<&NodeConstraints>, node: &NodeSpec) -> bool {
+        let tolerations = rules.map_or(&[][..], |c| &c.tolerations);
         self.accepts_pool(node.pool)
-            && constraints.is_none_or(|c| {
+            && rules.is_none_or(|c| {
                 c.selects(&node.name, &node.labels) && c.lacking(&node.extended).is_none()
             })
             && untolerated(tolerations, &node.taints).is_none()
+    }
+
+    /// The node rules (`None`: none) of the pods that ask for GPUs, or of every pod of a
+    /// job asking for none: a gang's inter-pod rules are those of its member asking for the
+    /// most GPUs, and its workers are made alike, while a launcher without GPUs (and
+    /// perhaps without node rules) follows them. Each distinct set once.
+    pub fn gpu_pod_rules(&self) -> Vec<Option<&NodeConstraints>> {
+        let asks_for_gpus = self.pods.iter().any(|p| !p.gpu.is_none());
+        let mut rules: Vec<Option<&NodeConstraints>> = Vec::new();
+        for (index, pod) in self.pods.iter().enumerate() {
+            if asks_for_gpus && pod.gpu.is_none() {
+                continue;
+            }
+            let own = self.constraints_of(index as u32);
+            let seen = |r: &Option<&NodeConstraints>| match (r, own) {
+                (Some(a), Some(b)) => std::ptr::eq(*a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            if !rules.iter().any(seen) {
+                rules.push(own);
+            }
+        }
+        rules
     }
 
     pub fn is_gang(&self) -> bool {

@@ -159,7 +159,7 @@ impl PreFilter for InterPodAffinity {
         }
         gathered.first_of_its_kind = gathered.affinity.0.is_empty();
         if gathered.first_of_its_kind && job.is_gang() && own.affinity_selects(&own.identity) {
-            gathered.gang_domain = roomiest_domain(job, own, snapshot);
+            gathered.gang_domain = roomiest_domain(job, own, snapshot, &gathered);
         }
         state.write(gathered);
         Status::SUCCESS
@@ -296,11 +296,20 @@ fn satisfies_affinity(
 }
 
 /// For a gang drawn to itself with none of its kind placed: the domain of its first
-/// affinity term with room for the most of its pods (whole free devices on the nodes it
-/// may use that carry every term's key), the lowest label value among equals.
-fn roomiest_domain(job: &Job, own: &PodRules, snapshot: &ClusterState) -> Option<(String, String)> {
+/// affinity term with room for the most of its pods, the lowest label value among equals.
+/// Room is counted in whole free devices, per its widest pod asking for GPUs, on the nodes
+/// one of those pods may use by its own node rules, that carry every term's key, and that
+/// no anti-affinity (its own against the pods there, or theirs against it) keeps it from.
+fn roomiest_domain(
+    job: &Job,
+    own: &PodRules,
+    snapshot: &ClusterState,
+    gathered: &Gathered,
+) -> Option<(String, String)> {
     let key = &own.affinity.first()?.topology_key;
-    let devices_per_pod = job.pods.first().map_or(1, |p| p.gpu.whole().max(1));
+    let rules = job.gpu_pod_rules();
+    let widest = job.pods.iter().map(|p| p.gpu.whole()).max().unwrap_or(0);
+    let devices_per_pod = widest.max(1);
     let spec = snapshot.spec();
     let mut room: HashMap<&str, u32> = HashMap::new();
     for (id, state) in snapshot.nodes() {
@@ -310,7 +319,13 @@ fn roomiest_domain(job: &Job, own: &PodRules, snapshot: &ClusterState) -> Option
             .affinity
             .iter()
             .all(|t| labels.contains_key(&t.topology_key));
-        if !has_keys || !job.may_use(0, node) {
+        let repelled = own
+            .anti_affinity
+            .iter()
+            .any(|t| gathered.anti_affinity.holds(&t.topology_key, labels))
+            || gathered.existing_anti_affinity.holds_any(labels);
+        let usable = rules.iter().any(|&r| job.rules_allow(r, node));
+        if !has_keys || repelled || !usable {
             continue;
         }
         *room.entry(labels[key].as_str()).or_default() +=

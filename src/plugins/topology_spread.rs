@@ -87,7 +87,7 @@ impl Counted {
     ) -> Counted {
         let spec = snapshot.spec();
         let key = &c.pods.topology_key;
-        let rules = spreading_rules(job);
+        let rules = job.gpu_pod_rules();
         let counted_on: Vec<bool> = spec
             .nodes
             .iter()
@@ -155,33 +155,9 @@ struct Gathered {
     preferred: Vec<Counted>,
 }
 
-/// The node rules (`None`: none) of the job's pods whose domains its spread counts: those
-/// asking for GPUs (a gang's rules are those of its member asking for the most GPUs, and
-/// its workers are made alike; a launcher without GPUs and without node rules would add
-/// domains they can never use), or every pod of a job asking for none. Each distinct set
-/// once.
-fn spreading_rules(job: &Job) -> Vec<Option<&NodeConstraints>> {
-    let asks_for_gpus = job.pods.iter().any(|p| !p.gpu.is_none());
-    let mut rules: Vec<Option<&NodeConstraints>> = Vec::new();
-    for (index, pod) in job.pods.iter().enumerate() {
-        if asks_for_gpus && pod.gpu.is_none() {
-            continue;
-        }
-        let own = job.constraints_of(index as u32);
-        let seen = |r: &Option<&NodeConstraints>| match (r, own) {
-            (Some(a), Some(b)) => std::ptr::eq(*a, b),
-            (a, b) => a.is_none() && b.is_none(),
-        };
-        if !rules.iter().any(seen) {
-            rules.push(own);
-        }
-    }
-    rules
-}
-
 /// Whether a node's pods count for a constraint (`kind`: the job's hard or soft ones): it
 /// carries the label of every constraint of that kind and passes the constraint's
-/// inclusion policies for one of `rules` (see [`spreading_rules`]).
+/// inclusion policies for one of `rules` (see [`Job::gpu_pod_rules`]).
 fn eligible(
     rules: &[Option<&NodeConstraints>],
     kind: &[SpreadConstraint],
