@@ -384,11 +384,9 @@ proptest! {
             for id in placed_jobs(&s.schedule(0)) {
                 placed.insert(id);
             }
-            if finish_one {
-                if let Some(&done) = placed.iter().min() {
-                    s.finish(done);
-                    placed.remove(&done);
-                }
+            if finish_one && let Some(&done) = placed.iter().min() {
+                s.finish(done);
+                placed.remove(&done);
             }
             assert_invariants(s.state(), &placed, &|j: JobId| sizes[j.index()]);
         }

@@ -624,7 +624,7 @@ fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
     // Nodes 0 and 2 carry `pool=a`: one in leaf 0, one in leaf 1.
     let labelled = |i: usize| {
         (
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 vec![("pool", "a")]
             } else {
                 vec![]
