@@ -874,3 +874,127 @@ fn a_preemptor_that_goes_leaves_its_victims_holding_what_they_still_run_on() {
         "bound on n1 while low still runs there: {out:?}"
     );
 }
+
+/// The pod in this phase, at resourceVersion `rv`.
+fn in_phase(mut pod: Pod, phase: &str, rv: u32) -> Pod {
+    pod.metadata.resource_version = Some(rv.to_string());
+    pod.status.as_mut().unwrap().phase = Some(phase.into());
+    pod
+}
+
+/// Lands every binding among `out`; the watch then shows each pod Running.
+fn bind_all_running(
+    w: &mut World,
+    pods: &[Pod],
+    out: &[kant::kube::world::Output],
+    now: u64,
+) -> Vec<Pod> {
+    binds(out)
+        .iter()
+        .map(|b| {
+            let bound = bind_ok(w, &by_name(pods, &b.name), b, 2, now);
+            let running = in_phase(bound, "Running", 3);
+            apply_pod(w, &running, now);
+            running
+        })
+        .collect()
+}
+
+#[test]
+fn a_gang_with_more_pods_than_min_member_starts_with_min_member() {
+    // As scheduler-plugins' coscheduling admits them: minMember 4 of five pods, room for
+    // four; then the fifth once room frees.
+    let nodes: Vec<_> = (1..=4).map(|i| node(&format!("n{i}"), 8)).collect();
+    let mut w = synced(&plain(), &nodes);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 4)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..5)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    let out = run_until(&mut w, T0, T0 + 10_000);
+    assert_eq!(binds(&out).len(), 4);
+    let running = bind_all_running(&mut w, &members, &out, T0 + 10_000);
+    w.round(T0 + 10_000);
+    w.take_outputs();
+    delete_pod(&mut w, &running[0], T0 + 11_000);
+    let out = run_until(&mut w, T0 + 11_000, T0 + 20_000);
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert_eq!(bound, ["w4"], "the fifth goes on its own");
+
+    // minMember 1 with two pods and room for one: one goes.
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("one", 1)))),
+        T0,
+    );
+    for i in 0..2 {
+        apply_pod(&mut w, &member(&format!("p{i}"), 8, "one", json!({})), T0);
+    }
+    let out = run_until(&mut w, T0, T0 + 10_000);
+    assert_eq!(binds(&out).len(), 1);
+}
+
+#[test]
+fn a_replacement_member_of_a_deleted_gang_waits_for_the_whole_gang() {
+    // The running gang's pods are being deleted (a job restarted): a new member does not
+    // count them as placed.
+    let nodes: Vec<_> = (1..=4).map(|i| node(&format!("n{i}"), 8)).collect();
+    let mut w = synced(&plain(), &nodes);
+    let members = gang_of(&mut w, 2);
+    let out = w.take_outputs();
+    let running = bind_all_running(&mut w, &members, &out, T0);
+    w.round(T0);
+    w.take_outputs();
+    for pod in running {
+        let mut terminating = in_phase(pod, "Running", 5);
+        terminating.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-24T10:00:00Z".parse().unwrap(),
+            ));
+        apply_pod(&mut w, &terminating, T0 + 1_000);
+    }
+    apply_pod(&mut w, &member("w0-new", 8, "g", json!({})), T0 + 1_000);
+    let out = run_until(&mut w, T0 + 1_000, T0 + 5_000);
+    assert!(
+        binds(&out).is_empty(),
+        "one pod of a 2-pod gang bound alone"
+    );
+}
+
+#[test]
+fn a_member_relabelled_into_another_gang_does_not_take_its_old_gang_along() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let blockers = [
+        place(&mut w, &pod("x1", 8, json!({})), T0),
+        place(&mut w, &pod("x2", 8, json!({})), T0),
+    ];
+    for g in ["a", "b"] {
+        w.apply(Input::PodGroup(Box::new(Event::Apply(pod_group(g, 2)))), T0);
+    }
+    let members = [
+        member("a0", 4, "a", json!({})),
+        member("a1", 4, "a", json!({})),
+        member("b0", 4, "b", json!({})),
+    ];
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    let moved = member("a1", 4, "b", json!({"metadata": {"resourceVersion": "7"}}));
+    apply_pod(&mut w, &moved, T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    for b in &blockers {
+        delete_pod(&mut w, b, T0 + 2);
+    }
+    let out = run_until(&mut w, T0 + 2, T0 + 5_000);
+    let mut bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    bound.sort();
+    assert_eq!(bound, ["a1", "b0"], "a0 is gang a's only pod now");
+}

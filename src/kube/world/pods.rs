@@ -73,6 +73,8 @@ pub(super) enum Hold {
         waiting: usize,
         needed: usize,
     },
+    /// Its gang has the members it needs without it: it goes once `needed` are placed.
+    GangStarting { group: String, needed: usize },
 }
 
 impl Hold {
@@ -87,6 +89,9 @@ impl Hold {
                 needed,
             } => format!(
                 "pod group {group}: {waiting} of the {needed} pods needed to start are waiting"
+            ),
+            Hold::GangStarting { group, needed } => format!(
+                "pod group {group}: waits until the {needed} pods it needs to start are placed"
             ),
         }
     }
@@ -155,6 +160,8 @@ pub(super) struct PodEntry {
     pub state: PodState,
     /// The status of its `PodScheduled` condition as last seen (`None`: it has none).
     pub scheduled: Option<bool>,
+    /// It has a deletion timestamp: on its way out.
+    pub deleting: bool,
 }
 
 impl PodEntry {
@@ -646,6 +653,7 @@ impl World {
             bound,
             state: previous_state.clone().unwrap_or(PodState::Ignored),
             scheduled: scheduled_status(&pod),
+            deleting,
         };
         self.pods.entries.insert(uid.clone(), entry);
 
@@ -1038,29 +1046,41 @@ impl World {
         ignored
     }
 
-    /// A PodGroup's job, when enough of its members wait: `minMember`, less the members
-    /// already placed. A queued gang is formed again when members join, when the group
-    /// asks for more, or when the group is gone.
-    fn form_gang(&mut self, group: &GroupKey, now_ms: u64) -> Option<Job> {
-        let members = self.pods.members.get(group)?;
+    /// A PodGroup's jobs, as scheduler-plugins' coscheduling admits its pods: until
+    /// `minMember` of them are placed, one gang of as many waiting members as are still
+    /// needed (those asking for the most GPUs first), the others waiting for it; once they
+    /// are, each further member on its own. A queued gang is formed again when the group
+    /// asks for more than it holds, when one of its pods left the group, or when the group
+    /// is gone. Members on their way out (evicted or deleted) count neither as placed nor
+    /// as waiting.
+    fn form_gang(&mut self, group: &GroupKey, now_ms: u64) -> Vec<Job> {
+        let Some(members) = self.pods.members.get(group).cloned() else {
+            return Vec::new();
+        };
         let mut waiting = Vec::new();
         let mut placed = 0usize;
         let mut queued: Option<JobId> = None;
-        for uid in members {
-            match self.pods.entries.get(uid).map(|e| &e.state) {
-                Some(PodState::Waiting { not_before }) if *not_before <= now_ms => {
+        for uid in &members {
+            let Some(entry) = self.pods.entries.get(uid).filter(|e| !e.deleting) else {
+                continue;
+            };
+            match &entry.state {
+                PodState::Waiting { not_before } if *not_before <= now_ms => {
                     waiting.push(uid.clone());
                 }
-                Some(PodState::Held(Hold::GangIncomplete { .. })) => waiting.push(uid.clone()),
-                Some(PodState::InJob { job, .. }) => {
-                    match self.pods.jobs.get(job).map(|j| &j.phase) {
-                        Some(JobPhase::Queued) => queued = Some(*job),
-                        // Members on their way out do not count.
-                        Some(JobPhase::Evicting { .. }) | None => {}
-                        Some(_) => placed += 1,
-                    }
+                PodState::Held(Hold::GangIncomplete { .. } | Hold::GangStarting { .. }) => {
+                    waiting.push(uid.clone());
                 }
-                Some(PodState::Parked) => placed += 1,
+                PodState::InJob { job, .. } => match self.pods.jobs.get(job) {
+                    // A lone job of a member past `minMember` is not the gang.
+                    Some(j) if j.phase == JobPhase::Queued && j.group.as_ref() == Some(group) => {
+                        queued = Some(*job);
+                    }
+                    Some(j) if matches!(j.phase, JobPhase::Queued | JobPhase::Evicting { .. }) => {}
+                    Some(_) => placed += 1,
+                    None => {}
+                },
+                PodState::Parked => placed += 1,
                 _ => {}
             }
         }
@@ -1070,37 +1090,80 @@ impl World {
                 self.scheduler.withdraw(job);
                 self.dissolve(job, now_ms);
             }
-            return None;
+            return Vec::new();
         };
         let min_member = pod_group.spec.min_member.max(1) as usize;
-        let needed = min_member.saturating_sub(placed).max(1);
+        let needed = min_member.saturating_sub(placed);
+        let name = format!("{}/{}", group.0, group.1);
         if let Some(job) = queued {
-            let queued_pods = self.pods.jobs.get(&job).map_or(0, |e| e.alive().count());
-            if waiting.is_empty() && queued_pods >= needed {
-                return None;
+            let in_group = |uid: &String| members.contains(uid);
+            let entry = self.pods.jobs.get(&job);
+            let gone = entry.is_some_and(|e| e.alive().any(|(_, uid)| !in_group(uid)));
+            let queued_pods = entry.map_or(0, |e| e.alive().count());
+            if !gone && queued_pods >= needed {
+                self.hold_behind_gang(&waiting, &name, min_member);
+                return Vec::new();
             }
-            // New members join, or the gang is now too small: it forms again.
+            // Too small now, or a pod of it left the group: it forms again, and a pod that
+            // left goes to its own group.
             self.scheduler.withdraw(job);
-            let entry = self.pods.jobs.remove(&job)?;
-            waiting.extend(entry.alive().map(|(_, uid)| uid.clone()));
+            let entry = self.pods.jobs.remove(&job);
+            for (_, uid) in entry.iter().flat_map(|e| e.alive()) {
+                if in_group(uid) {
+                    waiting.push(uid.clone());
+                } else {
+                    self.set_state(uid, PodState::Waiting { not_before: 0 });
+                    self.pods.forming.insert(uid.clone());
+                }
+            }
             waiting.sort_unstable();
             waiting.dedup();
         }
-        if waiting.is_empty() {
-            return None;
+        if needed == 0 {
+            return waiting
+                .into_iter()
+                .filter_map(|uid| self.new_job(vec![uid], None, now_ms))
+                .collect();
         }
         if waiting.len() < needed {
             let hold = Hold::GangIncomplete {
-                group: format!("{}/{}", group.0, group.1),
+                group: name,
                 waiting: waiting.len(),
                 needed,
             };
             for uid in &waiting {
                 self.set_state(uid, PodState::Held(hold.clone()));
             }
-            return None;
+            return Vec::new();
         }
+        // Those asking for the most GPUs go first: the gang is made of its template.
+        let entries = &self.pods.entries;
+        let rank = |uid: &String| {
+            entries
+                .get(uid)
+                .and_then(|e| Some(template_rank(&e.facts.as_ref()?.request, &e.target)))
+        };
+        waiting.sort_by_cached_key(|uid| {
+            let (gpus, name) = rank(uid).unzip();
+            (Reverse(gpus), name.map(|Reverse(n)| n.to_owned()))
+        });
+        let later = waiting.split_off(needed);
+        self.hold_behind_gang(&later, &name, min_member);
+        waiting.sort_unstable();
         self.new_job(waiting, Some(group.clone()), now_ms)
+            .into_iter()
+            .collect()
+    }
+
+    /// Members past the ones a gang forming needs wait until its `minMember` are placed.
+    fn hold_behind_gang(&mut self, uids: &[String], group: &str, min_member: usize) {
+        let hold = Hold::GangStarting {
+            group: group.to_owned(),
+            needed: min_member,
+        };
+        for uid in uids {
+            self.set_state(uid, PodState::Held(hold.clone()));
+        }
     }
 
     /// The scheduler's tenant index of a Queue (`None`: the default tenant).
