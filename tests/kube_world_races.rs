@@ -998,3 +998,102 @@ fn a_member_relabelled_into_another_gang_does_not_take_its_old_gang_along() {
     bound.sort();
     assert_eq!(bound, ["a1", "b0"], "a0 is gang a's only pod now");
 }
+
+/// Each PodGroup status among `out`: its name, phase and running count.
+fn group_statuses(out: &[kant::kube::world::Output]) -> Vec<(String, String, Option<i32>)> {
+    out.iter()
+        .filter_map(|o| match o {
+            kant::kube::world::Output::PodGroupStatus { name, status, .. } => Some((
+                name.clone(),
+                status
+                    .phase
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.as_str().to_owned()),
+                status.running,
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn last_phase(out: &[kant::kube::world::Output]) -> Option<String> {
+    group_statuses(out).pop().map(|(_, phase, _)| phase)
+}
+
+#[test]
+fn a_pod_group_phase_follows_scheduler_plugins_controller() {
+    // Running while its minMember run or succeeded, one of them done.
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let members = gang_of(&mut w, 2);
+    let out = w.take_outputs();
+    let running = bind_all_running(&mut w, &members, &out, T0);
+    let out = run_until(&mut w, T0, T0 + 3_000);
+    assert_eq!(last_phase(&out).as_deref(), Some("Running"));
+    apply_pod(
+        &mut w,
+        &in_phase(running[0].clone(), "Succeeded", 4),
+        T0 + 4_000,
+    );
+    let out = run_until(&mut w, T0 + 4_000, T0 + 7_000);
+    assert_eq!(last_phase(&out).as_deref(), Some("Running"));
+    // Once every pod is gone: Pending, nothing counted, written once.
+    for pod in &running {
+        delete_pod(&mut w, pod, T0 + 8_000);
+    }
+    let out = run_until(&mut w, T0 + 8_000, T0 + 12_000);
+    assert_eq!(
+        group_statuses(&out),
+        [("g".to_string(), "Pending".to_string(), Some(0))]
+    );
+
+    // Finished once minMember succeeded, though another failed.
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8), node("n3", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..3)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    // The gang of two, then the third on its own.
+    let out = run_until(&mut w, T0, T0 + 3_000);
+    let mut running = bind_all_running(&mut w, &members, &out, T0 + 3_000);
+    let out = run_until(&mut w, T0 + 3_000, T0 + 4_000);
+    running.extend(bind_all_running(&mut w, &members, &out, T0 + 4_000));
+    assert_eq!(running.len(), 3);
+    for (pod, phase) in running.iter().zip(["Succeeded", "Succeeded", "Failed"]) {
+        apply_pod(&mut w, &in_phase(pod.clone(), phase, 4), T0 + 4_000);
+    }
+    let out = run_until(&mut w, T0 + 4_000, T0 + 7_000);
+    assert_eq!(last_phase(&out).as_deref(), Some("Finished"));
+}
+
+#[test]
+fn a_pod_group_made_again_while_its_pods_run_gets_a_status() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let members = gang_of(&mut w, 2);
+    let out = w.take_outputs();
+    bind_all_running(&mut w, &members, &out, T0);
+    let out = run_until(&mut w, T0, T0 + 3_000);
+    let written = out
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            kant::kube::world::Output::PodGroupStatus { status, .. } => Some(status.clone()),
+            _ => None,
+        })
+        .expect("a status is written");
+    let mut with_status = pod_group("g", 2);
+    with_status.status = Some(written);
+    let event = |e| Input::PodGroup(Box::new(e));
+    w.apply(event(Event::Apply(with_status.clone())), T0 + 3_500);
+    w.apply(event(Event::Delete(with_status)), T0 + 4_000);
+    let mut again = pod_group("g", 2);
+    again.metadata.uid = Some("uid-pg-g-again".into());
+    w.apply(event(Event::Apply(again)), T0 + 4_000);
+    let out = run_until(&mut w, T0 + 4_000, T0 + 8_000);
+    assert_eq!(last_phase(&out).as_deref(), Some("Running"));
+}

@@ -22,7 +22,8 @@ pub(super) struct Reporter {
     told: HashMap<String, String>,
     /// When each queued job was last explained.
     diagnosed: HashMap<JobId, u64>,
-    groups: HashMap<GroupKey, PodGroupStatus>,
+    /// Each PodGroup's status as last written, with the object's uid.
+    groups: HashMap<GroupKey, (String, PodGroupStatus)>,
     queues: HashMap<String, QueueStatus>,
     last_refresh_ms: Option<u64>,
 }
@@ -197,21 +198,37 @@ impl World {
         );
     }
 
-    /// PodGroup status: how many members are placed, running, done; written on change,
-    /// for the groups whose gang this replica schedules (another shard's replica writes
-    /// the others').
+    /// PodGroup status: how many members are placed, running, done, and the phase as
+    /// scheduler-plugins' PodGroup controller sets it (Finished once `minMember` succeeded,
+    /// Failed once one failed and `minMember` ran or ended, Running once `minMember` run or
+    /// succeeded; Finished and Failed stay). Written on change, for the groups whose gang
+    /// this replica schedules (another shard's replica writes the others'), and once more,
+    /// Pending with nothing counted, when all its pods are gone.
     fn report_groups(&mut self) {
         let mut statuses = Vec::new();
-        for (key, members) in &self.pods.members {
-            let Some(group) = self.groups.get(key) else {
-                continue;
+        for (key, group) in &self.groups {
+            let members = self.pods.members.get(key);
+            let reported = self.reporter.groups.get(key);
+            // A group whose pods were never this shard's, or that ended, is left alone.
+            let ended = group
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.as_ref())
+                .is_some_and(|p| matches!(p, PodGroupPhase::Finished | PodGroupPhase::Failed));
+            let ours = match members {
+                Some(_) => self.gang_in_shard(key),
+                None => reported.is_some(),
             };
-            if !self.gang_in_shard(key) {
+            if !ours || ended {
                 continue;
             }
             let min_member = group.spec.min_member.max(1);
             let (mut scheduled, mut running, mut succeeded, mut failed) = (0, 0, 0, 0);
-            for entry in members.iter().filter_map(|uid| self.pods.entries.get(uid)) {
+            let entries = members
+                .into_iter()
+                .flatten()
+                .filter_map(|uid| self.pods.entries.get(uid));
+            for entry in entries {
                 match entry.finished {
                     Some(true) => succeeded += 1,
                     Some(false) => failed += 1,
@@ -233,11 +250,11 @@ impl World {
                     scheduled += 1;
                 }
             }
-            let phase = if failed > 0 {
-                PodGroupPhase::Failed
-            } else if succeeded >= min_member {
+            let phase = if succeeded >= min_member {
                 PodGroupPhase::Finished
-            } else if running >= min_member {
+            } else if failed > 0 && failed + running + succeeded >= min_member {
+                PodGroupPhase::Failed
+            } else if running + succeeded >= min_member {
                 PodGroupPhase::Running
             } else if scheduled >= min_member {
                 PodGroupPhase::Scheduled
@@ -254,22 +271,26 @@ impl World {
                 failed: Some(failed),
                 ..group.status.clone().unwrap_or_default()
             };
-            if self.reporter.groups.get(key) != Some(&status) {
-                statuses.push((key.clone(), status));
+            // Keyed by the object's uid too: a group deleted and made again has no status.
+            let uid = group.metadata.uid.clone().unwrap_or_default();
+            if reported != Some(&(uid.clone(), status.clone())) {
+                statuses.push((key.clone(), uid, status));
             }
         }
-        for (key, status) in statuses {
-            self.reporter.groups.insert(key.clone(), status.clone());
+        for (key, uid, status) in statuses {
+            self.reporter
+                .groups
+                .insert(key.clone(), (uid, status.clone()));
             self.outputs.push(Output::PodGroupStatus {
                 namespace: key.0,
                 name: key.1,
                 status,
             });
         }
-        let members = &self.pods.members;
+        let (members, groups) = (&self.pods.members, &self.groups);
         self.reporter
             .groups
-            .retain(|key, _| members.contains_key(key));
+            .retain(|key, _| members.contains_key(key) && groups.contains_key(key));
     }
 
     /// Queue status: GPUs allocated and borrowed per model of this shard (a merge patch:
