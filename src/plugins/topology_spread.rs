@@ -11,9 +11,9 @@
 //! the emptiest domain. The job's pods placed earlier in the attempt count too, so a
 //! gang's pods spread among themselves (over all its candidate groups at once, without
 //! waiting for a tight domain, when its domains are wider than a search group). Score
-//! ranks the feasible nodes by how few selected pods their domains hold, summed over the
-//! soft constraints and normalised between the fullest (0) and the emptiest (100); a node
-//! without a soft constraint's label scores 0. A job without constraints is not asked per
+//! ranks the feasible nodes by how few selected pods their domains hold, weighted and
+//! normalised as kube-scheduler does (the emptiest scores 100); a node without a soft
+//! constraint's label scores 0. A job without constraints is not asked per
 //! node.
 
 use std::collections::HashMap;
@@ -276,13 +276,15 @@ impl Score for TopologySpread {
             .is_some_and(|r| !r.preferred_spread.is_empty())
     }
 
-    /// The selected pods in the node's domains, summed over the soft constraints (the
-    /// job's pods placed in this attempt included); fewer is better once normalised.
+    /// The selected pods in the node's domains (the job's pods placed in this attempt
+    /// included), as kube-scheduler weighs them: per soft constraint, the count times the
+    /// log of its number of domains plus two, plus `maxSkew - 1`, summed and rounded;
+    /// fewer is better once normalised.
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
         let Some(gathered) = state.read::<Gathered>() else {
             return 0;
         };
-        let mut pods = 0i64;
+        let mut score = 0.0;
         for c in &gathered.preferred {
             let Some(domain) = node.spec.labels.get(&c.key) else {
                 return UNLABELLED;
@@ -290,17 +292,19 @@ impl Score for TopologySpread {
             let placed = c.placed(pod, &gathered.spec);
             let here = c.counts.get(domain).copied().unwrap_or(0)
                 + placed.get(domain.as_str()).copied().unwrap_or(0);
-            pods += i64::from(here);
+            let weight = ((c.counts.len() + 2) as f64).ln();
+            score += f64::from(here) * weight + f64::from(c.max_skew.saturating_sub(1));
         }
-        pods
+        score.round() as i64
     }
 
     fn normalizes(&self) -> bool {
         true
     }
 
-    /// Between the fullest and the emptiest of the feasible nodes' domains: the emptiest
-    /// scores 100, the fullest 0, an unlabelled node 0.
+    /// As kube-scheduler normalises: `100 * (max + min - score) / max` over the feasible
+    /// nodes, so the emptiest scores 100; every node 100 when none has a selected pod; an
+    /// unlabelled node 0.
     fn normalize(&self, scores: &mut [i64]) {
         let labelled = scores.iter().copied().filter(|&s| s != UNLABELLED);
         let (Some(min), Some(max)) = (labelled.clone().min(), labelled.max()) else {
@@ -310,9 +314,27 @@ impl Score for TopologySpread {
         for score in scores.iter_mut() {
             *score = match *score {
                 UNLABELLED => 0,
-                _ if max == min => MAX_NODE_SCORE,
-                pods => (max - pods) * MAX_NODE_SCORE / (max - min),
+                _ if max == 0 => MAX_NODE_SCORE,
+                s => MAX_NODE_SCORE * (max + min - s) / max,
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soft_scores_normalise_as_kube_schedulers() {
+        // Zones holding 2, 0 and 1 selected pods, of 3 domains, maxSkew 1: raw scores
+        // round(2 ln 5) = 3, 0 and round(ln 5) = 2; then an unlabelled node.
+        let mut scores = [3, 0, 2, UNLABELLED];
+        TopologySpread.normalize(&mut scores);
+        assert_eq!(scores, [0, 100, 33, 0]);
+        // No selected pod anywhere: every labelled node alike.
+        let mut scores = [0, 0, UNLABELLED];
+        TopologySpread.normalize(&mut scores);
+        assert_eq!(scores, [100, 100, 0]);
     }
 }
