@@ -590,6 +590,40 @@ async fn a_stopping_leader_gives_its_lease_to_one_standby_at_once() {
     c.stop().await;
 }
 
+/// A leader told to stop while the API server still carries out its binding keeps its
+/// Lease until the binding is answered: the standby that takes it over sees the pod bound
+/// and places nothing onto the same GPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_leader_keeps_its_lease_until_its_bindings_are_answered() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let a = Kant::start_with(&server, replica("replica-a")).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    let b = Kant::start_with(&server, replica("replica-b")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The API server takes A's binding of p now and carries it out 4 s later.
+    server.set_latency(Duration::from_secs(4));
+    server.create(&with_priority(gpu_pod("p", 8), 0, "p"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.set_latency(Duration::ZERO);
+    a.stop().await;
+    server.create(&with_priority(gpu_pod("q", 8), 100, "q"));
+    eventually("b leads", || {
+        lease_holder(&server).as_deref() == Some("replica-b")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let bound: Vec<String> = bound_pods(&server)
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(bound, ["p"], "one pod on node-0's 8 GPUs");
+    b.stop().await;
+}
+
 /// A minimal HTTP/1.1 GET.
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

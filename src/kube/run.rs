@@ -230,9 +230,13 @@ pub async fn run_with_config(
     for task in watchers {
         task.abort();
     }
-    let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
-    // Scheduling has stopped: the Lease is given up, if held.
+    let writer = tokio::task::spawn_blocking(move || loop_thread.join()).await;
+    // Scheduling has stopped, and what it sent has been answered: the Lease is given up,
+    // if held.
     if let Some(Election { task, stop }) = election {
+        if let Ok(Ok(writer)) = writer {
+            writer.drained(options.api_timeout).await;
+        }
         let _ = stop.send(());
         let _ = tokio::time::timeout(lease::RETRY_PERIOD * 2, task).await;
     }
@@ -269,6 +273,9 @@ fn elect(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         health.set_leader(false);
         tracing::info!("standing by for lease {}", elector.name());
+        // A Lease that cannot be read or written (no Role, no such namespace) is said once
+        // per distinct error: every replica would stand by for good.
+        let mut last_failure = None;
         loop {
             tokio::select! {
                 _ = &mut stopped => return,
@@ -276,8 +283,12 @@ fn elect(
             }
             match elector.try_acquire_or_renew().await {
                 Attempt::Holds => break,
-                Attempt::HeldByOther(_) => {}
-                Attempt::Failed(e) => tracing::debug!("lease {}: {e}", elector.name()),
+                Attempt::HeldByOther(_) => last_failure = None,
+                Attempt::Failed(e) if last_failure.as_ref() != Some(&e) => {
+                    tracing::warn!("lease {}: {e}; trying again", elector.name());
+                    last_failure = Some(e);
+                }
+                Attempt::Failed(_) => {}
             }
         }
         leader.store(true, Ordering::Release);
@@ -319,6 +330,8 @@ const IDLE_TICK: Duration = Duration::from_millis(500);
 /// The most events taken into one round.
 const MAX_BATCH: usize = 4096;
 
+/// Runs rounds until told to stop (or the inputs hang up); returns the writer, so that
+/// what it still carries can be waited for.
 fn scheduling_loop(
     mut world: World,
     events: mpsc::Receiver<Input>,
@@ -326,7 +339,7 @@ fn scheduling_loop(
     leader: Arc<AtomicBool>,
     health: Health,
     stopping: Arc<AtomicBool>,
-) {
+) -> Writer {
     let mut wakeup: Option<u64> = None;
     while !stopping.load(Ordering::Acquire) {
         health.tick();
@@ -337,7 +350,7 @@ fn scheduling_loop(
         let first = match events.recv_timeout(wait) {
             Ok(input) => Some(input),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Disconnected) => return writer,
         };
         // What arrived meanwhile goes into one round, at one time; a storm of events is
         // cut into rounds of at most MAX_BATCH so that scheduling keeps its pace.
@@ -349,8 +362,12 @@ fn scheduling_loop(
         health.set_synced(world.synced());
         if leader.load(Ordering::Acquire) {
             world.round(now);
-            for output in world.take_outputs() {
-                writer.send(output);
+            let outputs = world.take_outputs();
+            // A leader that stood down during the round sends nothing of it.
+            if leader.load(Ordering::Acquire) {
+                for output in outputs {
+                    writer.send(output);
+                }
             }
         } else {
             // A standby keeps its cache warm and writes nothing.
@@ -358,4 +375,5 @@ fn scheduling_loop(
         }
         wakeup = world.next_wakeup(now);
     }
+    writer
 }

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,8 @@ pub struct Writer {
     eviction_client: Client,
     inputs: Sender<Input>,
     slots: Arc<Semaphore>,
+    /// Bindings and evictions sent and not yet answered (or given up).
+    in_flight: Arc<AtomicUsize>,
     status: mpsc::UnboundedSender<StatusWork>,
     runtime: tokio::runtime::Handle,
     /// The longest any one call waits for its answer.
@@ -76,6 +79,7 @@ impl Writer {
             eviction_client,
             inputs,
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            in_flight: Arc::new(AtomicUsize::new(0)),
             status,
             runtime,
             timeout,
@@ -98,7 +102,9 @@ impl Writer {
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
                 let timeout = self.timeout;
+                let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
+                    let _in_flight = in_flight;
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
                     let outcome = bind(client, &target, &node, annotations, timeout).await;
@@ -118,7 +124,9 @@ impl Writer {
                     self.slots.clone(),
                 );
                 let timeout = self.timeout;
+                let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
+                    let _in_flight = in_flight;
                     let _slot = slots.acquire_owned().await;
                     let outcome = evict(client, &target, timeout).await;
                     let _ = inputs.send(Input::Evicted { job, pod, outcome });
@@ -128,6 +136,34 @@ impl Writer {
                 let _ = self.status.send(StatusWork::Write(status));
             }
         }
+    }
+}
+
+impl Writer {
+    /// Waits, at most `within`, until every binding and eviction sent is answered or
+    /// given up: a leader stopping gives its Lease up only then, so that the next leader
+    /// cannot place onto devices a binding of this one is still taking.
+    pub async fn drained(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// One binding or eviction counted in flight while it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
