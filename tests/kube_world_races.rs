@@ -1097,3 +1097,127 @@ fn a_pod_group_made_again_while_its_pods_run_gets_a_status() {
     let out = run_until(&mut w, T0 + 4_000, T0 + 8_000);
     assert_eq!(last_phase(&out).as_deref(), Some("Running"));
 }
+
+#[test]
+fn a_queued_lone_pod_labelled_into_a_group_joins_its_gang() {
+    // Queued alone (no room), then labelled into a PodGroup of minMember 2 whose other
+    // member comes: the two are one gang, and room for one starts neither.
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let blocker = place(&mut w, &pod("blocker", 8, json!({})), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    apply_pod(&mut w, &pod("a", 8, json!({})), T0);
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    let relabelled = member("a", 8, "g", json!({"metadata": {"resourceVersion": "7"}}));
+    apply_pod(&mut w, &relabelled, T0 + 1);
+    apply_pod(&mut w, &member("b", 8, "g", json!({})), T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    delete_pod(&mut w, &blocker, T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 10_000);
+    assert!(
+        binds(&out).is_empty(),
+        "one pod of a 2-pod gang started alone"
+    );
+}
+
+#[test]
+fn an_extra_member_waits_until_its_gang_is_bound_not_merely_binding() {
+    // minMember 3 of four pods: the gang of three is being bound while the fourth's own
+    // status comes back through the watch; then every binding of the gang is refused.
+    // The fourth must not start alone on a node the gang needs.
+    let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"), 8)).collect();
+    let mut w = synced(&plain(), &nodes);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 3)))),
+        T0,
+    );
+    let members: Vec<Pod> = (0..4)
+        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
+        .collect();
+    for p in &members {
+        apply_pod(&mut w, p, T0);
+    }
+    w.round(T0);
+    let gang = binds(&w.take_outputs());
+    assert_eq!(gang.len(), 3);
+    let extra = members
+        .iter()
+        .find(|p| {
+            !gang
+                .iter()
+                .any(|b| Some(&b.name) == p.metadata.name.as_ref())
+        })
+        .unwrap();
+    let extra_name = extra.metadata.name.clone().unwrap();
+    let mut told = extra.clone();
+    told.metadata.resource_version = Some("5".into());
+    told.status.as_mut().unwrap().conditions = Some(vec![
+        serde_json::from_value(json!({
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable"
+        }))
+        .unwrap(),
+    ]);
+    apply_pod(&mut w, &told, T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    for b in &gang {
+        answer(
+            &mut w,
+            b,
+            refused(Some(500), "etcdserver: request timed out"),
+            T0 + 2,
+        );
+    }
+    let out = run_until(&mut w, T0 + 2, T0 + 60_000);
+    let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    assert_eq!(
+        bound.len(),
+        3,
+        "the gang of three is bound again: {bound:?}"
+    );
+    assert!(!bound.contains(&extra_name), "{bound:?}");
+}
+
+#[test]
+fn a_queued_gang_follows_a_lowered_min_member() {
+    // Queued (room for one of two), then minMember lowered from 2 to 1: one member starts.
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    place(&mut w, &pod("blocker", 8, json!({})), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    for i in 0..2 {
+        apply_pod(&mut w, &member(&format!("w{i}"), 8, "g", json!({})), T0);
+    }
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    let mut lowered = pod_group("g", 1);
+    lowered.metadata.resource_version = Some("9".into());
+    w.apply(Input::PodGroup(Box::new(Event::Apply(lowered))), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 10_000);
+    assert_eq!(binds(&out).len(), 1);
+}
+
+#[test]
+fn a_finished_pod_group_stays_finished_when_its_pods_go_before_the_watch_shows_it() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let members = gang_of(&mut w, 2);
+    let out = w.take_outputs();
+    let running = bind_all_running(&mut w, &members, &out, T0);
+    run_until(&mut w, T0, T0 + 3_000);
+    for pod in &running {
+        apply_pod(&mut w, &in_phase(pod.clone(), "Succeeded", 4), T0 + 4_000);
+    }
+    let out = run_until(&mut w, T0 + 4_000, T0 + 5_000);
+    assert_eq!(last_phase(&out).as_deref(), Some("Finished"));
+    for pod in &running {
+        delete_pod(&mut w, &in_phase(pod.clone(), "Succeeded", 4), T0 + 5_100);
+    }
+    let out = run_until(&mut w, T0 + 5_100, T0 + 9_000);
+    assert_eq!(group_statuses(&out), []);
+}

@@ -159,9 +159,10 @@ impl NodeState {
         if self.shares_node(p) {
             self.sharing += p.gpus.total_milli() as u16;
         }
-        self.cpu_used += p.cpu_milli;
-        self.memory_used += p.memory_bytes;
-        self.ephemeral_used += p.ephemeral_bytes;
+        // Saturating: pods adopted on a node of unknown capacity may ask for absurd sums.
+        self.cpu_used = self.cpu_used.saturating_add(p.cpu_milli);
+        self.memory_used = self.memory_used.saturating_add(p.memory_bytes);
+        self.ephemeral_used = self.ephemeral_used.saturating_add(p.ephemeral_bytes);
         self.pods += 1;
     }
 
@@ -177,9 +178,9 @@ impl NodeState {
         if self.shares_node(p) {
             self.sharing -= p.gpus.total_milli() as u16;
         }
-        self.cpu_used -= p.cpu_milli;
-        self.memory_used -= p.memory_bytes;
-        self.ephemeral_used -= p.ephemeral_bytes;
+        self.cpu_used = self.cpu_used.saturating_sub(p.cpu_milli);
+        self.memory_used = self.memory_used.saturating_sub(p.memory_bytes);
+        self.ephemeral_used = self.ephemeral_used.saturating_sub(p.ephemeral_bytes);
         self.pods -= 1;
     }
 

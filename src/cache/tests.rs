@@ -106,6 +106,22 @@ fn assert_no_device_overcommitted(state: &ClusterState) {
 }
 
 #[test]
+fn absurd_memory_sums_saturate_rather_than_wrap() {
+    // Nodes of unknown capacity take any request: two pods of 10 EiB each on one node.
+    let mut state = ClusterState::new(cluster(&[(8, None)]));
+    let huge = |devices| Placement {
+        memory_bytes: 10 << 60,
+        ..place(0, devices, 1000)
+    };
+    state.assume(key(1, 0), huge(0b1)).unwrap();
+    state.assume(key(2, 0), huge(0b10)).unwrap();
+    assert_eq!(state.node(NodeId(0)).memory_used, u64::MAX);
+    state.forget(key(1, 0)).unwrap();
+    state.forget(key(2, 0)).unwrap();
+    assert_eq!(state.node(NodeId(0)).memory_used, 0);
+}
+
+#[test]
 fn aggregates_follow_assume_and_forget() {
     let mut state = ClusterState::new(cluster(&[(8, Some("a")), (8, Some("a")), (0, None)]));
     assert_eq!(state.total().free_gpus, 16);

@@ -631,7 +631,8 @@ impl World {
             bound_facts(&pod, facts, n, &self.options.scheduler_name, created_ms)
         });
         let facts = parsed.filter(|_| ours);
-        if previous_group != group {
+        let regrouped = previous_group != group;
+        if regrouped {
             self.leave_group(&uid, previous_group);
         }
         if let Some(g) = &group {
@@ -656,6 +657,19 @@ impl World {
             deleting,
         };
         self.pods.entries.insert(uid.clone(), entry);
+        // A queued pod whose PodGroup label changed leaves its job, which forms again
+        // without it; it goes to its new group, or alone.
+        if regrouped
+            && let Some(PodState::InJob { job, .. }) = previous_state
+            && self
+                .pods
+                .jobs
+                .get(&job)
+                .is_some_and(|j| j.phase == JobPhase::Queued)
+        {
+            self.scheduler.withdraw(job);
+            self.dissolve(job, 0);
+        }
 
         if finished.is_some() {
             self.pod_gone(&uid, now_ms);
@@ -1047,20 +1061,21 @@ impl World {
     }
 
     /// A PodGroup's jobs, as scheduler-plugins' coscheduling admits its pods: until
-    /// `minMember` of them are placed, one gang of as many waiting members as are still
+    /// `minMember` of them are bound, one gang of as many waiting members as are still
     /// needed (those asking for the most GPUs first), the others waiting for it; once they
     /// are, each further member on its own. A queued gang is formed again when the group
-    /// asks for more than it holds, when one of its pods left the group, or when the group
-    /// is gone. Members on their way out (evicted or deleted) count neither as placed nor
-    /// as waiting.
+    /// asks for more or fewer than it holds, or when the group is gone. Members on their
+    /// way out (evicted or deleted) count neither as placed nor as waiting.
     fn form_gang(&mut self, group: &GroupKey, now_ms: u64) -> Vec<Job> {
-        let Some(members) = self.pods.members.get(group).cloned() else {
+        let Some(members) = self.pods.members.get(group) else {
             return Vec::new();
         };
         let mut waiting = Vec::new();
         let mut placed = 0usize;
         let mut queued: Option<JobId> = None;
-        for uid in &members {
+        // The gang is being bound, or waits for its victims to go.
+        let mut starting = false;
+        for uid in members {
             let Some(entry) = self.pods.entries.get(uid).filter(|e| !e.deleting) else {
                 continue;
             };
@@ -1071,14 +1086,14 @@ impl World {
                 PodState::Held(Hold::GangIncomplete { .. } | Hold::GangStarting { .. }) => {
                     waiting.push(uid.clone());
                 }
-                PodState::InJob { job, .. } => match self.pods.jobs.get(job) {
-                    // A lone job of a member past `minMember` is not the gang.
-                    Some(j) if j.phase == JobPhase::Queued && j.group.as_ref() == Some(group) => {
-                        queued = Some(*job);
+                PodState::InJob { job, .. } => match self.pods.jobs.get(job).map(|j| &j.phase) {
+                    // Placed means bound, as coscheduling counts assigned pods.
+                    Some(JobPhase::Running) => placed += 1,
+                    Some(JobPhase::Queued) => queued = Some(*job),
+                    Some(JobPhase::Binding { .. } | JobPhase::AwaitingVictims { .. }) => {
+                        starting = true;
                     }
-                    Some(j) if matches!(j.phase, JobPhase::Queued | JobPhase::Evicting { .. }) => {}
-                    Some(_) => placed += 1,
-                    None => {}
+                    Some(JobPhase::Evicting { .. }) | None => {}
                 },
                 PodState::Parked => placed += 1,
                 _ => {}
@@ -1095,27 +1110,25 @@ impl World {
         let min_member = pod_group.spec.min_member.max(1) as usize;
         let needed = min_member.saturating_sub(placed);
         let name = format!("{}/{}", group.0, group.1);
+        if starting {
+            self.hold_behind_gang(&waiting, &name, min_member);
+            return Vec::new();
+        }
         if let Some(job) = queued {
-            let in_group = |uid: &String| members.contains(uid);
-            let entry = self.pods.jobs.get(&job);
-            let gone = entry.is_some_and(|e| e.alive().any(|(_, uid)| !in_group(uid)));
-            let queued_pods = entry.map_or(0, |e| e.alive().count());
-            if !gone && queued_pods >= needed {
+            let queued_pods = self.pods.jobs.get(&job).map_or(0, |e| e.alive().count());
+            if queued_pods == needed {
                 self.hold_behind_gang(&waiting, &name, min_member);
                 return Vec::new();
             }
-            // Too small now, or a pod of it left the group: it forms again, and a pod that
-            // left goes to its own group.
+            // The group asks for more, or fewer, than it holds: it forms again.
             self.scheduler.withdraw(job);
             let entry = self.pods.jobs.remove(&job);
-            for (_, uid) in entry.iter().flat_map(|e| e.alive()) {
-                if in_group(uid) {
-                    waiting.push(uid.clone());
-                } else {
-                    self.set_state(uid, PodState::Waiting { not_before: 0 });
-                    self.pods.forming.insert(uid.clone());
-                }
-            }
+            waiting.extend(
+                entry
+                    .iter()
+                    .flat_map(|e| e.alive())
+                    .map(|(_, uid)| uid.clone()),
+            );
             waiting.sort_unstable();
             waiting.dedup();
         }

@@ -208,13 +208,22 @@ impl World {
         let mut statuses = Vec::new();
         for (key, group) in &self.groups {
             let members = self.pods.members.get(key);
+            let uid = group.metadata.uid.clone().unwrap_or_default();
             let reported = self.reporter.groups.get(key);
-            // A group whose pods were never this shard's, or that ended, is left alone.
-            let ended = group
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_ref())
-                .is_some_and(|p| matches!(p, PodGroupPhase::Finished | PodGroupPhase::Failed));
+            // A group whose pods were never this shard's, or that ended (as the watch shows
+            // it, or as written last), is left alone.
+            let written = reported
+                .filter(|(of, _)| *of == uid)
+                .map(|(_, status)| status);
+            let ended = [group.status.as_ref(), written]
+                .into_iter()
+                .flatten()
+                .any(|s| {
+                    matches!(
+                        s.phase,
+                        Some(PodGroupPhase::Finished | PodGroupPhase::Failed)
+                    )
+                });
             let ours = match members {
                 Some(_) => self.gang_in_shard(key),
                 None => reported.is_some(),
@@ -272,7 +281,6 @@ impl World {
                 ..group.status.clone().unwrap_or_default()
             };
             // Keyed by the object's uid too: a group deleted and made again has no status.
-            let uid = group.metadata.uid.clone().unwrap_or_default();
             if reported != Some(&(uid.clone(), status.clone())) {
                 statuses.push((key.clone(), uid, status));
             }
