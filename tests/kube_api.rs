@@ -552,18 +552,23 @@ async fn a_failed_relist_of_queues_keeps_them() {
     kant.stop().await;
 }
 
+/// One node of 8 GPUs; replica-a leading, then replica-b started beside it.
+async fn leader_and_standby(server: &ApiServer) -> (Kant, Kant) {
+    server.create(&node("node-0", 8));
+    let a = Kant::start_with(server, replica("replica-a")).await;
+    eventually("a leads", || {
+        lease_holder(server).as_deref() == Some("replica-a")
+    })
+    .await;
+    (a, Kant::start_with(server, replica("replica-b")).await)
+}
+
 /// A leader that stops gives its Lease up: a standby leads at once, not once the Lease
 /// expires; and of two standbys racing for it, one wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_leader_gives_its_lease_to_one_standby_at_once() {
     let server = ApiServer::start().await;
-    server.create(&node("node-0", 8));
-    let a = Kant::start_with(&server, replica("replica-a")).await;
-    eventually("a leads", || {
-        lease_holder(&server).as_deref() == Some("replica-a")
-    })
-    .await;
-    let b = Kant::start_with(&server, replica("replica-b")).await;
+    let (a, b) = leader_and_standby(&server).await;
     let c = Kant::start_with(&server, replica("replica-c")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let stopped = std::time::Instant::now();
@@ -596,13 +601,7 @@ async fn a_stopping_leader_gives_its_lease_to_one_standby_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopping_leader_keeps_its_lease_until_its_bindings_are_answered() {
     let server = ApiServer::start().await;
-    server.create(&node("node-0", 8));
-    let a = Kant::start_with(&server, replica("replica-a")).await;
-    eventually("a leads", || {
-        lease_holder(&server).as_deref() == Some("replica-a")
-    })
-    .await;
-    let b = Kant::start_with(&server, replica("replica-b")).await;
+    let (a, b) = leader_and_standby(&server).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     // The API server takes A's binding of p now and carries it out 4 s later.
     server.set_latency(Duration::from_secs(4));

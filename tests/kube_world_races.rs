@@ -561,17 +561,24 @@ fn a_preemptor_is_bound_where_it_was_reserved_after_a_node_joined() {
 
 /// Submits PodGroup `g` of `size` members `w0..` of 8 GPUs each at T0 and runs a round.
 fn gang_of(w: &mut World, size: i32) -> Vec<Pod> {
+    let members = group_of(w, size, size);
+    w.round(T0);
+    members
+}
+
+/// Submits PodGroup `g` of minMember `min_member` and `pods` members `w0..` of 8 GPUs
+/// each at T0.
+fn group_of(w: &mut World, min_member: i32, pods: i32) -> Vec<Pod> {
     w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", size)))),
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", min_member)))),
         T0,
     );
-    let members: Vec<Pod> = (0..size)
+    let members: Vec<Pod> = (0..pods)
         .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
         .collect();
     for p in &members {
         apply_pod(w, p, T0);
     }
-    w.round(T0);
     members
 }
 
@@ -906,16 +913,7 @@ fn a_gang_with_more_pods_than_min_member_starts_with_min_member() {
     // four; then the fifth once room frees.
     let nodes: Vec<_> = (1..=4).map(|i| node(&format!("n{i}"), 8)).collect();
     let mut w = synced(&plain(), &nodes);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 4)))),
-        T0,
-    );
-    let members: Vec<Pod> = (0..5)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &members {
-        apply_pod(&mut w, p, T0);
-    }
+    let members = group_of(&mut w, 4, 5);
     let out = run_until(&mut w, T0, T0 + 10_000);
     assert_eq!(binds(&out).len(), 4);
     let running = bind_all_running(&mut w, &members, &out, T0 + 10_000);
@@ -1048,16 +1046,7 @@ fn a_pod_group_phase_follows_scheduler_plugins_controller() {
 
     // Finished once minMember succeeded, though another failed.
     let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8), node("n3", 8)]);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
-        T0,
-    );
-    let members: Vec<Pod> = (0..3)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &members {
-        apply_pod(&mut w, p, T0);
-    }
+    let members = group_of(&mut w, 2, 3);
     // The gang of two, then the third on its own.
     let out = run_until(&mut w, T0, T0 + 3_000);
     let mut running = bind_all_running(&mut w, &members, &out, T0 + 3_000);
@@ -1131,16 +1120,7 @@ fn an_extra_member_waits_until_its_gang_is_bound_not_merely_binding() {
     // The fourth must not start alone on a node the gang needs.
     let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"), 8)).collect();
     let mut w = synced(&plain(), &nodes);
-    w.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 3)))),
-        T0,
-    );
-    let members: Vec<Pod> = (0..4)
-        .map(|i| member(&format!("w{i}"), 8, "g", json!({})))
-        .collect();
-    for p in &members {
-        apply_pod(&mut w, p, T0);
-    }
+    let members = group_of(&mut w, 3, 4);
     w.round(T0);
     let gang = binds(&w.take_outputs());
     assert_eq!(gang.len(), 3);
