@@ -95,6 +95,14 @@ fn scheduled_condition(pod: &Pod) -> Option<(String, String)> {
     Some((c.status.clone(), c.message.clone().unwrap_or_default()))
 }
 
+/// Whether pod `name` (in `ml`) is told it waits, why containing `why`.
+fn told_waits(server: &ApiServer, name: &str, why: &str) -> bool {
+    server
+        .get::<Pod>(Some("ml"), name)
+        .and_then(|p| scheduled_condition(&p))
+        .is_some_and(|(status, message)| status == "False" && message.contains(why))
+}
+
 fn binding_count(server: &ApiServer) -> u64 {
     server.request_count("create", "pods/binding")
 }
@@ -270,10 +278,7 @@ async fn a_restart_recovers_every_device_assignment() {
     // The cluster is full: one more GPU waits.
     server.create(&gpu_pod("one-more", 1));
     eventually("the extra pod says it waits", || {
-        server
-            .get::<Pod>(Some("ml"), "one-more")
-            .and_then(|p| scheduled_condition(&p))
-            .is_some_and(|(s, m)| s == "False" && m.contains("Insufficient nvidia.com/gpu"))
+        told_waits(&server, "one-more", "Insufficient nvidia.com/gpu")
     })
     .await;
     kant.stop().await;
@@ -513,10 +518,7 @@ async fn a_failed_relist_of_queues_keeps_them() {
     eventually("runs is bound", || node_of(&server, "runs").is_some()).await;
     server.create(&in_team("waits", 8));
     eventually("waits says it waits for GPUs", || {
-        server
-            .get::<Pod>(Some("ml"), "waits")
-            .and_then(|p| scheduled_condition(&p))
-            .is_some_and(|(s, m)| s == "False" && m.contains("Insufficient nvidia.com/gpu"))
+        told_waits(&server, "waits", "Insufficient nvidia.com/gpu")
     })
     .await;
     // The watches fall behind, history is compacted, they are cut: each relists, and the
@@ -713,12 +715,7 @@ async fn a_condition_outdated_in_the_queue_is_written_again() {
         server.update(&p);
     }
     eventually("every held pod is told why it waits", || {
-        (0..6).all(|i| {
-            server
-                .get::<Pod>(Some("ml"), &format!("held-{i}"))
-                .and_then(|p| scheduled_condition(&p))
-                .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
-        })
+        (0..6).all(|i| told_waits(&server, &format!("held-{i}"), "queue nope does not exist"))
     })
     .await;
     kant.stop().await;
@@ -854,10 +851,7 @@ async fn a_status_write_never_answered_does_not_hold_up_the_others() {
     .await;
     server.create(&pod("second", unknown_queue));
     eventually("second is told why it waits", || {
-        server
-            .get::<Pod>(Some("ml"), "second")
-            .and_then(|p| scheduled_condition(&p))
-            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+        told_waits(&server, "second", "queue nope does not exist")
     })
     .await;
     kant.stop().await;
@@ -988,10 +982,7 @@ async fn a_refused_condition_is_written_again() {
         json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
     ));
     eventually("held is told why it waits", || {
-        server
-            .get::<Pod>(Some("ml"), "held")
-            .and_then(|p| scheduled_condition(&p))
-            .is_some_and(|(s, m)| s == "False" && m.contains("queue nope does not exist"))
+        told_waits(&server, "held", "queue nope does not exist")
     })
     .await;
     assert_eq!(server.request_count("patch", "pods/status"), 2);
