@@ -1201,3 +1201,77 @@ fn a_finished_pod_group_stays_finished_when_its_pods_go_before_the_watch_shows_i
     let out = run_until(&mut w, T0 + 5_100, T0 + 9_000);
     assert_eq!(group_statuses(&out), []);
 }
+
+#[test]
+fn an_extra_member_goes_when_the_watch_shows_its_gang_bound_before_the_answers() {
+    let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"), 8)).collect();
+    let mut w = synced(&plain(), &nodes);
+    let members = group_of(&mut w, 2, 3);
+    w.round(T0);
+    let gang = binds(&w.take_outputs());
+    assert_eq!(gang.len(), 2);
+    for b in &gang {
+        let bound = landed(by_name(&members, &b.name), &b.node, &b.annotations, 2);
+        apply_pod(&mut w, &bound, T0 + 1);
+    }
+    w.round(T0 + 1);
+    w.take_outputs();
+    for b in &gang {
+        answer(&mut w, b, Ok(()), T0 + 2);
+    }
+    let out = run_until(&mut w, T0 + 2, T0 + 60_000);
+    assert_eq!(
+        binds(&out).len(),
+        1,
+        "the third member goes once the gang is bound"
+    );
+}
+
+#[test]
+fn members_queued_on_their_own_form_the_gang_again_once_it_is_gone() {
+    // minMember 2 of four pods on two nodes: the gang runs, the other two queue on their
+    // own; then the gang's pods go: the two form a gang, bound together.
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let members = group_of(&mut w, 2, 4);
+    let out = run_until(&mut w, T0, T0 + 3_000);
+    assert_eq!(binds(&out).len(), 2);
+    let running = bind_all_running(&mut w, &members, &out, T0 + 3_000);
+    let out = run_until(&mut w, T0 + 3_000, T0 + 6_000);
+    assert!(binds(&out).is_empty());
+    for pod in &running {
+        delete_pod(&mut w, pod, T0 + 7_000);
+    }
+    let out = run_until(&mut w, T0 + 7_000, T0 + 20_000);
+    let mut bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+    bound.sort();
+    assert_eq!(bound, ["w2", "w3"]);
+}
+
+#[test]
+fn a_queued_gang_that_turned_another_shards_is_withdrawn() {
+    // A member asking for more GPUs, of another shard's model, makes the gang that
+    // shard's: the pods this shard queued are not bound here.
+    let shard = kant::kube::world::WorldOptions {
+        shard_models: vec!["H100".into()],
+        default_shard: false,
+        ..kant::kube::world::WorldOptions::default()
+    };
+    let mut w = sync(world_with(&plain(), shard), &[node("n1", 8)], &[]);
+    let on = |model: &str| json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": model}}});
+    let blocker = place(&mut w, &pod("blocker", 8, on("H100")), T0);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    for i in 0..2 {
+        apply_pod(&mut w, &member(&format!("a{i}"), 4, "g", on("H100")), T0);
+    }
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    apply_pod(&mut w, &member("b", 8, "g", on("A100")), T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    delete_pod(&mut w, &blocker, T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 5_000);
+    assert!(binds(&out).is_empty(), "another shard's gang bound here");
+}

@@ -230,6 +230,10 @@ impl World {
         entry.started_ms = now_ms;
         let submit_ms = entry.job.submit_ms;
         let workload = entry.workload.clone();
+        // Members held behind a gang go once it is bound.
+        if let Some(group) = entry.group.clone() {
+            self.pods.group_changed(&group);
+        }
         let first = self.pods.placed_workloads.insert(workload.clone());
         // The gang is whole: pods of it that landed earlier, while others were refused,
         // are part of its first placement.

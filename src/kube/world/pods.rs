@@ -1073,6 +1073,8 @@ impl World {
         let mut waiting = Vec::new();
         let mut placed = 0usize;
         let mut queued: Option<JobId> = None;
+        // Members past `minMember` queued on their own, once the gang was placed.
+        let mut queued_alone: Vec<JobId> = Vec::new();
         // The gang is being bound, or waits for its victims to go.
         let mut starting = false;
         for uid in members {
@@ -1086,18 +1088,34 @@ impl World {
                 PodState::Held(Hold::GangIncomplete { .. } | Hold::GangStarting { .. }) => {
                     waiting.push(uid.clone());
                 }
-                PodState::InJob { job, .. } => match self.pods.jobs.get(job).map(|j| &j.phase) {
-                    // Placed means bound, as coscheduling counts assigned pods.
-                    Some(JobPhase::Running) => placed += 1,
-                    Some(JobPhase::Queued) => queued = Some(*job),
-                    Some(JobPhase::Binding { .. } | JobPhase::AwaitingVictims { .. }) => {
-                        starting = true;
+                PodState::InJob { job, .. } => {
+                    let Some(j) = self.pods.jobs.get(job) else {
+                        continue;
+                    };
+                    let gang = j.group.as_ref() == Some(group);
+                    match &j.phase {
+                        // Placed means bound, as coscheduling counts assigned pods.
+                        JobPhase::Running => placed += 1,
+                        JobPhase::Queued if gang => queued = Some(*job),
+                        JobPhase::Queued => queued_alone.push(*job),
+                        JobPhase::Binding { .. } | JobPhase::AwaitingVictims { .. } => {
+                            starting |= gang;
+                        }
+                        JobPhase::Evicting { .. } => {}
                     }
-                    Some(JobPhase::Evicting { .. }) | None => {}
-                },
+                }
                 PodState::Parked => placed += 1,
                 _ => {}
             }
+        }
+        if !self.gang_in_shard(group) {
+            // Another shard's now (a member asking for more GPUs of its models came): the
+            // queued pods go there.
+            for job in queued.into_iter().chain(queued_alone) {
+                self.scheduler.withdraw(job);
+                self.dissolve(job, now_ms);
+            }
+            return Vec::new();
         }
         let Some(pod_group) = self.groups.get(group) else {
             // The group is gone: a queued gang waits for it again.
@@ -1113,6 +1131,19 @@ impl World {
         if starting {
             self.hold_behind_gang(&waiting, &name, min_member);
             return Vec::new();
+        }
+        // The gang placed before is gone: members queued on their own form it again.
+        if needed > 0 {
+            for job in queued_alone {
+                self.scheduler.withdraw(job);
+                let entry = self.pods.jobs.remove(&job);
+                waiting.extend(
+                    entry
+                        .iter()
+                        .flat_map(|e| e.alive())
+                        .map(|(_, uid)| uid.clone()),
+                );
+            }
         }
         if let Some(job) = queued {
             let queued_pods = self.pods.jobs.get(&job).map_or(0, |e| e.alive().count());
