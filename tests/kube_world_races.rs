@@ -1275,3 +1275,30 @@ fn a_queued_gang_that_turned_another_shards_is_withdrawn() {
     let out = run_until(&mut w, T0 + 2, T0 + 5_000);
     assert!(binds(&out).is_empty(), "another shard's gang bound here");
 }
+
+#[test]
+fn a_gang_requeued_after_its_bindings_failed_follows_a_min_member_lowered_meanwhile() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    gang_of(&mut w, 2);
+    let gang = binds(&w.take_outputs());
+    assert_eq!(gang.len(), 2);
+    let mut lowered = pod_group("g", 1);
+    lowered.metadata.resource_version = Some("9".into());
+    w.apply(Input::PodGroup(Box::new(Event::Apply(lowered))), T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    for b in &gang {
+        answer(
+            &mut w,
+            b,
+            refused(Some(500), "etcdserver: request timed out"),
+            T0 + 2,
+        );
+    }
+    let out = run_until(&mut w, T0 + 2, T0 + 60_000);
+    assert_eq!(
+        binds(&out).len(),
+        1,
+        "a gang of one, the other member after it"
+    );
+}

@@ -57,9 +57,7 @@ impl World {
                     }
                 }
                 Decision::Requeued { job, reason, .. } => {
-                    if let Some(entry) = self.pods.jobs.get_mut(&job) {
-                        entry.phase = JobPhase::Queued;
-                    }
+                    self.pods.requeue(job);
                     self.tell_pods(job, true, "FailedScheduling", &reason);
                 }
             }
@@ -305,9 +303,7 @@ impl World {
         }
         self.outputs.extend(events);
         if all_failed && whole {
-            if let Some(entry) = self.pods.jobs.get_mut(&job) {
-                entry.phase = JobPhase::Queued;
-            }
+            self.pods.requeue(job);
             return;
         }
         // Part of the job landed, or a member is gone: what landed runs; the rest forms a
@@ -450,9 +446,7 @@ impl World {
         let victims = preemptor.phase.awaited_victims().to_vec();
         self.nominate(by, false);
         self.scheduler.bind_failed(by, now_ms);
-        if let Some(preemptor) = self.pods.jobs.get_mut(&by) {
-            preemptor.phase = JobPhase::Queued;
-        }
+        self.pods.requeue(by);
         self.tell_pods(by, true, "FailedScheduling", why);
         // What its reservation took of its victims' devices is theirs again until their
         // pods are gone.
@@ -512,11 +506,9 @@ impl World {
         }
         for job in reshaped.requeued {
             self.nominate(job, false);
-            let Some(entry) = self.pods.jobs.get_mut(&job) else {
-                continue;
-            };
-            let phase = std::mem::replace(&mut entry.phase, JobPhase::Queued);
-            self.hold_while_going(phase.awaited_victims());
+            if let Some(left) = self.pods.requeue(job) {
+                self.hold_while_going(left.awaited_victims());
+            }
         }
     }
 

@@ -394,6 +394,18 @@ impl Pods {
         }
     }
 
+    /// The job goes back to its queue, and its PodGroup is looked at again (its
+    /// `minMember` may have changed while the job was being placed). Returns the phase it
+    /// left.
+    pub fn requeue(&mut self, job: JobId) -> Option<JobPhase> {
+        let entry = self.jobs.get_mut(&job)?;
+        let left = std::mem::replace(&mut entry.phase, JobPhase::Queued);
+        if let Some(group) = entry.group.clone() {
+            self.group_changed(&group);
+        }
+        Some(left)
+    }
+
     /// A workload that is gone: one made again under its name is a new job.
     pub fn forget_workload(&mut self, workload: &str) {
         self.submitted_workloads.remove(workload);
