@@ -54,7 +54,7 @@ fn a_binding_that_landed_but_whose_answer_was_lost_is_not_requeued() {
 /// The pod is adopted where it is; its old job must not stay queued and bind it again.
 #[test]
 fn a_pod_bound_elsewhere_during_its_binding_is_not_bound_again() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let p = pod("p", 2, json!({}));
     apply_pod(&mut w, &p, T0);
     w.round(T0);
@@ -697,7 +697,7 @@ fn a_queued_gang_follows_a_raised_min_member() {
 /// is gone.
 #[test]
 fn a_gang_whose_binding_failed_after_a_member_was_deleted_is_not_rebound_partly() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let members = gang_of(&mut w, 2);
     let b = binds(&w.take_outputs());
     assert_eq!(b.len(), 2);
@@ -774,7 +774,7 @@ fn a_victim_kept_after_a_refused_eviction_is_charged_to_its_own_queue() {
 
 #[test]
 fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let p = pod("p", 8, json!({}));
     apply_pod(&mut w, &p, T0);
     w.round(T0);
@@ -882,6 +882,12 @@ fn a_preemptor_that_goes_leaves_its_victims_holding_what_they_still_run_on() {
     );
 }
 
+/// A synced world of `count` nodes of 8 GPUs, `n1` to `n<count>`.
+fn on_nodes(count: usize) -> World {
+    let nodes: Vec<_> = (1..=count).map(|i| node(&format!("n{i}"), 8)).collect();
+    synced(&plain(), &nodes)
+}
+
 /// The pod in this phase, at resourceVersion `rv`.
 fn in_phase(mut pod: Pod, phase: &str, rv: u32) -> Pod {
     pod.metadata.resource_version = Some(rv.to_string());
@@ -911,8 +917,7 @@ fn bind_all_running(
 fn a_gang_with_more_pods_than_min_member_starts_with_min_member() {
     // As scheduler-plugins' coscheduling admits them: minMember 4 of five pods, room for
     // four; then the fifth once room frees.
-    let nodes: Vec<_> = (1..=4).map(|i| node(&format!("n{i}"), 8)).collect();
-    let mut w = synced(&plain(), &nodes);
+    let mut w = on_nodes(4);
     let members = group_of(&mut w, 4, 5);
     let out = run_until(&mut w, T0, T0 + 10_000);
     assert_eq!(binds(&out).len(), 4);
@@ -941,8 +946,7 @@ fn a_gang_with_more_pods_than_min_member_starts_with_min_member() {
 fn a_replacement_member_of_a_deleted_gang_waits_for_the_whole_gang() {
     // The running gang's pods are being deleted (a job restarted): a new member does not
     // count them as placed.
-    let nodes: Vec<_> = (1..=4).map(|i| node(&format!("n{i}"), 8)).collect();
-    let mut w = synced(&plain(), &nodes);
+    let mut w = on_nodes(4);
     let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
     let running = bind_all_running(&mut w, &members, &out, T0);
@@ -966,7 +970,7 @@ fn a_replacement_member_of_a_deleted_gang_waits_for_the_whole_gang() {
 
 #[test]
 fn a_member_relabelled_into_another_gang_does_not_take_its_old_gang_along() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let blockers = [
         place(&mut w, &pod("x1", 8, json!({})), T0),
         place(&mut w, &pod("x2", 8, json!({})), T0),
@@ -1021,7 +1025,7 @@ fn last_phase(out: &[kant::kube::world::Output]) -> Option<String> {
 #[test]
 fn a_pod_group_phase_follows_scheduler_plugins_controller() {
     // Running while its minMember run or succeeded, one of them done.
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
     let running = bind_all_running(&mut w, &members, &out, T0);
@@ -1045,7 +1049,7 @@ fn a_pod_group_phase_follows_scheduler_plugins_controller() {
     );
 
     // Finished once minMember succeeded, though another failed.
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8), node("n3", 8)]);
+    let mut w = on_nodes(3);
     let members = group_of(&mut w, 2, 3);
     // The gang of two, then the third on its own.
     let out = run_until(&mut w, T0, T0 + 3_000);
@@ -1062,7 +1066,7 @@ fn a_pod_group_phase_follows_scheduler_plugins_controller() {
 
 #[test]
 fn a_pod_group_made_again_while_its_pods_run_gets_a_status() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
     bind_all_running(&mut w, &members, &out, T0);
@@ -1118,8 +1122,7 @@ fn an_extra_member_waits_until_its_gang_is_bound_not_merely_binding() {
     // minMember 3 of four pods: the gang of three is being bound while the fourth's own
     // status comes back through the watch; then every binding of the gang is refused.
     // The fourth must not start alone on a node the gang needs.
-    let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"), 8)).collect();
-    let mut w = synced(&plain(), &nodes);
+    let mut w = on_nodes(3);
     let members = group_of(&mut w, 3, 4);
     w.round(T0);
     let gang = binds(&w.take_outputs());
@@ -1165,7 +1168,7 @@ fn an_extra_member_waits_until_its_gang_is_bound_not_merely_binding() {
 #[test]
 fn a_queued_gang_follows_a_lowered_min_member() {
     // Queued (room for one of two), then minMember lowered from 2 to 1: one member starts.
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     place(&mut w, &pod("blocker", 8, json!({})), T0);
     w.apply(
         Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
@@ -1185,7 +1188,7 @@ fn a_queued_gang_follows_a_lowered_min_member() {
 
 #[test]
 fn a_finished_pod_group_stays_finished_when_its_pods_go_before_the_watch_shows_it() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
     let running = bind_all_running(&mut w, &members, &out, T0);
@@ -1204,8 +1207,7 @@ fn a_finished_pod_group_stays_finished_when_its_pods_go_before_the_watch_shows_i
 
 #[test]
 fn an_extra_member_goes_when_the_watch_shows_its_gang_bound_before_the_answers() {
-    let nodes: Vec<_> = (1..=3).map(|i| node(&format!("n{i}"), 8)).collect();
-    let mut w = synced(&plain(), &nodes);
+    let mut w = on_nodes(3);
     let members = group_of(&mut w, 2, 3);
     w.round(T0);
     let gang = binds(&w.take_outputs());
@@ -1231,7 +1233,7 @@ fn an_extra_member_goes_when_the_watch_shows_its_gang_bound_before_the_answers()
 fn members_queued_on_their_own_form_the_gang_again_once_it_is_gone() {
     // minMember 2 of four pods on two nodes: the gang runs, the other two queue on their
     // own; then the gang's pods go: the two form a gang, bound together.
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     let members = group_of(&mut w, 2, 4);
     let out = run_until(&mut w, T0, T0 + 3_000);
     assert_eq!(binds(&out).len(), 2);
@@ -1278,7 +1280,7 @@ fn a_queued_gang_that_turned_another_shards_is_withdrawn() {
 
 #[test]
 fn a_gang_requeued_after_its_bindings_failed_follows_a_min_member_lowered_meanwhile() {
-    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut w = on_nodes(2);
     gang_of(&mut w, 2);
     let gang = binds(&w.take_outputs());
     assert_eq!(gang.len(), 2);

@@ -1147,14 +1147,7 @@ impl World {
         // The gang placed before is gone: members queued on their own form it again.
         if needed > 0 {
             for job in queued_alone {
-                self.scheduler.withdraw(job);
-                let entry = self.pods.jobs.remove(&job);
-                waiting.extend(
-                    entry
-                        .iter()
-                        .flat_map(|e| e.alive())
-                        .map(|(_, uid)| uid.clone()),
-                );
+                waiting.extend(self.unqueue(job));
             }
         }
         if let Some(job) = queued {
@@ -1164,14 +1157,7 @@ impl World {
                 return Vec::new();
             }
             // The group asks for more, or fewer, than it holds: it forms again.
-            self.scheduler.withdraw(job);
-            let entry = self.pods.jobs.remove(&job);
-            waiting.extend(
-                entry
-                    .iter()
-                    .flat_map(|e| e.alive())
-                    .map(|(_, uid)| uid.clone()),
-            );
+            waiting.extend(self.unqueue(job));
             waiting.sort_unstable();
             waiting.dedup();
         }
@@ -1208,6 +1194,17 @@ impl World {
         waiting.sort_unstable();
         self.new_job(waiting, Some(group.clone()), now_ms)
             .into_iter()
+            .collect()
+    }
+
+    /// A queued job taken out of its queue, to be formed again: its live pods.
+    fn unqueue(&mut self, job: JobId) -> Vec<String> {
+        self.scheduler.withdraw(job);
+        let entry = self.pods.jobs.remove(&job);
+        entry
+            .iter()
+            .flat_map(|e| e.alive())
+            .map(|(_, uid)| uid.clone())
             .collect()
     }
 
