@@ -473,8 +473,7 @@ impl World {
             .map(|(&id, _)| id)
             .collect();
         for job in orphaned {
-            self.scheduler.withdraw(job);
-            self.dissolve(job, now_ms);
+            self.withdraw_and_dissolve(job, now_ms);
         }
         self.pods.queues_changed();
     }

@@ -679,8 +679,7 @@ impl World {
                 .get(&job)
                 .is_some_and(|j| j.phase == JobPhase::Queued)
         {
-            self.scheduler.withdraw(job);
-            self.dissolve(job, 0);
+            self.withdraw_and_dissolve(job, 0);
         }
 
         if finished.is_some() {
@@ -831,15 +830,13 @@ impl World {
         let victims = phase.awaited_victims().to_vec();
         match phase {
             JobPhase::Queued => {
-                self.scheduler.withdraw(job);
-                self.dissolve(job, now_ms);
+                self.withdraw_and_dissolve(job, now_ms);
             }
             JobPhase::AwaitingVictims { .. } if gang => {
                 // A gang that lost a member before binding: it forms again, whole.
                 self.nominate(job, false);
                 self.scheduler.bind_failed(job, now_ms);
-                self.scheduler.withdraw(job);
-                self.dissolve(job, now_ms);
+                self.withdraw_and_dissolve(job, now_ms);
             }
             JobPhase::Evicting { by } => {
                 self.scheduler.release_pod(PodKey { job, pod: index });
@@ -888,6 +885,13 @@ impl World {
                 }
             }
         }
+    }
+
+    /// A job the scheduler holds (queued, or placed and not bound) leaves it and comes
+    /// apart (see [`World::dissolve`]).
+    pub(super) fn withdraw_and_dissolve(&mut self, job: JobId, not_before: u64) {
+        self.scheduler.withdraw(job);
+        self.dissolve(job, not_before);
     }
 
     /// A job comes apart: its remaining unbound pods wait to form a job again from
@@ -1124,16 +1128,14 @@ impl World {
             // Another shard's now (a member asking for more GPUs of its models came): the
             // queued pods go there.
             for job in queued.into_iter().chain(queued_alone) {
-                self.scheduler.withdraw(job);
-                self.dissolve(job, now_ms);
+                self.withdraw_and_dissolve(job, now_ms);
             }
             return Vec::new();
         }
         let Some(pod_group) = self.groups.get(group) else {
             // The group is gone: a queued gang waits for it again.
             if let Some(job) = queued {
-                self.scheduler.withdraw(job);
-                self.dissolve(job, now_ms);
+                self.withdraw_and_dissolve(job, now_ms);
             }
             return Vec::new();
         };
