@@ -151,9 +151,10 @@ fn a_required_tier_whose_gpus_suffice_but_whose_nodes_cannot_hold_the_pods_is_un
 
 /// Nodes of 8 GPUs `(model, leaf, hbd)`, every leaf under one spine.
 fn two_model_fabric(nodes: &[(&str, &str, &str)]) -> std::sync::Arc<kant::model::ClusterSpec> {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, &(model, leaf, hbd)) in nodes.iter().enumerate() {
-        let row = kant::model::NodeRow {
+    let rows = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &(model, leaf, hbd))| kant::model::NodeRow {
             name: format!("n{i}"),
             gpu_model: Some(model.into()),
             gpus: 8,
@@ -164,12 +165,8 @@ fn two_model_fabric(nodes: &[(&str, &str, &str)]) -> std::sync::Arc<kant::model:
             }),
             hbd: Some(hbd.into()),
             ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid test node");
-    }
-    std::sync::Arc::new(builder.build())
+        });
+    nvlink_cluster(rows)
 }
 
 #[test]
@@ -497,28 +494,22 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
 
 #[test]
 fn the_inference_zone_can_be_named_by_node_labels() {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for i in 0..4 {
-        let row = kant::model::NodeRow {
-            name: format!("n{i}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            labels: [(
-                "pool".to_string(),
-                if i < 2 { "infer" } else { "train" }.to_string(),
-            )]
-            .into(),
-            ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
+    let rows = (0..4).map(|i| kant::model::NodeRow {
+        name: format!("n{i}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        labels: [(
+            "pool".to_string(),
+            if i < 2 { "infer" } else { "train" }.to_string(),
+        )]
+        .into(),
+        ..Default::default()
+    });
     let profile = zone_profile(kant::plugins::ZoneConfig {
         labels: [("pool".to_string(), "infer".to_string())].into(),
         ..Default::default()
     });
-    let mut s = scheduler(profile, std::sync::Arc::new(builder.build()));
+    let mut s = scheduler(profile, nvlink_cluster(rows));
     s.submit(job(0, 1, whole(8), 0, 0)); // training: kept out of the zone
     s.submit(inference(job(1, 2, whole(1), 0, 1)));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
@@ -694,24 +685,18 @@ fn a_single_pod_no_node_it_may_use_can_hold_is_unresolvable_not_blocking() {
 
 /// Two one-node leaves of 8 GPUs under the spine `spine` (empty: none) and no superspine.
 fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for i in 0..2 {
-        let row = kant::model::NodeRow {
-            name: format!("node-{i}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: String::new(),
-                spine: spine.into(),
-                leaf: format!("leaf-{i}"),
-            }),
-            ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    std::sync::Arc::new(builder.build())
+    let rows = (0..2).map(|i| kant::model::NodeRow {
+        name: format!("node-{i}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        leaf: Some(kant::model::LeafPath {
+            superspine: String::new(),
+            spine: spine.into(),
+            leaf: format!("leaf-{i}"),
+        }),
+        ..Default::default()
+    });
+    nvlink_cluster(rows)
 }
 
 #[test]
@@ -740,7 +725,6 @@ fn leaves_under_no_spine_share_no_spine_or_superspine() {
 #[test]
 fn only_taints_of_the_pools_a_job_may_use_are_judged() {
     use kant::framework::Filter;
-    let mut builder = kant::model::ClusterSpecBuilder::new();
     let gpu = kant::model::NodeRow {
         name: "gpu".into(),
         gpu_model: Some("H100".into()),
@@ -756,10 +740,7 @@ fn only_taints_of_the_pools_a_job_may_use_are_judged() {
         }],
         ..Default::default()
     };
-    for row in [gpu, control_plane] {
-        builder.add(row, LinkProfile::NvlinkAll).unwrap();
-    }
-    let cluster = builder.build();
+    let cluster = nvlink_cluster([gpu, control_plane]);
     let state = kant::framework::CycleState::new(0);
     let judges = |gpus| {
         let mut gang = job(0, 2, whole(gpus), 0, 0);
@@ -777,29 +758,23 @@ fn room_held_for_a_scale_up_domain_is_ranked_by_what_the_gang_may_use() {
     // Domain hA: nodes 0 to 3, of which the gang may use only 0 and 1 (both busy); 2 and
     // 3 are free but not `pool=a`. Domain hB: nodes 4 to 6, all `pool=a`, only node 6
     // free. hA has more free GPUs, but none the gang may use. Each node is its own leaf.
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for i in 0..7 {
-        let row = kant::model::NodeRow {
-            name: format!("node-{i}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: "ss".into(),
-                spine: "s1".into(),
-                leaf: format!("l{i}"),
-            }),
-            hbd: Some(if i < 4 { "hA" } else { "hB" }.to_string()),
-            labels: [("pool".to_string(), "a".to_string())]
-                .into_iter()
-                .filter(|_| !matches!(i, 2 | 3))
-                .collect(),
-            ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    let spec = std::sync::Arc::new(builder.build());
+    let rows = (0..7).map(|i| kant::model::NodeRow {
+        name: format!("node-{i}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        leaf: Some(kant::model::LeafPath {
+            superspine: "ss".into(),
+            spine: "s1".into(),
+            leaf: format!("l{i}"),
+        }),
+        hbd: Some(if i < 4 { "hA" } else { "hB" }.to_string()),
+        labels: [("pool".to_string(), "a".to_string())]
+            .into_iter()
+            .filter(|_| !matches!(i, 2 | 3))
+            .collect(),
+        ..Default::default()
+    });
+    let spec = nvlink_cluster(rows);
     let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
     let mut s = scheduler(backfill, spec);
     let running = kant::framework::Adopted::Running { preemptible: true };
@@ -827,19 +802,18 @@ fn room_held_for_a_scale_up_domain_is_ranked_by_what_the_gang_may_use() {
 fn room_held_for_a_gang_that_requires_a_scale_up_domain_is_in_one() {
     // Scale-up domain hA spans nodes 0 and 1, in leaves l1 and l2; nodes 2 and 3 fill
     // those leaves; leaf l0 (nodes 4 and 5) has no domain. Nodes 0 to 3 are busy.
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, (leaf, hbd)) in [
+    let places = [
         ("l1", true),
         ("l2", true),
         ("l1", false),
         ("l2", false),
         ("l0", false),
         ("l0", false),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let row = kant::model::NodeRow {
+    ];
+    let rows = places
+        .into_iter()
+        .enumerate()
+        .map(|(i, (leaf, hbd))| kant::model::NodeRow {
             name: format!("node-{i}"),
             gpu_model: Some("H100".into()),
             gpus: 8,
@@ -850,12 +824,8 @@ fn room_held_for_a_gang_that_requires_a_scale_up_domain_is_in_one() {
             }),
             hbd: hbd.then(|| "hA".to_string()),
             ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    let spec = std::sync::Arc::new(builder.build());
+        });
+    let spec = nvlink_cluster(rows);
     let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
     let mut s = scheduler(backfill, spec);
     let running = kant::framework::Adopted::Running { preemptible: true };

@@ -137,9 +137,7 @@ impl Writer {
             }
         }
     }
-}
 
-impl Writer {
     /// Waits, at most `within`, until every binding and eviction sent is answered or
     /// given up: a leader stopping gives its Lease up only then, so that the next leader
     /// cannot place onto devices a binding of this one is still taking.

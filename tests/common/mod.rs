@@ -184,15 +184,25 @@ pub fn placement(node: u32, devices: u32, milli_each: u32) -> kant::cache::Place
     }
 }
 
+/// A cluster of these nodes, each all-NVLink.
+pub fn nvlink_cluster(rows: impl IntoIterator<Item = kant::model::NodeRow>) -> Arc<ClusterSpec> {
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for row in rows {
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    Arc::new(builder.build())
+}
+
 /// Four nodes of 8 GPUs under one spine: leaf 0 holds nodes 0 and 1, leaves 1 and 2 one
 /// node each (nodes 2 and 3). `node` gives each node's labels and taints.
 pub fn uneven_leaves(
     node: impl Fn(usize) -> (Vec<(&'static str, &'static str)>, Vec<kant::model::Taint>),
 ) -> Arc<ClusterSpec> {
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (i, leaf) in [0, 0, 1, 2].into_iter().enumerate() {
+    let rows = [0, 0, 1, 2].into_iter().enumerate().map(|(i, leaf)| {
         let (labels, taints) = node(i);
-        let row = kant::model::NodeRow {
+        kant::model::NodeRow {
             name: format!("node-{i:04}"),
             gpu_model: Some("H100".into()),
             gpus: 8,
@@ -207,10 +217,7 @@ pub fn uneven_leaves(
                 .collect(),
             taints,
             ..Default::default()
-        };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    Arc::new(builder.build())
+        }
+    });
+    nvlink_cluster(rows)
 }

@@ -281,7 +281,7 @@ impl World {
                 ..group.status.clone().unwrap_or_default()
             };
             // Keyed by the object's uid too: a group deleted and made again has no status.
-            if reported != Some(&(uid.clone(), status.clone())) {
+            if reported.is_none_or(|(of, written)| *of != uid || *written != status) {
                 statuses.push((key.clone(), uid, status));
             }
         }
