@@ -343,6 +343,54 @@ fn selectors_affinity_and_taints_decide_the_node() {
     assert_eq!(node_of(&s, 4), "tainted");
 }
 
+/// A `PreferNoSchedule` taint (cluster-autoscaler's mark on a node it means to remove) ranks
+/// its node after the others for the pods that do not tolerate it, and refuses none.
+#[test]
+fn a_prefer_no_schedule_taint_ranks_its_node_last() {
+    let soft = |key: &str| Taint {
+        key: key.into(),
+        value: String::new(),
+        effect: TaintEffect::PreferNoSchedule,
+    };
+    let rows = |taints: Vec<Taint>| {
+        vec![
+            labelled("marked", &[], taints),
+            labelled("plain-1", &[], vec![]),
+            labelled("plain-2", &[], vec![]),
+        ]
+    };
+    let untainted = spec_of(rows(vec![]), &[]);
+    let mut s = scheduler(profile("default", None, None), untainted);
+    // The taint arrives with a change of the cluster: the first node, where E-Binpack
+    // would put the first pod of an empty cluster, is marked.
+    s.set_cluster(spec_of(rows(vec![soft("autoscaler")]), &[]), 0);
+    s.submit(job(1, 1, whole(4), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, 1, 1), ["plain-1"]);
+    // A pod that tolerates it sees no difference.
+    let mut tolerant = job(2, 1, whole(8), 0, 2);
+    tolerant.set_constraints(NodeConstraints {
+        tolerations: vec![Toleration {
+            key: Some("autoscaler".into()),
+            exists: true,
+            value: String::new(),
+            effect: Some(TaintEffect::PreferNoSchedule),
+        }],
+        ..NodeConstraints::default()
+    });
+    s.submit(tolerant);
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
+    assert_eq!(nodes_of(&s, 2, 1), ["marked"]);
+    // Once the others are full, it still takes pods: a preference, not a filter.
+    s.finish(JobId(2));
+    s.submit(job(3, 1, whole(8), 0, 3));
+    s.submit(job(4, 1, whole(4), 0, 4));
+    s.submit(job(5, 1, whole(4), 0, 5));
+    assert_eq!(placed_jobs(&s.schedule(2)), [JobId(3), JobId(4), JobId(5)]);
+    let nodes: Vec<Vec<String>> = (3..=5).map(|j| nodes_of(&s, j, 1)).collect();
+    assert_eq!(nodes, [["plain-2"], ["plain-1"], ["marked"]]);
+}
+
 /// The node each pod of the job is placed on.
 fn nodes_of(s: &kant::framework::Scheduler, job: u32, pods: u32) -> Vec<String> {
     (0..pods)

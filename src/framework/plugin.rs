@@ -134,9 +134,9 @@ pub trait Filter: Plugin {
 
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status;
 
-    /// Whether the plugin may refuse any node for this job's pods; when not, it is not
-    /// asked per node by the search (a diagnosis still asks it).
-    fn applies(&self, _job: &Job) -> bool {
+    /// Whether the plugin may refuse any node of `cluster` to this job's pods; when not,
+    /// it is not asked per node by the search (a diagnosis still asks it).
+    fn applies(&self, _job: &Job, _cluster: &ClusterSpec) -> bool {
         true
     }
 
@@ -164,9 +164,9 @@ pub trait Score: Plugin {
 
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64;
 
-    /// Whether the plugin has anything to say about this job's pods; when not, it is not
-    /// asked per node (its score would be the same everywhere).
-    fn applies(&self, _job: &Job) -> bool {
+    /// Whether the plugin has anything to say about this job's pods on `cluster`; when
+    /// not, it is not asked per node (its score would be the same everywhere).
+    fn applies(&self, _job: &Job, _cluster: &ClusterSpec) -> bool {
         true
     }
 

@@ -777,7 +777,7 @@ fn best_node(
     nodes: &[&[NodeId]],
 ) -> Option<NodeId> {
     let spec = state.spec();
-    let filters = Applying::of(&profile.filters, |f| f.applies(pod.job));
+    let filters = Applying::of(&profile.filters, |f| f.applies(pod.job, spec));
     let feasible = nodes.iter().flat_map(|s| s.iter()).filter_map(|&id| {
         let view = NodeView {
             id,
@@ -789,7 +789,7 @@ fn best_node(
             .all(|f| f.filter(pod, cycle, view).is_success())
             .then_some(view)
     });
-    let scorers = Applying::of(&profile.scores, |(s, _)| s.applies(pod.job));
+    let scorers = Applying::of(&profile.scores, |(s, _)| s.applies(pod.job, spec));
     if scorers.iter().any(|(s, _)| s.normalizes()) {
         return best_normalized(&scorers, pod, cycle, feasible.collect());
     }
@@ -806,8 +806,6 @@ fn best_node(
     best.map(|(_, id)| id)
 }
 
-/// The slow path for profiles with a normalizing scorer: every plugin scores every
-/// feasible node, normalizes, then the weighted sums are compared.
 /// The plugins of a list that have something to say about a job, chosen once per pod
 /// without allocating: a bit per plugin (a profile has far fewer than 64; any beyond always
 /// take part).
@@ -837,6 +835,8 @@ impl<'a, T> Applying<'a, T> {
     }
 }
 
+/// The slow path for jobs a normalizing scorer applies to: every plugin scores every
+/// feasible node, normalizes, then the weighted sums are compared.
 fn best_normalized(
     scorers: &Applying<(Arc<dyn Score>, i64)>,
     pod: &PodContext,

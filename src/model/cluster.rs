@@ -28,8 +28,7 @@ pub struct Pool {
     pub largest_leaf_gpus: Option<u32>,
     /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
     pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
-    /// The distinct taints on the pool's nodes that keep pods away (`NoSchedule`,
-    /// `NoExecute`).
+    /// The distinct taints on the pool's nodes, of every effect.
     pub taints: Vec<super::Taint>,
 }
 
@@ -258,8 +257,7 @@ impl ClusterSpecBuilder {
         let pool_spec = &mut self.spec.pools[pool.index()];
         pool_spec.nodes.push(id);
         for taint in &row.taints {
-            let filters = taint.effect != super::TaintEffect::PreferNoSchedule;
-            if filters && !pool_spec.taints.contains(taint) {
+            if !pool_spec.taints.contains(taint) {
                 pool_spec.taints.push(taint.clone());
             }
         }

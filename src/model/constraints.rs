@@ -224,6 +224,19 @@ pub fn untolerated<'a>(tolerations: &[Toleration], taints: &'a [Taint]) -> Optio
     })
 }
 
+/// How many of `taints` ask new pods to stay away where they can (`PreferNoSchedule`)
+/// without one of `tolerations` covering them: what kube-scheduler's `TaintToleration`
+/// score counts against a node.
+pub fn untolerated_preferences(tolerations: &[Toleration], taints: &[Taint]) -> usize {
+    taints
+        .iter()
+        .filter(|taint| {
+            taint.effect == TaintEffect::PreferNoSchedule
+                && !tolerations.iter().any(|t| t.tolerates(taint))
+        })
+        .count()
+}
+
 /// Who a pod is, as other pods' affinity terms see it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PodIdentity {

@@ -119,7 +119,11 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 profile.filters.push(p.clone());
                 profile.scores.push(scorer(p));
             }
-            "taint-toleration" => profile.filters.push(Arc::new(TaintToleration)),
+            "taint-toleration" => {
+                let p = Arc::new(TaintToleration);
+                profile.filters.push(p.clone());
+                profile.scores.push(scorer(p));
+            }
             "pod-affinity" => {
                 let p = Arc::new(InterPodAffinity);
                 profile.pre_filters.push(p.clone());
@@ -174,6 +178,7 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "spread",
             "gpu-topology",
             "node-affinity",
+            "taint-toleration",
             "pod-affinity",
             "topology-spread",
         ];

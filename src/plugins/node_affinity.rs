@@ -16,7 +16,7 @@ impl Plugin for NodeAffinity {
 }
 
 impl Filter for NodeAffinity {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.all_constraints().next().is_some()
     }
 
@@ -36,7 +36,7 @@ impl Filter for NodeAffinity {
 }
 
 impl Score for NodeAffinity {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.all_constraints().any(|c| !c.preferred.is_empty())
     }
 

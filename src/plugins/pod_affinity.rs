@@ -167,7 +167,7 @@ impl PreFilter for InterPodAffinity {
 }
 
 impl Filter for InterPodAffinity {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.pod_rules.is_some()
     }
 
@@ -202,7 +202,7 @@ impl Filter for InterPodAffinity {
 }
 
 impl Score for InterPodAffinity {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.pod_rules.as_ref().is_some_and(|r| r.has_preferences())
     }
 

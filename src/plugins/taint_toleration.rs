@@ -1,9 +1,13 @@
-//! `taint-toleration` (Filter): a node's `NoSchedule` and `NoExecute` taints keep away the
-//! pods that do not tolerate them (each pod by its own tolerations), as kube-scheduler's `TaintToleration` plugin decides.
-//! `PreferNoSchedule` is a preference and does not filter.
+//! `taint-toleration` (Filter, Score): a node's `NoSchedule` and `NoExecute` taints keep
+//! away the pods that do not tolerate them (each pod by its own tolerations), and its
+//! `PreferNoSchedule` taints rank it below the nodes with fewer such taints the pod does
+//! not tolerate, as kube-scheduler's `TaintToleration` plugin decides and scores. A job
+//! whose pools have no taint it minds is not asked per node.
 
-use crate::framework::{CycleState, Filter, NodeView, Plugin, PodContext, Status};
-use crate::model::{ClusterSpec, Job, Pool, untolerated};
+use crate::framework::{
+    CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score, Status,
+};
+use crate::model::{ClusterSpec, Job, Taint, Toleration, untolerated, untolerated_preferences};
 
 pub struct TaintToleration;
 
@@ -13,41 +17,103 @@ impl Plugin for TaintToleration {
     }
 }
 
+/// Whether some pod of the job, by its tolerations, minds a taint of a pool it may use:
+/// those it names, or every one (with GPUs, for a job asking for some), as the search
+/// has them.
+fn some_pod_minds(
+    job: &Job,
+    cluster: &ClusterSpec,
+    minds: impl Fn(&[Toleration], &[Taint]) -> bool,
+) -> bool {
+    let minds_pool = |taints: &[Taint]| {
+        !taints.is_empty() && job.some_pod(|c| minds(c.map_or(&[][..], |c| &c.tolerations), taints))
+    };
+    let needs_gpu = job.total_milli() > 0;
+    match job.pools.is_empty() {
+        true => (cluster.pools.iter())
+            .filter(|pool| !needs_gpu || pool.gpus_per_node > 0)
+            .any(|pool| minds_pool(&pool.taints)),
+        false => (job.pools.iter()).any(|&p| minds_pool(&cluster.pool(p).taints)),
+    }
+}
+
+fn tolerations<'a>(pod: &PodContext<'a>) -> &'a [Toleration] {
+    pod.job
+        .constraints_of(pod.index)
+        .map_or(&[][..], |c| &c.tolerations)
+}
+
 impl Filter for TaintToleration {
+    fn applies(&self, job: &Job, cluster: &ClusterSpec) -> bool {
+        some_pod_minds(job, cluster, |t, taints| untolerated(t, taints).is_some())
+    }
+
     /// Whether some pod of the job leaves a taint of its pools untolerated (GPU nodes
     /// tainted for GPU pods alone, which tolerate it, refuse none of them).
     fn judges_spec(&self, job: &Job, cluster: &ClusterSpec, _state: &CycleState) -> bool {
-        let refuses = |pool: &Pool| {
-            job.some_pod(|c| {
-                let tolerations = c.map_or(&[][..], |c| &c.tolerations);
-                untolerated(tolerations, &pool.taints).is_some()
-            })
-        };
-        // The pools the job may use: those it names, or every one (with GPUs, for a job
-        // asking for some), as the search has them.
-        let needs_gpu = job.total_milli() > 0;
-        match job.pools.is_empty() {
-            true => (cluster.pools.iter())
-                .filter(|pool| !needs_gpu || pool.gpus_per_node > 0)
-                .any(refuses),
-            false => job.pools.iter().any(|&p| refuses(cluster.pool(p))),
-        }
+        Filter::applies(self, job, cluster)
     }
 
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
         if node.spec.taints.is_empty() {
             return Status::SUCCESS;
         }
-        let tolerations = pod
-            .job
-            .constraints_of(pod.index)
-            .map_or(&[][..], |c| &c.tolerations);
-        match untolerated(tolerations, &node.spec.taints) {
+        match untolerated(tolerations(pod), &node.spec.taints) {
             Some(taint) => Status::unresolvable(format!(
                 "node(s) had untolerated taint {{{}: {}}}",
                 taint.key, taint.value
             )),
             None => Status::SUCCESS,
         }
+    }
+}
+
+impl Score for TaintToleration {
+    fn applies(&self, job: &Job, cluster: &ClusterSpec) -> bool {
+        some_pod_minds(job, cluster, |t, taints| {
+            untolerated_preferences(t, taints) > 0
+        })
+    }
+
+    /// The node's `PreferNoSchedule` taints the pod does not tolerate (fewer is better:
+    /// `normalize` turns the count around).
+    fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
+        if node.spec.taints.is_empty() {
+            return 0;
+        }
+        untolerated_preferences(tolerations(pod), &node.spec.taints) as i64
+    }
+
+    /// kube-scheduler's reversed default normalisation: a node with none of the counted
+    /// taints scores `MAX_NODE_SCORE`, the node with the most scores 0, and the others in
+    /// proportion.
+    fn normalize(&self, scores: &mut [i64]) {
+        let most = scores.iter().copied().max().unwrap_or(0);
+        for score in scores.iter_mut() {
+            *score = match most {
+                0 => MAX_NODE_SCORE,
+                _ => MAX_NODE_SCORE - *score * MAX_NODE_SCORE / most,
+            };
+        }
+    }
+
+    fn normalizes(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// As kube-scheduler's `DefaultNormalizeScore(MaxNodeScore, reverse=true)`.
+    #[test]
+    fn fewer_untolerated_preferences_score_higher() {
+        let mut scores = [0, 1, 3, 2];
+        TaintToleration.normalize(&mut scores);
+        assert_eq!(scores, [100, 67, 0, 34]);
+        let mut none = [0, 0];
+        TaintToleration.normalize(&mut none);
+        assert_eq!(none, [100, 100]);
     }
 }

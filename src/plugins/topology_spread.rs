@@ -234,7 +234,7 @@ fn within_groups(job: &Job, snapshot: &ClusterState, key: &str) -> Option<bool> 
 }
 
 impl Filter for TopologySpread {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.pod_rules.as_ref().is_some_and(|r| !r.spread.is_empty())
     }
 
@@ -270,7 +270,7 @@ impl Filter for TopologySpread {
 const UNLABELLED: i64 = -1;
 
 impl Score for TopologySpread {
-    fn applies(&self, job: &Job) -> bool {
+    fn applies(&self, job: &Job, _cluster: &ClusterSpec) -> bool {
         job.pod_rules
             .as_ref()
             .is_some_and(|r| !r.preferred_spread.is_empty())
