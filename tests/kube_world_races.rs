@@ -769,6 +769,68 @@ fn a_victim_kept_after_a_refused_eviction_is_charged_to_its_own_queue() {
     );
 }
 
+/// A preemption counts in the metrics when the victim goes, once, not when it is decided:
+/// evictions a disruption budget refuses, again and again, preempt nothing.
+#[test]
+fn only_evictions_that_land_count_as_preemptions() {
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    let w = world_reporting(&preempting(), Default::default(), metrics.clone());
+    let mut w = sync(w, &[node("n1", 8)], &[]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    apply_pod(&mut w, &running(low.clone(), 3), T0);
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 10_000);
+    let counted = || {
+        (
+            metric(&metrics, "kant_preemptions_total{kind=\"priority\"}"),
+            metric(
+                &metrics,
+                "kant_preempted_gpu_seconds_total{kind=\"priority\"}",
+            ),
+        )
+    };
+    let mut now = T0 + 10_000;
+    let mut refusals = 0;
+    while now < T0 + 60_000 {
+        w.round(now);
+        for (job, pod, _) in evictions(&w.take_outputs()) {
+            refusals += 1;
+            let outcome = refused(Some(429), "Cannot evict pod: disruption budget");
+            w.apply(Input::Evicted { job, pod, outcome }, now + 1);
+        }
+        now = w
+            .next_wakeup(now)
+            .map_or(now + 1_000, |t| t.clamp(now + 1, now + 1_000));
+    }
+    assert!(refusals >= 2, "{refusals} evictions tried");
+    w.round(now);
+    assert_eq!(
+        counted(),
+        (Some(0.0), Some(0.0)),
+        "after {refusals} refusals"
+    );
+    // The budget allows it at last: the eviction lands, then the pod goes. One preemption,
+    // of a job that ran 8 GPUs for the time up to the eviction.
+    let mut landed = None;
+    while landed.is_none() {
+        now += 1_000;
+        w.round(now);
+        landed = evictions(&w.take_outputs()).into_iter().next();
+    }
+    let (job, pod, _) = landed.unwrap();
+    w.apply(
+        Input::Evicted {
+            job,
+            pod,
+            outcome: Ok(()),
+        },
+        now,
+    );
+    delete_pod(&mut w, &running(low, 4), now + 5_000);
+    w.round(now + 5_000);
+    let ran_s = (now - T0) as f64 / 1000.0;
+    assert_eq!(counted(), (Some(1.0), Some(8.0 * ran_s)));
+}
+
 // ----------------------------------------------------------------------------------------
 // Against the in-process API server
 

@@ -28,7 +28,7 @@ impl World {
             match decision {
                 Decision::Preempted { victims, by, kind } => {
                     for &victim in &victims {
-                        self.evict(victim, by, kind, now_ms);
+                        self.evict(victim, by, kind);
                     }
                     victims_of.entry(by).or_default().extend(victims);
                 }
@@ -66,7 +66,7 @@ impl World {
 
     /// A victim's pods are evicted; in the scheduler they hold what the preemptor left of
     /// theirs, as a terminating job, until they are gone.
-    fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind, now_ms: u64) {
+    fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind) {
         let by_name = self
             .pods
             .jobs
@@ -75,10 +75,10 @@ impl World {
         let Some(entry) = self.pods.jobs.get_mut(&victim) else {
             return;
         };
-        let ran_ms = now_ms.saturating_sub(entry.started_ms);
-        self.metrics
-            .preempted(kind.name(), entry.job.total_milli(), ran_ms);
-        entry.phase = JobPhase::Evicting { by };
+        entry.phase = JobPhase::Evicting {
+            by,
+            unrecorded: Some(kind),
+        };
         let targets: Vec<(u32, String)> = entry.alive().map(|(i, uid)| (i, uid.clone())).collect();
         for (pod, uid) in targets {
             let Some(target) = self.pods.entries.get(&uid).map(|e| e.target.clone()) else {
@@ -408,12 +408,13 @@ impl World {
         now_ms: u64,
     ) {
         let Err(error) = outcome else {
+            self.record_preemption(victim, now_ms);
             return;
         };
         let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
-        let JobPhase::Evicting { by } = entry.phase else {
+        let JobPhase::Evicting { by, .. } = entry.phase else {
             return;
         };
         let victim_name = entry.job.name.clone();
@@ -432,6 +433,22 @@ impl World {
         let started = entry.started_ms;
         if let Some(moved) = self.moved_entry(&entry, &alive, started) {
             self.run_as_adopted(template, moved);
+        }
+    }
+
+    /// Counts a victim's preemption in the metrics, once: when the first of its evictions
+    /// lands, or its pods are gone, whichever comes first.
+    pub(super) fn record_preemption(&mut self, victim: JobId, now_ms: u64) {
+        let Some(entry) = self.pods.jobs.get_mut(&victim) else {
+            return;
+        };
+        let JobPhase::Evicting { unrecorded, .. } = &mut entry.phase else {
+            return;
+        };
+        if let Some(kind) = unrecorded.take() {
+            let ran_ms = now_ms.saturating_sub(entry.started_ms);
+            self.metrics
+                .preempted(kind.name(), entry.job.total_milli(), ran_ms);
         }
     }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::cache::{DeviceAlloc, Placement, PodKey};
-use crate::framework::Adopted;
+use crate::framework::{Adopted, PreemptionKind};
 use crate::model::{
     ClusterSpec, ExtendedResources, GpuRequest, Job, JobId, JobKind, MAX_GPUS_PER_NODE, MAX_POOLS,
     MILLI_PER_GPU, NodeConstraints, NodeId, PodRequest, PodRules, PoolId, TenantId, bits,
@@ -233,8 +233,13 @@ pub(super) enum JobPhase {
     /// Every pod bound.
     Running,
     /// Preempted for that job: its pods are being evicted; they hold their devices (as a
-    /// terminating job in the scheduler) until they are gone.
-    Evicting { by: JobId },
+    /// terminating job in the scheduler) until they are gone. `unrecorded`: the kind of
+    /// preemption, until the metrics count it, once an eviction lands or the pods are
+    /// gone (a refused eviction leaves the job running, not preempted).
+    Evicting {
+        by: JobId,
+        unrecorded: Option<PreemptionKind>,
+    },
 }
 
 impl JobPhase {
@@ -838,9 +843,10 @@ impl World {
                 self.scheduler.bind_failed(job, now_ms);
                 self.withdraw_and_dissolve(job, now_ms);
             }
-            JobPhase::Evicting { by } => {
+            JobPhase::Evicting { by, .. } => {
                 self.scheduler.release_pod(PodKey { job, pod: index });
                 if none_left {
+                    self.record_preemption(job, now_ms);
                     self.pods.jobs.remove(&job);
                     self.victim_gone(by, job, now_ms);
                 }
