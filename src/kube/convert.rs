@@ -83,6 +83,7 @@
 //!   `links.default`).
 //! - RDMA NIC names: the annotation `kant.io/rdma-nics` (`"mlx5_0,mlx5_1,..."`) names
 //!   the NICs in the order `nvidia-smi topo -m` numbers them; absent: `NIC0`, `NIC1`, ...
+//!   Fewer than a layout assumes are shared between neighbouring GPUs.
 //! - A node without GPUs ignores the GPU annotations (its device plugin may not have
 //!   reported them yet).
 //! - Labels: all of them. Taints: `spec.taints`; `spec.unschedulable: true` adds the taint
@@ -1595,6 +1596,9 @@ fn taints(object: &str, node: &Node) -> Result<Vec<Taint>, ConvertError> {
 }
 
 /// The names of the NICs the matrix refers to: the annotation's, or `NIC0`, `NIC1`, ...
+/// Where a layout assumed more NICs than the annotation names (8 GPUs on 4 NICs), each
+/// named NIC stands for as many of the assumed ones, in device order: neighbouring
+/// devices, which share a PCIe switch, share it.
 fn nic_names(
     object: &str,
     links: &LinkMatrix,
@@ -1619,6 +1623,11 @@ fn nic_names(
             field,
             format!("{text:?} has an empty NIC name"),
         ));
+    }
+    if names.len() < needed && links.nics_assumed() {
+        return Ok((0..needed)
+            .map(|k| names[k * names.len() / needed].clone())
+            .collect());
     }
     if names.len() < needed {
         return Err(ConvertError::new(
@@ -2908,6 +2917,28 @@ NIC Legend:\n\
         assert!(converter().node(&six).is_ok());
     }
 
+    /// An HGX board with 8 GPUs and 4 NICs: the layout assumed one NIC per GPU; each
+    /// named NIC serves two neighbouring GPUs.
+    #[test]
+    fn a_layout_with_fewer_nics_named_shares_them_between_neighbours() {
+        let four = node(json!({
+            "metadata": {"annotations": {"kant.io/rdma-nics": "mlx5_0,mlx5_1,mlx5_2,mlx5_3"}},
+        }));
+        let facts = converter()
+            .node(&four)
+            .expect("a node with 4 NICs for 8 GPUs");
+        let nic_of = |devices: u32| {
+            binding_annotations(&DeviceAlloc::whole(devices), &facts.links, &facts.nics)
+                [RDMA_NIC_ANNOTATION]
+                .clone()
+        };
+        assert_eq!(nic_of(0b1), "mlx5_0");
+        assert_eq!(nic_of(0b10), "mlx5_0");
+        assert_eq!(nic_of(0b1100_0000), "mlx5_3");
+        assert_eq!(nic_of(0b1111), "mlx5_0,mlx5_1");
+    }
+
+    /// A measured matrix numbers the NICs itself: naming fewer is a mistake.
     #[test]
     fn nic_names_must_cover_the_matrix() {
         let short = node(json!({"metadata": {"annotations": {

@@ -57,6 +57,9 @@ pub struct LinkMatrix {
     classes: Vec<LinkClass>,
     numa: Vec<u8>,
     nic: Vec<u8>,
+    /// Whether `nic` is a layout's assumption (one NIC per device or device pair) rather
+    /// than read off the node (`nvidia-smi topo -m`, a configured matrix).
+    nics_assumed: bool,
     /// `within[c][i]`: devices reached from `i` over a link of class `c` or better.
     within: [Vec<u32>; 4],
 }
@@ -116,6 +119,7 @@ impl LinkMatrix {
             classes,
             numa,
             nic,
+            nics_assumed: false,
             within,
         })
     }
@@ -123,8 +127,8 @@ impl LinkMatrix {
     /// The generated matrix of a profile for a node of `devices` GPUs: the first half on
     /// NUMA node 0, the rest on 1, and on each, PCIe switches of two devices in order (an
     /// odd one left alone), so that no switch straddles the sockets; a node of two GPUs has
-    /// one switch. The NICs are one per device pair in device order (as many as a node's
-    /// `kant.io/rdma-nics` names), or one per device on an NVSwitch board.
+    /// one switch. The NICs are one per device pair in device order, or one per device on
+    /// an NVSwitch board (a node naming fewer shares them, see `kube::convert`).
     pub fn from_profile(profile: LinkProfile, devices: usize) -> Result<Self, ModelError> {
         let half = devices.div_ceil(2).max(1);
         let numa: Vec<u8> = (0..devices).map(|i| (i / half) as u8).collect();
@@ -157,7 +161,11 @@ impl LinkMatrix {
                 _ => (i / 2) as u8,
             })
             .collect();
-        Self::new(&format!("{profile:?} profile"), devices, classes, numa, nic)
+        let matrix = Self::new(&format!("{profile:?} profile"), devices, classes, numa, nic)?;
+        Ok(Self {
+            nics_assumed: true,
+            ..matrix
+        })
     }
 
     pub fn shared(self) -> Arc<Self> {
@@ -178,6 +186,11 @@ impl LinkMatrix {
     #[inline]
     pub fn nic(&self, device: usize) -> u8 {
         self.nic[device]
+    }
+
+    /// Whether the NICs are a layout's assumption rather than read off the node.
+    pub fn nics_assumed(&self) -> bool {
+        self.nics_assumed
     }
 
     /// The worst link class inside a set of devices (NVLink for a set of one).
