@@ -446,6 +446,42 @@ fn a_reclaim_takes_no_more_than_the_owner_is_owed() {
     check_accounting(&s);
 }
 
+/// A reclaim takes back borrowed GPUs, nothing else: a job holding no GPUs borrows none
+/// and is no reclaim's victim, and a job asking for no GPUs reclaims none. Neither may
+/// then evict a job of higher priority.
+#[test]
+fn only_gpus_are_reclaimed_and_only_for_jobs_asking_for_gpus() {
+    let one_node = || {
+        let configs = [
+            tenant("a", TenantMode::Shared, 8),
+            tenant("b", TenantMode::Shared, 0),
+        ];
+        let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+        with_tenants(profile("default", None, None), spec, &configs, binds())
+    };
+    let with_cpu = |mut job: Job, cpu_milli: u64| {
+        job.pods[0].cpu_milli = cpu_milli;
+        job
+    };
+    // B's job takes every CPU of the node and no GPU; A's GPU job needs a CPU.
+    let mut s = one_node();
+    s.submit(with_cpu(tjob(0, 2, 1, 0, 100, 0), 128_000));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    assert_eq!(s.tenants().borrowed(2, H100), 0);
+    s.submit(with_cpu(tjob(1, 1, 1, 8, 0, 60), 1_000));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    // B borrows 4 GPUs and every CPU; A's job asks for a CPU and no GPU.
+    let mut s = one_node();
+    s.submit(with_cpu(tjob(0, 2, 1, 4, 100, 0), 128_000));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
+    s.submit(with_cpu(tjob(1, 1, 1, 0, 0, 60), 1_000));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    check_accounting(&s);
+}
+
 #[test]
 fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
     let mut s = borrowed_cluster();
@@ -1003,7 +1039,8 @@ fn backfill_only() -> Profile {
     ))
 }
 
-/// An isolated tenant's quota gathers for its overdue head: its later jobs wait. A shared
+/// An isolated tenant's quota gathers for its overdue head: its later jobs asking for GPUs
+/// wait. A shared
 /// tenant's later jobs compete with its head only for room, as every tenant's do, so its
 /// overdue head (short of room) holds nothing back.
 #[test]
@@ -1026,11 +1063,13 @@ fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
     s.submit(tjob(4, 1, 1, 1, 0, 60));
     s.submit(tjob(5, 2, 1, 1, 0, 60));
     assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[4, 5]));
-    // Past it, iso's next job waits for its head though its quota has room for it.
+    // Past it, iso's next job waits for its head though its quota has room for it; one
+    // asking for no GPU takes none of that quota and goes.
     let overdue = SECOND + BACKFILL_THRESHOLD;
     s.submit(tjob(6, 1, 1, 1, 0, 120));
     s.submit(tjob(7, 2, 1, 1, 0, 120));
-    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[7]));
+    s.submit(tjob(8, 1, 1, 0, 0, 121));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[8, 7]));
     assert!(
         s.reservations().is_empty(),
         "no head is admitted: nothing held"
@@ -1607,6 +1646,58 @@ fn a_requeued_job_waits_out_its_backoff_even_when_capacity_is_freed() {
     assert_eq!(s.next_retry_ms(SECOND), Some(BACKOFF));
     let decisions = s.schedule(BACKOFF);
     assert_eq!(requeues(&decisions), [(JobId(1), BACKOFF + 2 * BACKOFF)]);
+}
+
+/// Refuses job 0's bindings whose number (from 1) is listed, binds every other.
+struct RefuseCalls {
+    refused: Vec<u32>,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl Plugin for RefuseCalls {
+    fn name(&self) -> &'static str {
+        "refuse-calls"
+    }
+}
+
+impl Bind for RefuseCalls {
+    fn bind(&self, job: &Job, _plan: &JobPlan) -> Status {
+        if job.id != JobId(0) {
+            return Status::SUCCESS;
+        }
+        let call = 1 + self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self.refused.contains(&call) {
+            true => Status::new(Code::Error, "node went away"),
+            false => Status::SUCCESS,
+        }
+    }
+}
+
+/// A job bound at last starts its backoff afresh: preempted and refused again, it waits
+/// the first backoff, not the next of the failures before it ran.
+#[test]
+fn the_backoff_starts_afresh_once_a_job_is_bound() {
+    let binder = RefuseCalls {
+        refused: vec![1, 2, 4],
+        calls: 0.into(),
+    };
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = with_tenants(profile("default", None, None), spec, &[], Box::new(binder));
+    s.submit(job(0, 1, whole(8), 0, 0));
+    assert_eq!(requeues(&s.schedule(0)), [(JobId(0), BACKOFF)]);
+    assert_eq!(requeues(&s.schedule(BACKOFF)), [(JobId(0), 3 * BACKOFF)]);
+    assert_eq!(placed_jobs(&s.schedule(3 * BACKOFF)), ids(&[0]));
+    let now = 3 * BACKOFF + MIN_RUNTIME;
+    s.submit(job(2, 1, whole(8), 5, now / SECOND));
+    let decisions = s.schedule(now);
+    assert_eq!(preemptions(&decisions).len(), 1, "{decisions:?}");
+    s.finish(JobId(2));
+    assert_eq!(
+        requeues(&s.schedule(now + 1)),
+        [(JobId(0), now + 1 + BACKOFF)]
+    );
 }
 
 #[test]

@@ -297,6 +297,7 @@ impl Scheduler {
         let state = &self.state;
         if !(0..members).any(|pod| state.placement(PodKey { job, pod }).is_some()) {
             self.release(job);
+            self.bind_failures.remove(&job);
         }
     }
 
@@ -820,6 +821,8 @@ impl Scheduler {
                 // The plan's pods were assumed by the search.
                 let _ = self.state.confirm(*key);
             }
+            // Bound: the backoff starts afresh should the job come back (preempted).
+            self.bind_failures.remove(&job.id);
         }
         // A job whose binding is not yet confirmed is not a victim: its pods may not
         // even exist on their nodes yet.

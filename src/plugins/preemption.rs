@@ -87,12 +87,15 @@ impl Preemption {
             return Some(PreemptionKind::Backfill);
         }
         let tenants = context.tenants;
-        // Only what is borrowed is reclaimed: the victim's tenant stays at or above its
-        // quota once the victim is gone, so a reclaim never starts another.
+        // Only borrowed GPUs are reclaimed, for a job asking for GPUs: the victim's tenant
+        // stays at or above its quota once the victim is gone, so a reclaim never starts
+        // another.
         let reclaim = victim.tenant != context.tenant
+            && job.total_milli() > 0
             && tenants.mode(context.tenant) == TenantMode::Shared
             && victim.pools.iter().any(|&(pool, milli)| {
-                (job.pools.is_empty() || job.pools.contains(&pool))
+                milli > 0
+                    && (job.pools.is_empty() || job.pools.contains(&pool))
                     && tenants.under_quota(context.tenant, pool)
                     && tenants.borrowed(victim.tenant, pool) >= milli
             });
