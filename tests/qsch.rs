@@ -255,8 +255,14 @@ enum Models {
 
 /// 2 nodes of 8 H100 (pool 0) and 2 of 8 A100 (pool 1), each model in a leaf of its own.
 fn two_model_cluster() -> Arc<ClusterSpec> {
+    cluster_of_models(&["H100", "H100", "A100", "A100"])
+}
+
+/// One node of 8 GPUs of each model listed, each model in a leaf of its own (pools
+/// numbered in order of first appearance).
+fn cluster_of_models(models: &[&str]) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
-    for (i, model) in ["H100", "H100", "A100", "A100"].into_iter().enumerate() {
+    for (i, &model) in models.iter().enumerate() {
         let row = NodeRow {
             name: format!("node-{i}"),
             gpu_model: Some(model.into()),
@@ -1383,6 +1389,42 @@ fn priority_preemption_evicts_the_minimal_set() {
     assert_eq!(nodes_of(&s, 9), [nodes[&1]]);
     assert!(is_running(&s, 3) && is_running(&s, 4));
     assert_eq!(s.pending(), 2);
+    check_accounting(&s);
+}
+
+/// A job accepting any of three GPU models, one node of each full of 1-GPU jobs of
+/// priorities 0 to 7: taken lowest priority first, the victims alternate between the
+/// pools until one node is free (22 of them). It lands on that node: only its 8 go.
+#[test]
+fn priority_preemption_spares_every_victim_of_the_pools_it_does_not_land_in() {
+    let spec = cluster_of_models(&["H100", "A100", "L40S"]);
+    let mut s = scheduler(profile("default", None, None), spec);
+    for pool in 0..3u16 {
+        for priority in 0..8 {
+            let mut lone = job(
+                u32::from(pool) * 8 + priority as u32,
+                1,
+                whole(1),
+                priority,
+                0,
+            );
+            lone.pools = vec![PoolId(pool)];
+            s.submit(lone);
+        }
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 24);
+    let mut any_model = job(100, 1, whole(8), 50, 1);
+    any_model.pools = Vec::new();
+    s.submit(any_model);
+    let decisions = s.schedule(MIN_RUNTIME);
+    assert_eq!(placed_jobs(&decisions), ids(&[100]));
+    let victims = &preemptions(&decisions)[0].0;
+    assert_eq!(victims.len(), 8, "{victims:?}");
+    let landed = nodes_of(&s, 100)[0];
+    assert!(
+        victims.iter().all(|v| v.0 / 8 == landed.0),
+        "{victims:?} for node {landed:?}"
+    );
     check_accounting(&s);
 }
 

@@ -192,6 +192,18 @@ fn refused_whoever_goes(
     })
 }
 
+/// Where the job would land with only `victims` gone (see [`fits_without`]).
+fn fits_with_only(
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+) -> Option<PoolId> {
+    let mut state = context.snapshot.snapshot();
+    for (victim, _) in victims {
+        remove(&mut state, victim);
+    }
+    fits_without(context, victims, &state)
+}
+
 /// Removes a running job's pods from a what-if state.
 fn remove(state: &mut ClusterState, victim: &RunningJob) {
     for pod in 0..victim.job.pods.len() as u32 {
@@ -328,8 +340,20 @@ impl PostFilter for Preemption {
         if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
-        // Minimal: spare every victim the job fits without, latest taken first (a few
-        // checks at most: the greedy set is small when it is found early).
+        // Minimal: spare every victim the job fits without. Those with nothing on the pool
+        // it lands in all at once (taken while it might have landed elsewhere: a job
+        // accepting several GPU models), then the others one by one, latest taken first (a
+        // few checks at most: the greedy set is small when it is found early).
+        let elsewhere = |(victim, _): &(&RunningJob, PreemptionKind)| {
+            !victim.pools.iter().any(|&(pool, _)| pool == landing)
+        };
+        if chosen.iter().any(elsewhere) {
+            let fewer: Vec<_> = chosen.iter().filter(|c| !elsewhere(c)).cloned().collect();
+            if let Some(pool) = fits_with_only(context, &fewer) {
+                chosen = fewer;
+                landing = pool;
+            }
+        }
         let mut index = chosen.len();
         let mut checks = 0;
         while index > 0 && checks < MAX_MINIMIZED {
@@ -337,11 +361,7 @@ impl PostFilter for Preemption {
             index -= 1;
             let mut fewer = chosen.clone();
             fewer.remove(index);
-            let mut state = context.snapshot.snapshot();
-            for (victim, _) in &fewer {
-                remove(&mut state, victim);
-            }
-            if let Some(pool) = fits_without(context, &fewer, &state) {
+            if let Some(pool) = fits_with_only(context, &fewer) {
                 chosen = fewer;
                 landing = pool;
             }
