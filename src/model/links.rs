@@ -259,11 +259,52 @@ impl LinkMatrix {
     }
 
     /// The smallest connected component of `free` under links of `class` or better that
-    /// holds at least `count` devices.
+    /// holds at least `count` devices; among equals, the one in the smallest component at
+    /// each coarser class in turn (a lone device before one whose PCIe switch or NUMA node
+    /// has another free device a later pod could be paired with), then the lowest.
     fn smallest_island(&self, free: u32, count: u32, class: LinkClass) -> Option<u32> {
-        self.islands(free, class)
-            .filter(|island| island.count_ones() >= count)
-            .min_by_key(|island| island.count_ones())
+        let mut best: Option<u32> = None;
+        for island in self.islands(free, class) {
+            if island.count_ones() < count {
+                continue;
+            }
+            best = match best {
+                Some(b) if !self.snugger(island, b, free, class) => Some(b),
+                _ => Some(island),
+            };
+        }
+        best
+    }
+
+    /// Whether island `a` of `free` under `class` fits more snugly than island `b`: fewer
+    /// devices, or as many in a smaller component at the first coarser class that differs.
+    fn snugger(&self, a: u32, b: u32, free: u32, class: LinkClass) -> bool {
+        if a.count_ones() != b.count_ones() {
+            return a.count_ones() < b.count_ones();
+        }
+        for coarser in LinkClass::ALL.into_iter().filter(|&c| c > class) {
+            let around = |island| self.component(island, free, coarser).count_ones();
+            let (x, y) = (around(a), around(b));
+            if x != y {
+                return x < y;
+            }
+        }
+        false
+    }
+
+    /// The devices of `free` reached from `from` over links of `class` or better.
+    fn component(&self, from: u32, free: u32, class: LinkClass) -> u32 {
+        let within = &self.within[class as usize];
+        let mut reached = from;
+        let mut frontier = from;
+        while frontier != 0 {
+            let device = frontier.trailing_zeros() as usize;
+            frontier &= frontier - 1;
+            let new = within[device] & free & !reached;
+            reached |= new;
+            frontier |= new;
+        }
+        reached
     }
 
     /// Whether every pair of `set` is linked at `class` or better.
@@ -296,22 +337,12 @@ impl LinkMatrix {
     /// The connected components of `free` under links of `class` or better, lowest
     /// device first.
     fn islands(&self, free: u32, class: LinkClass) -> impl Iterator<Item = u32> + '_ {
-        let within = &self.within[class as usize];
         let mut unvisited = free;
         std::iter::from_fn(move || {
             if unvisited == 0 {
                 return None;
             }
-            let seed = unvisited.trailing_zeros() as usize;
-            let mut island = 1u32 << seed;
-            let mut frontier = island;
-            while frontier != 0 {
-                let device = frontier.trailing_zeros() as usize;
-                frontier &= frontier - 1;
-                let reached = within[device] & free & !island;
-                island |= reached;
-                frontier |= reached;
-            }
+            let island = self.component(1 << unvisited.trailing_zeros(), free, class);
             unvisited &= !island;
             Some(island)
         })
@@ -450,6 +481,20 @@ mod tests {
         assert_eq!(m.best_set(free, 1), Some(mask(&[1])));
     }
 
+    /// Among lone devices, the one no other free device shares a PCIe switch with, then
+    /// the one in the NUMA node with fewest free: the next pods find pairs and halves whole.
+    #[test]
+    fn single_gpu_keeps_switch_pairs_and_numa_nodes_whole() {
+        let pcie = LinkMatrix::from_profile(LinkProfile::Pcie, 8).unwrap();
+        let free = mask(&[2, 3, 5]);
+        assert_eq!(pcie.best_set(free, 1), Some(mask(&[5])));
+        assert_eq!(pcie.worst_class(free & !mask(&[5])), LinkClass::Pcie);
+        let pairs = LinkMatrix::from_profile(LinkProfile::NvlinkPairs, 8).unwrap();
+        // Lone devices 0 and 6: 6's NUMA node has 4 and 5 free as well.
+        let free = mask(&[0, 4, 5, 6]);
+        assert_eq!(pairs.best_set(free, 1), Some(mask(&[0])));
+    }
+
     #[test]
     fn falls_back_to_same_numa_before_cross_numa() {
         let m = LinkMatrix::from_profile(LinkProfile::Pcie, 8).unwrap();
@@ -558,16 +603,30 @@ mod tests {
     }
 
     /// The choice before NVLink islands had to be all-pairs sets: the smallest connected
-    /// component at the best class that holds `count`, greedy from its lowest device.
+    /// component at the best class that holds `count` (among equals, the one in the
+    /// smallest component at each coarser class in turn, then the lowest), greedy from its
+    /// lowest device.
     fn component_best_set(m: &LinkMatrix, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
         }
+        let around = |island: u32, class: LinkClass| -> Vec<u32> {
+            let coarser = LinkClass::ALL.into_iter().filter(|&c| c >= class);
+            coarser
+                .map(|c| {
+                    let all = components(m, free, c);
+                    all.into_iter()
+                        .find(|c| c & island != 0)
+                        .unwrap()
+                        .count_ones()
+                })
+                .collect()
+        };
         for class in LinkClass::ALL {
             let island = components(m, free, class)
                 .into_iter()
                 .filter(|island| island.count_ones() >= count)
-                .min_by_key(|island| island.count_ones());
+                .min_by_key(|&island| around(island, class));
             let Some(island) = island else { continue };
             if island.count_ones() == count {
                 return Some(island);
