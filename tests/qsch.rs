@@ -255,14 +255,8 @@ enum Models {
 
 /// 2 nodes of 8 H100 (pool 0) and 2 of 8 A100 (pool 1), each model in a leaf of its own.
 fn two_model_cluster() -> Arc<ClusterSpec> {
-    cluster_of_models(&["H100", "H100", "A100", "A100"])
-}
-
-/// One node of 8 GPUs of each model listed, each model in a leaf of its own (pools
-/// numbered in order of first appearance).
-fn cluster_of_models(models: &[&str]) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
-    for (i, &model) in models.iter().enumerate() {
+    for (i, model) in ["H100", "H100", "A100", "A100"].into_iter().enumerate() {
         let row = NodeRow {
             name: format!("node-{i}"),
             gpu_model: Some(model.into()),
@@ -1397,7 +1391,7 @@ fn priority_preemption_evicts_the_minimal_set() {
 /// pools until one node is free (22 of them). It lands on that node: only its 8 go.
 #[test]
 fn priority_preemption_spares_every_victim_of_the_pools_it_does_not_land_in() {
-    let spec = cluster_of_models(&["H100", "A100", "L40S"]);
+    let spec = models_cluster(&[("H100", 8), ("A100", 8), ("L40S", 8)]);
     let mut s = scheduler(profile("default", None, None), spec);
     for pool in 0..3u16 {
         for priority in 0..8 {

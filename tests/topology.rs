@@ -374,6 +374,37 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
     );
 }
 
+/// A gang of pods narrower than a node takes the fewest nodes: four 2-GPU pods go to the
+/// free node that holds them all, not to the holes of two busy nodes and a third.
+#[test]
+fn e_binpack_gives_a_gang_of_narrow_pods_the_fewest_nodes() {
+    let spec = fabric(4, 8, 4, 1, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    let running = kant::framework::Adopted::Running { preemptible: true };
+    for node in [0, 1] {
+        let six = job(100 + node, 1, whole(6), 0, 0);
+        s.adopt(six, &[Some(placement(node, 0x3f, 1000))], 0, running)
+            .unwrap();
+    }
+    s.submit(job(1, 4, whole(2), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(
+        nodes_of(&s, JobId(1)).len(),
+        1,
+        "{:?}",
+        nodes_of(&s, JobId(1))
+    );
+    // Five such pods need two nodes at least; they fill the free one, then a hole.
+    s.submit(job(2, 5, whole(2), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
+    assert_eq!(
+        nodes_of(&s, JobId(2)).len(),
+        2,
+        "{:?}",
+        nodes_of(&s, JobId(2))
+    );
+}
+
 #[test]
 fn e_binpack_puts_a_small_pod_with_small_pods_so_that_a_gangs_leaf_drains_whole() {
     // Two leaves of four nodes. Leaf 0: a gang on three nodes and a 4-GPU pod on the

@@ -10,8 +10,10 @@
 //!   - A job whose pods take whole nodes goes to the busiest groups, keeping whole
 //!     groups free for larger ones.
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
-//!   traffic), else the node it fills best (the least left over); a fraction, a node
-//!   with a shared device it fits on before any other, so that it breaks no whole GPU.
+//!   traffic), else the node that could hold the most of the job's pods still to place
+//!   (so that a gang of pods narrower than a node takes the fewest nodes), and among
+//!   those the node it fills best (the least left over); a fraction, a node with a shared
+//!   device it fits on before any other, so that it breaks no whole GPU.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
@@ -72,6 +74,27 @@ impl Score for EBinpack {
         if pod.shares_node(node.id) {
             return MAX_NODE_SCORE;
         }
-        utilization::packed_after(pod, node) * (MAX_NODE_SCORE - 10) / MAX_NODE_SCORE
+        let packed = utilization::packed_after(pod, node);
+        // The node that would hold the most of the job's pods still to place comes first
+        // (a gang of narrow pods takes the fewest nodes), then the one it fills best: the
+        // two read as one number, `held` counting by `PACKED` steps.
+        const PACKED: i64 = MAX_NODE_SCORE + 1;
+        let (held, most) = pods_held_here(pod, node);
+        ((held - 1) * PACKED + packed) * (MAX_NODE_SCORE - 10) / (most * PACKED - 1)
     }
+}
+
+/// How many of the job's pods still to place (this one included) the node could hold,
+/// counting each as wide as this one, and the most any node of its size could: both 1
+/// for the last pod, a pod that is not of whole GPUs, or one as wide as the node.
+fn pods_held_here(pod: &PodContext, node: NodeView) -> (i64, i64) {
+    let width = pod.request.gpu.whole();
+    let left = pod.job.pods.len().saturating_sub(pod.placed.len()) as u32;
+    let per_node = node.spec.gpus() as u32 / width.max(1);
+    if width == 0 || left <= 1 || per_node <= 1 {
+        return (1, 1);
+    }
+    let most = left.min(per_node);
+    let held = (node.state.free_whole_count() / width).clamp(1, most);
+    (i64::from(held), i64::from(most))
 }
