@@ -25,7 +25,7 @@ use super::tenant_report::{TenantReport, TenantSeries};
 use super::trace::{MAX_TIME_MS, Workload};
 
 /// The simulator's binder: a pod is bound the moment it is placed.
-struct InstantBinder;
+pub(super) struct InstantBinder;
 
 impl Plugin for InstantBinder {
     fn name(&self) -> &'static str {

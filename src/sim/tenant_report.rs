@@ -21,6 +21,7 @@ pub struct TenantReport {
     pub borrowed_gpus_mean: f64,
     /// Time-average jobs waiting in its queue.
     pub pending_mean: f64,
+    /// The most jobs waiting in its queue at once, within the window.
     pub pending_max: usize,
 }
 
@@ -50,12 +51,15 @@ impl TenantSeries {
     /// The values from `now` on, read off the scheduler.
     pub fn observe(&mut self, now: u64, scheduler: &Scheduler) {
         self.integrate_to(now);
+        let in_window = now <= self.window.1;
         let tenants = scheduler.tenants();
         for (t, slot) in self.current.iter_mut().enumerate() {
             let (used, borrowed) = tenants.totals(t);
             let pending = scheduler.pending_of(t);
             *slot = (used, borrowed, pending as u64);
-            self.pending_max[t] = self.pending_max[t].max(pending);
+            if in_window {
+                self.pending_max[t] = self.pending_max[t].max(pending);
+            }
         }
     }
 
@@ -95,5 +99,62 @@ impl TenantSeries {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::model::{
+        ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LinkProfile, NodeRow, PodRequest,
+        TenantId,
+    };
+    use crate::sim::engine::InstantBinder;
+
+    /// Jobs waiting are counted within the window, the most at once as the mean: a queue
+    /// that grows after the last submission (victims sent back) counts in neither.
+    #[test]
+    fn pending_jobs_are_counted_within_the_window() {
+        let mut cluster = ClusterSpecBuilder::new();
+        let row = NodeRow {
+            name: "n".into(),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            ..Default::default()
+        };
+        cluster.add(row, LinkProfile::NvlinkAll).unwrap();
+        let config = Config::embedded();
+        let profile = config.profile("default").unwrap();
+        let profile = crate::plugins::build_profile(profile, &config).unwrap();
+        let spec = Arc::new(cluster.build());
+        let mut scheduler = Scheduler::new(profile, Box::new(InstantBinder), spec);
+        let submit = |scheduler: &mut Scheduler, id: u32| {
+            scheduler.submit(Job {
+                id: JobId(id),
+                name: format!("job-{id}"),
+                tenant: TenantId(0),
+                priority: 0,
+                kind: JobKind::Train,
+                pools: Vec::new(),
+                pods: vec![PodRequest::gpus(GpuRequest::Whole(8))],
+                submit_ms: 0,
+                duration_ms: None,
+                topology: None,
+                constraints: Vec::new(),
+                pod_rules: None,
+                may_preempt: true,
+            });
+        };
+        submit(&mut scheduler, 0);
+        let mut series = TenantSeries::new(1, 0, 10_000);
+        series.observe(0, &scheduler);
+        submit(&mut scheduler, 1);
+        submit(&mut scheduler, 2);
+        series.observe(20_000, &scheduler);
+        let report = &series.report(&scheduler)[0];
+        assert_eq!((report.pending_mean, report.pending_max), (1.0, 1));
     }
 }
