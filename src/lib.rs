@@ -38,21 +38,8 @@
 //! let profile = kant::plugins::build_profile(config.profile("default").unwrap(), &config)
 //!     .unwrap();
 //! let mut scheduler = Scheduler::new(profile, Box::new(BindAtOnce), Arc::new(cluster.build()));
-//! scheduler.submit(Job {
-//!     id: JobId(0),
-//!     name: "train".into(),
-//!     tenant: TenantId(0),
-//!     priority: 0,
-//!     kind: JobKind::Train,
-//!     pools: vec![],
-//!     pods: vec![PodRequest::gpus(GpuRequest::parse("8").unwrap()); 2],
-//!     submit_ms: 0,
-//!     duration_ms: None,
-//!     topology: None,
-//!     constraints: Vec::new(),
-//!     pod_rules: None,
-//!     may_preempt: true,
-//! });
+//! let pods = vec![PodRequest::gpus(GpuRequest::parse("8").unwrap()); 2];
+//! scheduler.submit(Job::new(JobId(0), pods));
 //! let decisions = scheduler.schedule(0);
 //! assert!(matches!(&decisions[..], [Decision::Placed { plan, .. }] if plan.pods.len() == 2));
 //! assert_eq!(scheduler.state().total().free_gpus, 0);

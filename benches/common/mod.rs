@@ -15,8 +15,8 @@ use kant::framework::{
     Bind, Decision, JobPlan, Plugin, Profile, Scheduler, SearchMode, SearchOptions, Status,
 };
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, GroupId, Job, JobId, JobKind, LeafPath,
-    LinkProfile, NodeRow, PodRequest, TenantId,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, GroupId, Job, JobId, LeafPath, LinkProfile,
+    NodeRow, PodRequest,
 };
 
 pub const GPUS_PER_NODE: usize = 8;
@@ -91,19 +91,11 @@ pub fn scheduler(profile: &Profile, spec: &Arc<ClusterSpec>) -> Scheduler {
 /// A job of `pods` pods of `gpus` whole GPUs each.
 pub fn job(id: u32, pods: usize, gpus: u32) -> Job {
     Job {
-        id: JobId(id),
-        name: format!("job-{id}"),
-        tenant: TenantId(0),
-        priority: 0,
-        kind: JobKind::Train,
-        pools: Vec::new(),
-        pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods],
         submit_ms: u64::from(id),
-        duration_ms: None,
-        topology: None,
-        constraints: Vec::new(),
-        pod_rules: None,
-        may_preempt: true,
+        ..Job::new(
+            JobId(id),
+            vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods],
+        )
     }
 }
 

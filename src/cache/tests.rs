@@ -196,7 +196,7 @@ fn unhealthy_device_takes_no_new_pod_and_keeps_its_own() {
 
 #[test]
 fn extended_resources_are_held_from_record_to_the_last_placement() {
-    use crate::model::{JobKind, NodeConstraints, PodRequest, TenantId};
+    use crate::model::{NodeConstraints, PodRequest};
     let hca = |n: u64| ExtendedResources::from([("rdma/hca".to_owned(), n)]);
     let asking = |n: u64| {
         Arc::new(NodeConstraints {
@@ -205,20 +205,10 @@ fn extended_resources_are_held_from_record_to_the_last_placement() {
         })
     };
     // Pods 0 and 1 ask for 2 each, pod 2 for 1.
+    let pods = vec![PodRequest::gpus(crate::model::GpuRequest::Whole(1)); 3];
     let job = Job {
-        id: JobId(1),
-        name: "j".into(),
-        tenant: TenantId(0),
-        priority: 0,
-        kind: JobKind::Train,
-        pools: Vec::new(),
-        pods: vec![PodRequest::gpus(crate::model::GpuRequest::Whole(1)); 3],
-        submit_ms: 0,
-        duration_ms: None,
-        topology: None,
         constraints: vec![Some(asking(2)), Some(asking(2)), Some(asking(1))],
-        pod_rules: None,
-        may_preempt: true,
+        ..Job::new(JobId(1), pods)
     };
     let mut state = ClusterState::new(cluster(&[(8, None), (8, None)]));
     // Placed before the job is recorded: accounted when it is.

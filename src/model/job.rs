@@ -159,6 +159,27 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job of these pods named `job-{id}`, with everything else plain: the default
+    /// tenant, priority 0, training, any GPU model, submitted at time 0, its run time
+    /// unknown, no topology need, no rules, free to preempt.
+    pub fn new(id: JobId, pods: Vec<PodRequest>) -> Self {
+        Self {
+            id,
+            name: format!("job-{}", id.0),
+            tenant: TenantId(0),
+            priority: 0,
+            kind: JobKind::Train,
+            pools: Vec::new(),
+            pods,
+            submit_ms: 0,
+            duration_ms: None,
+            topology: None,
+            constraints: Vec::new(),
+            pod_rules: None,
+            may_preempt: true,
+        }
+    }
+
     /// Milli-GPUs of the whole job.
     pub fn total_milli(&self) -> u64 {
         self.pods.iter().map(|p| p.gpu.milli()).sum()
@@ -355,21 +376,10 @@ mod tests {
     use super::*;
 
     fn job_of(pods: &[GpuRequest]) -> Job {
-        Job {
-            id: JobId(0),
-            name: "job".into(),
-            tenant: TenantId(0),
-            priority: 0,
-            kind: JobKind::Train,
-            pools: Vec::new(),
-            pods: pods.iter().map(|&g| PodRequest::gpus(g)).collect(),
-            submit_ms: 0,
-            duration_ms: None,
-            topology: None,
-            constraints: Vec::new(),
-            pod_rules: None,
-            may_preempt: true,
-        }
+        Job::new(
+            JobId(0),
+            pods.iter().map(|&g| PodRequest::gpus(g)).collect(),
+        )
     }
 
     /// Node sizes from `(gpus, nodes)` pairs.

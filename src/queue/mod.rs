@@ -502,25 +502,14 @@ mod tests {
 
     use super::*;
     use crate::config::SizeOrder;
-    use crate::model::{GpuRequest, JobKind, PodRequest, TenantId};
+    use crate::model::{GpuRequest, PodRequest};
     use crate::plugins::PrioritySort;
 
     /// A job of `pods` pods of `gpu` each, submitted at `id` ms.
     fn job(id: u32, pods: usize, gpu: GpuRequest) -> Arc<Job> {
         Arc::new(Job {
-            id: JobId(id),
-            name: format!("job-{id}"),
-            tenant: TenantId(0),
-            priority: 0,
-            kind: JobKind::Train,
-            pools: Vec::new(),
-            pods: vec![PodRequest::gpus(gpu); pods],
             submit_ms: u64::from(id),
-            duration_ms: None,
-            topology: None,
-            constraints: Vec::new(),
-            pod_rules: None,
-            may_preempt: true,
+            ..Job::new(JobId(id), vec![PodRequest::gpus(gpu); pods])
         })
     }
 

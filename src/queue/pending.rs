@@ -421,7 +421,7 @@ mod tests {
 
     use super::*;
     use crate::config::SizeOrder;
-    use crate::model::{GpuRequest, JobKind, PodRequest, PoolId, TenantId};
+    use crate::model::{GpuRequest, PodRequest, PoolId};
     use crate::plugins::PrioritySort;
 
     fn job(id: u32, priority: i32, gpus: u32) -> Arc<Job> {
@@ -429,20 +429,10 @@ mod tests {
     }
 
     fn gang(id: u32, priority: i32, pods: usize, gpus: u32) -> Arc<Job> {
+        let pods = vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods];
         Arc::new(Job {
-            id: JobId(id),
-            name: format!("job-{id}"),
-            tenant: TenantId(0),
             priority,
-            kind: JobKind::Train,
-            pools: Vec::new(),
-            pods: vec![PodRequest::gpus(GpuRequest::Whole(gpus)); pods],
-            submit_ms: 0,
-            duration_ms: None,
-            topology: None,
-            constraints: Vec::new(),
-            pod_rules: None,
-            may_preempt: true,
+            ..Job::new(JobId(id), pods)
         })
     }
 

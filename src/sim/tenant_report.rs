@@ -109,8 +109,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::model::{
-        ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LinkProfile, NodeRow, PodRequest,
-        TenantId,
+        ClusterSpecBuilder, GpuRequest, Job, JobId, LinkProfile, NodeRow, PodRequest,
     };
     use crate::sim::engine::InstantBinder;
 
@@ -132,21 +131,8 @@ mod tests {
         let spec = Arc::new(cluster.build());
         let mut scheduler = Scheduler::new(profile, Box::new(InstantBinder), spec);
         let submit = |scheduler: &mut Scheduler, id: u32| {
-            scheduler.submit(Job {
-                id: JobId(id),
-                name: format!("job-{id}"),
-                tenant: TenantId(0),
-                priority: 0,
-                kind: JobKind::Train,
-                pools: Vec::new(),
-                pods: vec![PodRequest::gpus(GpuRequest::Whole(8))],
-                submit_ms: 0,
-                duration_ms: None,
-                topology: None,
-                constraints: Vec::new(),
-                pod_rules: None,
-                may_preempt: true,
-            });
+            let pods = vec![PodRequest::gpus(GpuRequest::Whole(8))];
+            scheduler.submit(Job::new(JobId(id), pods));
         };
         submit(&mut scheduler, 0);
         let mut series = TenantSeries::new(1, 0, 10_000);

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use kant::config::Config;
 use kant::framework::{Bind, JobPlan, Plugin, Profile, Scheduler, SearchMode, Status};
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, LinkProfile,
-    NodeRow, PodRequest, PoolId, TenantId,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, LeafPath, LinkProfile, NodeRow,
+    PodRequest, PoolId,
 };
 use kant::queue::QueueingPolicy;
 
@@ -53,19 +53,11 @@ pub fn fabric(
 
 pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64) -> Job {
     Job {
-        id: JobId(id),
-        name: format!("job-{id}"),
-        tenant: TenantId(0),
         priority,
-        kind: JobKind::Train,
         pools: vec![PoolId(0)],
-        pods: vec![PodRequest::gpus(gpus); pods],
         submit_ms: submit_s * 1000,
         duration_ms: Some(3_600_000),
-        topology: None,
-        constraints: Vec::new(),
-        pod_rules: None,
-        may_preempt: true,
+        ..Job::new(JobId(id), vec![PodRequest::gpus(gpus); pods])
     }
 }
 
