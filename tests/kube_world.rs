@@ -704,10 +704,44 @@ fn a_shard_reports_only_its_own_groups_and_gpu_models() {
 
 /// A replica of the H100 shard, without `--default-shard`.
 fn h100_shard() -> WorldOptions {
+    shard_of("H100")
+}
+
+/// A replica of the shard of `model`, without `--default-shard`.
+fn shard_of(model: &str) -> WorldOptions {
     WorldOptions {
-        shard_models: vec!["H100".into()],
+        shard_models: vec![model.into()],
         default_shard: false,
         ..WorldOptions::default()
+    }
+}
+
+/// A pod that accepts the GPU models of two shards is placed by one: the shard of the
+/// first model it names that a node carries.
+#[test]
+fn a_pod_naming_two_shards_models_is_placed_by_one() {
+    let either = |models: [&str; 3]| {
+        let term = json!({"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": models}]});
+        let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [term]}}});
+        pod("either", 4, json!({"spec": {"affinity": affinity}}))
+    };
+    let nodes = [node("h1", 8), a100_node("a1", 8)];
+    // B200 comes first, but no node carries it: A100 is the first that counts.
+    for (models, placer) in [
+        (["A100", "H100", "B200"], "a1"),
+        (["B200", "H100", "A100"], "h1"),
+        (["B200", "A100", "H100"], "a1"),
+    ] {
+        let mut bound = Vec::new();
+        for shard in ["H100", "A100"] {
+            let mut w = sync(world_with(&plain(), shard_of(shard)), &nodes, &[]);
+            apply_pod(&mut w, &either(models), T0);
+            w.round(T0);
+            bound.extend(binds(&w.take_outputs()).into_iter().map(|b| b.node));
+        }
+        assert_eq!(bound, [placer], "{models:?}");
     }
 }
 

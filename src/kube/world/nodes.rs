@@ -23,8 +23,8 @@ use super::{World, WorldOptions};
 enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
-    /// Of another shard's GPU model.
-    OtherShard,
+    /// Of another shard's GPU model: this one.
+    OtherShard(Option<String>),
     /// Its description is invalid: the reason, logged once.
     Invalid(String),
 }
@@ -36,6 +36,9 @@ pub(super) struct Nodes {
     models: Vec<Option<String>>,
     /// The pool id of each model in `models`.
     pool_of: HashMap<Option<String>, PoolId>,
+    /// How many valid nodes of the cluster, this shard's or another's, carry each GPU
+    /// model.
+    carried: HashMap<String, u32>,
     dirty: bool,
 }
 
@@ -46,6 +49,7 @@ impl Nodes {
             known: BTreeMap::new(),
             models: Vec::new(),
             pool_of: HashMap::new(),
+            carried: HashMap::new(),
             dirty: false,
         }
     }
@@ -57,9 +61,11 @@ impl Nodes {
         let (applied, gone) = change.split(name, self.known.keys().cloned());
         let mut left_other_shards = Vec::new();
         for key in gone {
-            match self.known.remove(&key) {
+            let entry = self.known.remove(&key);
+            self.count_model(entry.as_ref(), -1);
+            match entry {
                 Some(NodeEntry::Usable(_)) => self.dirty = true,
-                Some(NodeEntry::OtherShard) => left_other_shards.push(key),
+                Some(NodeEntry::OtherShard(_)) => left_other_shards.push(key),
                 _ => {}
             }
         }
@@ -68,14 +74,14 @@ impl Nodes {
                 Ok(facts) if options.owns_model(facts.row.gpu_model.as_deref()) => {
                     NodeEntry::Usable(Box::new(facts))
                 }
-                Ok(_) => NodeEntry::OtherShard,
+                Ok(facts) => NodeEntry::OtherShard(facts.row.gpu_model),
                 Err(e) => NodeEntry::Invalid(e.to_string()),
             };
             let key = name(&node);
             let changed = match (self.known.get(&key), &entry) {
                 (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
                 (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
-                (Some(NodeEntry::OtherShard), NodeEntry::OtherShard) => false,
+                (Some(NodeEntry::OtherShard(old)), NodeEntry::OtherShard(new)) => old != new,
                 _ => true,
             };
             if !changed {
@@ -86,13 +92,37 @@ impl Nodes {
             }
             let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
             self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
-            let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard));
-            if was_other_shards && !matches!(entry, NodeEntry::OtherShard) {
+            let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard(_)));
+            if was_other_shards && !matches!(entry, NodeEntry::OtherShard(_)) {
                 left_other_shards.push(key.clone());
             }
-            self.known.insert(key, entry);
+            self.count_model(Some(&entry), 1);
+            let old = self.known.insert(key, entry);
+            self.count_model(old.as_ref(), -1);
         }
         left_other_shards
+    }
+
+    /// Counts (`by` 1) or uncounts (`by` -1) a node's GPU model in `carried`.
+    fn count_model(&mut self, entry: Option<&NodeEntry>, by: i32) {
+        let model = match entry {
+            Some(NodeEntry::Usable(facts)) => facts.row.gpu_model.as_ref(),
+            Some(NodeEntry::OtherShard(model)) => model.as_ref(),
+            _ => None,
+        };
+        let Some(model) = model else {
+            return;
+        };
+        let count = self.carried.entry(model.clone()).or_insert(0);
+        *count = count.saturating_add_signed(by);
+        if *count == 0 {
+            self.carried.remove(model);
+        }
+    }
+
+    /// Whether some valid node of the cluster, this shard's or another's, carries `model`.
+    pub fn carries(&self, model: &str) -> bool {
+        self.carried.contains_key(model)
     }
 
     /// The pool of a GPU model (`None`: CPU-only), registered if new: a pool with no node
@@ -169,7 +199,7 @@ impl Nodes {
     pub fn is_ours(&self, node: &str) -> Option<bool> {
         match self.known.get(node)? {
             NodeEntry::Usable(_) => Some(true),
-            NodeEntry::OtherShard => Some(false),
+            NodeEntry::OtherShard(_) => Some(false),
             NodeEntry::Invalid(_) => None,
         }
     }

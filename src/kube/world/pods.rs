@@ -956,16 +956,17 @@ impl World {
             .is_some_and(|(facts, _)| self.in_shard(facts))
     }
 
-    /// Whether the pod's GPU models are this replica's (a pod naming several takes those
-    /// of this shard).
+    /// Whether the pod is this replica's. A pod naming several GPU models is the shard's
+    /// of the first it names that a node of the cluster carries (else of the first it
+    /// names), so that one shard places it, on the models of that shard it names.
     fn in_shard(&self, facts: &PodFacts) -> bool {
-        if facts.gpu_models.is_empty() {
+        let Some(first) = facts.gpu_models.first() else {
             return self.options.default_shard;
-        }
-        facts
-            .gpu_models
-            .iter()
-            .any(|m| self.options.owns_model(Some(m)))
+        };
+        let owner = (facts.gpu_models.iter())
+            .find(|m| self.nodes.carries(m))
+            .unwrap_or(first);
+        self.options.owns_model(Some(owner))
     }
 
     /// Forms jobs of the waiting pods: a lone pod at once, a PodGroup's members once
