@@ -598,6 +598,53 @@ fn a_deleted_queue_takes_its_waiting_pods_out_of_the_queues() {
     assert_eq!(messages(&out), ["waiting: queue team-a does not exist"]);
 }
 
+/// A Queue deleted and made again (a GitOps resync, `kubectl replace --force`) takes back
+/// its running jobs, counted in the default tenant meanwhile: its status shows them, and
+/// its quota holds them.
+#[test]
+fn a_queue_made_again_takes_back_its_running_jobs() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    let isolated = |uid: &str| {
+        let mut q = queue("team-a", 4);
+        q.spec.mode = kant::kube::crd::QueueMode::Isolated;
+        q.metadata.uid = Some(uid.into());
+        q
+    };
+    let labelled = |name: &str| {
+        let label = json!({"metadata": {"labels": {"kant.io/queue": "team-a"}}});
+        pod(name, 4, label)
+    };
+    world.apply(Input::Queue(Box::new(Event::Apply(isolated("a")))), T0);
+    place(&mut world, &labelled("first"), T0);
+    world.round(T0 + 1_000);
+    world.apply(
+        Input::Queue(Box::new(Event::Delete(isolated("a")))),
+        T0 + 1_001,
+    );
+    world.round(T0 + 1_001);
+    world.take_outputs();
+    // Made again before the next status refresh: the new object gets its status.
+    world.apply(
+        Input::Queue(Box::new(Event::Apply(isolated("b")))),
+        T0 + 1_002,
+    );
+    world.round(T0 + 2_000);
+    let out = world.take_outputs();
+    let allocated: Vec<_> = (out.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { name, status } if name == "team-a" => {
+                Some(status.allocated.get("H100").cloned())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(allocated, [Some("4".to_string())], "{out:?}");
+    apply_pod(&mut world, &labelled("second"), T0 + 3_000);
+    world.round(T0 + 3_000);
+    let out = world.take_outputs();
+    assert!(binds(&out).is_empty(), "past its isolated quota: {out:?}");
+}
+
 /// A launcher whose node selector matches no node of the job's GPU models keeps its gang
 /// waiting, and every member says why.
 #[test]

@@ -401,6 +401,23 @@ impl Scheduler {
         self.tenants = tenants;
     }
 
+    /// Charges a running job to another tenant from now on (a world that learns the job's
+    /// tenant anew: its Queue came back, or came to exist, after the job started).
+    pub fn move_running(&mut self, job: JobId, tenant: usize) {
+        let Some(running) = self.running.get_mut(&job) else {
+            return;
+        };
+        if tenant >= self.tenants.len() || running.tenant == tenant {
+            return;
+        }
+        for &(pool, milli) in &running.pools {
+            self.tenants.charge(running.tenant, pool, -(milli as i64));
+            self.tenants.charge(tenant, pool, milli as i64);
+        }
+        running.tenant = tenant;
+        self.queues.forget_failures();
+    }
+
     /// A new job enters its tenant's queue.
     pub fn submit(&mut self, job: Job) {
         let tenant = self.tenant_of(&job);

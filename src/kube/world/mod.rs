@@ -461,6 +461,19 @@ impl World {
             Ok(tenants) => self.scheduler.set_tenants(tenants),
             Err(e) => tracing::warn!("queues: {e}"),
         }
+        // Running jobs are charged to their Queue whenever it exists: one that started
+        // before it, or ran on through its deletion (counted in the default tenant
+        // meanwhile), goes back to it.
+        let moves: Vec<(JobId, usize)> = (self.pods.jobs.iter())
+            .filter_map(|(&id, entry)| {
+                let now = self.scheduler.running().get(&id)?.tenant;
+                let wanted = self.tenant_of(entry.queue.as_deref()).index();
+                (wanted != now).then_some((id, wanted))
+            })
+            .collect();
+        for (job, tenant) in moves {
+            self.scheduler.move_running(job, tenant);
+        }
         // Queued jobs of a Queue that is gone (or no longer valid) leave the queues: their
         // pods wait for it again. Running jobs run on, counted in the default tenant.
         let tenants = self.scheduler.tenants();

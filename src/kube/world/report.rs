@@ -24,7 +24,9 @@ pub(super) struct Reporter {
     diagnosed: HashMap<JobId, u64>,
     /// Each PodGroup's status as last written, with the object's uid.
     groups: HashMap<GroupKey, (String, PodGroupStatus)>,
-    queues: HashMap<String, QueueStatus>,
+    /// Each Queue's status as last written, with the object's uid (one made again under
+    /// its name has none yet).
+    queues: HashMap<String, (String, QueueStatus)>,
     last_refresh_ms: Option<u64>,
 }
 
@@ -315,9 +317,10 @@ impl World {
         for tenant in 0..tenants.len() {
             let name = tenants.name(tenant).to_owned();
             depths.push((name.clone(), self.scheduler.pending_of(tenant) as u64));
-            if !self.queues.contains_key(&name) {
+            let Some(queue) = self.queues.get(&name) else {
                 continue;
-            }
+            };
+            let uid = queue.metadata.uid.clone().unwrap_or_default();
             let mut allocated = BTreeMap::new();
             let mut borrowed = BTreeMap::new();
             for (index, pool) in spec.pools.iter().enumerate() {
@@ -339,8 +342,9 @@ impl World {
                 running: running.get(&tenant).copied().unwrap_or(0),
                 ..QueueStatus::default()
             };
-            if self.reporter.queues.get(&name) != Some(&status) {
-                self.reporter.queues.insert(name.clone(), status.clone());
+            let written = self.reporter.queues.get(&name);
+            if written.is_none_or(|(of, last)| *of != uid || *last != status) {
+                (self.reporter.queues).insert(name.clone(), (uid, status.clone()));
                 self.outputs.push(Output::QueueStatus { name, status });
             }
         }
