@@ -251,7 +251,7 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         superspine: args.superspine_label,
         hbd: args.hbd_label,
     };
-    options.shard = args.shard;
+    options.world.shard = args.shard;
     options.lease_namespace = args.lease_namespace;
     if let Some(identity) = args.identity {
         options.identity = identity;

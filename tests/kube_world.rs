@@ -754,13 +754,74 @@ fn h100_shard() -> WorldOptions {
     shard_of("H100")
 }
 
-/// A replica of the shard of `model`, without `--default-shard`.
+/// A replica of the shard of `model` (named after it), without `--default-shard`.
 fn shard_of(model: &str) -> WorldOptions {
     WorldOptions {
+        shard: model.to_lowercase(),
         shard_models: vec![model.into()],
         default_shard: false,
         ..WorldOptions::default()
     }
+}
+
+/// Each shard counts a Queue's jobs of its own GPU models under its name, and writes the
+/// totals from the other shards' counts as the Queue shows them: whatever order the
+/// writes land in, the totals settle on the sum.
+#[test]
+fn shards_count_a_queues_jobs_apart_and_settle_on_the_sum() {
+    let nodes = [node("h1", 8), a100_node("a1", 8)];
+    let mut team: serde_json::Value = serde_json::to_value(queue("team", 8)).unwrap();
+    merge(&mut team, json!({"spec": {"quota": {"A100": 8}}}));
+    let of = |model: &str| {
+        let labels = json!({"kant.io/queue": "team"});
+        let spec = json!({"nodeSelector": {"nvidia.com/gpu.product": model}});
+        move |name: &str| {
+            pod(
+                name,
+                8,
+                json!({"metadata": {"labels": labels}, "spec": spec}),
+            )
+        }
+    };
+    let mut shards =
+        [("H100", vec!["h-run"]), ("A100", vec!["a-run", "a-wait"])].map(|(model, pods)| {
+            let mut w = sync(world_with(&plain(), shard_of(model)), &nodes, &[]);
+            let team: kant::kube::crd::Queue = serde_json::from_value(team.clone()).unwrap();
+            w.apply(Input::Queue(Box::new(Event::Apply(team))), T0);
+            for name in pods {
+                apply_pod(&mut w, &of(model)(name), T0);
+            }
+            w
+        });
+    // The API server's Queue: every status write merged in, each then seen by both.
+    let mut now = T0;
+    for _ in 0..3 {
+        now += 1_000;
+        for w in shards.iter_mut() {
+            w.round(now);
+            for output in w.take_outputs() {
+                if let Output::QueueStatus { status, .. } = output {
+                    merge(&mut team, json!({"status": status}));
+                }
+            }
+        }
+        for w in shards.iter_mut() {
+            let seen: kant::kube::crd::Queue = serde_json::from_value(team.clone()).unwrap();
+            w.apply(Input::Queue(Box::new(Event::Apply(seen))), now);
+        }
+    }
+    let status = &team["status"];
+    assert_eq!(
+        (&status["pending"], &status["running"]),
+        (&json!(1), &json!(2)),
+        "{status}"
+    );
+    assert_eq!(
+        status["shards"],
+        json!({"h100": {"pending": 0, "running": 1},
+                                        "a100": {"pending": 1, "running": 1}})
+    );
+    assert_eq!(status["allocated"], json!({"H100": "8", "A100": "8"}));
 }
 
 /// A pod that accepts the GPU models of two shards is placed by one: the shard of the

@@ -222,15 +222,30 @@ pub struct QueueStatus {
     /// model, as an exact decimal count of GPUs.
     #[serde(default)]
     pub borrowed: BTreeMap<String, String>,
-    /// Jobs of the queue waiting to be placed.
+    /// Jobs of the queue waiting to be placed (in a sharded deployment, the sum of
+    /// `shards`).
     #[serde(default)]
     pub pending: i64,
-    /// Jobs of the queue placed and not finished.
+    /// Jobs of the queue placed and not finished (in a sharded deployment, the sum of
+    /// `shards`).
     #[serde(default)]
     pub running: i64,
+    /// In a sharded deployment, the jobs each shard counts, by shard name: each shard
+    /// sees only the jobs of its GPU models.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shards: BTreeMap<String, ShardJobs>,
     /// Standard conditions of the queue, when any are reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+}
+
+/// A queue's jobs as one shard counts them.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+pub struct ShardJobs {
+    #[serde(default)]
+    pub pending: i64,
+    #[serde(default)]
+    pub running: i64,
 }
 
 // ---------------------------------------------------------------------------------------

@@ -36,8 +36,6 @@ pub struct RunOptions {
     /// The profile to run; `None`: the configuration's default.
     pub profile: Option<String>,
     pub world: WorldOptions,
-    /// This replica's shard: its leader election's Lease is `kant-scheduler-<shard>`.
-    pub shard: String,
     pub lease_namespace: String,
     /// This replica's identity in the Lease (its pod name).
     pub identity: String,
@@ -81,7 +79,6 @@ impl RunOptions {
             config,
             profile: None,
             world: WorldOptions::default(),
-            shard: "all".into(),
             lease_namespace: "kube-system".into(),
             identity: unique_identity(),
             leader_election: true,
@@ -264,7 +261,7 @@ fn elect(
     health: Health,
     lost: tokio::sync::oneshot::Sender<String>,
 ) -> Election {
-    let name = format!("kant-scheduler-{}", options.shard);
+    let name = format!("kant-scheduler-{}", options.world.shard);
     let leases: Api<Lease> = Api::namespaced(client, &options.lease_namespace);
     let mut elector = Elector::new(leases, name, options.identity.clone());
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();

@@ -44,6 +44,9 @@ use resync::{Change, Resync};
 pub struct WorldOptions {
     /// Pods opt in with this `spec.schedulerName`.
     pub scheduler_name: String,
+    /// This replica's shard: its leader election's Lease is `kant-scheduler-<shard>`, and
+    /// a Queue's status counts its jobs under this name.
+    pub shard: String,
     /// The GPU models (node pools) this replica schedules; empty: every model.
     pub shard_models: Vec<String>,
     /// Whether this replica also takes pods that name no GPU model, and CPU-only nodes.
@@ -60,6 +63,7 @@ impl Default for WorldOptions {
     fn default() -> Self {
         Self {
             scheduler_name: "kant-scheduler".into(),
+            shard: "all".into(),
             shard_models: Vec::new(),
             default_shard: true,
             topology_keys: TopologyKeys::default(),

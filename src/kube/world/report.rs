@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{JobId, MILLI_PER_GPU};
 
-use super::super::crd::{PodGroupPhase, PodGroupStatus, QueueStatus};
+use super::super::crd::{PodGroupPhase, PodGroupStatus, Queue, QueueStatus, ShardJobs};
 use super::pods::{GroupKey, Hold, JobPhase, PodRef, PodState};
 use super::{Output, Unwritten, World};
 
@@ -335,13 +335,11 @@ impl World {
                 allocated.insert(model.clone(), gpus(tenants.used(tenant, pool_id)));
                 borrowed.insert(model.clone(), gpus(tenants.borrowed(tenant, pool_id)));
             }
-            let status = QueueStatus {
-                allocated,
-                borrowed,
+            let own = ShardJobs {
                 pending: self.scheduler.pending_of(tenant) as i64,
                 running: running.get(&tenant).copied().unwrap_or(0),
-                ..QueueStatus::default()
             };
+            let status = self.queue_status(queue, allocated, borrowed, own);
             let written = self.reporter.queues.get(&name);
             if written.is_none_or(|(of, last)| *of != uid || *last != status) {
                 (self.reporter.queues).insert(name.clone(), (uid, status.clone()));
@@ -353,6 +351,46 @@ impl World {
         self.reporter
             .queues
             .retain(|name, _| queues.contains_key(name));
+    }
+}
+
+impl World {
+    /// A Queue's status with this replica's figures. In a sharded deployment its job
+    /// counts go under its shard's name, and the totals add the other shards' counts as
+    /// the Queue last showed them: every shard that sees another's counts change writes
+    /// the totals again, so they settle on the sum.
+    fn queue_status(
+        &self,
+        queue: &Queue,
+        allocated: BTreeMap<String, String>,
+        borrowed: BTreeMap<String, String>,
+        own: ShardJobs,
+    ) -> QueueStatus {
+        if self.options.shard_models.is_empty() {
+            return QueueStatus {
+                allocated,
+                borrowed,
+                pending: own.pending,
+                running: own.running,
+                ..QueueStatus::default()
+            };
+        }
+        let shard = &self.options.shard;
+        let others = (queue.status.iter())
+            .flat_map(|s| &s.shards)
+            .filter(|(name, _)| *name != shard)
+            .map(|(_, jobs)| *jobs);
+        let (pending, running) = others.fold((own.pending, own.running), |(p, r), jobs| {
+            (p + jobs.pending, r + jobs.running)
+        });
+        QueueStatus {
+            allocated,
+            borrowed,
+            pending,
+            running,
+            shards: BTreeMap::from([(shard.clone(), own)]),
+            ..QueueStatus::default()
+        }
     }
 }
 
