@@ -420,6 +420,23 @@ async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
     kant.stop().await;
 }
 
+/// A replica that cannot read its Lease (no Role for leases) leads nothing and is not
+/// ready, so that a rollout of replicas that can never lead stops and shows why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_cannot_read_its_lease_is_not_ready() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    server.fail_next("get", "leases", Some("kube-system"), None, usize::MAX, 403);
+    let kant = Kant::start_with(&server, replica("replica-a")).await;
+    server.create(&gpu_pod("p", 2));
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert!(bound_pods(&server).is_empty());
+    let ready = http_get(kant.serving.health, "/readyz").await;
+    assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+    assert!(ready.contains("leadership undecided"), "{ready}");
+    kant.stop().await;
+}
+
 /// A replica of the `all` shard that elects its leader on the Lease in kube-system.
 fn replica(identity: &str) -> RunOptions {
     let mut options = RunOptions::new(Config::embedded());

@@ -268,10 +268,11 @@ fn elect(
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        health.set_leader(false);
         tracing::info!("standing by for lease {}", elector.name());
         // A Lease that cannot be read or written (no Role, no such namespace) is said once
-        // per distinct error: every replica would stand by for good.
+        // per distinct error: every replica would stand by for good. Until the Lease has
+        // been read once, leadership stays undecided and the replica is not ready, so
+        // that a rollout of replicas that can never lead stops.
         let mut last_failure = None;
         loop {
             tokio::select! {
@@ -280,7 +281,10 @@ fn elect(
             }
             match elector.try_acquire_or_renew().await {
                 Attempt::Holds => break,
-                Attempt::HeldByOther(_) => last_failure = None,
+                Attempt::HeldByOther(_) => {
+                    health.set_leader(false);
+                    last_failure = None;
+                }
                 Attempt::Failed(e) if last_failure.as_ref() != Some(&e) => {
                     tracing::warn!("lease {}: {e}; trying again", elector.name());
                     last_failure = Some(e);
