@@ -41,9 +41,10 @@
 //! GPU models: "primary" is the GPU pool with the most GPUs (`H100` in the default
 //! cluster), "secondary" the next (`A100`), "either" both. Train and dev jobs accept either
 //! model 15% of the time (never the jobs of 64 GPUs or more); otherwise they name the
-//! primary or the secondary pool in proportion to the pools' GPUs, so each pool is offered
-//! the same share of its capacity; a job larger than half the secondary pool names the
-//! primary. On another cluster: with a
+//! primary or the secondary pool in proportion to the pools' GPUs; a job larger than half
+//! the secondary pool names the primary, and nothing offsets those, so the primary pool
+//! is offered more of its capacity than the secondary (on the default cluster, 93% and 76%
+//! on average over seeds 1 to 30). On another cluster: with a
 //! single GPU pool every choice is that pool; train sizes larger than the primary pool are
 //! left out of the mix; gang pods hold at most as many GPUs as the primary pool's nodes
 //! (rounded down to a power of two); a secondary-pool job larger than that pool asks for
@@ -285,7 +286,7 @@ const TRAIN_SIZES: [(u32, f64); 11] = [
     (1024, 0.3),
 ];
 
-/// Train jobs of at least this many GPUs always ask for the primary pool.
+/// Train jobs of at least this many GPUs never accept either model: they name one pool.
 const LARGE_TRAIN_GPUS: u32 = 64;
 /// Train jobs of exactly this many GPUs prefer one scale-up domain (`preferred:hbd`) when
 /// the cluster has HBDs.
