@@ -235,7 +235,8 @@ impl Placement {
 
 impl ProfileConfig {
     /// The profile with its placement scorers replaced by `placement`'s, at the weight of
-    /// the first one replaced (1 if the profile had none).
+    /// the first one replaced (1 if the profile had none); its inference zone goes unless
+    /// `placement` is E-Spread, the one that uses it.
     pub fn with_placement(&self, placement: Placement) -> ProfileConfig {
         let is_placement = |p: &PluginConfig| Placement::ALL.iter().any(|s| s.plugin() == p.name());
         let weight = self
@@ -255,6 +256,8 @@ impl ProfileConfig {
         });
         ProfileConfig {
             plugins,
+            inference_zone: (self.inference_zone.clone())
+                .filter(|_| placement == Placement::ESpread),
             ..self.clone()
         }
     }
@@ -635,6 +638,30 @@ mod tests {
             err.starts_with("kant.yaml: profile p: unknown plugin `best-fit`"),
             "{err}"
         );
+    }
+
+    /// A list that could mean two things is refused rather than read one way: a plugin
+    /// twice (a scorer counted twice?), two device allocators (which one?), an inference
+    /// zone without the plugin that uses it.
+    #[test]
+    fn an_ambiguous_plugin_list_is_refused() {
+        let err = |plugins: &str, zone: &str| {
+            let text = format!("{}{zone}", with_plugins(plugins));
+            Config::parse("kant.yaml", &text).unwrap_err().to_string()
+        };
+        let twice = err("[priority-sort, gpu-devices, binpack, binpack]", "");
+        assert!(
+            twice.contains("profile p: `binpack` is listed twice"),
+            "{twice}"
+        );
+        let both = err("[priority-sort, gpu-devices, first-fit-devices]", "");
+        assert!(
+            both.contains("`gpu-devices` and `first-fit-devices` both assign GPU devices"),
+            "{both}"
+        );
+        let zone = "    inference_zone: {gpu_models: [H100]}\n";
+        let orphan = err("[priority-sort, gpu-devices, binpack]", zone);
+        assert!(orphan.contains("`inference_zone` is set but the profile has no `e-spread`"));
     }
 
     #[test]

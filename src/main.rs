@@ -50,11 +50,12 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// A kubeconfig file; otherwise the in-cluster configuration.
-    #[arg(long, value_name = "FILE", env = "KUBECONFIG")]
+    /// A kubeconfig file; otherwise `KUBECONFIG`, or else the in-cluster configuration.
+    #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
-    /// Configuration file (YAML); the embedded default otherwise.
-    #[arg(long, value_name = "FILE", env = "KANT_CONFIG")]
+    /// Configuration file (YAML); otherwise `KANT_CONFIG` when set and not empty, or
+    /// else the embedded default.
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Profile to run; the configuration's default_profile otherwise.
     #[arg(long, value_name = "NAME")]
@@ -83,9 +84,10 @@ struct RunArgs {
     /// Namespace of the shard's Lease.
     #[arg(long, value_name = "NS", default_value = "kube-system")]
     lease_namespace: String,
-    /// This replica's identity in the Lease (default: the host name and a random suffix,
-    /// unique per process, as client-go's leader election makes it).
-    #[arg(long, value_name = "ID", env = "POD_NAME")]
+    /// This replica's identity in the Lease (default: `POD_NAME` when set and not empty,
+    /// else the host name and a random suffix, unique per process, as client-go's leader
+    /// election makes it).
+    #[arg(long, value_name = "ID")]
     identity: Option<String>,
     /// Schedule at once, without leader election (a single replica).
     #[arg(long)]
@@ -133,9 +135,10 @@ struct SimulateArgs {
     /// Trace jobs.csv (with --nodes); without both, a synthetic workload.
     #[arg(long, value_name = "FILE", requires = "nodes")]
     jobs: Option<PathBuf>,
-    /// Seed of the synthetic workload.
-    #[arg(long, value_name = "N", default_value_t = 42)]
-    seed: u64,
+    /// Seed of the synthetic workload (default 42), and of the tenants
+    /// --synthetic-tenants gives a trace's jobs.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
     /// Number of jobs in the synthetic workload (default 4000, at most ten million);
     /// ignored, with a warning, for a trace.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
@@ -143,8 +146,9 @@ struct SimulateArgs {
     /// Divide inter-arrival times by X (2 doubles the offered load).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     load_factor: f64,
-    /// Configuration file (YAML); the embedded default otherwise.
-    #[arg(long, value_name = "FILE", env = "KANT_CONFIG")]
+    /// Configuration file (YAML); otherwise `KANT_CONFIG` when set and not empty, or
+    /// else the embedded default.
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Profile to run; the configuration's default_profile otherwise.
     #[arg(long, value_name = "NAME")]
@@ -198,25 +202,42 @@ fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `kant`, `kant config`: what the commands are.
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            // One line: clap's message up to its usage block, joined.
+            // One line: clap's message and tips up to its usage block, joined.
             let text = e.to_string();
             let message: Vec<&str> = text
                 .lines()
-                .take_while(|line| !line.trim().is_empty())
+                .take_while(|line| !line.starts_with("Usage:"))
                 .map(str::trim)
+                .filter(|line| !line.is_empty())
                 .collect();
             eprintln!("{}", message.join(" "));
             return ExitCode::from(2);
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run_scheduler(*args),
+        Command::Run(mut args) => {
+            args.config = args
+                .config
+                .or_else(|| env_value("KANT_CONFIG").map(PathBuf::from));
+            args.identity = args.identity.or_else(|| env_value("POD_NAME"));
+            run_scheduler(*args)
+        }
+        Command::Simulate(mut args) => {
+            args.config = args
+                .config
+                .or_else(|| env_value("KANT_CONFIG").map(PathBuf::from));
+            simulate(*args)
+        }
         Command::Crds => {
             print!("{}", kant::kube::crd::crd_manifests());
             Ok(())
         }
-        Command::Simulate(args) => simulate(*args),
         Command::Config {
             action: ConfigAction::Check { file },
         } => check_config(&file),
@@ -232,6 +253,15 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The seed of the synthetic workload and tenants when `--seed` is not given.
+const DEFAULT_SEED: u64 = 42;
+
+/// An environment variable that stands for an option not given: unset and empty alike
+/// mean nothing (`KANT_CONFIG=` in a manifest must not break every run).
+fn env_value(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
 }
 
 fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
@@ -361,11 +391,14 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     scale_arrivals(&mut workload, args.load_factor)
         .map_err(|e| input(format!("--load-factor {:?}: {e}", args.load_factor)))?;
     let synthetic_tenants = args.synthetic_tenants || args.nodes.is_none();
+    if args.synthetic_tenants && !config.tenants.is_empty() {
+        tracing::warn!("--synthetic-tenants is ignored: the configuration declares the tenants");
+    }
     let tenant_configs = if !config.tenants.is_empty() {
         config.tenants.clone()
     } else if synthetic_tenants {
         if args.nodes.is_some() {
-            assign_tenants(&mut workload, args.seed);
+            assign_tenants(&mut workload, args.seed.unwrap_or(DEFAULT_SEED));
         }
         default_tenants(&cluster)
     } else {
@@ -378,7 +411,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     };
     let tenants = Tenants::resolve(&tenant_configs, &cluster)
         .map_err(|e| input(format!("{declared_in}{e}")))?;
-    warn_unknown_tenants(&workload, &tenants);
+    warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
     let cluster = Arc::new(cluster);
 
     // Every output is opened before the replay, so that one that cannot be written fails at
@@ -498,7 +531,7 @@ fn warn_never_placed(run: &kant::sim::RunReport) {
 /// The tenants the workload's jobs name that the configuration does not declare, on
 /// standard error: their jobs go to the default tenant (the report counts them as
 /// `jobs_unknown_tenant`).
-fn warn_unknown_tenants(workload: &Workload, tenants: &Tenants) {
+fn warn_unknown_tenants(workload: &Workload, tenants: &Tenants, trace: bool) {
     let mut jobs_per_tenant = vec![0usize; workload.tenants.len()];
     for job in &workload.jobs {
         if let Some(count) = jobs_per_tenant.get_mut(job.tenant.index()) {
@@ -513,10 +546,14 @@ fn warn_unknown_tenants(workload: &Workload, tenants: &Tenants) {
         .map(|(name, jobs)| format!("`{name}` ({jobs})"))
         .collect();
     if !unknown.is_empty() {
+        let or = if trace {
+            ", or give the trace --synthetic-tenants and no `tenants:`"
+        } else {
+            ""
+        };
         tracing::warn!(
             "jobs name tenants the configuration does not declare: {}; they go to the \
-             `{DEFAULT_TENANT}` tenant (declare the tenants under `tenants:` in --config, or \
-             give the trace --synthetic-tenants)",
+             `{DEFAULT_TENANT}` tenant (declare the tenants under `tenants:` in --config{or})",
             unknown.join(", ")
         );
     }
@@ -540,6 +577,12 @@ fn load_workload(
             if args.synthetic_jobs.is_some() {
                 tracing::warn!("--synthetic-jobs is ignored: the jobs are those of the trace");
             }
+            if args.seed.is_some() && !args.synthetic_tenants {
+                tracing::warn!(
+                    "--seed is ignored: it seeds the synthetic workload, and a trace's \
+                     tenants only with --synthetic-tenants"
+                );
+            }
             let input = |e: kant::sim::TraceError| Failure::Input(e.to_string());
             let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
             let workload = trace::read_jobs(jobs, &cluster, &options).map_err(input)?;
@@ -549,12 +592,15 @@ fn load_workload(
             let cluster = default_cluster();
             let defaults = SyntheticOptions::default();
             let synthetic = SyntheticOptions {
-                seed: args.seed,
+                seed: args.seed.unwrap_or(DEFAULT_SEED),
                 jobs: args.synthetic_jobs.map_or(defaults.jobs, |n| n as usize),
                 ..defaults
             };
             let workload = generate_workload(&cluster, &synthetic);
-            let source = format!("embedded default (seed {})", args.seed);
+            let source = format!(
+                "embedded default (seed {})",
+                args.seed.unwrap_or(DEFAULT_SEED)
+            );
             Ok((cluster, workload, source))
         }
     }

@@ -575,6 +575,8 @@ fn an_ignored_column_or_flag_is_warned_of() {
         "none",
         "--synthetic-jobs",
         "10",
+        "--seed",
+        "7",
     ];
     let output = kant(&args);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -584,6 +586,7 @@ fn an_ignored_column_or_flag_is_warned_of() {
         "{stderr}"
     );
     assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
+    assert!(stderr.contains("--seed is ignored"), "{stderr}");
     // j2 names `team-a`, which no configuration declares: it runs as the default tenant's,
     // and both the warning and the report say so.
     assert!(
@@ -597,6 +600,33 @@ fn an_ignored_column_or_flag_is_warned_of() {
         ),
         "{stdout}"
     );
+}
+
+/// What a user types first: no command shows the commands; a misspelt one keeps clap's
+/// tip; an empty `KANT_CONFIG` (a manifest's placeholder) means no configuration file.
+#[test]
+fn the_command_line_helps_and_an_empty_variable_means_unset() {
+    let bare = kant(&[]);
+    let stderr = String::from_utf8_lossy(&bare.stderr);
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(
+        stderr.contains("Commands:") && stderr.contains("simulate"),
+        "{stderr}"
+    );
+    let misspelt = kant(&["config", "chek", "x.yaml"]);
+    let stderr = String::from_utf8_lossy(&misspelt.stderr);
+    assert_eq!(misspelt.status.code(), Some(2));
+    assert!(
+        stderr.contains("a similar subcommand exists: 'check'"),
+        "{stderr}"
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_kant"))
+        .args(["simulate", "--synthetic-jobs", "10", "--baseline", "none"])
+        .env("KANT_CONFIG", "")
+        .output()
+        .expect("the kant binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
 }
 
 #[test]

@@ -88,9 +88,14 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
         post_filters: Vec::new(),
     };
     let mut has_allocator = false;
+    let mut listed: Vec<&str> = Vec::new();
     for plugin in &config.plugins {
         let name = plugin.name();
         let weight = plugin.weight();
+        if listed.contains(&name) {
+            return Err(error(format!("`{name}` is listed twice")));
+        }
+        listed.push(name);
         if let Some(w) = weight.filter(|w| *w < 0) {
             return Err(error(format!("weight {w} of `{name}` is negative")));
         }
@@ -140,6 +145,12 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 let p = Arc::new(ResourceFit);
                 profile.pre_filters.push(p.clone());
                 profile.filters.push(p);
+            }
+            "gpu-devices" | "first-fit-devices" if has_allocator => {
+                return Err(error(
+                    "`gpu-devices` and `first-fit-devices` both assign GPU devices: keep one"
+                        .into(),
+                ));
             }
             "gpu-devices" => {
                 let p = Arc::new(GpuDevices);
@@ -191,6 +202,11 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
     if !has_allocator {
         return Err(error(
             "no plugin assigns GPU devices: enable `gpu-devices` or `first-fit-devices`".into(),
+        ));
+    }
+    if config.inference_zone.is_some() && !listed.contains(&"e-spread") {
+        return Err(error(
+            "`inference_zone` is set but the profile has no `e-spread` plugin to use it".into(),
         ));
     }
     profile.queue_sort =
