@@ -336,7 +336,7 @@ impl PluginConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinksConfig {
     pub default: LinkProfile,

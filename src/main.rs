@@ -585,10 +585,28 @@ fn load_workload(
             }
             let input = |e: kant::sim::TraceError| Failure::Input(e.to_string());
             let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
+            let models: Vec<&String> = (config.links.by_model.keys())
+                .chain(config.links.topologies.keys())
+                .collect();
+            for model in models {
+                if cluster.pool_of_model(Some(model)).is_none() {
+                    tracing::warn!(
+                        "the configuration's links name GPU model `{model}`, which no node of \
+                         {} has",
+                        nodes.display()
+                    );
+                }
+            }
             let workload = trace::read_jobs(jobs, &cluster, &options).map_err(input)?;
             Ok((cluster, workload, format!("trace {}", jobs.display())))
         }
         _ => {
+            if args.config.is_some() && config.links != Config::embedded().links {
+                tracing::warn!(
+                    "the configuration's links are for trace nodes: the embedded default \
+                     cluster's layouts are its own (H100 NVSwitch, A100 NVLink pairs)"
+                );
+            }
             let cluster = default_cluster();
             let defaults = SyntheticOptions::default();
             let synthetic = SyntheticOptions {

@@ -565,6 +565,9 @@ fn an_ignored_column_or_flag_is_warned_of() {
             .replace(",ss,\n", ",ss,,r1\n"),
     );
     let jobs = write(dir.path(), "jobs.csv", JOBS);
+    // A GPU model misspelt in the links: no node has it.
+    let typo = kant::config::DEFAULT_CONFIG.replace("A100: nvlink-pairs", "A10O: pcie");
+    let config = write(dir.path(), "typo.yaml", &typo);
     let args = [
         "simulate",
         "--nodes",
@@ -577,6 +580,8 @@ fn an_ignored_column_or_flag_is_warned_of() {
         "10",
         "--seed",
         "7",
+        "--config",
+        &config,
     ];
     let output = kant(&args);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -587,6 +592,10 @@ fn an_ignored_column_or_flag_is_warned_of() {
     );
     assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
     assert!(stderr.contains("--seed is ignored"), "{stderr}");
+    assert!(
+        stderr.contains("links name GPU model `A10O`, which no node of"),
+        "{stderr}"
+    );
     // j2 names `team-a`, which no configuration declares: it runs as the default tenant's,
     // and both the warning and the report say so.
     assert!(
@@ -599,6 +608,13 @@ fn an_ignored_column_or_flag_is_warned_of() {
             |l| l.contains("jobs of undeclared tenants (run as default)") && l.contains(" 1 ")
         ),
         "{stdout}"
+    );
+    // The embedded default's layouts are its own: links given for it are warned of.
+    let embedded = kant(&["simulate", "--synthetic-jobs", "10", "--config", &config]);
+    let stderr = String::from_utf8_lossy(&embedded.stderr);
+    assert!(
+        stderr.contains("the configuration's links are for trace nodes"),
+        "{stderr}"
     );
 }
 
