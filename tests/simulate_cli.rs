@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A fresh directory, removed with what the test wrote there when it is dropped.
 fn temp_dir(name: &str) -> tempfile::TempDir {
@@ -153,8 +153,8 @@ fn hand_made_trace_gives_hand_computed_metrics() {
         let devices = pod["devices"].as_array().unwrap();
         assert_eq!(devices.len(), 8);
         assert!(devices.iter().all(|d| d["milli"] == 1000));
-        // All-NVLink nodes pair NIC i with GPU i: the pod's first device is 0.
-        assert_eq!(pod["nic"], 0);
+        // All-NVLink nodes pair NIC i with GPU i.
+        assert_eq!(pod["nics"], json!([0, 1, 2, 3, 4, 5, 6, 7]));
     }
     let submit = lines
         .iter()

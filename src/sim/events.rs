@@ -22,9 +22,10 @@ pub struct DeviceShare {
 pub struct PodPlacement<'a> {
     pub node: &'a str,
     pub devices: Vec<DeviceShare>,
-    /// The RDMA NIC paired with the pod's first device (none for a CPU-only pod).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub nic: Option<u8>,
+    /// The RDMA NICs paired with the pod's devices, each once, lowest device's first (none
+    /// for a CPU-only pod).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nics: Vec<u8>,
 }
 
 #[derive(Serialize)]
@@ -188,10 +189,15 @@ impl EventLog {
 /// A pod's node name and exact device shares.
 fn pod_placement<'a>(placement: &Placement, cluster: &'a ClusterSpec) -> PodPlacement<'a> {
     let node = cluster.node(placement.node);
-    let first = bits(placement.gpus.devices).next();
+    let mut nics: Vec<u8> = Vec::new();
+    for nic in bits(placement.gpus.devices).map(|device| node.links.nic(device)) {
+        if !nics.contains(&nic) {
+            nics.push(nic);
+        }
+    }
     PodPlacement {
         node: &node.name,
-        nic: first.map(|device| node.links.nic(device)),
+        nics,
         devices: bits(placement.gpus.devices)
             .map(|id| DeviceShare {
                 id,
