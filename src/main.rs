@@ -585,10 +585,12 @@ fn load_workload(
             }
             let input = |e: kant::sim::TraceError| Failure::Input(e.to_string());
             let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
+            // A model misspelt in a configuration file's links is warned of (the embedded
+            // one's serve any trace).
             let models: Vec<&String> = (config.links.by_model.keys())
                 .chain(config.links.topologies.keys())
                 .collect();
-            for model in models {
+            for model in models.into_iter().filter(|_| args.config.is_some()) {
                 if cluster.pool_of_model(Some(model)).is_none() {
                     tracing::warn!(
                         "the configuration's links name GPU model `{model}`, which no node of \
