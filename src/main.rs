@@ -603,7 +603,11 @@ fn load_workload(
             Ok((cluster, workload, format!("trace {}", jobs.display())))
         }
         _ => {
-            if args.config.is_some() && config.links != Config::embedded().links {
+            let unset = [
+                Config::embedded().links,
+                kant::config::LinksConfig::default(),
+            ];
+            if args.config.is_some() && !unset.contains(&config.links) {
                 tracing::warn!(
                     "the configuration's links are for trace nodes: the embedded default \
                      cluster's layouts are its own (H100 NVSwitch, A100 NVLink pairs)"

@@ -616,6 +616,16 @@ fn an_ignored_column_or_flag_is_warned_of() {
         stderr.contains("the configuration's links are for trace nodes"),
         "{stderr}"
     );
+    // A configuration file that says nothing of links is not warned of them.
+    let text = kant::config::DEFAULT_CONFIG;
+    let cut = text
+        .find("# How the GPUs of a trace node")
+        .expect("the links section");
+    let no_links = write(dir.path(), "no_links.yaml", &text[..cut]);
+    let embedded = kant(&["simulate", "--synthetic-jobs", "10", "--config", &no_links]);
+    let stderr = String::from_utf8_lossy(&embedded.stderr);
+    assert!(embedded.status.success(), "{stderr}");
+    assert!(!stderr.contains("links"), "{stderr}");
 }
 
 /// What a user types first: no command shows the commands; a misspelt one keeps clap's

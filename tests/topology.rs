@@ -394,6 +394,18 @@ fn e_binpack_gives_a_gang_of_narrow_pods_the_fewest_nodes() {
         "{:?}",
         nodes_of(&s, JobId(1))
     );
+    // A gang of one such pod and a launcher without GPUs is one pod to pack: it fills a
+    // hole, as a lone pod would.
+    let mut launched = job(3, 2, whole(2), 0, 2);
+    launched.pods[0] = kant::model::PodRequest::gpus(kant::model::GpuRequest::NONE);
+    s.submit(launched);
+    assert_eq!(placed_jobs(&s.schedule(2)), [JobId(3)]);
+    let worker = s.state().placement(kant::cache::PodKey {
+        job: JobId(3),
+        pod: 1,
+    });
+    let node = worker.unwrap().placement.node;
+    assert!(node == NodeId(0) || node == NodeId(1), "{node:?}");
     // Five such pods need two nodes at least; they fill the free one, then a hole.
     s.submit(job(2, 5, whole(2), 0, 1));
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);

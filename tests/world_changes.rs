@@ -343,6 +343,51 @@ fn selectors_affinity_and_taints_decide_the_node() {
     assert_eq!(node_of(&s, 4), "tainted");
 }
 
+/// A gang's launcher that its workers' nodes cannot hold may go to any node, and is still
+/// kept off the tainted ones: the taints of every pool count for it, not only the GPU
+/// pools its job names.
+#[test]
+fn a_launcher_going_anywhere_still_meets_the_taints() {
+    let system = Taint {
+        key: "dedicated".into(),
+        value: "system".into(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let rows = |taints: Vec<Taint>| {
+        let cpu = NodeRow {
+            name: "cpu-0".into(),
+            gpu_model: None,
+            gpus: 0,
+            cpu_milli: Some(64_000),
+            taints,
+            ..Default::default()
+        };
+        let gpu = NodeRow {
+            cpu_milli: Some(4_000),
+            ..row("gpu-0", "H100", 8)
+        };
+        vec![gpu, cpu]
+    };
+    let gang = || {
+        let mut gang = job(0, 2, whole(8), 0, 0);
+        gang.pods[0] = kant::model::PodRequest {
+            cpu_milli: 8_000,
+            ..kant::model::PodRequest::gpus(GpuRequest::NONE)
+        };
+        gang
+    };
+    let mut s = scheduler(profile("default", None, None), spec_of(rows(vec![]), &[]));
+    s.submit(gang());
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(nodes_of(&s, 0, 2), ["cpu-0", "gpu-0"]);
+    let mut s = scheduler(
+        profile("default", None, None),
+        spec_of(rows(vec![system]), &[]),
+    );
+    s.submit(gang());
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+}
+
 /// A `PreferNoSchedule` taint (cluster-autoscaler's mark on a node it means to remove) ranks
 /// its node after the others for the pods that do not tolerate it, and refuses none.
 #[test]

@@ -42,6 +42,9 @@ pub struct PodContext<'a> {
     pub request: &'a PodRequest,
     /// The job's pods already placed in this attempt.
     pub placed: &'a [(PodKey, Placement)],
+    /// Of the job's pods not yet placed in this attempt, how many ask for as many GPUs as
+    /// this one, this one included (1 for a pod judged alone).
+    pub alike_left: u32,
 }
 
 impl PodContext<'_> {

@@ -20,7 +20,7 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodWidths, PoolId, Tier,
 };
 
-use super::plugin::{GroupQuery, JobPlan, NodeView, PodContext, Score};
+use super::plugin::{Filter, GroupQuery, JobPlan, NodeView, PodContext, Score};
 use super::usable::ReachOf;
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
@@ -711,24 +711,35 @@ impl Attempt {
     /// the cluster its own rules allow: it is bound neither to the domain of the job's
     /// GPUs nor to their models.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
+        let plugins = JobPlugins::of(profile, job, self.state.spec());
         while let Some(index) = self.next_pod(job) {
             let request = &job.pods[index as usize];
+            // Pods to place as wide as this one: the rest of the job when its pods are
+            // alike, else the rest of this width's run in the widest-first order.
+            let alike_left = match self.order.is_empty() {
+                true => job.pods.len() - self.plan.len(),
+                false => (self.order[self.plan.len()..].iter())
+                    .take_while(|&&p| job.pods[p as usize].gpu == request.gpu)
+                    .count(),
+            };
             let pod = PodContext {
                 job,
                 index,
                 request,
                 placed: &self.plan,
+                alike_left: alike_left as u32,
             };
-            let placement = place_pod(profile, &pod, cycle, &self.state, nodes).or_else(|| {
-                // A lone pod's search already covered every node it may use.
-                if !request.gpu.is_none() || !job.is_gang() {
-                    return None;
-                }
-                let spec = self.state.spec();
-                let everywhere: Vec<&[NodeId]> =
-                    spec.pools.iter().map(|p| p.nodes.as_slice()).collect();
-                place_pod(profile, &pod, cycle, &self.state, &everywhere)
-            });
+            let placement =
+                place_pod(profile, &plugins, &pod, cycle, &self.state, nodes).or_else(|| {
+                    // A lone pod's search already covered every node it may use.
+                    if !request.gpu.is_none() || !job.is_gang() {
+                        return None;
+                    }
+                    let spec = self.state.spec();
+                    let everywhere: Vec<&[NodeId]> =
+                        spec.pools.iter().map(|p| p.nodes.as_slice()).collect();
+                    place_pod(profile, &plugins, &pod, cycle, &self.state, &everywhere)
+                });
             let Some(placement) = placement else {
                 return;
             };
@@ -744,15 +755,32 @@ impl Attempt {
     }
 }
 
+/// The profile's filters and scorers that have something to say about one job's pods,
+/// chosen once per attempt.
+struct JobPlugins<'a> {
+    filters: Applying<'a, Arc<dyn Filter>>,
+    scorers: Applying<'a, (Arc<dyn Score>, i64)>,
+}
+
+impl<'a> JobPlugins<'a> {
+    fn of(profile: &'a Profile, job: &Job, spec: &ClusterSpec) -> Self {
+        Self {
+            filters: Applying::of(&profile.filters, |f| f.applies(job, spec)),
+            scorers: Applying::of(&profile.scores, |(s, _)| s.applies(job, spec)),
+        }
+    }
+}
+
 /// The best node for one pod and the devices it gets there.
 fn place_pod(
     profile: &Profile,
+    plugins: &JobPlugins,
     pod: &PodContext,
     cycle: &CycleState,
     state: &ClusterState,
     nodes: &[&[NodeId]],
 ) -> Option<Placement> {
-    let node = best_node(profile, pod, cycle, state, nodes)?;
+    let node = best_node(plugins, pod, cycle, state, nodes)?;
     let view = NodeView {
         id: node,
         spec: state.spec().node(node),
@@ -770,14 +798,14 @@ fn place_pod(
 
 /// The feasible node with the highest weighted score (the lowest id among equals).
 fn best_node(
-    profile: &Profile,
+    plugins: &JobPlugins,
     pod: &PodContext,
     cycle: &CycleState,
     state: &ClusterState,
     nodes: &[&[NodeId]],
 ) -> Option<NodeId> {
     let spec = state.spec();
-    let filters = Applying::of(&profile.filters, |f| f.applies(pod.job, spec));
+    let filters = &plugins.filters;
     let feasible = nodes.iter().flat_map(|s| s.iter()).filter_map(|&id| {
         let view = NodeView {
             id,
@@ -789,9 +817,9 @@ fn best_node(
             .all(|f| f.filter(pod, cycle, view).is_success())
             .then_some(view)
     });
-    let scorers = Applying::of(&profile.scores, |(s, _)| s.applies(pod.job, spec));
+    let scorers = &plugins.scorers;
     if scorers.iter().any(|(s, _)| s.normalizes()) {
-        return best_normalized(&scorers, pod, cycle, feasible.collect());
+        return best_normalized(scorers, pod, cycle, feasible.collect());
     }
     let mut best: Option<(i64, NodeId)> = None;
     for view in feasible {
@@ -881,6 +909,7 @@ pub fn diagnose(
         index: 0,
         request,
         placed: &[],
+        alike_left: 1,
     };
     let pools = pools_for(job, snapshot);
     let outside_pools = spec

@@ -132,6 +132,7 @@ fn usable_nodes(
                     index: *index,
                     request: &job.pods[*index as usize],
                     placed: &[],
+                    alike_left: 1,
                 };
                 let status = judges
                     .iter()

@@ -209,7 +209,8 @@ impl LinkMatrix {
     /// The best-connected `count` devices among `free` (a bit mask), or `None` when fewer
     /// are free. The set's worst link is as good as any free set allows: classes are tried
     /// best first, and at each the islands of free devices connected at that class, smallest
-    /// first (best fit, which leaves the larger islands whole); the first island that holds
+    /// first (best fit, which leaves the larger islands whole; among equals, the one in the
+    /// smallest coarser component, see `smallest_island`); the first island that holds
     /// `count` devices all pairwise linked at that class gives the set. Inside an island whose
     /// every pair is linked at the class (NVSwitch boards, NVLink pairs, PCIe switches, NUMA
     /// nodes) devices are added one at a time from its lowest device by the lowest total link
@@ -219,8 +220,9 @@ impl LinkMatrix {
     /// should every start dead-end, an exact search settles whether such a set exists.
     ///
     /// Cost: the fast path (the smallest island is fully linked, as on every generated
-    /// profile) is what it always was, one component walk per class plus an `O(n)` check and
-    /// the `O(k * n)` pick. Only an island that is connected but not fully linked pays the
+    /// profile) is one component walk per class plus an `O(n)` check and the `O(k * n)`
+    /// pick, and a walk of the coarser components around two islands each time two are
+    /// equally small (lone devices on PCIe or NVLink-pair boards). Only an island that is connected but not fully linked pays the
     /// `O(n^2 * k)` multi-start pick (a few hundred steps on 8 devices), and only a start
     /// that finds no clean set pays the exact search, bounded by the island's cliques.
     pub fn best_set(&self, free: u32, count: u32) -> Option<u32> {

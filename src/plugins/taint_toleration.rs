@@ -19,17 +19,23 @@ impl Plugin for TaintToleration {
 
 /// Whether some pod of the job, by its tolerations, minds a taint of a pool it may use:
 /// those it names, or every one (with GPUs, for a job asking for some), as the search
-/// has them.
+/// has them; with `launchers_anywhere`, every pool for a gang with a pod without GPUs,
+/// which may go to any node when its workers' pools hold it nowhere.
 fn some_pod_minds(
     job: &Job,
     cluster: &ClusterSpec,
+    launchers_anywhere: bool,
     minds: impl Fn(&[Toleration], &[Taint]) -> bool,
 ) -> bool {
     let minds_pool = |taints: &[Taint]| {
         !taints.is_empty() && job.some_pod(|c| minds(c.map_or(&[][..], |c| &c.tolerations), taints))
     };
-    let needs_gpu = job.total_milli() > 0;
+    let needs_gpu = job.pods.iter().any(|p| !p.gpu.is_none());
+    let launcher = job.is_gang() && job.pods.iter().any(|p| p.gpu.is_none());
     match job.pools.is_empty() {
+        _ if launchers_anywhere && launcher => {
+            cluster.pools.iter().any(|pool| minds_pool(&pool.taints))
+        }
         true => (cluster.pools.iter())
             .filter(|pool| !needs_gpu || pool.gpus_per_node > 0)
             .any(|pool| minds_pool(&pool.taints)),
@@ -45,13 +51,17 @@ fn tolerations<'a>(pod: &PodContext<'a>) -> &'a [Toleration] {
 
 impl Filter for TaintToleration {
     fn applies(&self, job: &Job, cluster: &ClusterSpec) -> bool {
-        some_pod_minds(job, cluster, |t, taints| untolerated(t, taints).is_some())
+        some_pod_minds(job, cluster, true, |t, taints| {
+            untolerated(t, taints).is_some()
+        })
     }
 
     /// Whether some pod of the job leaves a taint of its pools untolerated (GPU nodes
     /// tainted for GPU pods alone, which tolerate it, refuse none of them).
     fn judges_spec(&self, job: &Job, cluster: &ClusterSpec, _state: &CycleState) -> bool {
-        Filter::applies(self, job, cluster)
+        some_pod_minds(job, cluster, false, |t, taints| {
+            untolerated(t, taints).is_some()
+        })
     }
 
     fn filter(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> Status {
@@ -70,7 +80,7 @@ impl Filter for TaintToleration {
 
 impl Score for TaintToleration {
     fn applies(&self, job: &Job, cluster: &ClusterSpec) -> bool {
-        some_pod_minds(job, cluster, |t, taints| {
+        some_pod_minds(job, cluster, true, |t, taints| {
             untolerated_preferences(t, taints) > 0
         })
     }
