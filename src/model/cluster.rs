@@ -1,7 +1,7 @@
 //! The static shape of a cluster: its nodes, node pools (one per GPU model), leaf groups and
 //! the search groups of the two-level search. Built once from node rows; immutable after.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::{
@@ -169,6 +169,9 @@ pub struct ClusterSpecBuilder {
     leaf_ids: HashMap<LeafPath, LeafId>,
     hbd_ids: HashMap<String, u32>,
     matrices: HashMap<(LinkProfile, usize), Arc<LinkMatrix>>,
+    /// The taints each pool already lists (cluster-autoscaler's carry a per-node
+    /// timestamp: thousands of distinct taints in one pool).
+    pool_taints: HashSet<(PoolId, super::Taint)>,
 }
 
 impl ClusterSpecBuilder {
@@ -257,7 +260,7 @@ impl ClusterSpecBuilder {
         let pool_spec = &mut self.spec.pools[pool.index()];
         pool_spec.nodes.push(id);
         for taint in &row.taints {
-            if !pool_spec.taints.contains(taint) {
+            if self.pool_taints.insert((pool, taint.clone())) {
                 pool_spec.taints.push(taint.clone());
             }
         }
