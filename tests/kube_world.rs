@@ -851,6 +851,43 @@ fn a_pod_naming_two_shards_models_is_placed_by_one() {
         }
         assert_eq!(bound, [placer], "{models:?}");
     }
+    // The first model comes to be carried while the pod waits on the other shard's full
+    // node: it changes shards.
+    let b200 = node_with(
+        "b1",
+        8,
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": "B200"}}}),
+    );
+    let full = running_elsewhere("other", 8, "h1");
+    let mut shards = ["H100", "B200"].map(|shard| {
+        sync(
+            world_with(&plain(), shard_of(shard)),
+            &[node("h1", 8)],
+            std::slice::from_ref(&full),
+        )
+    });
+    for w in shards.iter_mut() {
+        apply_pod(w, &either(["B200", "H100", "A100"]), T0);
+        w.round(T0);
+        assert!(binds(&w.take_outputs()).is_empty());
+    }
+    assert_eq!(
+        shards[0].scheduler().pending(),
+        1,
+        "queued on the H100 shard"
+    );
+    let mut bound = Vec::new();
+    for w in shards.iter_mut() {
+        apply_node(w, &b200, T0 + 1);
+        w.round(T0 + 1);
+        bound.extend(binds(&w.take_outputs()).into_iter().map(|b| b.node));
+    }
+    assert_eq!(bound, ["b1"]);
+    assert_eq!(
+        shards[0].scheduler().pending(),
+        0,
+        "withdrawn from the H100 shard"
+    );
 }
 
 /// An A100 node of `gpus` GPUs: another shard's.

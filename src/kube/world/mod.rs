@@ -336,6 +336,9 @@ impl World {
                 if let Some(change) = change {
                     let left_other_shards = self.nodes.apply(change, &self.options);
                     self.pods.nodes_left_other_shards(left_other_shards);
+                    if self.nodes.take_carried_changed() {
+                        self.shard_owners_changed(now_ms);
+                    }
                 }
             }
             Input::PodGroup(event) => {

@@ -39,6 +39,8 @@ pub(super) struct Nodes {
     /// How many valid nodes of the cluster, this shard's or another's, carry each GPU
     /// model.
     carried: HashMap<String, u32>,
+    /// Whether a model came to be carried, or stopped being, since last asked.
+    carried_changed: bool,
     dirty: bool,
 }
 
@@ -50,6 +52,7 @@ impl Nodes {
             models: Vec::new(),
             pool_of: HashMap::new(),
             carried: HashMap::new(),
+            carried_changed: false,
             dirty: false,
         }
     }
@@ -114,10 +117,18 @@ impl Nodes {
             return;
         };
         let count = self.carried.entry(model.clone()).or_insert(0);
+        let was = *count;
         *count = count.saturating_add_signed(by);
+        self.carried_changed |= (was == 0) != (*count == 0);
         if *count == 0 {
             self.carried.remove(model);
         }
+    }
+
+    /// Whether a GPU model came to be carried by some node, or stopped being, since the
+    /// last call.
+    pub fn take_carried_changed(&mut self) -> bool {
+        std::mem::take(&mut self.carried_changed)
     }
 
     /// Whether some valid node of the cluster, this shard's or another's, carries `model`.

@@ -100,12 +100,12 @@ impl Hold {
 /// Where a pod stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum PodState {
-    /// Not this replica's concern: another scheduler's pending pod, a lone pod of another
-    /// shard, a pod bound to another shard's node (parked once the node is no longer
-    /// another shard's), or a finished one.
+    /// Not this replica's concern: another scheduler's pending pod, a pod bound to another
+    /// shard's node (parked once the node is no longer another shard's), or a finished one.
     Ignored,
-    /// This scheduler's PodGroup member whose gang is another shard's; examined again when
-    /// a member joins or changes (the gang may turn out to be this shard's).
+    /// This scheduler's pod whose GPU models, or whose gang, are another shard's; examined
+    /// again when a member of its gang joins or changes, or when the GPU models nodes carry
+    /// change (either may make it this shard's).
     OtherShard,
     /// This scheduler's, not in a queue, for the reason given.
     Held(Hold),
@@ -956,6 +956,28 @@ impl World {
             .is_some_and(|(facts, _)| self.in_shard(facts))
     }
 
+    /// A GPU model came to be carried by some node, or stopped being: a pod naming several
+    /// may have changed shards. Queued jobs of such pods form again, and such pods left to
+    /// another shard are looked at again.
+    pub(super) fn shard_owners_changed(&mut self, now_ms: u64) {
+        let entries = &self.pods.entries;
+        let names_several =
+            |uid: &String| (entries.get(uid)?.facts.as_ref()).map(|f| f.gpu_models.len() > 1);
+        let queued: Vec<JobId> = (self.pods.jobs.iter())
+            .filter(|(_, e)| e.phase == JobPhase::Queued)
+            .filter(|(_, e)| e.alive().any(|(_, uid)| names_several(uid) == Some(true)))
+            .map(|(&id, _)| id)
+            .collect();
+        let passed: Vec<String> = (entries.iter())
+            .filter(|(uid, e)| e.state == PodState::OtherShard && names_several(uid) == Some(true))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        self.pods.forming.extend(passed);
+        for job in queued {
+            self.withdraw_and_dissolve(job, now_ms);
+        }
+    }
+
     /// Whether the pod is this replica's. A pod naming several GPU models is the shard's
     /// of the first it names that a node of the cluster carries (else of the first it
     /// names), so that one shard places it, on the models of that shard it names.
@@ -1013,7 +1035,7 @@ impl World {
                     continue;
                 }
                 None if !self.in_shard(&facts) => {
-                    self.set_state(&uid, PodState::Ignored);
+                    self.set_state(&uid, PodState::OtherShard);
                     continue;
                 }
                 _ => {}
