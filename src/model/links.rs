@@ -222,9 +222,10 @@ impl LinkMatrix {
     /// Cost: the fast path (the smallest island is fully linked, as on every generated
     /// profile) is one component walk per class plus an `O(n)` check and the `O(k * n)`
     /// pick, and a walk of the coarser components around two islands each time two are
-    /// equally small (lone devices on PCIe or NVLink-pair boards). Only an island that is connected but not fully linked pays the
-    /// `O(n^2 * k)` multi-start pick (a few hundred steps on 8 devices), and only a start
-    /// that finds no clean set pays the exact search, bounded by the island's cliques.
+    /// equally small (lone devices on PCIe or NVLink-pair boards). Only an island that is
+    /// connected but not fully linked pays the `O(n^2 * k)` multi-start pick (a few hundred
+    /// steps on 8 devices), and only a start that finds no clean set pays the exact search,
+    /// bounded by the island's cliques.
     pub fn best_set(&self, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);

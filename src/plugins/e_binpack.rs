@@ -12,8 +12,9 @@
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
 //!   traffic), else the node that could hold the most of the job's pods still to place
 //!   as wide as this one, for its size (so that a gang of pods narrower than a node takes
-//!   the fewest nodes), and among those the node it fills best (the least left over); a fraction, a node with a shared
-//!   device it fits on before any other, so that it breaks no whole GPU.
+//!   the fewest nodes), and among those the node it fills best (the least left over); a
+//!   fraction, a node with a shared device it fits on before any other, so that it breaks
+//!   no whole GPU.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
