@@ -598,6 +598,47 @@ fn a_deleted_queue_takes_its_waiting_pods_out_of_the_queues() {
     assert_eq!(messages(&out), ["waiting: queue team-a does not exist"]);
 }
 
+/// A Queue whose spec is invalid is no tenant, and its status says why (once: the
+/// condition keeps its transition time); made valid, it loses the condition.
+#[test]
+fn an_invalid_queue_says_why_in_its_status() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    let statuses = |world: &mut World| -> Vec<kant::kube::crd::QueueStatus> {
+        (world.take_outputs().into_iter())
+            .filter_map(|o| match o {
+                Output::QueueStatus { status, .. } => Some(status),
+                _ => None,
+            })
+            .collect()
+    };
+    world.apply(
+        Input::Queue(Box::new(Event::Apply(queue("team-a", -1)))),
+        T0,
+    );
+    world.round(T0);
+    let written = statuses(&mut world);
+    let conditions = written[0].conditions.as_deref().unwrap_or_default();
+    assert_eq!(conditions.len(), 1, "{written:?}");
+    assert_eq!(
+        (conditions[0].type_.as_str(), conditions[0].status.as_str()),
+        ("Valid", "False")
+    );
+    assert_eq!(
+        conditions[0].message,
+        "queue team-a: quota -1 of H100 is negative"
+    );
+    world.round(T0 + 5_000);
+    assert!(statuses(&mut world).is_empty(), "written again");
+    world.apply(
+        Input::Queue(Box::new(Event::Apply(queue("team-a", 8)))),
+        T0 + 6_000,
+    );
+    world.round(T0 + 7_000);
+    let written = statuses(&mut world);
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(written[0].conditions, Some(Vec::new()));
+}
+
 /// A Queue deleted and made again (a GitOps resync, `kubectl replace --force`) takes back
 /// its running jobs, counted in the default tenant meanwhile: its status shows them, and
 /// its quota holds them.

@@ -8,6 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{JobId, MILLI_PER_GPU};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
 use super::super::crd::{PodGroupPhase, PodGroupStatus, Queue, QueueStatus, ShardJobs};
 use super::pods::{GroupKey, Hold, JobPhase, PodRef, PodState};
 use super::{Output, Unwritten, World};
@@ -27,6 +30,9 @@ pub(super) struct Reporter {
     /// Each Queue's status as last written, with the object's uid (one made again under
     /// its name has none yet).
     queues: HashMap<String, (String, QueueStatus)>,
+    /// Since when each Queue whose spec is invalid has been (its condition's transition
+    /// time).
+    invalid_since: HashMap<String, u64>,
     last_refresh_ms: Option<u64>,
 }
 
@@ -39,6 +45,7 @@ impl Reporter {
             diagnosed: HashMap::new(),
             groups: HashMap::new(),
             queues: HashMap::new(),
+            invalid_since: HashMap::new(),
             last_refresh_ms: None,
         }
     }
@@ -57,7 +64,7 @@ impl World {
             self.explain_queued(now_ms);
             self.metrics.refresh(now_ms);
             self.report_groups();
-            self.report_queues();
+            self.report_queues(now_ms);
         }
     }
 
@@ -306,7 +313,7 @@ impl World {
     /// Queue status: GPUs allocated and borrowed per model of this shard (a merge patch:
     /// the other models' figures are their shards'), jobs pending and running; written on
     /// change. Queue depths go to the metrics.
-    fn report_queues(&mut self) {
+    fn report_queues(&mut self, now_ms: u64) {
         let tenants = self.scheduler.tenants();
         let spec = self.scheduler.state().spec();
         let mut running: HashMap<usize, i64> = HashMap::new();
@@ -340,17 +347,70 @@ impl World {
                 running: running.get(&tenant).copied().unwrap_or(0),
             };
             let status = self.queue_status(queue, allocated, borrowed, own);
-            let written = self.reporter.queues.get(&name);
-            if written.is_none_or(|(of, last)| *of != uid || *last != status) {
-                (self.reporter.queues).insert(name.clone(), (uid, status.clone()));
+            if self.reporter.queue_changed(&name, uid, &status) {
                 self.outputs.push(Output::QueueStatus { name, status });
             }
         }
         self.metrics.set_queue_depths(depths);
+        // A Queue whose spec is invalid is no tenant: its status says why.
+        let invalid: Vec<(String, String, String)> = (self.queues.iter())
+            .filter_map(|(name, queue)| {
+                let problem = queue.spec.to_tenant_config(name).err()?;
+                Some((
+                    name.clone(),
+                    queue.metadata.uid.clone().unwrap_or_default(),
+                    problem,
+                ))
+            })
+            .collect();
+        let invalid_since = &mut self.reporter.invalid_since;
+        invalid_since.retain(|name, _| invalid.iter().any(|(n, ..)| n == name));
+        for (name, uid, problem) in invalid {
+            let since = *self
+                .reporter
+                .invalid_since
+                .entry(name.clone())
+                .or_insert(now_ms);
+            let status = QueueStatus {
+                conditions: Some(vec![invalid_spec(problem, since)]),
+                ..QueueStatus::default()
+            };
+            if self.reporter.queue_changed(&name, uid, &status) {
+                self.outputs.push(Output::QueueStatus { name, status });
+            }
+        }
         let queues = &self.queues;
         self.reporter
             .queues
             .retain(|name, _| queues.contains_key(name));
+    }
+}
+
+impl Reporter {
+    /// Whether a Queue's status differs from the one last written to this object (the
+    /// Queue of this uid); it is recorded as written.
+    fn queue_changed(&mut self, name: &str, uid: String, status: &QueueStatus) -> bool {
+        let written = self.queues.get(name);
+        let changed = written.is_none_or(|(of, last)| *of != uid || last != status);
+        if changed {
+            self.queues.insert(name.to_owned(), (uid, status.clone()));
+        }
+        changed
+    }
+}
+
+/// The condition of a Queue whose spec is invalid since `since_ms`: `Valid` is `False`,
+/// with what is wrong.
+fn invalid_spec(problem: String, since_ms: u64) -> Condition {
+    let since = Timestamp::from_millisecond(i64::try_from(since_ms).unwrap_or(i64::MAX))
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    Condition {
+        type_: "Valid".into(),
+        status: "False".into(),
+        reason: "InvalidSpec".into(),
+        message: problem,
+        last_transition_time: Time(since),
+        observed_generation: None,
     }
 }
 
@@ -372,6 +432,8 @@ impl World {
                 borrowed,
                 pending: own.pending,
                 running: own.running,
+                // A Queue made valid loses the condition that said it was not.
+                conditions: Some(Vec::new()),
                 ..QueueStatus::default()
             };
         }
@@ -389,7 +451,7 @@ impl World {
             pending,
             running,
             shards: BTreeMap::from([(shard.clone(), own)]),
-            ..QueueStatus::default()
+            conditions: Some(Vec::new()),
         }
     }
 }
