@@ -459,6 +459,15 @@ impl World {
                 Err(e) => tracing::warn!("{e}"),
             }
         }
+        for config in &configs {
+            for model in config.quota.keys().filter(|m| !self.nodes.carries(m)) {
+                tracing::warn!(
+                    "queue {}: quota for GPU model {model}, which no node carries (yet?); \
+                     models are nvidia.com/gpu.product values",
+                    config.name
+                );
+            }
+        }
         let models: Vec<&String> = configs.iter().flat_map(|c| c.quota.keys()).collect();
         for model in models {
             self.nodes.register_model(Some(model));
