@@ -49,6 +49,17 @@ impl Reporter {
             last_refresh_ms: None,
         }
     }
+
+    /// Whether a Queue's status differs from the one last written to this object (the
+    /// Queue of this uid); it is recorded as written.
+    fn queue_changed(&mut self, name: &str, uid: String, status: &QueueStatus) -> bool {
+        let written = self.queues.get(name);
+        let changed = written.is_none_or(|(of, last)| *of != uid || last != status);
+        if changed {
+            self.queues.insert(name.to_owned(), (uid, status.clone()));
+        }
+        changed
+    }
 }
 
 impl World {
@@ -384,37 +395,7 @@ impl World {
             .queues
             .retain(|name, _| queues.contains_key(name));
     }
-}
 
-impl Reporter {
-    /// Whether a Queue's status differs from the one last written to this object (the
-    /// Queue of this uid); it is recorded as written.
-    fn queue_changed(&mut self, name: &str, uid: String, status: &QueueStatus) -> bool {
-        let written = self.queues.get(name);
-        let changed = written.is_none_or(|(of, last)| *of != uid || last != status);
-        if changed {
-            self.queues.insert(name.to_owned(), (uid, status.clone()));
-        }
-        changed
-    }
-}
-
-/// The condition of a Queue whose spec is invalid since `since_ms`: `Valid` is `False`,
-/// with what is wrong.
-fn invalid_spec(problem: String, since_ms: u64) -> Condition {
-    let since = Timestamp::from_millisecond(i64::try_from(since_ms).unwrap_or(i64::MAX))
-        .unwrap_or(Timestamp::UNIX_EPOCH);
-    Condition {
-        type_: "Valid".into(),
-        status: "False".into(),
-        reason: "InvalidSpec".into(),
-        message: problem,
-        last_transition_time: Time(since),
-        observed_generation: None,
-    }
-}
-
-impl World {
     /// A Queue's status with this replica's figures. In a sharded deployment its job
     /// counts go under its shard's name, and the totals add the other shards' counts as
     /// the Queue last showed them: every shard that sees another's counts change writes
@@ -453,6 +434,21 @@ impl World {
             shards: BTreeMap::from([(shard.clone(), own)]),
             conditions: Some(Vec::new()),
         }
+    }
+}
+
+/// The condition of a Queue whose spec is invalid since `since_ms`: `Valid` is `False`,
+/// with what is wrong.
+fn invalid_spec(problem: String, since_ms: u64) -> Condition {
+    let since = Timestamp::from_millisecond(i64::try_from(since_ms).unwrap_or(i64::MAX))
+        .unwrap_or(Timestamp::UNIX_EPOCH);
+    Condition {
+        type_: "Valid".into(),
+        status: "False".into(),
+        reason: "InvalidSpec".into(),
+        message: problem,
+        last_transition_time: Time(since),
+        observed_generation: None,
     }
 }
 
