@@ -1081,6 +1081,32 @@ fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
     check_accounting(&s);
 }
 
+/// The same behind a deep queue: the chunk of later jobs a round passes by while the head
+/// holds its pools is read for a job asking for no GPU.
+#[test]
+fn a_job_asking_for_no_gpu_passes_an_isolated_head_in_a_deep_queue() {
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("iso", TenantMode::Isolated, 8)];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    let any_model = |id: u32, gpus: u32, priority: i32, submit_s: u64| Job {
+        pools: Vec::new(),
+        ..tjob(id, 1, 1, gpus, priority, submit_s)
+    };
+    s.submit(any_model(0, 8, 9, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(any_model(1, 8, 2, 0));
+    for i in 0..70 {
+        s.submit(any_model(10 + i, 1, 1, 0));
+    }
+    assert!(placed_jobs(&s.schedule(SECOND)).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(placed_jobs(&s.schedule(overdue)).is_empty());
+    let mut cpu = any_model(1000, 0, 0, overdue / SECOND);
+    cpu.pods[0].cpu_milli = 1_000;
+    s.submit(cpu);
+    assert_eq!(placed_jobs(&s.schedule(overdue + SECOND)), ids(&[1000]));
+}
+
 /// Two leaf groups of two nodes, each node with 3 GPUs free, and a head past the threshold
 /// that needs 8 on one node: enough free room, not in its shape, so one group is held for
 /// it. Returns the scheduler, the held group and the time the head became overdue.

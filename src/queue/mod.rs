@@ -368,8 +368,7 @@ impl Queues {
             let entry = queue.entry(at);
             if let Some(held) = &held_pools[tenant] {
                 // A job asking for no GPUs takes none of the quota the head gathers.
-                let asks_gpus = entry.job.pods.iter().any(|p| p.gpu.milli() > 0);
-                let competes = asks_gpus
+                let competes = entry.asks_gpus()
                     && (held.is_empty()
                         || entry.job.pools.is_empty()
                         || entry.job.pools.iter().any(|p| held.contains(p)));

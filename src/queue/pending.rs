@@ -55,6 +55,11 @@ impl Pending {
         }
     }
 
+    /// Whether it asks for GPUs (and so for quota a backfill head may be gathering).
+    pub fn asks_gpus(&self) -> bool {
+        self.need.milli > 0
+    }
+
     /// Failed before and may yet be placed: admission can refuse it without an attempt.
     fn failed_resolvable(&self) -> bool {
         self.failed_at.is_some() && !self.unresolvable
@@ -93,9 +98,11 @@ pub(super) struct Summary {
     blocked_since: Option<u64>,
     /// and the latest any blocked job first failed.
     last_blocked: Option<u64>,
-    /// The pools the jobs name, as a mask (`super::pool_mask`; a job naming none, which
-    /// may use any pool, names them all).
+    /// The pools the jobs asking for GPUs name, as a mask (`super::pool_mask`; a job
+    /// naming none, which may use any pool, names them all),
     pools: u64,
+    /// and whether some job asks for no GPU (it competes with no held pool's quota).
+    gpu_free: bool,
 }
 
 /// What a round knows when it reaches a chunk.
@@ -115,7 +122,10 @@ impl Summary {
         let mut sum = Summary::default();
         let mut resolvable_need: Option<Need> = None;
         for p in entries {
-            sum.pools |= super::pool_mask(&p.job.pools);
+            match p.asks_gpus() {
+                true => sum.pools |= super::pool_mask(&p.job.pools),
+                false => sum.gpu_free = true,
+            }
             sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
             sum.last_blocked = sum.last_blocked.max(p.blocked_since);
             match p.failed_at {
@@ -146,8 +156,11 @@ impl Summary {
     /// when it cannot tell) would not refuse outright. It may say yes for a chunk whose
     /// jobs all turn out not worth trying; it never says no for one that holds such a job.
     pub fn worth_a_look(&self, round: &RoundView, room: Option<Room>) -> bool {
-        // Every job could use a held pool: none is tried.
-        if round.held.is_some_and(|held| self.pools & !held == 0) {
+        // Every job asks for GPUs of a held pool: none is tried.
+        if round
+            .held
+            .is_some_and(|held| !self.gpu_free && self.pools & !held == 0)
+        {
             return false;
         }
         let head = round
@@ -529,9 +542,10 @@ mod tests {
         room: Option<Room>,
     ) -> bool {
         let competes = held.is_some_and(|held| {
-            held.is_empty()
-                || p.job.pools.is_empty()
-                || p.job.pools.iter().any(|p| held.contains(p))
+            p.asks_gpus()
+                && (held.is_empty()
+                    || p.job.pools.is_empty()
+                    || p.job.pools.iter().any(|p| held.contains(p)))
         });
         if competes {
             return false;
