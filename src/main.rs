@@ -222,16 +222,12 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(mut args) => {
-            args.config = args
-                .config
-                .or_else(|| env_value("KANT_CONFIG").map(PathBuf::from));
+            args.config = config_or_env(args.config);
             args.identity = args.identity.or_else(|| env_value("POD_NAME"));
             run_scheduler(*args)
         }
         Command::Simulate(mut args) => {
-            args.config = args
-                .config
-                .or_else(|| env_value("KANT_CONFIG").map(PathBuf::from));
+            args.config = config_or_env(args.config);
             simulate(*args)
         }
         Command::Crds => {
@@ -262,6 +258,11 @@ const DEFAULT_SEED: u64 = 42;
 /// mean nothing (`KANT_CONFIG=` in a manifest must not break every run).
 fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// `--config`, else `KANT_CONFIG`.
+fn config_or_env(given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| env_value("KANT_CONFIG").map(PathBuf::from))
 }
 
 fn run_scheduler(args: RunArgs) -> Result<(), Failure> {

@@ -388,12 +388,8 @@ fn e_binpack_gives_a_gang_of_narrow_pods_the_fewest_nodes() {
     }
     s.submit(job(1, 4, whole(2), 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
-    assert_eq!(
-        nodes_of(&s, JobId(1)).len(),
-        1,
-        "{:?}",
-        nodes_of(&s, JobId(1))
-    );
+    let used = nodes_of(&s, JobId(1));
+    assert_eq!(used.len(), 1, "{used:?}");
     // A gang of one such pod and a launcher without GPUs is one pod to pack: it fills a
     // hole, as a lone pod would.
     let mut launched = job(3, 2, whole(2), 0, 2);
@@ -409,12 +405,8 @@ fn e_binpack_gives_a_gang_of_narrow_pods_the_fewest_nodes() {
     // Five such pods need two nodes at least; they fill the free one, then a hole.
     s.submit(job(2, 5, whole(2), 0, 1));
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
-    assert_eq!(
-        nodes_of(&s, JobId(2)).len(),
-        2,
-        "{:?}",
-        nodes_of(&s, JobId(2))
-    );
+    let used = nodes_of(&s, JobId(2));
+    assert_eq!(used.len(), 2, "{used:?}");
 }
 
 #[test]

@@ -401,21 +401,28 @@ impl Scheduler {
         self.tenants = tenants;
     }
 
-    /// Charges a running job to another tenant from now on (a world that learns the job's
-    /// tenant anew: its Queue came back, or came to exist, after the job started).
-    pub fn move_running(&mut self, job: JobId, tenant: usize) {
-        let Some(running) = self.running.get_mut(&job) else {
-            return;
-        };
-        if tenant >= self.tenants.len() || running.tenant == tenant {
-            return;
+    /// Charges running jobs to other tenants from now on, `(job, tenant)` each (a world
+    /// that learns their tenants anew: a Queue came back, or came to exist, after they
+    /// started).
+    pub fn move_running(&mut self, moves: &[(JobId, usize)]) {
+        let mut moved = false;
+        for &(job, tenant) in moves {
+            let Some(running) = self.running.get_mut(&job) else {
+                continue;
+            };
+            if tenant >= self.tenants.len() || running.tenant == tenant {
+                continue;
+            }
+            for &(pool, milli) in &running.pools {
+                self.tenants.charge(running.tenant, pool, -(milli as i64));
+                self.tenants.charge(tenant, pool, milli as i64);
+            }
+            running.tenant = tenant;
+            moved = true;
         }
-        for &(pool, milli) in &running.pools {
-            self.tenants.charge(running.tenant, pool, -(milli as i64));
-            self.tenants.charge(tenant, pool, milli as i64);
+        if moved {
+            self.queues.forget_failures();
         }
-        running.tenant = tenant;
-        self.queues.forget_failures();
     }
 
     /// A new job enters its tenant's queue.

@@ -43,11 +43,13 @@ impl Plugin for Preemption {
 }
 
 impl Preemption {
-    /// Why `victim` may be preempted for `job`, if it may.
+    /// Why `victim` may be preempted for `job`, if it may; `may_reclaim`: whether the job
+    /// may reclaim quota at all (see `post_filter`).
     fn kind(
         &self,
         job: &Job,
         context: &PreemptionContext,
+        may_reclaim: bool,
         victim: &RunningJob,
     ) -> Option<PreemptionKind> {
         if !victim.preemptible {
@@ -91,8 +93,7 @@ impl Preemption {
         // stays at or above its quota once the victim is gone, so a reclaim never starts
         // another.
         let reclaim = victim.tenant != context.tenant
-            && job.total_milli() > 0
-            && tenants.mode(context.tenant) == TenantMode::Shared
+            && may_reclaim
             && victim.pools.iter().any(|&(pool, milli)| {
                 milli > 0
                     && (job.pools.is_empty() || job.pools.contains(&pool))
@@ -217,7 +218,9 @@ fn remove(state: &mut ClusterState, victim: &RunningJob) {
 impl PostFilter for Preemption {
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
         // Cheap gates first: this runs for every waiting job whenever capacity frees.
-        let may_reclaim = context.tenants.mode(context.tenant) == TenantMode::Shared
+        // Only GPUs are reclaimed, for a job asking for some.
+        let may_reclaim = job.total_milli() > 0
+            && context.tenants.mode(context.tenant) == TenantMode::Shared
             && context.running.values().len() > 0
             && pools_for(job, context.snapshot)
                 .iter()
@@ -235,7 +238,7 @@ impl PostFilter for Preemption {
             .running
             .values()
             .filter_map(|victim| {
-                let kind = self.kind(job, context, victim)?;
+                let kind = self.kind(job, context, may_reclaim, victim)?;
                 let free_at = victim.started_ms.saturating_add(self.min_runtime_ms);
                 if context.now_ms < free_at {
                     protected_until = Some(protected_until.map_or(free_at, |t| t.min(free_at)));

@@ -487,9 +487,7 @@ impl World {
                 (wanted != now).then_some((id, wanted))
             })
             .collect();
-        for (job, tenant) in moves {
-            self.scheduler.move_running(job, tenant);
-        }
+        self.scheduler.move_running(&moves);
         // Queued jobs of a Queue that is gone (or no longer valid) leave the queues: their
         // pods wait for it again. Running jobs run on, counted in the default tenant.
         let tenants = self.scheduler.tenants();

@@ -365,6 +365,7 @@ impl World {
         self.metrics.set_queue_depths(depths);
         // A Queue whose spec is invalid is no tenant: its status says why.
         let invalid: Vec<(String, String, String)> = (self.queues.iter())
+            .filter(|(name, _)| tenants.index(name).is_none())
             .filter_map(|(name, queue)| {
                 let problem = queue.spec.to_tenant_config(name).err()?;
                 Some((
