@@ -1282,6 +1282,64 @@ fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
     check_accounting(&s);
 }
 
+/// Room held for a head that its quota stopped admitting between rounds (pods it did not
+/// place took the shared room) is given back before anyone is tried: the head is passed
+/// over unread, and the first job tried, which fits only in the held group, is placed
+/// rather than kept out while a job tried after it takes that room.
+#[test]
+fn room_held_for_a_head_unadmitted_between_rounds_is_given_back_before_the_next_attempt() {
+    // Three nodes of 8 GPUs, one group each; the isolated tenant keeps 15 GPUs. Tenant x
+    // (2) is served before tenant a (3) while both use nothing.
+    let spec = cluster(3, 8, 1, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 15),
+        tenant("x", TenantMode::Shared, 0),
+        tenant("a", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(backfill_only(), spec.clone(), &configs, binds());
+    for id in 0..3 {
+        s.submit(tjob(id, 1, 1, 5, 0, 0)); // one per node: 3 GPUs left on each
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    // a's head: 9 GPUs are free for shared tenants, none 8 on a node.
+    s.submit(tjob(3, 3, 1, 8, 0, 1));
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held = match s.reservations() {
+        [reservation] if reservation.head.id == JobId(3) => reservation.groups[0],
+        other => panic!("one reservation for the head expected: {other:?}"),
+    };
+    let in_held = |node: u32| spec.node_group[node as usize] == held;
+    // Between rounds the isolated job in the held group ends, and pods placed by someone
+    // else take 2 GPUs on each node outside it: the held node is free, but only 5 GPUs
+    // are left for shared tenants, so the head is no longer admitted.
+    let on_held = (0..3)
+        .find(|&id| in_held(nodes_of(&s, id)[0].0))
+        .expect("an isolated job on the held node");
+    s.finish(JobId(on_held));
+    for (id, node) in (4..).zip((0..3).filter(|&n| !in_held(n))) {
+        let free = s.state().node(NodeId(node)).free_whole();
+        let lowest = free & free.wrapping_neg();
+        let rest = free & !lowest;
+        let two = lowest | (rest & rest.wrapping_neg());
+        let running = kant::framework::Adopted::Running { preemptible: true };
+        s.adopt(
+            tjob(id, 0, 1, 2, 0, 0),
+            &[Some(placement(node, two, 1000))],
+            0,
+            running,
+        )
+        .expect("free devices");
+    }
+    // x's job and a's later job of 5 GPUs each fit only in the held group, one of them.
+    s.submit(tjob(6, 2, 1, 5, 0, 1_900));
+    s.submit(tjob(7, 3, 1, 5, 0, 1_901));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[6]));
+    assert!(s.reservations().is_empty());
+    check_accounting(&s);
+}
+
 #[test]
 fn every_blocked_jobs_backfill_threshold_wakes_the_scheduler() {
     // R (long) and F hold the node; X blocks first and can never make room (R outranks
