@@ -189,6 +189,39 @@ fn a_gang_of_differing_pods_spans_groups() {
     }
 }
 
+/// A running job of one pod, placed by someone else on `node`'s `devices`, `milli_each`
+/// on each.
+fn adopt(s: &mut Scheduler, id: u32, gpu: GpuRequest, node: u32, devices: u32, milli_each: u32) {
+    let placed = placement(node, devices, milli_each);
+    let running = kant::framework::Adopted::Running { preemptible: true };
+    s.adopt(job(id, 1, gpu, 0, 0), &[Some(placed)], 0, running)
+        .unwrap();
+}
+
+/// A gang of pods of several widths that each pod's best node cannot hold, but another
+/// arrangement can: 3 + 2 + 2 + 2 GPUs on nodes with 4 and 5 free (the 3 on the 4 leaves
+/// the 2s three GPUs and one). It is placed, in one group or across two.
+#[test]
+fn a_gang_of_several_widths_is_placed_where_only_another_arrangement_holds_it() {
+    for search in [SearchMode::TwoLevel, SearchMode::Flat] {
+        for nodes_per_group in [1, 2] {
+            let spec = cluster(2, 8, nodes_per_group, LinkProfile::NvlinkAll);
+            let mut s = scheduler(profile("default", None, Some(search)), spec);
+            adopt(&mut s, 1, whole(4), 0, 0x0f, 1000);
+            adopt(&mut s, 2, whole(3), 1, 0x07, 1000);
+            let mut gang = job(0, 4, whole(2), 0, 0);
+            gang.pods[1].gpu = whole(3);
+            s.submit(gang);
+            assert_eq!(
+                placed_jobs(&s.schedule(0)),
+                [JobId(0)],
+                "{search:?}, {nodes_per_group} node(s) per group"
+            );
+            assert_eq!(s.state().total().free_gpus, 0);
+        }
+    }
+}
+
 /// A binder that answers `Wait`: the world reports the outcome later.
 struct LaterBinder;
 
@@ -268,12 +301,6 @@ fn a_fraction_fills_a_shared_device_before_it_breaks_a_whole_gpu() {
             let config = profile_config("default", None, Some(search)).with_placement(strategy);
             let mut s = scheduler(build(&config), cluster(2, 8, 2, LinkProfile::NvlinkAll));
             // Node 0: half of device 0 used. Node 1, busier: two whole GPUs.
-            let adopt = |s: &mut Scheduler, id, gpu, node, devices, milli_each| {
-                let placed = placement(node, devices, milli_each);
-                let running = kant::framework::Adopted::Running { preemptible: true };
-                s.adopt(job(id, 1, gpu, 0, 0), &[Some(placed)], 0, running)
-                    .unwrap();
-            };
             adopt(&mut s, 1, GpuRequest::Fraction(500), 0, 0b1, 500);
             adopt(&mut s, 2, whole(2), 1, 0b11, 1000);
             s.submit(job(3, 1, GpuRequest::Fraction(300), 0, 0));
@@ -355,6 +382,47 @@ fn assert_invariants(
     for (job, count) in &per_job {
         assert!(placed.contains(job));
         assert_eq!(*count, pods_of(*job), "gang {job:?} partly placed");
+    }
+}
+
+proptest! {
+    // Few random cases need another arrangement than the greedy one: many are tried.
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+    /// A gang of pods of several widths is placed whenever some arrangement of its pods
+    /// fits the nodes' free GPUs (one group of all-NVLink nodes, so only the counts
+    /// matter). Each case is made from such an arrangement: each pod's node, and a few GPUs
+    /// free beyond it on each node.
+    #[test]
+    fn a_gang_of_several_widths_is_placed_whenever_it_fits(
+        pods in proptest::collection::vec((1u32..6, 0usize..4), 3..9),
+        slack in proptest::collection::vec(0u32..2, 2..5),
+        two_level in any::<bool>(),
+    ) {
+        // Each pod on its node, or the next with room for it, or left out.
+        let mut free = slack.clone();
+        let mut widths = Vec::new();
+        for &(gpus, node) in &pods {
+            let room = (0..free.len()).map(|i| (node + i) % free.len()).find(|&n| free[n] + gpus <= 8);
+            if let Some(n) = room {
+                free[n] += gpus;
+                widths.push(gpus);
+            }
+        }
+        prop_assume!(widths.len() > 1);
+        let spec = cluster(free.len(), 8, free.len(), LinkProfile::NvlinkAll);
+        let search = if two_level { SearchMode::TwoLevel } else { SearchMode::Flat };
+        let mut s = scheduler(profile("default", None, Some(search)), spec);
+        for (node, &f) in free.iter().enumerate() {
+            if f < 8 {
+                adopt(&mut s, 100 + node as u32, whole(8 - f), node as u32, (1 << (8 - f)) - 1, 1000);
+            }
+        }
+        let mut gang = job(0, widths.len(), whole(1), 0, 0);
+        for (pod, &gpus) in gang.pods.iter_mut().zip(&widths) {
+            pod.gpu = whole(gpus);
+        }
+        s.submit(gang);
+        prop_assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
     }
 }
 

@@ -577,18 +577,16 @@ fn within_one_domain(
     domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
     domains.into_iter().find_map(|(_, groups)| {
         let mut attempt = Attempt::new(snapshot, job);
-        for member in groups {
-            attempt.fill(
-                profile,
-                job,
-                state,
-                &[spec.group(member.group).nodes.as_slice()],
-            );
+        let nodes: Vec<&[NodeId]> = (groups.iter())
+            .map(|member| spec.group(member.group).nodes.as_slice())
+            .collect();
+        for group in &nodes {
+            attempt.fill(profile, job, state, &[group]);
             if attempt.is_complete(job) {
                 return Some(attempt.finish(job));
             }
         }
-        None
+        rearranged(profile, job, snapshot, state, &nodes, attempt)
     })
 }
 
@@ -650,7 +648,87 @@ fn try_nodes(
 ) -> Option<Found> {
     let mut attempt = Attempt::new(snapshot, job);
     attempt.fill(profile, job, state, nodes);
-    attempt.is_complete(job).then(|| attempt.finish(job))
+    if attempt.is_complete(job) {
+        return Some(attempt.finish(job));
+    }
+    rearranged(profile, job, snapshot, state, nodes, attempt)
+}
+
+/// After `failed` could not place a job's pods on `nodes` one by one, each on its best
+/// node: pods of several widths so placed can leave no node for the last ones where
+/// another arrangement holds them all (3 + 2 + 2 + 2 GPUs on nodes with 4 and 5 free).
+/// Where the nodes' free GPUs could hold the pods in some arrangement, they are arranged
+/// again, within a budget.
+fn rearranged(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+    nodes: &[&[NodeId]],
+    failed: Attempt,
+) -> Option<Found> {
+    if failed.order.is_empty() {
+        return None;
+    }
+    let mut free = [0u32; MAX_GPUS_PER_NODE + 1];
+    let mut judged = 0u64;
+    for &node in nodes.iter().flat_map(|s| s.iter()) {
+        free[snapshot.node(node).free_whole_count() as usize] += 1;
+        judged += 1;
+    }
+    let widths: Vec<u32> = (failed.order.iter())
+        .map(|&pod| job.pods[pod as usize].gpu.whole())
+        .filter(|&w| w > 0)
+        .collect();
+    let mut steps = REARRANGE_BUDGET;
+    if counts_hold(&widths, &mut free, &mut steps) == Some(false) {
+        return None;
+    }
+    let mut again = Attempt::new(snapshot, job);
+    let mut budget = REARRANGE_BUDGET.max(REARRANGE_MIN_TRIES * judged);
+    again
+        .arrange(profile, job, state, nodes, &mut budget)
+        .then(|| again.finish(job))
+}
+
+/// The most nodes a rearranging search judges for pods, over all its tries, before giving
+/// up (thousands of tries inside a leaf group), and the most steps its check on free GPU
+/// counts takes.
+const REARRANGE_BUDGET: u64 = 1 << 16;
+
+/// The fewest pods a rearranging search may try to place, however many nodes it judges
+/// for each.
+const REARRANGE_MIN_TRIES: u64 = 64;
+
+/// Whether pods of these whole-GPU widths (widest first) fit nodes with these counts of
+/// free GPUs (`free[n]`: nodes with `n` free), each pod inside one node, counting GPUs
+/// alone: each pod tries the narrowest nodes that hold it first. `None`: undecided
+/// within `steps`.
+fn counts_hold(widths: &[u32], free: &mut NodeSizes, steps: &mut u64) -> Option<bool> {
+    let Some((&width, rest)) = widths.split_first() else {
+        return Some(true);
+    };
+    let mut decided = true;
+    for size in width as usize..free.len() {
+        if free[size] == 0 {
+            continue;
+        }
+        if *steps == 0 {
+            return None;
+        }
+        *steps -= 1;
+        free[size] -= 1;
+        free[size - width as usize] += 1;
+        let held = counts_hold(rest, free, steps);
+        free[size - width as usize] -= 1;
+        free[size] += 1;
+        match held {
+            Some(true) => return Some(true),
+            Some(false) => {}
+            None => decided = false,
+        }
+    }
+    decided.then_some(false)
 }
 
 /// A job being placed pod by pod on its own copy of the state.
@@ -713,26 +791,11 @@ impl Attempt {
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
         let plugins = JobPlugins::of(profile, job, self.state.spec());
         while let Some(index) = self.next_pod(job) {
-            let request = &job.pods[index as usize];
-            // Pods to place as wide as this one: the rest of the job when its pods are
-            // alike, else the rest of this width's run in the widest-first order.
-            let alike_left = match self.order.is_empty() {
-                true => job.pods.len() - self.plan.len(),
-                false => (self.order[self.plan.len()..].iter())
-                    .take_while(|&&p| job.pods[p as usize].gpu == request.gpu)
-                    .count(),
-            };
-            let pod = PodContext {
-                job,
-                index,
-                request,
-                placed: &self.plan,
-                alike_left: alike_left as u32,
-            };
+            let pod = self.pod_context(job, index);
             let placement =
                 place_pod(profile, &plugins, &pod, cycle, &self.state, nodes).or_else(|| {
                     // A lone pod's search already covered every node it may use.
-                    if !request.gpu.is_none() || !job.is_gang() {
+                    if !pod.request.gpu.is_none() || !job.is_gang() {
                         return None;
                     }
                     let spec = self.state.spec();
@@ -743,15 +806,102 @@ impl Attempt {
             let Some(placement) = placement else {
                 return;
             };
-            let key = PodKey {
-                job: job.id,
-                pod: pod.index,
-            };
-            if self.state.assume(key, placement).is_err() {
+            if !self.assume(job, index, placement) {
                 return;
             }
+        }
+    }
+
+    /// Places the job's remaining pods on `nodes` depth first: each pod of whole GPUs
+    /// tries, best first, one node of each count of free GPUs that passes the filters (nodes
+    /// with as many free are alike to the pods still to place), and the others as `fill`
+    /// places them. Gives up once the nodes judged for pods of whole GPUs would pass
+    /// `budget`. Whether it placed them all; on failure the attempt is left as it was.
+    fn arrange(
+        &mut self,
+        profile: &Profile,
+        job: &Job,
+        cycle: &CycleState,
+        nodes: &[&[NodeId]],
+        budget: &mut u64,
+    ) -> bool {
+        let Some(index) = self.next_pod(job) else {
+            return true;
+        };
+        let request = &job.pods[index as usize];
+        if request.gpu.whole() == 0 {
+            let (state, placed) = (self.state.clone(), self.plan.len());
+            self.fill(profile, job, cycle, nodes);
+            if self.is_complete(job) {
+                return true;
+            }
+            self.state = state;
+            self.plan.truncate(placed);
+            return false;
+        }
+        let judged: u64 = nodes.iter().map(|s| s.len() as u64).sum();
+        if *budget < judged {
+            return false;
+        }
+        *budget -= judged;
+        let plugins = JobPlugins::of(profile, job, self.state.spec());
+        let pod = self.pod_context(job, index);
+        let mut candidates = ranked_nodes(&plugins, &pod, cycle, &self.state, nodes);
+        let mut seen_free = 0u64;
+        candidates.retain(|&node| {
+            let free = self.state.node(node).free_whole_count();
+            let first = seen_free >> free & 1 == 0;
+            seen_free |= 1 << free;
+            first
+        });
+        for node in candidates {
+            let pod = self.pod_context(job, index);
+            let Some(placement) = placement_on(profile, &pod, &self.state, node) else {
+                continue;
+            };
+            let state = self.state.clone();
+            if self.assume(job, index, placement) {
+                if self.arrange(profile, job, cycle, nodes, budget) {
+                    return true;
+                }
+                self.plan.pop();
+            }
+            self.state = state;
+        }
+        false
+    }
+
+    /// What the plugins see of the job's pod `index`, to be placed next.
+    fn pod_context<'j>(&'j self, job: &'j Job, index: u32) -> PodContext<'j> {
+        let request = &job.pods[index as usize];
+        // Pods to place as wide as this one: the rest of the job when its pods are alike,
+        // else the rest of this width's run in the widest-first order.
+        let alike_left = match self.order.is_empty() {
+            true => job.pods.len() - self.plan.len(),
+            false => (self.order[self.plan.len()..].iter())
+                .take_while(|&&p| job.pods[p as usize].gpu == request.gpu)
+                .count(),
+        };
+        PodContext {
+            job,
+            index,
+            request,
+            placed: &self.plan,
+            alike_left: alike_left as u32,
+        }
+    }
+
+    /// Records the pod's placement on the attempt's state; whether it fitted.
+    fn assume(&mut self, job: &Job, index: u32, placement: Placement) -> bool {
+        let key = PodKey {
+            job: job.id,
+            pod: index,
+        };
+        let fits = self.state.assume(key, placement).is_ok();
+        if fits {
             self.plan.push((key, placement));
         }
+        fits
     }
 }
 
@@ -781,6 +931,16 @@ fn place_pod(
     nodes: &[&[NodeId]],
 ) -> Option<Placement> {
     let node = best_node(plugins, pod, cycle, state, nodes)?;
+    placement_on(profile, pod, state, node)
+}
+
+/// The pod on `node`, with the devices the profile's allocator gives it there.
+fn placement_on(
+    profile: &Profile,
+    pod: &PodContext,
+    state: &ClusterState,
+    node: NodeId,
+) -> Option<Placement> {
     let view = NodeView {
         id: node,
         spec: state.spec().node(node),
@@ -804,22 +964,14 @@ fn best_node(
     state: &ClusterState,
     nodes: &[&[NodeId]],
 ) -> Option<NodeId> {
-    let spec = state.spec();
-    let filters = &plugins.filters;
-    let feasible = nodes.iter().flat_map(|s| s.iter()).filter_map(|&id| {
-        let view = NodeView {
-            id,
-            spec: spec.node(id),
-            state: state.node(id),
-        };
-        filters
-            .iter()
-            .all(|f| f.filter(pod, cycle, view).is_success())
-            .then_some(view)
-    });
+    let feasible = feasible_nodes(plugins, pod, cycle, state, nodes);
     let scorers = &plugins.scorers;
     if scorers.iter().any(|(s, _)| s.normalizes()) {
-        return best_normalized(scorers, pod, cycle, feasible.collect());
+        let feasible: Vec<NodeView> = feasible.collect();
+        let totals = weighted_scores(scorers, pod, cycle, &feasible);
+        let best =
+            (0..feasible.len()).max_by(|&a, &b| totals[a].cmp(&totals[b]).then(b.cmp(&a)))?;
+        return Some(feasible[best].id);
     }
     let mut best: Option<(i64, NodeId)> = None;
     for view in feasible {
@@ -863,18 +1015,40 @@ impl<'a, T> Applying<'a, T> {
     }
 }
 
-/// The slow path for jobs a normalizing scorer applies to: every plugin scores every
-/// feasible node, normalizes, then the weighted sums are compared.
-fn best_normalized(
+/// The nodes that pass every filter for the pod.
+fn feasible_nodes<'s>(
+    plugins: &'s JobPlugins,
+    pod: &'s PodContext,
+    cycle: &'s CycleState,
+    state: &'s ClusterState,
+    nodes: &'s [&[NodeId]],
+) -> impl Iterator<Item = NodeView<'s>> + 's {
+    let spec = state.spec();
+    nodes.iter().flat_map(|s| s.iter()).filter_map(move |&id| {
+        let view = NodeView {
+            id,
+            spec: spec.node(id),
+            state: state.node(id),
+        };
+        (plugins.filters.iter())
+            .all(|f| f.filter(pod, cycle, view).is_success())
+            .then_some(view)
+    })
+}
+
+/// Each feasible node's weighted score, every plugin's scores normalized where it
+/// normalizes: the slow path, for jobs a normalizing scorer applies to and for the
+/// rearranging search.
+fn weighted_scores(
     scorers: &Applying<(Arc<dyn Score>, i64)>,
     pod: &PodContext,
     cycle: &CycleState,
-    feasible: Vec<NodeView>,
-) -> Option<NodeId> {
+    feasible: &[NodeView],
+) -> Vec<i64> {
     let mut totals = vec![0i64; feasible.len()];
     let mut scores = vec![0i64; feasible.len()];
     for (plugin, weight) in scorers.iter() {
-        for (slot, view) in scores.iter_mut().zip(&feasible) {
+        for (slot, view) in scores.iter_mut().zip(feasible) {
             *slot = plugin.score(pod, cycle, *view);
         }
         if plugin.normalizes() {
@@ -884,8 +1058,23 @@ fn best_normalized(
             *total += weight * score;
         }
     }
-    let best = (0..feasible.len()).max_by(|&a, &b| totals[a].cmp(&totals[b]).then(b.cmp(&a)))?;
-    Some(feasible[best].id)
+    totals
+}
+
+/// The feasible nodes for the pod, best first (the lowest id among equals), as
+/// [`best_node`] ranks them.
+fn ranked_nodes(
+    plugins: &JobPlugins,
+    pod: &PodContext,
+    cycle: &CycleState,
+    state: &ClusterState,
+    nodes: &[&[NodeId]],
+) -> Vec<NodeId> {
+    let feasible: Vec<NodeView> = feasible_nodes(plugins, pod, cycle, state, nodes).collect();
+    let totals = weighted_scores(&plugins.scorers, pod, cycle, &feasible);
+    let mut order: Vec<usize> = (0..feasible.len()).collect();
+    order.sort_by(|&a, &b| totals[b].cmp(&totals[a]).then(a.cmp(&b)));
+    order.into_iter().map(|i| feasible[i].id).collect()
 }
 
 /// Why a job cannot be placed now, node by node, in kube-scheduler's words. Only called
@@ -942,4 +1131,41 @@ pub fn diagnose(
         }
     }
     diagnosis
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nodes with these free GPUs, as counts per free size.
+    fn free(nodes: &[usize]) -> NodeSizes {
+        let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+        for &n in nodes {
+            sizes[n] += 1;
+        }
+        sizes
+    }
+
+    #[test]
+    fn free_gpu_counts_hold_pods_in_any_arrangement_or_say_they_cannot() {
+        let mut steps = REARRANGE_BUDGET;
+        // 3 + 2 + 2 + 2 on 4 and 5: only the 3 on the 5 holds them.
+        assert_eq!(
+            counts_hold(&[3, 2, 2, 2], &mut free(&[4, 5]), &mut steps),
+            Some(true)
+        );
+        // Enough GPUs, but no node holds a pod of 3.
+        assert_eq!(
+            counts_hold(&[3, 3], &mut free(&[2, 2, 2]), &mut steps),
+            Some(false)
+        );
+        assert_eq!(
+            counts_hold(&[4, 3, 3], &mut free(&[5, 5]), &mut steps),
+            Some(false)
+        );
+        // Out of steps: undecided, never a wrong answer.
+        let mut none = 0;
+        assert_eq!(counts_hold(&[2, 2], &mut free(&[2, 2]), &mut none), None);
+        assert_eq!(counts_hold(&[], &mut free(&[]), &mut none), Some(true));
+    }
 }
