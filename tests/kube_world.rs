@@ -686,6 +686,51 @@ fn a_queue_made_again_takes_back_its_running_jobs() {
     assert!(binds(&out).is_empty(), "past its isolated quota: {out:?}");
 }
 
+/// A node annotation that stops parsing (a 1-based device number in
+/// `kant.io/unhealthy-gpus`) closes the node's GPUs but keeps what it runs counted: an
+/// isolated Queue's job there still holds its quota.
+#[test]
+fn a_node_whose_gpu_annotation_breaks_keeps_its_pods_counted() {
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut isolated = queue("team-a", 4);
+    isolated.spec.mode = kant::kube::crd::QueueMode::Isolated;
+    world.apply(Input::Queue(Box::new(Event::Apply(isolated))), T0);
+    let labelled = |name: &str| {
+        let label = json!({"metadata": {"labels": {"kant.io/queue": "team-a"}}});
+        pod(name, 4, label)
+    };
+    let first = place(&mut world, &labelled("first"), T0);
+    let at = first
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap();
+    let other = if at == "n1" { "n2" } else { "n1" };
+    let broken = json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "8"}}});
+    apply_node(&mut world, &node_with(&at, 8, broken), T0 + 1_000);
+    world.round(T0 + 1_000);
+    assert_eq!(
+        free_gpus(&world),
+        8,
+        "only the other node's GPUs are offered"
+    );
+    apply_pod(&mut world, &labelled("second"), T0 + 2_000);
+    world.round(T0 + 2_000);
+    let out = world.take_outputs();
+    assert!(binds(&out).is_empty(), "past its isolated quota: {out:?}");
+    // A pod of no Queue goes to the other node.
+    apply_pod(&mut world, &pod("third", 4, json!({})), T0 + 3_000);
+    world.round(T0 + 3_000);
+    let out = world.take_outputs();
+    assert_eq!(
+        bindings(&out)
+            .iter()
+            .map(|b| b.1.as_str())
+            .collect::<Vec<_>>(),
+        [other]
+    );
+}
+
 /// A launcher whose node selector matches no node of the job's GPU models keeps its gang
 /// waiting, and every member says why.
 #[test]

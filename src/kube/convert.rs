@@ -85,7 +85,9 @@
 //!   the NICs in the order `nvidia-smi topo -m` numbers them; absent: `NIC0`, `NIC1`, ...
 //!   Fewer than a layout assumes are shared between neighbouring GPUs.
 //! - A node without GPUs ignores the GPU annotations (its device plugin may not have
-//!   reported them yet).
+//!   reported them yet). One of them that does not parse closes the node's GPUs, not the
+//!   node: every device counts as unhealthy, on the layout the node would have without it
+//!   (`NodeFacts::problem` says why), so the pods it runs stay counted.
 //! - Labels: all of them. Taints: `spec.taints`; `spec.unschedulable: true` adds the taint
 //!   `node.kubernetes.io/unschedulable:NoSchedule`, as Kubernetes itself does.
 
@@ -109,7 +111,7 @@ use crate::model::{
     ExtendedResources, GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile,
     MAX_GPUS_PER_NODE, MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm,
     PodIdentity, PodRequest, PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint,
-    Taint, TaintEffect, Toleration, TopologyNeed, Weighted, bits,
+    Taint, TaintEffect, Toleration, TopologyNeed, Weighted, bits, node_device_mask,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -1286,6 +1288,10 @@ pub struct NodeFacts {
     /// How many more devices the device plugin reports unhealthy (capacity less
     /// allocatable) than `kant.io/unhealthy-gpus` lists: which ones is not known.
     pub unlisted_unhealthy: usize,
+    /// Why a GPU annotation of the node does not parse: its devices are then all marked
+    /// unhealthy (it takes no new GPU pod; the pods it runs keep theirs), on the layout its
+    /// model has without the annotation.
+    pub problem: Option<String>,
 }
 
 /// Converts nodes, sharing one link matrix between nodes of one layout: a layout name and
@@ -1390,17 +1396,25 @@ impl NodeConverter {
         });
         let hbd = label(&self.keys.hbd);
 
-        let unhealthy = match annotations.get(UNHEALTHY_GPUS_ANNOTATION) {
-            Some(text) if gpus > 0 => parse_device_list(text, gpus).map_err(|e| {
-                ConvertError::new(&object, annotation_field(UNHEALTHY_GPUS_ANNOTATION), e)
-            })?,
-            _ => 0,
-        };
-        let unlisted_unhealthy = (gpus - healthy).saturating_sub(unhealthy.count_ones() as usize);
-
         let taints = taints(&object, node)?;
-        let links = self.links(&object, gpus, &gpu_field, gpu_model.as_deref(), annotations)?;
-        let nics = nic_names(&object, &links, gpus, annotations)?;
+        // A GPU annotation that does not parse closes the node's GPUs, not the node: its
+        // running pods stay counted, on the layout its model would have without one.
+        let model = gpu_model.as_deref();
+        let (unhealthy, links, nics, problem) =
+            match self.devices(&object, gpus, &gpu_field, model, annotations) {
+                Ok((unhealthy, links, nics)) => (unhealthy, links, nics, None),
+                Err(problem) => {
+                    let links = self.links(&object, gpus, &gpu_field, model, &empty)?;
+                    let nics = nic_names(&object, &links, gpus, &empty)?;
+                    (
+                        node_device_mask(gpus),
+                        links,
+                        nics,
+                        Some(problem.to_string()),
+                    )
+                }
+            };
+        let unlisted_unhealthy = (gpus - healthy).saturating_sub(unhealthy.count_ones() as usize);
 
         Ok(NodeFacts {
             row: NodeRow {
@@ -1421,7 +1435,28 @@ impl NodeConverter {
             links,
             nics,
             unlisted_unhealthy,
+            problem,
         })
+    }
+
+    /// The node's unhealthy devices, link matrix and NIC names, from its annotations.
+    fn devices(
+        &mut self,
+        object: &str,
+        gpus: usize,
+        gpu_field: &str,
+        model: Option<&str>,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(u32, Arc<LinkMatrix>, Vec<String>), ConvertError> {
+        let unhealthy = match annotations.get(UNHEALTHY_GPUS_ANNOTATION) {
+            Some(text) if gpus > 0 => parse_device_list(text, gpus).map_err(|e| {
+                ConvertError::new(object, annotation_field(UNHEALTHY_GPUS_ANNOTATION), e)
+            })?,
+            _ => 0,
+        };
+        let links = self.links(object, gpus, gpu_field, model, annotations)?;
+        let nics = nic_names(object, &links, gpus, annotations)?;
+        Ok((unhealthy, links, nics))
     }
 
     /// The node's link matrix: its annotation, else the configuration for its model.
@@ -2499,6 +2534,15 @@ mod tests {
         converter().node(&node(extra)).unwrap_err().to_string()
     }
 
+    /// Why a GPU annotation of the node does not parse: the node is kept, its GPUs closed.
+    fn gpu_problem(node: &Node) -> String {
+        let facts = converter()
+            .node(node)
+            .expect("a node whose GPU annotation does not parse is kept");
+        assert_eq!(facts.row.unhealthy, node_device_mask(facts.row.gpus));
+        facts.problem.expect("what does not parse")
+    }
+
     #[test]
     fn a_gpu_node_with_its_position_and_taints() {
         let n = node(json!({
@@ -2698,15 +2742,19 @@ mod tests {
     }
 
     #[test]
-    fn unhealthy_gpus_out_of_range() {
+    fn unhealthy_gpus_out_of_range_close_the_nodes_gpus() {
         assert_eq!(
-            node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "3,8"}}})),
+            gpu_problem(&node(
+                json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "3,8"}}})
+            )),
             "node n1: metadata.annotations[kant.io/unhealthy-gpus]: GPU 8 is out of range: the \
              node has 8 GPUs"
         );
         assert!(
-            node_error(json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "one"}}}))
-                .contains("not a comma-separated list")
+            gpu_problem(&node(
+                json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": "one"}}})
+            ))
+            .contains("not a comma-separated list")
         );
     }
 
@@ -2764,10 +2812,7 @@ mod tests {
         // One NIC per device pair.
         assert_eq!(facts.nics, ["NIC0", "NIC1", "NIC2", "NIC3"]);
         assert_eq!(
-            converter()
-                .node(&annotated("nvswitch"))
-                .unwrap_err()
-                .to_string(),
+            gpu_problem(&annotated("nvswitch")),
             "node n1: metadata.annotations[kant.io/gpu-topology]: \"nvswitch\" is neither a \
              layout name (nvlink-all, nvlink-pairs, pcie) nor the output of nvidia-smi topo -m"
         );
@@ -2881,13 +2926,13 @@ NIC Legend:\n\
     }
 
     #[test]
-    fn a_topology_of_another_gpu_count_is_an_error() {
+    fn a_topology_of_another_gpu_count_closes_the_nodes_gpus() {
         let four = node(json!({
             "metadata": {"annotations": {"kant.io/gpu-topology": DGX_H100}},
             "status": {"allocatable": {"nvidia.com/gpu": "4"}}
         }));
         assert_eq!(
-            converter().node(&four).unwrap_err().to_string(),
+            gpu_problem(&four),
             "node n1: metadata.annotations[kant.io/gpu-topology]: the topology matrix has 8 \
              GPUs, the node has 4 (status.allocatable[nvidia.com/gpu])"
         );
@@ -2896,10 +2941,7 @@ NIC Legend:\n\
             "GPU3\tNV18\tNV18\tNV18\tNV18",
         );
         assert_eq!(
-            converter()
-                .node(&annotated(&broken))
-                .unwrap_err()
-                .to_string(),
+            gpu_problem(&annotated(&broken)),
             "node n1: metadata.annotations[kant.io/gpu-topology]: diagonal cell of GPU3 is \
              \"NV18\", expected \"X\""
         );
@@ -2938,6 +2980,23 @@ NIC Legend:\n\
         assert_eq!(nic_of(0b1111), "mlx5_0,mlx5_1");
     }
 
+    /// A measured matrix without NIC columns only assumes a NIC per GPU: the NICs named
+    /// are shared out, as for a layout.
+    #[test]
+    fn a_matrix_without_nic_columns_shares_the_nics_named() {
+        let matrix = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n\
+                      GPU0\t X \tNV4\t0-7\t0\n\
+                      GPU1\tNV4\t X \t0-7\t0\n";
+        let one = node(json!({"metadata": {"annotations": {
+            "kant.io/gpu-topology": matrix,
+            "kant.io/rdma-nics": "mlx5_0"
+        }}, "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}));
+        let facts = converter()
+            .node(&one)
+            .expect("a node with 1 NIC for 2 GPUs");
+        assert_eq!(facts.nics, ["mlx5_0", "mlx5_0"]);
+    }
+
     /// A measured matrix numbers the NICs itself: naming fewer is a mistake.
     #[test]
     fn nic_names_must_cover_the_matrix() {
@@ -2946,18 +3005,12 @@ NIC Legend:\n\
             "kant.io/rdma-nics": "mlx5_0,mlx5_1"
         }}}));
         assert_eq!(
-            converter().node(&short).unwrap_err().to_string(),
+            gpu_problem(&short),
             "node n1: metadata.annotations[kant.io/rdma-nics]: \"mlx5_0,mlx5_1\" names 2 NICs, \
              the node's GPU topology refers to 8 (NIC0 to NIC7)"
         );
         let empty_name = node(json!({"metadata": {"annotations": {"kant.io/rdma-nics": "a,,b"}}}));
-        assert!(
-            converter()
-                .node(&empty_name)
-                .unwrap_err()
-                .to_string()
-                .contains("empty NIC name")
-        );
+        assert!(gpu_problem(&empty_name).contains("empty NIC name"));
     }
 
     #[test]

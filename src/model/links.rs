@@ -162,10 +162,16 @@ impl LinkMatrix {
             })
             .collect();
         let matrix = Self::new(&format!("{profile:?} profile"), devices, classes, numa, nic)?;
-        Ok(Self {
+        Ok(matrix.with_nics_assumed())
+    }
+
+    /// The matrix with its NICs marked as an assumption (a layout's, or a measured matrix
+    /// without NIC columns), which a node naming fewer NICs shares out.
+    pub(super) fn with_nics_assumed(self) -> Self {
+        Self {
             nics_assumed: true,
-            ..matrix
-        })
+            ..self
+        }
     }
 
     pub fn shared(self) -> Arc<Self> {

@@ -78,7 +78,8 @@ impl Link {
 /// integer there; otherwise GPUs linked better than `SYS` share a NUMA node (the components of
 /// that relation, numbered in order of their first GPU). A GPU's NIC is the one its row
 /// reaches best (`NV` < `PIX` < `PXB` < `PHB` < `NODE` < `SYS`, ties to the lower index);
-/// without NIC columns every GPU is assumed to have its own NIC, numbered as the GPU.
+/// without NIC columns every GPU is assumed to have its own NIC, numbered as the GPU (an
+/// assumption: a node naming fewer NICs shares them, as for a layout).
 pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelError> {
     let err = |m: String| ModelError::new(owner, m);
     let text = without_terminal_escapes(text);
@@ -273,7 +274,12 @@ pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelErr
     for row in &grid[..gpus] {
         classes.extend(row[..gpus].iter().map(|(link, _)| link.class()));
     }
-    LinkMatrix::new(owner, gpus, classes, numa, nic)
+    let matrix = LinkMatrix::new(owner, gpus, classes, numa, nic)?;
+    Ok(if nics == 0 {
+        matrix.with_nics_assumed()
+    } else {
+        matrix
+    })
 }
 
 /// [`parse_topo_matrix`], failing also when the matrix describes a number of GPUs other than

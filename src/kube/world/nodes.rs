@@ -90,8 +90,19 @@ impl Nodes {
             if !changed {
                 continue;
             }
-            if let NodeEntry::Invalid(reason) = &entry {
-                tracing::warn!("{reason}; the node takes no new pod until it is fixed");
+            match &entry {
+                NodeEntry::Invalid(reason) => {
+                    tracing::warn!("{reason}; the node takes no new pod until it is fixed");
+                }
+                NodeEntry::Usable(facts) => {
+                    if let Some(problem) = &facts.problem {
+                        tracing::warn!(
+                            "{problem}; the node's GPUs take no new pod until it is fixed (the \
+                             pods it runs keep theirs)"
+                        );
+                    }
+                }
+                NodeEntry::OtherShard(_) => {}
             }
             let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
             self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
