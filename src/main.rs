@@ -65,11 +65,11 @@ struct RunArgs {
     scheduler_name: String,
     /// This replica's node-pool shard; its replicas elect a leader on the Lease
     /// kant-scheduler-<SHARD>.
-    #[arg(long, value_name = "NAME", default_value = "all")]
+    #[arg(long, value_name = "NAME", default_value = "all", value_parser = shard_name)]
     shard: String,
     /// GPU models (values of nvidia.com/gpu.product) this shard schedules, comma
     /// separated; none: every model.
-    #[arg(long, value_name = "MODELS", value_delimiter = ',')]
+    #[arg(long, value_name = "MODELS", value_delimiter = ',', value_parser = gpu_model)]
     gpu_models: Vec<String>,
     /// Also take pods that name no GPU model, and CPU-only nodes (always on without
     /// --gpu-models).
@@ -258,6 +258,32 @@ const DEFAULT_SEED: u64 = 42;
 /// mean nothing (`KANT_CONFIG=` in a manifest must not break every run).
 fn env_value(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// A `--gpu-models` entry: a `nvidia.com/gpu.product` value, spaces around it dropped.
+fn gpu_model(text: &str) -> Result<String, String> {
+    let model = text.trim();
+    if model.is_empty() {
+        return Err("an empty GPU model (a stray comma, or an empty list?)".into());
+    }
+    Ok(model.to_owned())
+}
+
+/// A `--shard` name: it ends the Lease's name, a DNS subdomain, so lower-case letters,
+/// digits, '-' and '.', starting and ending with a letter or digit, the whole name at most
+/// 253 characters.
+fn shard_name(text: &str) -> Result<String, String> {
+    let valid = text.len() <= 253 - "kant-scheduler-".len()
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && (text.chars()).all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c));
+    if !valid {
+        return Err(format!(
+            "{text:?}: a shard's name ends its Lease's name (kant-scheduler-<SHARD>), so it is \
+             lower-case letters, digits, '-' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// `--config`, else `KANT_CONFIG`.

@@ -655,6 +655,26 @@ fn the_command_line_helps_and_an_empty_variable_means_unset() {
     assert!(output.status.success(), "{stderr}");
 }
 
+/// `kant run`'s shard flags are checked before anything starts: an empty GPU model (a
+/// stray comma) would make a shard that places nothing, a shard name that cannot end a
+/// Lease's name a replica that never leads.
+#[test]
+fn run_refuses_an_empty_gpu_model_and_a_shard_no_lease_can_be_named_after() {
+    for (args, needle) in [
+        (&["--gpu-models", "H100,,A100"][..], "an empty GPU model"),
+        (&["--gpu-models", ""][..], "an empty GPU model"),
+        (
+            &["--shard", "Team_A"][..],
+            "a shard's name ends its Lease's name",
+        ),
+    ] {
+        let output = kant(&[&["run", "--kubeconfig", "/nonexistent"][..], args].concat());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn an_unwritable_output_fails_before_the_replay() {
     let dir = temp_dir("unwritable");
