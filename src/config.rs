@@ -393,12 +393,8 @@ impl Config {
             source_name: source_name.to_owned(),
             message,
         };
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
-            // The parser leads its first line with the "error: " the command line adds.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("");
-            error(first.strip_prefix("error: ").unwrap_or(first).to_owned())
-        })?;
+        let config: Config =
+            serde_saphyr::from_str(text).map_err(|e| error(yaml_error(&e.to_string(), text)))?;
         if config.profiles.is_empty() {
             return Err(error("no profiles".into()));
         }
@@ -448,6 +444,46 @@ impl Config {
 
     pub fn profile_names(&self) -> Vec<&str> {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
+    }
+}
+
+/// The YAML parser's error in the file's terms: its first line (the rest draws the same
+/// line), without the "error: " the command line adds or advice meant for the parser's
+/// callers, Rust's type names said in words, and the line it points at quoted, so that the
+/// key and value are named.
+fn yaml_error(message: &str, text: &str) -> String {
+    let first = message.lines().next().unwrap_or("");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let first = [", set DuplicateKeyPolicy", "; use from_str_multiple"]
+        .iter()
+        .fold(first, |m, advice| m.split(advice).next().unwrap_or(m));
+    let mut said = first.to_owned();
+    for (rust, words) in [
+        ("invalid i64", "not a whole number (or out of range)"),
+        ("invalid i32", "not a whole number (or out of range)"),
+        (
+            "invalid u64",
+            "not a whole number at least 0 (or out of range)",
+        ),
+        (
+            "invalid u32",
+            "not a whole number at least 0 (or out of range)",
+        ),
+        ("invalid f64", "not a number"),
+    ] {
+        if said.ends_with(rust) {
+            said.replace_range(said.len() - rust.len().., words);
+        }
+    }
+    let line = (first.strip_prefix("line "))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| text.lines().nth(n.checked_sub(1)?))
+        .map(str::trim)
+        .filter(|line| !line.is_empty());
+    match line {
+        Some(line) => format!("{said}: `{line}`"),
+        None => said,
     }
 }
 
@@ -600,6 +636,27 @@ mod tests {
         assert!(!text.contains("error"), "{text}");
     }
 
+    /// A value of the wrong type names its key and value (the line is quoted) in words,
+    /// and the parser's advice to its own callers is left out.
+    #[test]
+    fn a_yaml_error_quotes_its_line_in_the_files_terms() {
+        let fractional =
+            format!("{DEFAULT_CONFIG}tenants:\n  - name: a\n    quota: {{A100: 8.5}}\n");
+        let err = Config::parse("kant.yaml", &fractional)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.ends_with("not a whole number (or out of range): `quota: {A100: 8.5}`"),
+            "{err}"
+        );
+        let twice = format!("{DEFAULT_CONFIG}default_profile: native\n");
+        let err = Config::parse("kant.yaml", &twice).unwrap_err().to_string();
+        assert!(
+            err.ends_with("duplicate mapping key: default_profile: `default_profile: native`"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn a_profile_or_tenant_declared_twice_is_named() {
         let text = DEFAULT_CONFIG.replace("  - name: native", "  - name: default");
@@ -662,6 +719,14 @@ mod tests {
         let zone = "    inference_zone: {gpu_models: [H100]}\n";
         let orphan = err("[priority-sort, gpu-devices, binpack]", zone);
         assert!(orphan.contains("`inference_zone` is set but the profile has no `e-spread`"));
+        let empty = err(
+            "[priority-sort, gpu-devices, e-spread]",
+            "    inference_zone: {allow_training: true}\n",
+        );
+        assert!(
+            empty.contains("`inference_zone` names no `nodes`, `gpu_models` or `labels`"),
+            "{empty}"
+        );
     }
 
     #[test]

@@ -593,6 +593,10 @@ fn an_ignored_column_or_flag_is_warned_of() {
     assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
     assert!(stderr.contains("--seed is ignored"), "{stderr}");
     assert!(
+        !stderr.contains('\x1b'),
+        "no colour codes off a terminal: {stderr:?}"
+    );
+    assert!(
         stderr.contains("links name GPU model `A10O`, which no node of"),
         "{stderr}"
     );

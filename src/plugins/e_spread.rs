@@ -110,6 +110,12 @@ fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
              the rest"
         );
     }
+    if !in_zone.contains(&true) {
+        tracing::warn!(
+            "inference zone: no node matches it; inference pods are E-Binpacked in the \
+             general pool"
+        );
+    }
     let mut group_zone_nodes = vec![0u32; spec.groups.len()];
     for (index, &zoned) in in_zone.iter().enumerate() {
         group_zone_nodes[spec.node_group[index].index()] += u32::from(zoned);

@@ -209,6 +209,14 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "`inference_zone` is set but the profile has no `e-spread` plugin to use it".into(),
         ));
     }
+    if config.inference_zone.as_ref().is_some_and(|zone| {
+        zone.nodes.is_empty() && zone.gpu_models.is_empty() && zone.labels.is_empty()
+    }) {
+        return Err(error(
+            "`inference_zone` names no `nodes`, `gpu_models` or `labels`: it would hold no node"
+                .into(),
+        ));
+    }
     profile.queue_sort =
         queue_sort.ok_or_else(|| error("no queue-sort plugin: enable `priority-sort`".into()))?;
     Ok(profile)
