@@ -807,13 +807,31 @@ fn constraints(
         });
     }
 
-    let gpu_models = match spec
-        .node_selector
-        .as_ref()
-        .and_then(|s| s.get(GPU_PRODUCT_LABEL))
-    {
-        Some(model) => vec![model.clone()],
-        None => affinity_models(&affinity),
+    let selected = (spec.node_selector.as_ref()).and_then(|s| s.get(GPU_PRODUCT_LABEL));
+    let gpu_models = match (selected, affinity_models(&affinity)) {
+        (Some(model), Some(allowed)) if !allowed.contains(model) => {
+            return Err(ConvertError::new(
+                object,
+                format!("{REQUIRED_AFFINITY}.nodeSelectorTerms"),
+                format!(
+                    "allows no node of spec.nodeSelector's {GPU_PRODUCT_LABEL} {model:?} (it \
+                     allows {})",
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        (Some(model), _) => vec![model.clone()],
+        (None, Some(allowed)) if allowed.is_empty() => {
+            return Err(ConvertError::new(
+                object,
+                format!("{REQUIRED_AFFINITY}.nodeSelectorTerms"),
+                format!(
+                    "allows no GPU model: within each term, the `In` requirements on \
+                     {GPU_PRODUCT_LABEL} share no value, so no node can match"
+                ),
+            ));
+        }
+        (None, allowed) => allowed.unwrap_or_default(),
     };
     let constraints = (!node_selector.is_empty()
         || !affinity.is_empty()
@@ -831,8 +849,12 @@ fn constraints(
 }
 
 /// The union over the affinity terms of the GPU models each allows, when every term has an
-/// `In` requirement on the GPU product label; otherwise none (any model).
-fn affinity_models(terms: &[SelectorTerm]) -> Vec<String> {
+/// `In` requirement on the GPU product label (empty when they allow none); otherwise `None`
+/// (any model).
+fn affinity_models(terms: &[SelectorTerm]) -> Option<Vec<String>> {
+    if terms.is_empty() {
+        return None;
+    }
     let mut models: Vec<String> = Vec::new();
     for term in terms {
         let mut allowed: Option<Vec<&String>> = None;
@@ -846,16 +868,13 @@ fn affinity_models(terms: &[SelectorTerm]) -> Vec<String> {
                 });
             }
         }
-        let Some(allowed) = allowed else {
-            return Vec::new();
-        };
-        for model in allowed {
+        for model in allowed? {
             if !models.contains(model) {
                 models.push(model.clone());
             }
         }
     }
-    models
+    Some(models)
 }
 
 fn requirement(
@@ -2235,6 +2254,25 @@ mod tests {
         // An empty term matches no node, as in Kubernetes.
         let empty = facts(affinity(json!([{}])));
         assert!(!empty.constraints.unwrap().selects("n1", &Labels::new()));
+
+        // Requirements that allow no model, or not the node selector's, are refused.
+        let in_models = |models: &[&str]| json!({"key": "nvidia.com/gpu.product", "operator": "In", "values": models});
+        let contradiction = affinity(json!([{"matchExpressions": [
+            in_models(&["A100"]), in_models(&["H100"])
+        ]}]));
+        assert!(pod_error(contradiction).ends_with(
+            "nodeSelectorTerms: allows no GPU model: within each term, the `In` \
+                 requirements on nvidia.com/gpu.product share no value, so no node can match"
+        ));
+        let mut other = affinity(json!([{"matchExpressions": [in_models(&["A100"])]}]));
+        merge(
+            &mut other,
+            json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}}),
+        );
+        assert!(pod_error(other).ends_with(
+            "nodeSelectorTerms: allows no node of spec.nodeSelector's \
+                 nvidia.com/gpu.product \"H100\" (it allows A100)"
+        ));
     }
 
     #[test]
