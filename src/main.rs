@@ -600,6 +600,7 @@ fn load_workload(
         // Validated when the configuration was parsed.
         topologies: config.links.parsed_topologies().map_err(Failure::Input)?,
         priority_classes: config.priority_classes.clone(),
+        ..TraceOptions::default()
     };
     match (&args.nodes, &args.jobs) {
         (Some(nodes), Some(jobs)) => {

@@ -55,6 +55,8 @@ pub struct TraceOptions {
     /// Priority class names (e.g. LS, BE) to integers; an integer priority is taken as is;
     /// empty is 0.
     pub priority_classes: HashMap<String, i32>,
+    /// The most pods the trace's jobs may have in all ([`MAX_TRACE_PODS`] by default).
+    pub max_pods: u64,
 }
 
 impl Default for TraceOptions {
@@ -66,6 +68,7 @@ impl Default for TraceOptions {
             default_links: LinkProfile::NvlinkAll,
             topologies: HashMap::new(),
             priority_classes: HashMap::new(),
+            max_pods: MAX_TRACE_PODS,
         }
     }
 }
@@ -104,6 +107,10 @@ pub const MAX_TIME_MS: u64 = 1_000_000_000_000_000;
 
 /// The most pods one job may have: a larger count is taken for a broken row, not a job.
 pub const MAX_PODS_PER_JOB: u64 = 100_000;
+
+/// The most pods a trace's jobs may have in all (a pod's request takes about 64 bytes, so
+/// about 1 GB of them): a few rows of huge jobs are refused before they exhaust memory.
+pub const MAX_TRACE_PODS: u64 = 16_000_000;
 
 const NODE_COLUMNS: [&str; 5] = ["node_id", "gpu_model", "gpus", "cpu_milli", "memory_mib"];
 const TOPOLOGY_COLUMNS: [&str; 4] = ["leaf", "spine", "superspine", "hbd"];
@@ -283,6 +290,7 @@ pub fn parse_jobs(
         HashMap::from([(DEFAULT_TENANT.to_owned(), TenantId(0))]);
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut skipped = Vec::new();
+    let mut trace_pods = 0u64;
     let mut record = csv::StringRecord::new();
     while source.read_record(&mut csv, &mut record)? {
         let row = Row::new(&source, &record);
@@ -323,6 +331,16 @@ pub fn parse_jobs(
             return Err(row.error(
                 "pods",
                 format!("{pod_count} pods: a job has from 1 to {MAX_PODS_PER_JOB}"),
+            ));
+        }
+        trace_pods += pod_count;
+        if trace_pods > options.max_pods {
+            return Err(row.error(
+                "pods",
+                format!(
+                    "with this job the trace has more than {} pods in all",
+                    options.max_pods
+                ),
             ));
         }
         let pools = row.pools(row.text(Some(gpu_model)), cluster)?;
@@ -895,6 +913,7 @@ mod tests {
             default_links: LinkProfile::Pcie,
             topologies: HashMap::new(),
             priority_classes: HashMap::from([("LS".to_owned(), 100), ("BE".to_owned(), -10)]),
+            max_pods: MAX_TRACE_PODS,
         }
     }
 
@@ -1349,6 +1368,23 @@ mod tests {
         );
         let err = read_nodes(Path::new("/nonexistent/kant/nodes.csv"), &options()).unwrap_err();
         assert_error(err, 0, &["/nonexistent/kant/nodes.csv", "cannot open"]);
+    }
+
+    /// Rows of huge jobs are refused at the one that takes the trace past its pods in all,
+    /// before their requests exhaust memory.
+    #[test]
+    fn a_trace_past_its_pods_in_all_is_refused_at_the_row_that_passes_them() {
+        let text = format!("{JOBS_HEADER}a,,0,10,1,6,,,\nb,,0,10,1,5,,,\n");
+        let limited = TraceOptions {
+            max_pods: 10,
+            ..options()
+        };
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &limited);
+        assert_error(
+            err.unwrap_err(),
+            3,
+            &["field pods", "more than 10 pods in all"],
+        );
     }
 
     #[test]
