@@ -711,6 +711,13 @@ fn write_trace(
     cluster: &ClusterSpec,
     workload: &Workload,
 ) -> Result<Vec<Output>, Failure> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Failure::Output(format!(
+            "{}: not a directory (--write-trace names the directory that gets nodes.csv and \
+             jobs.csv)",
+            dir.display()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Failure::Output(format!("{}: {e}", dir.display())))?;
     let (nodes, file) = Output::create(&dir.join("nodes.csv"))?;
     trace::write_nodes_to(file, cluster).map_err(|e| nodes.failed(e))?;

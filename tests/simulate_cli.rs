@@ -561,8 +561,8 @@ fn an_ignored_column_or_flag_is_warned_of() {
         dir.path(),
         "nodes.csv",
         &NODES
-            .replace("hbd\n", "hbd,rack\n")
-            .replace(",ss,\n", ",ss,,r1\n"),
+            .replace("hbd\n", "hbd,rack,\n")
+            .replace(",ss,\n", ",ss,,r1,\n"),
     );
     let jobs = write(dir.path(), "jobs.csv", JOBS);
     // A GPU model misspelt in the links: no node has it.
@@ -587,7 +587,9 @@ fn an_ignored_column_or_flag_is_warned_of() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("nodes.csv: ignoring the column(s) rack"),
+        stderr.contains(
+            "nodes.csv: ignoring the column(s) rack, (one without a name: a trailing comma?)"
+        ),
         "{stderr}"
     );
     assert!(stderr.contains("--synthetic-jobs is ignored"), "{stderr}");
@@ -783,6 +785,20 @@ fn a_trace_file_that_cannot_be_written_is_named_and_no_half_trace_is_left() {
     assert!(stderr.contains("wt/jobs.csv: "), "{stderr}");
     assert_eq!(listing(&trace), ["jobs.csv"], "files left behind");
     assert!(output.stdout.is_empty());
+    // A file where the directory should be is named as such.
+    let file = write(dir.path(), "plain.txt", "x");
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--write-trace",
+        &file,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("plain.txt: not a directory"), "{stderr}");
 }
 
 #[cfg(target_os = "linux")]

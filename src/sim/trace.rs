@@ -547,7 +547,10 @@ impl<'a> Header<'a> {
         let unknown: Vec<&str> = self
             .names
             .iter()
-            .map(String::as_str)
+            .map(|name| match name.as_str() {
+                "" => "(one without a name: a trailing comma?)",
+                name => name,
+            })
             .filter(|name| !known.iter().any(|k| k.eq_ignore_ascii_case(name)))
             .collect();
         if !unknown.is_empty() {
@@ -564,6 +567,15 @@ impl<'a> Header<'a> {
         let mut positions = [0; N];
         for (slot, column) in positions.iter_mut().zip(columns) {
             *slot = self.find(column)?.ok_or_else(|| {
+                if self.names.is_empty() {
+                    return self.source.error(
+                        0,
+                        format!(
+                            "the file is empty: no header (required: {})",
+                            columns.join(",")
+                        ),
+                    );
+                }
                 self.source.error(
                     0,
                     format!(
@@ -1346,7 +1358,7 @@ mod tests {
             parse_jobs("jobs.csv", header.as_bytes(), &small_cluster(), &options()).unwrap_err();
         assert_error(err, 0, &["jobs.csv", "missing column priority"]);
         let err = parse_nodes("empty.csv", "".as_bytes(), &options()).unwrap_err();
-        assert_error(err, 0, &["empty.csv", "missing column node_id"]);
+        assert_error(err, 0, &["empty.csv", "the file is empty: no header"]);
     }
 
     #[test]
