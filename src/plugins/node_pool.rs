@@ -27,11 +27,17 @@ impl PreFilter for NodePool {
         if !fits_some_pool {
             let widest = job.pods.iter().map(|p| p.gpu).max_by_key(|g| g.milli());
             let alike = job.pods.iter().all(|p| Some(p.gpu) == widest);
+            let pods = match job.pods.len() {
+                1 => "1 pod".to_owned(),
+                n => format!("{n} pods"),
+            };
+            let gpus = match widest.filter(|g| !g.is_none()) {
+                None => "without GPUs".to_owned(),
+                Some(g) if alike => format!("of {g} GPUs"),
+                Some(g) => format!("of up to {g} GPUs"),
+            };
             return Status::unresolvable(format!(
-                "no node pool of the job's GPU models can ever hold {} pods of {}{} GPUs",
-                job.pods.len(),
-                if alike { "" } else { "up to " },
-                widest.map_or("0".into(), |g| g.to_string())
+                "no node pool of the job's GPU models can ever hold {pods} {gpus}"
             ));
         }
         match job.topology.filter(|need| need.required) {
