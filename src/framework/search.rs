@@ -657,8 +657,9 @@ fn try_nodes(
 /// After `failed` could not place a job's pods on `nodes` one by one, each on its best
 /// node: pods of several widths so placed can leave no node for the last ones where
 /// another arrangement holds them all (3 + 2 + 2 + 2 GPUs on nodes with 4 and 5 free).
-/// Where the nodes' free GPUs could hold the pods in some arrangement, they are arranged
-/// again, within a budget.
+/// Where the pods ask for whole GPUs of two widths or more and the nodes' free GPUs could
+/// hold them in some arrangement, they are arranged again, within a budget. (Pods of one
+/// width, a launcher without GPUs beside them or not, fit as many per node in any order.)
 fn rearranged(
     profile: &Profile,
     job: &Job,
@@ -667,38 +668,34 @@ fn rearranged(
     nodes: &[&[NodeId]],
     failed: Attempt,
 ) -> Option<Found> {
-    if failed.order.is_empty() {
-        return None;
-    }
-    let mut free = [0u32; MAX_GPUS_PER_NODE + 1];
-    let mut judged = 0u64;
-    for &node in nodes.iter().flat_map(|s| s.iter()) {
-        free[snapshot.node(node).free_whole_count() as usize] += 1;
-        judged += 1;
-    }
     let widths: Vec<u32> = (failed.order.iter())
         .map(|&pod| job.pods[pod as usize].gpu.whole())
         .filter(|&w| w > 0)
         .collect();
-    let mut steps = REARRANGE_BUDGET;
+    if widths.first() == widths.last() {
+        return None;
+    }
+    let mut free = [0u32; MAX_GPUS_PER_NODE + 1];
+    for &node in nodes.iter().flat_map(|s| s.iter()) {
+        free[snapshot.node(node).free_whole_count() as usize] += 1;
+    }
+    let mut steps = COUNT_STEPS;
     if counts_hold(&widths, &mut free, &mut steps) == Some(false) {
         return None;
     }
     let mut again = Attempt::new(snapshot, job);
-    let mut budget = REARRANGE_BUDGET.max(REARRANGE_MIN_TRIES * judged);
+    let mut tries = REARRANGE_TRIES;
     again
-        .arrange(profile, job, state, nodes, &mut budget)
+        .arrange(profile, job, state, nodes, &mut tries)
         .then(|| again.finish(job))
 }
 
-/// The most nodes a rearranging search judges for pods, over all its tries, before giving
-/// up (thousands of tries inside a leaf group), and the most steps its check on free GPU
-/// counts takes.
-const REARRANGE_BUDGET: u64 = 1 << 16;
+/// The most pods a rearranging search tries to place, each judging every node it may use:
+/// its cost is at most this many passes over them.
+const REARRANGE_TRIES: u32 = 64;
 
-/// The fewest pods a rearranging search may try to place, however many nodes it judges
-/// for each.
-const REARRANGE_MIN_TRIES: u64 = 64;
+/// The most steps the check on free GPU counts takes before it says it cannot tell.
+const COUNT_STEPS: u64 = 1 << 16;
 
 /// Whether pods of these whole-GPU widths (widest first) fit nodes with these counts of
 /// free GPUs (`free[n]`: nodes with `n` free), each pod inside one node, counting GPUs
@@ -815,15 +812,15 @@ impl Attempt {
     /// Places the job's remaining pods on `nodes` depth first: each pod of whole GPUs
     /// tries, best first, one node of each count of free GPUs that passes the filters (nodes
     /// with as many free are alike to the pods still to place), and the others as `fill`
-    /// places them. Gives up once the nodes judged for pods of whole GPUs would pass
-    /// `budget`. Whether it placed them all; on failure the attempt is left as it was.
+    /// places them. Gives up once `tries` pods of whole GPUs were tried. Whether it placed
+    /// them all; on failure the attempt is left as it was.
     fn arrange(
         &mut self,
         profile: &Profile,
         job: &Job,
         cycle: &CycleState,
         nodes: &[&[NodeId]],
-        budget: &mut u64,
+        tries: &mut u32,
     ) -> bool {
         let Some(index) = self.next_pod(job) else {
             return true;
@@ -839,11 +836,10 @@ impl Attempt {
             self.plan.truncate(placed);
             return false;
         }
-        let judged: u64 = nodes.iter().map(|s| s.len() as u64).sum();
-        if *budget < judged {
+        if *tries == 0 {
             return false;
         }
-        *budget -= judged;
+        *tries -= 1;
         let plugins = JobPlugins::of(profile, job, self.state.spec());
         let pod = self.pod_context(job, index);
         let mut candidates = ranked_nodes(&plugins, &pod, cycle, &self.state, nodes);
@@ -861,7 +857,7 @@ impl Attempt {
             };
             let state = self.state.clone();
             if self.assume(job, index, placement) {
-                if self.arrange(profile, job, cycle, nodes, budget) {
+                if self.arrange(profile, job, cycle, nodes, tries) {
                     return true;
                 }
                 self.plan.pop();
@@ -1148,7 +1144,7 @@ mod tests {
 
     #[test]
     fn free_gpu_counts_hold_pods_in_any_arrangement_or_say_they_cannot() {
-        let mut steps = REARRANGE_BUDGET;
+        let mut steps = COUNT_STEPS;
         // 3 + 2 + 2 + 2 on 4 and 5: only the 3 on the 5 holds them.
         assert_eq!(
             counts_hold(&[3, 2, 2, 2], &mut free(&[4, 5]), &mut steps),
