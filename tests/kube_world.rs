@@ -902,12 +902,57 @@ fn shards_count_a_queues_jobs_apart_and_settle_on_the_sum() {
         (&json!(1), &json!(2)),
         "{status}"
     );
-    assert_eq!(
-        status["shards"],
-        json!({"h100": {"pending": 0, "running": 1},
-                                        "a100": {"pending": 1, "running": 1}})
-    );
+    let counts = |shard: &str| {
+        let entry = &status["shards"][shard];
+        (entry["pending"].clone(), entry["running"].clone())
+    };
+    assert_eq!(counts("h100"), (json!(0), json!(1)), "{status}");
+    assert_eq!(counts("a100"), (json!(1), json!(1)), "{status}");
     assert_eq!(status["allocated"], json!({"H100": "8", "A100": "8"}));
+
+    // The A100 shard is taken away. The H100 shard stamps its entry every 5 minutes
+    // though nothing changes; 15 minutes after the A100 entry's last stamp it leaves it
+    // out of the totals and removes it.
+    let [mut h100, _] = shards;
+    let stamped = |team: &Value, shard: &str| team["status"]["shards"][shard]["updatedAt"].clone();
+    let mut h100_stamps = vec![stamped(&team, "h100")];
+    for minute in 1..=16 {
+        now += 60_000;
+        h100.round(now);
+        for output in h100.take_outputs() {
+            if let Output::QueueStatus { status, .. } = output {
+                merge(&mut team, json!({"status": status}));
+            }
+        }
+        let seen: kant::kube::crd::Queue = serde_json::from_value(team.clone()).unwrap();
+        h100.apply(Input::Queue(Box::new(Event::Apply(seen))), now);
+        if stamped(&team, "h100") != *h100_stamps.last().unwrap() {
+            h100_stamps.push(stamped(&team, "h100"));
+        }
+        let status = &team["status"];
+        let gone = minute >= 15;
+        assert_eq!(
+            status["shards"].get("a100").is_none(),
+            gone,
+            "minute {minute}: {status}"
+        );
+        let totals = (&status["pending"], &status["running"]);
+        let expected = if gone {
+            (json!(0), json!(1))
+        } else {
+            (json!(1), json!(2))
+        };
+        assert_eq!(
+            totals,
+            (&expected.0, &expected.1),
+            "minute {minute}: {status}"
+        );
+    }
+    assert_eq!(
+        h100_stamps.len(),
+        4,
+        "stamped at 0, 5, 10 and 15 minutes: {h100_stamps:?}"
+    );
 }
 
 /// A pod that accepts the GPU models of two shards is placed by one: the shard of the

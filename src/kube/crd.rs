@@ -231,21 +231,27 @@ pub struct QueueStatus {
     #[serde(default)]
     pub running: i64,
     /// In a sharded deployment, the jobs each shard counts, by shard name: each shard
-    /// sees only the jobs of its GPU models.
+    /// sees only the jobs of its GPU models. An entry its shard has not written for 15
+    /// minutes (each shard writes its own at least every 5) is of a shard that is gone:
+    /// the others leave it out of the totals and remove it (a merge patch's null).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub shards: BTreeMap<String, ShardJobs>,
+    pub shards: BTreeMap<String, Option<ShardJobs>>,
     /// Standard conditions of the queue, when any are reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
 }
 
 /// A queue's jobs as one shard counts them.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default, JsonSchema)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ShardJobs {
     #[serde(default)]
     pub pending: i64,
     #[serde(default)]
     pub running: i64,
+    /// When the shard last wrote these counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<Time>,
 }
 
 // ---------------------------------------------------------------------------------------

@@ -20,12 +20,17 @@ use tokio::sync::oneshot;
 /// A time on the world's clock (Unix milliseconds).
 pub const T0: u64 = 1_700_000_000_000;
 
-/// Merges `from` into `into`, as a JSON merge patch does (objects key by key).
+/// Merges `from` into `into`, as a JSON merge patch does (objects key by key, a null
+/// removing its key).
 pub fn merge(into: &mut Value, from: Value) {
     match (into, from) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
+                if v.is_null() {
+                    a.remove(&k);
+                } else {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
             }
         }
         (slot, value) => *slot = value,

@@ -18,6 +18,13 @@ use super::{Output, Unwritten, World};
 /// How often the slow figures (metrics report, PodGroup and Queue status) are refreshed.
 const REFRESH_MS: u64 = 1_000;
 
+/// In a sharded deployment, how often a shard writes its entry of a Queue's
+/// `status.shards` though its counts did not change, and after how long without a write
+/// an entry is of a shard that is gone (three missed writes: clocks that differ by minutes
+/// between nodes do not matter).
+const SHARD_ENTRY_REFRESH_MS: u64 = 5 * 60 * 1_000;
+const SHARD_ENTRY_STALE_MS: u64 = 3 * SHARD_ENTRY_REFRESH_MS;
+
 pub(super) struct Reporter {
     diagnose_every_ms: u64,
     diagnoses_per_round: usize,
@@ -356,8 +363,9 @@ impl World {
             let own = ShardJobs {
                 pending: self.scheduler.pending_of(tenant) as i64,
                 running: running.get(&tenant).copied().unwrap_or(0),
+                updated_at: None,
             };
-            let status = self.queue_status(queue, allocated, borrowed, own);
+            let status = self.queue_status(queue, allocated, borrowed, own, now_ms);
             if self.reporter.queue_changed(&name, uid, &status) {
                 self.outputs.push(Output::QueueStatus { name, status });
             }
@@ -398,15 +406,19 @@ impl World {
     }
 
     /// A Queue's status with this replica's figures. In a sharded deployment its job
-    /// counts go under its shard's name, and the totals add the other shards' counts as
-    /// the Queue last showed them: every shard that sees another's counts change writes
-    /// the totals again, so they settle on the sum.
+    /// counts go under its shard's name, stamped when they changed or every
+    /// [`SHARD_ENTRY_REFRESH_MS`], and the totals add the other shards' counts as the
+    /// Queue last showed them: every shard that sees another's counts change writes the
+    /// totals again, so they settle on the sum. Another shard's entry not stamped within
+    /// [`SHARD_ENTRY_STALE_MS`] (or never) is of a shard that is gone: it is left out, and
+    /// removed.
     fn queue_status(
         &self,
         queue: &Queue,
         allocated: BTreeMap<String, String>,
         borrowed: BTreeMap<String, String>,
-        own: ShardJobs,
+        mut own: ShardJobs,
+        now_ms: u64,
     ) -> QueueStatus {
         if self.options.shard_models.is_empty() {
             return QueueStatus {
@@ -420,35 +432,73 @@ impl World {
             };
         }
         let shard = &self.options.shard;
-        let others = (queue.status.iter())
-            .flat_map(|s| &s.shards)
-            .filter(|(name, _)| *name != shard)
-            .map(|(_, jobs)| *jobs);
-        let (pending, running) = others.fold((own.pending, own.running), |(p, r), jobs| {
-            (p + jobs.pending, r + jobs.running)
-        });
+        let shown = queue.status.iter().flat_map(|s| &s.shards);
+        let age = |jobs: &ShardJobs| {
+            let stamped = jobs.updated_at.as_ref()?.0.as_millisecond();
+            Some(now_ms.saturating_sub(u64::try_from(stamped).unwrap_or(0)))
+        };
+        // This shard's stamp is kept while its counts are and it is recent: the one last
+        // written (the Queue may not show it yet), else the one the Queue shows.
+        let name = queue.metadata.name.as_deref().unwrap_or_default();
+        let written = (self.reporter.queues.get(name)).and_then(|(_, s)| s.shards.get(shard));
+        let shown_own = shown
+            .clone()
+            .find(|(n, _)| *n == shard)
+            .map(|(_, jobs)| jobs);
+        let kept = [written, shown_own]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|jobs| {
+                (jobs.pending, jobs.running) == (own.pending, own.running)
+                    && age(jobs).is_some_and(|age| age < SHARD_ENTRY_REFRESH_MS)
+            });
+        own.updated_at = Some(
+            kept.and_then(|jobs| jobs.updated_at.clone())
+                .unwrap_or_else(|| time_at(now_ms)),
+        );
+        let mut shards = BTreeMap::new();
+        let (mut pending, mut running) = (own.pending, own.running);
+        for (name, jobs) in shown.filter(|(name, _)| *name != shard) {
+            let Some(jobs) = jobs else {
+                continue;
+            };
+            if age(jobs).is_some_and(|age| age < SHARD_ENTRY_STALE_MS) {
+                pending += jobs.pending;
+                running += jobs.running;
+            } else {
+                shards.insert(name.clone(), None);
+            }
+        }
+        shards.insert(shard.clone(), Some(own));
         QueueStatus {
             allocated,
             borrowed,
             pending,
             running,
-            shards: BTreeMap::from([(shard.clone(), own)]),
+            shards,
             conditions: Some(Vec::new()),
         }
     }
 }
 
+/// The world clock's `now_ms` as a Kubernetes time.
+fn time_at(now_ms: u64) -> Time {
+    Time(
+        Timestamp::from_millisecond(i64::try_from(now_ms).unwrap_or(i64::MAX))
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+    )
+}
+
 /// The condition of a Queue whose spec is invalid since `since_ms`: `Valid` is `False`,
 /// with what is wrong.
 fn invalid_spec(problem: String, since_ms: u64) -> Condition {
-    let since = Timestamp::from_millisecond(i64::try_from(since_ms).unwrap_or(i64::MAX))
-        .unwrap_or(Timestamp::UNIX_EPOCH);
     Condition {
         type_: "Valid".into(),
         status: "False".into(),
         reason: "InvalidSpec".into(),
         message: problem,
-        last_transition_time: Time(since),
+        last_transition_time: time_at(since_ms),
         observed_generation: None,
     }
 }
