@@ -450,6 +450,12 @@ NIC Legend:
         LinkMatrix::new("expected", rows.len(), classes, numa.to_vec(), nic.to_vec()).unwrap()
     }
 
+    /// [`expected`] for a matrix without NIC columns: its NICs, one per GPU, assumed.
+    fn expected_without_nics(rows: &[&str], numa: &[u8]) -> LinkMatrix {
+        let nic: Vec<u8> = (0..rows.len() as u8).collect();
+        expected(rows, numa, &nic).with_nics_assumed()
+    }
+
     fn message(text: &str) -> String {
         parse_topo_matrix(OWNER, text).unwrap_err().to_string()
     }
@@ -616,12 +622,9 @@ GPU2\tSYS\tSYS\t X \tPHB\t16-31\t1
 GPU3\tSYS\tSYS\tPHB\t X \t16-31\t1
 ";
         let m = parse_topo_matrix(OWNER, text).unwrap();
-        let want = expected(
-            &["NNCC", "NNCC", "CCNS", "CCSN"],
-            &[0, 0, 1, 1],
-            &[0, 1, 2, 3],
-        );
+        let want = expected_without_nics(&["NNCC", "NNCC", "CCNS", "CCSN"], &[0, 0, 1, 1]);
         assert_eq!(m, want);
+        assert!(m.nics_assumed(), "a node naming fewer NICs shares them");
     }
 
     #[test]
@@ -635,10 +638,9 @@ GPU3\tSYS\tSYS\tPHB\t X \t16-31\t1
             "GPU4 SYS PIX SYS SYS X SYS",
             "GPU5 SYS SYS SYS SYS SYS X",
         ];
-        let want = expected(
+        let want = expected_without_nics(
             &["NSCCCC", "SNCCPC", "CCNNCC", "CCNNCC", "CPCCNC", "CCCCCN"],
             &[0, 0, 1, 1, 0, 2],
-            &[0, 1, 2, 3, 4, 5],
         );
         let bare = format!(
             "  GPU0  GPU1  GPU2  GPU3  GPU4  GPU5\n{}\n",
@@ -659,7 +661,7 @@ GPU3\tSYS\tSYS\tPHB\t X \t16-31\t1
     fn accepts_old_soc_for_cross_socket() {
         let text = "\tGPU0\tGPU1\nGPU0\t X \tSOC\nGPU1\tSOC\t X \n";
         let m = parse_topo_matrix(OWNER, text).unwrap();
-        assert_eq!(m, expected(&["NC", "CN"], &[0, 1], &[0, 1]));
+        assert_eq!(m, expected_without_nics(&["NC", "CN"], &[0, 1]));
     }
 
     /// The example without its information columns and legend.
