@@ -275,10 +275,13 @@ fn gpu_model(text: &str) -> Result<String, String> {
 /// digits, '-' and '.', starting and ending with a letter or digit, the whole name at most
 /// 253 characters.
 fn shard_name(text: &str) -> Result<String, String> {
-    let valid = text.len() <= 253 - "kant-scheduler-".len()
-        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && text.ends_with(|c: char| c.is_ascii_alphanumeric())
-        && (text.chars()).all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-.".contains(c));
+    // Each of its dot-separated labels, as a DNS subdomain's.
+    let label = |label: &str| {
+        label.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && label.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && (label.chars()).all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    let valid = text.len() <= 253 - "kant-scheduler-".len() && text.split('.').all(label);
     if !valid {
         return Err(format!(
             "{text:?}: a shard's name ends its Lease's name (kant-scheduler-<SHARD>), so it is \

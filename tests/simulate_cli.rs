@@ -673,6 +673,10 @@ fn run_refuses_an_empty_gpu_model_and_a_shard_no_lease_can_be_named_after() {
             &["--shard", "Team_A"][..],
             "a shard's name ends its Lease's name",
         ),
+        (
+            &["--shard", "a..b"][..],
+            "a shard's name ends its Lease's name",
+        ),
     ] {
         let output = kant(&[&["run", "--kubeconfig", "/nonexistent"][..], args].concat());
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -577,16 +577,16 @@ fn within_one_domain(
     domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
     domains.into_iter().find_map(|(_, groups)| {
         let mut attempt = Attempt::new(snapshot, job);
-        let nodes: Vec<&[NodeId]> = (groups.iter())
-            .map(|member| spec.group(member.group).nodes.as_slice())
-            .collect();
-        for group in &nodes {
-            attempt.fill(profile, job, state, &[group]);
+        let nodes_of = |member: &DomainMember| spec.group(member.group).nodes.as_slice();
+        for member in groups {
+            attempt.fill(profile, job, state, &[nodes_of(member)]);
             if attempt.is_complete(job) {
                 return Some(attempt.finish(job));
             }
         }
-        rearranged(profile, job, snapshot, state, &nodes, attempt)
+        let widths = attempt.rearrangeable_widths(job)?;
+        let nodes: Vec<&[NodeId]> = groups.iter().map(nodes_of).collect();
+        rearranged(profile, job, snapshot, state, &nodes, &widths)
     })
 }
 
@@ -651,36 +651,29 @@ fn try_nodes(
     if attempt.is_complete(job) {
         return Some(attempt.finish(job));
     }
-    rearranged(profile, job, snapshot, state, nodes, attempt)
+    let widths = attempt.rearrangeable_widths(job)?;
+    rearranged(profile, job, snapshot, state, nodes, &widths)
 }
 
-/// After `failed` could not place a job's pods on `nodes` one by one, each on its best
-/// node: pods of several widths so placed can leave no node for the last ones where
-/// another arrangement holds them all (3 + 2 + 2 + 2 GPUs on nodes with 4 and 5 free).
-/// Where the pods ask for whole GPUs of two widths or more and the nodes' free GPUs could
-/// hold them in some arrangement, they are arranged again, within a budget. (Pods of one
-/// width, a launcher without GPUs beside them or not, fit as many per node in any order.)
+/// Pods of several widths, each placed on its best node, can leave no node for the last
+/// ones where another arrangement holds them all (3 + 2 + 2 + 2 GPUs on nodes with 4 and 5
+/// free): after an attempt failed, the job's pods are arranged again on `nodes`, within a
+/// budget, where the nodes' free GPUs could hold `widths` (its whole-GPU pods' widths,
+/// widest first, from [`Attempt::rearrangeable_widths`]) in some arrangement.
 fn rearranged(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     state: &CycleState,
     nodes: &[&[NodeId]],
-    failed: Attempt,
+    widths: &[u32],
 ) -> Option<Found> {
-    let widths: Vec<u32> = (failed.order.iter())
-        .map(|&pod| job.pods[pod as usize].gpu.whole())
-        .filter(|&w| w > 0)
-        .collect();
-    if widths.first() == widths.last() {
-        return None;
-    }
     let mut free = [0u32; MAX_GPUS_PER_NODE + 1];
     for &node in nodes.iter().flat_map(|s| s.iter()) {
         free[snapshot.node(node).free_whole_count() as usize] += 1;
     }
     let mut steps = COUNT_STEPS;
-    if counts_hold(&widths, &mut free, &mut steps) == Some(false) {
+    if counts_hold(widths, &mut free, &mut steps) == Some(false) {
         return None;
     }
     let mut again = Attempt::new(snapshot, job);
@@ -810,10 +803,12 @@ impl Attempt {
     }
 
     /// Places the job's remaining pods on `nodes` depth first: each pod of whole GPUs
-    /// tries, best first, one node of each count of free GPUs that passes the filters (nodes
-    /// with as many free are alike to the pods still to place), and the others as `fill`
-    /// places them. Gives up once `tries` pods of whole GPUs were tried. Whether it placed
-    /// them all; on failure the attempt is left as it was.
+    /// tries, best first, the nodes that pass the filters, but only the first that takes it
+    /// of each count of free GPUs (others with as many free are much alike to the pods
+    /// still to place, so trying them would mostly repeat the search), and the others as
+    /// `fill` places them. Gives up once `tries` pods of whole GPUs were tried, or those
+    /// others fit nowhere. Whether it placed them all; on failure the attempt is left as
+    /// it was.
     fn arrange(
         &mut self,
         profile: &Profile,
@@ -832,6 +827,10 @@ impl Attempt {
             if self.is_complete(job) {
                 return true;
             }
+            // Pods without whole GPUs that fit nowhere after the others end the search:
+            // how those are arranged seldom decides it, and each time costs a pass over
+            // every node (a launcher may go to any).
+            *tries = 0;
             self.state = state;
             self.plan.truncate(placed);
             return false;
@@ -842,29 +841,49 @@ impl Attempt {
         *tries -= 1;
         let plugins = JobPlugins::of(profile, job, self.state.spec());
         let pod = self.pod_context(job, index);
-        let mut candidates = ranked_nodes(&plugins, &pod, cycle, &self.state, nodes);
-        let mut seen_free = 0u64;
-        candidates.retain(|&node| {
-            let free = self.state.node(node).free_whole_count();
-            let first = seen_free >> free & 1 == 0;
-            seen_free |= 1 << free;
-            first
-        });
+        let candidates = ranked_nodes(&plugins, &pod, cycle, &self.state, nodes);
+        // Counts of free GPUs already tried (bit n: n free).
+        let mut tried = 0u64;
         for node in candidates {
+            let free = self.state.node(node).free_whole_count();
+            if tried >> free & 1 == 1 {
+                continue;
+            }
             let pod = self.pod_context(job, index);
             let Some(placement) = placement_on(profile, &pod, &self.state, node) else {
                 continue;
             };
             let state = self.state.clone();
             if self.assume(job, index, placement) {
+                tried |= 1 << free;
                 if self.arrange(profile, job, cycle, nodes, tries) {
                     return true;
                 }
                 self.plan.pop();
             }
             self.state = state;
+            if *tries == 0 {
+                return false;
+            }
         }
         false
+    }
+
+    /// After this attempt failed: the widths of the job's whole-GPU pods, widest first,
+    /// when arranging them again could help. It could not for pods of one width (a
+    /// launcher beside them or not: any order fits as many per node), when the pod that
+    /// found no node asks for no whole GPU, or past [`REARRANGE_TRIES`] such pods.
+    fn rearrangeable_widths(&self, job: &Job) -> Option<Vec<u32>> {
+        let stuck = self.next_pod(job)?;
+        if job.pods[stuck as usize].gpu.whole() == 0 {
+            return None;
+        }
+        let widths: Vec<u32> = (self.order.iter())
+            .map(|&pod| job.pods[pod as usize].gpu.whole())
+            .filter(|&w| w > 0)
+            .collect();
+        let several = widths.first() != widths.last();
+        (several && widths.len() <= REARRANGE_TRIES as usize).then_some(widths)
     }
 
     /// What the plugins see of the job's pod `index`, to be placed next.
@@ -952,7 +971,7 @@ fn placement_on(
     })
 }
 
-/// The feasible node with the highest weighted score (the lowest id among equals).
+/// The feasible node with the highest weighted score (the first in `nodes` among equals).
 fn best_node(
     plugins: &JobPlugins,
     pod: &PodContext,
@@ -1057,7 +1076,7 @@ fn weighted_scores(
     totals
 }
 
-/// The feasible nodes for the pod, best first (the lowest id among equals), as
+/// The feasible nodes for the pod, best first (in `nodes` order among equals), as
 /// [`best_node`] ranks them.
 fn ranked_nodes(
     plugins: &JobPlugins,

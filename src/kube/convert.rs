@@ -86,8 +86,9 @@
 //!   Fewer than a layout assumes are shared between neighbouring GPUs.
 //! - A node without GPUs ignores the GPU annotations (its device plugin may not have
 //!   reported them yet). One of them that does not parse closes the node's GPUs, not the
-//!   node: every device counts as unhealthy, on the layout the node would have without it
-//!   (`NodeFacts::problem` says why), so the pods it runs stay counted.
+//!   node: every device counts as unhealthy, on the layout and NIC names the node would
+//!   have without any of the three (`NodeFacts::problem` says why), so the pods it runs
+//!   stay counted.
 //! - Labels: all of them. Taints: `spec.taints`; `spec.unschedulable: true` adds the taint
 //!   `node.kubernetes.io/unschedulable:NoSchedule`, as Kubernetes itself does.
 
@@ -809,6 +810,16 @@ fn constraints(
 
     let selected = (spec.node_selector.as_ref()).and_then(|s| s.get(GPU_PRODUCT_LABEL));
     let gpu_models = match (selected, affinity_models(&affinity)) {
+        (_, Some(allowed)) if allowed.is_empty() => {
+            return Err(ConvertError::new(
+                object,
+                format!("{REQUIRED_AFFINITY}.nodeSelectorTerms"),
+                format!(
+                    "allows no GPU model: within each term, the `In` requirements on \
+                     {GPU_PRODUCT_LABEL} share no value, so no node can match"
+                ),
+            ));
+        }
         (Some(model), Some(allowed)) if !allowed.contains(model) => {
             return Err(ConvertError::new(
                 object,
@@ -821,16 +832,6 @@ fn constraints(
             ));
         }
         (Some(model), _) => vec![model.clone()],
-        (None, Some(allowed)) if allowed.is_empty() => {
-            return Err(ConvertError::new(
-                object,
-                format!("{REQUIRED_AFFINITY}.nodeSelectorTerms"),
-                format!(
-                    "allows no GPU model: within each term, the `In` requirements on \
-                     {GPU_PRODUCT_LABEL} share no value, so no node can match"
-                ),
-            ));
-        }
         (None, allowed) => allowed.unwrap_or_default(),
     };
     let constraints = (!node_selector.is_empty()
@@ -1308,8 +1309,8 @@ pub struct NodeFacts {
     /// allocatable) than `kant.io/unhealthy-gpus` lists: which ones is not known.
     pub unlisted_unhealthy: usize,
     /// Why a GPU annotation of the node does not parse: its devices are then all marked
-    /// unhealthy (it takes no new GPU pod; the pods it runs keep theirs), on the layout its
-    /// model has without the annotation.
+    /// unhealthy (it takes no new GPU pod; the pods it runs keep theirs), on the layout and
+    /// NIC names its model has without GPU annotations.
     pub problem: Option<String>,
 }
 
@@ -2264,6 +2265,14 @@ mod tests {
             "nodeSelectorTerms: allows no GPU model: within each term, the `In` \
                  requirements on nvidia.com/gpu.product share no value, so no node can match"
         ));
+        let mut both = affinity(json!([{"matchExpressions": [
+            in_models(&["A100"]), in_models(&["H100"])
+        ]}]));
+        merge(
+            &mut both,
+            json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}}),
+        );
+        assert!(pod_error(both).contains("allows no GPU model"));
         let mut other = affinity(json!([{"matchExpressions": [in_models(&["A100"])]}]));
         merge(
             &mut other,
