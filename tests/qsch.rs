@@ -1192,12 +1192,12 @@ fn room_held_for_a_head_that_is_withdrawn_is_used_at_once() {
     assert_eq!(spec.node_group[nodes_of(&s, 7)[0].index()], held);
 }
 
-/// A head's room is held only while its quota admits it: once others took the room
-/// outside the hold that a shared head needed, the hold is given back, and a job that fits
-/// only there is placed rather than wait beside idle GPUs.
-#[test]
-fn room_held_for_a_head_no_longer_admitted_is_given_back() {
-    // Three nodes of 8 GPUs, one group each; the isolated tenant keeps 15 GPUs.
+/// Three nodes of 8 GPUs, one group each; the isolated tenant (1) keeps 15 GPUs, and
+/// shared tenants a (2) and b (3) use nothing. Each node runs an isolated job of 5 GPUs,
+/// and `head_tenant`'s head of 8 GPUs, past the threshold, has one group held: 9 GPUs are
+/// free for shared tenants, none 8 on a node. Returns the scheduler, the cluster, the held
+/// group and the time the head became overdue.
+fn a_shared_head_with_room_held(head_tenant: u16) -> (Scheduler, Arc<ClusterSpec>, GroupId, u64) {
     let spec = cluster(3, 8, 1, LinkProfile::NvlinkAll);
     let configs = [
         tenant("iso", TenantMode::Isolated, 15),
@@ -1209,8 +1209,7 @@ fn room_held_for_a_head_no_longer_admitted_is_given_back() {
         s.submit(tjob(id, 1, 1, 5, 0, 0)); // one per node: 3 GPUs left on each
     }
     assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
-    // The head: 9 GPUs are free for shared tenants, none 8 on a node.
-    s.submit(tjob(3, 2, 1, 8, 0, 1));
+    s.submit(tjob(3, head_tenant, 1, 8, 0, 1));
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
@@ -1218,6 +1217,15 @@ fn room_held_for_a_head_no_longer_admitted_is_given_back() {
         [reservation] if reservation.head.id == JobId(3) => reservation.groups[0],
         other => panic!("one reservation for the head expected: {other:?}"),
     };
+    (s, spec, held, overdue)
+}
+
+/// A head's room is held only while its quota admits it: once others took the room
+/// outside the hold that a shared head needed, the hold is given back, and a job that fits
+/// only there is placed rather than wait beside idle GPUs.
+#[test]
+fn room_held_for_a_head_no_longer_admitted_is_given_back() {
+    let (mut s, spec, held, overdue) = a_shared_head_with_room_held(2);
     // Another shared tenant takes 3 GPUs outside the hold: 6 are left for shared
     // tenants, and the head is no longer admitted.
     s.submit(tjob(4, 3, 1, 3, 0, 1_900));
@@ -1288,28 +1296,8 @@ fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
 /// rather than kept out while a job tried after it takes that room.
 #[test]
 fn room_held_for_a_head_unadmitted_between_rounds_is_given_back_before_the_next_attempt() {
-    // Three nodes of 8 GPUs, one group each; the isolated tenant keeps 15 GPUs. Tenant x
-    // (2) is served before tenant a (3) while both use nothing.
-    let spec = cluster(3, 8, 1, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("iso", TenantMode::Isolated, 15),
-        tenant("x", TenantMode::Shared, 0),
-        tenant("a", TenantMode::Shared, 0),
-    ];
-    let mut s = with_tenants(backfill_only(), spec.clone(), &configs, binds());
-    for id in 0..3 {
-        s.submit(tjob(id, 1, 1, 5, 0, 0)); // one per node: 3 GPUs left on each
-    }
-    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
-    // a's head: 9 GPUs are free for shared tenants, none 8 on a node.
-    s.submit(tjob(3, 3, 1, 8, 0, 1));
-    assert!(s.schedule(SECOND).is_empty());
-    let overdue = SECOND + BACKFILL_THRESHOLD;
-    assert!(s.schedule(overdue).is_empty());
-    let held = match s.reservations() {
-        [reservation] if reservation.head.id == JobId(3) => reservation.groups[0],
-        other => panic!("one reservation for the head expected: {other:?}"),
-    };
+    // Tenant a (2) is served before b (3), whose head holds room, while both use nothing.
+    let (mut s, spec, held, overdue) = a_shared_head_with_room_held(3);
     let in_held = |node: u32| spec.node_group[node as usize] == held;
     // Between rounds the isolated job in the held group ends, and pods placed by someone
     // else take 2 GPUs on each node outside it: the held node is free, but only 5 GPUs
@@ -1332,7 +1320,7 @@ fn room_held_for_a_head_unadmitted_between_rounds_is_given_back_before_the_next_
         )
         .expect("free devices");
     }
-    // x's job and a's later job of 5 GPUs each fit only in the held group, one of them.
+    // a's job and b's later job of 5 GPUs each fit only in the held group, one of them.
     s.submit(tjob(6, 2, 1, 5, 0, 1_900));
     s.submit(tjob(7, 3, 1, 5, 0, 1_901));
     assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[6]));

@@ -774,34 +774,26 @@ fn a_trace_file_that_cannot_be_written_is_named_and_no_half_trace_is_left() {
     let jobs = write(dir.path(), "jobs.csv", JOBS);
     let trace = dir.path().join("wt");
     std::fs::create_dir_all(trace.join("jobs.csv")).expect("a folder named jobs.csv");
-    let trace_arg = trace.display().to_string();
-    let output = kant(&[
-        "simulate",
-        "--nodes",
-        &nodes,
-        "--jobs",
-        &jobs,
-        "--write-trace",
-        &trace_arg,
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let write_trace = |target: &str| {
+        let output = kant(&[
+            "simulate",
+            "--nodes",
+            &nodes,
+            "--jobs",
+            &jobs,
+            "--write-trace",
+            target,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        (output, stderr)
+    };
+    let (output, stderr) = write_trace(&trace.display().to_string());
     assert!(stderr.contains("wt/jobs.csv: "), "{stderr}");
     assert_eq!(listing(&trace), ["jobs.csv"], "files left behind");
     assert!(output.stdout.is_empty());
     // A file where the directory should be is named as such.
-    let file = write(dir.path(), "plain.txt", "x");
-    let output = kant(&[
-        "simulate",
-        "--nodes",
-        &nodes,
-        "--jobs",
-        &jobs,
-        "--write-trace",
-        &file,
-    ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let (_, stderr) = write_trace(&write(dir.path(), "plain.txt", "x"));
     assert!(stderr.contains("plain.txt: not a directory"), "{stderr}");
 }
 
