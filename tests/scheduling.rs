@@ -313,6 +313,29 @@ fn a_fraction_fills_a_shared_device_before_it_breaks_a_whole_gpu() {
     }
 }
 
+/// Across leaf groups too: a fraction goes to the group with a shared device it fits on,
+/// not to one busier with pods that share their nodes, where it would break a whole GPU.
+#[test]
+fn a_fraction_seeks_a_shared_device_in_another_group() {
+    let mut s = scheduler(
+        profile("default", None, None),
+        cluster(2, 8, 1, LinkProfile::NvlinkAll),
+    );
+    // Node 0 (leaf 0): a device half used. Node 1 (leaf 1), busier: two whole GPUs.
+    adopt(&mut s, 1, GpuRequest::Fraction(500), 0, 0b1, 500);
+    adopt(&mut s, 2, whole(2), 1, 0b11, 1000);
+    // 0.5 fits the half-used device; 0.6 does not, and goes where the group is busier.
+    s.submit(job(3, 1, GpuRequest::Fraction(500), 0, 0));
+    s.submit(job(4, 1, GpuRequest::Fraction(600), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(3), JobId(4)]);
+    let at = |job: JobId| {
+        let (_, placed) = s.state().placements().find(|(k, _)| k.job == job).unwrap();
+        (placed.placement.node, placed.placement.gpus.devices)
+    };
+    assert_eq!(at(JobId(3)), (NodeId(0), 0b1));
+    assert_eq!(at(JobId(4)).0, NodeId(1));
+}
+
 #[test]
 fn a_failed_binding_forgets_every_pod_and_requeues_the_job() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);

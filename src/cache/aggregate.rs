@@ -1,9 +1,13 @@
 //! Aggregates of node states over a group, a pool or the whole cluster, kept up to date by
 //! subtracting a node's old contribution and adding its new one on every change.
 
-use crate::model::MAX_GPUS_PER_NODE;
+use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli};
 
 use super::NodeState;
+
+/// Steps of [`GpuAggregate::shared_room_histogram`]: 40, of 25 milli-GPUs each.
+const SHARED_ROOM_STEPS: usize = 40;
+const SHARED_ROOM_STEP: Milli = MILLI_PER_GPU / SHARED_ROOM_STEPS as Milli;
 
 /// What the first level of the search reads instead of visiting nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +31,10 @@ pub struct GpuAggregate {
     /// `nvlink_histogram[k]`: nodes whose largest NVLink-connected set of free devices
     /// has exactly `k` devices.
     pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// `shared_room_histogram[k]`: nodes whose roomiest shared device (healthy and partly
+    /// assigned) has `k` to `k + 1` steps of 25 milli-GPUs free; nodes without one are
+    /// not counted.
+    pub shared_room_histogram: [u32; SHARED_ROOM_STEPS],
 }
 
 impl Default for GpuAggregate {
@@ -41,6 +49,7 @@ impl Default for GpuAggregate {
             sharing_milli: 0,
             fragmented_nodes: 0,
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
+            shared_room_histogram: [0; SHARED_ROOM_STEPS],
         }
     }
 }
@@ -59,6 +68,13 @@ impl GpuAggregate {
         step(&mut self.free_histogram[free as usize], 1);
         step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
         step(&mut self.nvlink_histogram[node.nvlink_island() as usize], 1);
+        let room = node.roomiest_shared();
+        if room > 0 {
+            step(
+                &mut self.shared_room_histogram[(room / SHARED_ROOM_STEP) as usize],
+                1,
+            );
+        }
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
         self.sharing_milli =
             (self.sharing_milli as i64 + sign * node.sharing_milli() as i64) as u64;
@@ -77,6 +93,16 @@ impl GpuAggregate {
             .iter()
             .rposition(|&n| n > 0)
             .unwrap_or(0) as u32
+    }
+
+    /// Whether some node has a shared device with room for a fraction of `milli`, judged
+    /// by steps of 25 milli-GPUs: a device with less room, but in the fraction's own step,
+    /// counts too (300 free for 310 asked), so the answer ranks, it does not promise.
+    pub fn may_share_room(&self, milli: Milli) -> bool {
+        let from = (milli / SHARED_ROOM_STEP) as usize;
+        self.shared_room_histogram
+            .get(from..)
+            .is_some_and(|steps| steps.iter().any(|&n| n > 0))
     }
 
     /// The most free whole devices on any one node.

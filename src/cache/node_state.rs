@@ -126,6 +126,14 @@ impl NodeState {
         used > 0 && used < u64::from(self.device_count()) * u64::from(MILLI_PER_GPU)
     }
 
+    /// Free milli-GPUs on the roomiest healthy device that is partly assigned (0: none).
+    pub fn roomiest_shared(&self) -> Milli {
+        crate::model::bits(self.busy & !self.unhealthy)
+            .map(|d| MILLI_PER_GPU - self.device_used(d))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Healthy shared devices that still have room for `milli`, with their use.
     pub fn shared_with_room(&self, milli: Milli) -> impl Iterator<Item = (usize, Milli)> + '_ {
         crate::model::bits(self.busy & !self.unhealthy)

@@ -2,7 +2,8 @@
 //!
 //! - Leaf group: small jobs gather in a few groups, so that the others can drain whole.
 //!   - A pod smaller than a node goes first to the groups that have a partly used node
-//!     with room for it (filling a hole rather than breaking a free node), and among
+//!     with room for it (filling a hole rather than breaking a free node; a fraction goes
+//!     to a group with a shared device it fits on before any other), and among
 //!     those, as among the rest, to the groups where pods that share their nodes already
 //!     hold the most GPUs, not merely the busiest: a group busy with gangs that end
 //!     whole, and that one small pod with hours left would keep from ever being free for
@@ -20,7 +21,7 @@ use crate::cache::GpuAggregate;
 use crate::framework::{
     CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
 };
-use crate::model::{GroupId, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
+use crate::model::{GpuRequest, GroupId, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
 
 use super::utilization;
 
@@ -65,7 +66,15 @@ impl Score for EBinpack {
             let fits = narrowest.map_or(1, |gpu| gpu.whole().max(1));
             let hole = partly_used_with_room(aggregate, fits) > 0;
             let sharing = utilization::scale(aggregate.sharing_milli, capacity);
-            i64::from(hole) * HOLE + sharing * (MAX_NODE_SCORE - HOLE) / MAX_NODE_SCORE
+            let score = i64::from(hole) * HOLE + sharing * (MAX_NODE_SCORE - HOLE) / MAX_NODE_SCORE;
+            match narrowest {
+                // A fraction goes first where a shared device has room for it: it breaks
+                // no whole GPU there.
+                Some(GpuRequest::Fraction(milli)) => {
+                    i64::from(aggregate.may_share_room(milli)) * (MAX_NODE_SCORE / 2) + score / 2
+                }
+                _ => score,
+            }
         } else {
             utilization::group_used(aggregate)
         }
