@@ -731,6 +731,36 @@ fn a_node_whose_gpu_annotation_breaks_keeps_its_pods_counted() {
     );
 }
 
+/// After a restart, a running pod whose devices are not named is counted on the node's
+/// lowest free devices, and on unhealthy ones where the healthy ones are too few: it runs
+/// there whatever their health, so nothing else is bound to its GPUs.
+#[test]
+fn a_pod_found_running_without_device_ids_is_counted_on_unhealthy_devices_too() {
+    let unhealthy =
+        |devices: &str| json!({"metadata": {"annotations": {"kant.io/unhealthy-gpus": devices}}});
+    let running = |node: &str| json!({"spec": {"nodeName": node}, "status": {"phase": "Running"}});
+    let mut foreign = running("n1");
+    foreign["spec"]["schedulerName"] = json!("default-scheduler");
+    let mut fraction = running("n2");
+    fraction["metadata"] = json!({"annotations": {"kant.io/gpu-fraction": "0.5"}});
+    let nodes = [
+        node_with("n1", 8, unhealthy("7")),
+        node_with("n2", 1, unhealthy("0")),
+    ];
+    let pods = [pod("foreign", 8, foreign), pod("fraction", 0, fraction)];
+    let mut world = synced_with(&plain(), &nodes, &pods);
+    world.round(T0);
+    world.take_outputs();
+    assert_eq!(world.scheduler().state().total().used_milli, 8_500);
+    apply_pod(&mut world, &pod("new", 1, json!({})), T0 + 1_000);
+    world.round(T0 + 1_000);
+    let out = world.take_outputs();
+    assert!(
+        binds(&out).is_empty(),
+        "bound onto GPUs a running pod holds: {out:?}"
+    );
+}
+
 /// A launcher whose node selector matches no node of the job's GPU models keeps its gang
 /// waiting, and every member says why.
 #[test]

@@ -10,8 +10,9 @@
 //! ever given twice. It is counted by its resources alone (its extended resources
 //! included): a scheduling field that does not parse is reported but does not stop that,
 //! and a device list that does not parse, names the wrong count or names devices another
-//! pod holds gives way to the lowest free devices, as for a pod placed elsewhere (whose
-//! device list, copied from a template maybe, is not trusted). A pod bound to another
+//! pod holds gives way to the lowest free devices (unhealthy ones too, where the healthy
+//! ones are too few), as for a pod placed elsewhere (whose device list, copied from a
+//! template maybe, is not trusted). A pod bound to another
 //! shard's node is not counted, but kept by node: it is adopted once its node is this
 //! shard's (relabelled, or reporting its GPUs again). A pod that goes away returns what it
 //! held.
@@ -1573,7 +1574,9 @@ impl World {
         ))
     }
 
-    /// Free devices of a node for a request, lowest first, past those `taken` on it.
+    /// Free devices of a node for a request, lowest first, past those `taken` on it:
+    /// healthy ones first, then unhealthy ones, as the pod runs there whatever their
+    /// health (counting it on them keeps its GPUs from being given again).
     fn free_devices(
         &self,
         node: NodeId,
@@ -1586,20 +1589,23 @@ impl World {
             .flatten()
             .filter(|p| p.node == node)
             .fold(0, |acc, p| acc | p.gpus.devices);
+        let free_unhealthy = state.unhealthy() & !state.busy();
         match gpu {
             GpuRequest::Whole(0) => Some(DeviceAlloc::default()),
             GpuRequest::Whole(n) => {
                 let chosen: u32 = bits(state.free_whole() & !busy)
+                    .chain(bits(free_unhealthy & !busy))
                     .take(n as usize)
                     .fold(0, |acc, d| acc | 1 << d);
                 (chosen.count_ones() == n).then(|| DeviceAlloc::whole(chosen))
             }
             GpuRequest::Fraction(milli) => {
-                let shared = state
+                let device = state
                     .shared_with_room(milli)
                     .map(|(d, _)| d)
-                    .find(|d| busy & (1 << d) == 0);
-                let device = shared.or_else(|| bits(state.free_whole() & !busy).next())?;
+                    .chain(bits(state.free_whole()))
+                    .chain(bits(state.unhealthy()))
+                    .find(|&d| busy & (1 << d) == 0 && state.can_take(1 << d, milli, false))?;
                 Some(DeviceAlloc {
                     devices: 1 << device,
                     milli_each: milli.min(MILLI_PER_GPU),
