@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use common::*;
 use kant::config::Placement;
 use kant::framework::Scheduler;
-use kant::model::{JobId, LinkProfile, NodeId, Tier, TopologyNeed};
+use kant::model::{GpuRequest, JobId, LinkProfile, NodeId, Tier, TopologyNeed};
 use kant::queue::QueueingPolicy;
 
 const MINUTE_MS: u64 = 60_000;
@@ -504,12 +504,7 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
     let zone_nodes: HashSet<NodeId> = (4..8).map(NodeId).collect();
     assert!(nodes_of(&s, JobId(0)).is_disjoint(&zone_nodes));
-    let replicas: Vec<NodeId> = s
-        .state()
-        .placements()
-        .filter(|(k, _)| k.job == JobId(1))
-        .map(|(_, p)| p.placement.node)
-        .collect();
+    let replicas = replicas_of(&s, JobId(1));
     let in_zone: HashSet<_> = replicas.iter().filter(|n| zone_nodes.contains(n)).collect();
     assert_eq!(
         in_zone.len(),
@@ -525,6 +520,93 @@ fn e_spread_puts_one_replica_per_zone_node_then_binpacks_the_rest() {
         1,
         "the two extra replicas share one general node: {replicas:?}"
     );
+}
+
+/// Replicas beyond the zone's room go to the general pool, fractions as well as whole
+/// GPUs: a zone node that already holds a replica is the last choice, below a free
+/// general node where a fraction breaks a whole GPU.
+#[test]
+fn e_spread_sends_replicas_past_the_zone_to_the_general_pool() {
+    for gpu in [GpuRequest::Fraction(500), whole(1)] {
+        let zone = kant::plugins::ZoneConfig {
+            nodes: vec!["node-0000".into(), "node-0001".into()],
+            ..Default::default()
+        };
+        let mut s = scheduler(
+            zone_profile(zone),
+            fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll),
+        );
+        s.submit(inference(job(1, 4, gpu, 0, 0)));
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+        let replicas = replicas_of(&s, JobId(1));
+        let in_zone = replicas.iter().filter(|n| n.0 < 2).count();
+        assert_eq!(
+            in_zone, 2,
+            "{gpu:?}: one replica per zone node: {replicas:?}"
+        );
+    }
+}
+
+/// An inference pod as wide as a node is not what the zone is for: it goes to the general
+/// pool, and to the zone only when the general pool has no room.
+#[test]
+fn e_spread_keeps_inference_pods_as_wide_as_a_node_out_of_the_zone_while_there_is_room() {
+    let zone = kant::plugins::ZoneConfig {
+        nodes: (4..8).map(|i| format!("node-{i:04}")).collect(),
+        ..Default::default()
+    };
+    let mut s = scheduler(
+        zone_profile(zone),
+        fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll),
+    );
+    s.submit(inference(job(1, 4, whole(8), 0, 0)));
+    s.submit(inference(job(2, 1, whole(8), 0, 1)));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1), JobId(2)]);
+    assert!(replicas_of(&s, JobId(1)).iter().all(|n| n.0 < 4));
+    assert!(
+        replicas_of(&s, JobId(2))[0].0 >= 4,
+        "the general pool is full"
+    );
+}
+
+/// A gang of replicas that accepts any GPU model reaches a zone named by GPU model: the
+/// pool of the best-ranked group is tried first, not the first pool.
+#[test]
+fn e_spread_tries_the_zone_s_pool_first_for_replicas_of_any_gpu_model() {
+    for count in [1, 2] {
+        let spec = models_cluster(&[("H100", 8), ("H100", 8), ("L40S", 8), ("L40S", 8)]);
+        let zone = kant::plugins::ZoneConfig {
+            gpu_models: vec!["L40S".into()],
+            ..Default::default()
+        };
+        let mut s = scheduler(zone_profile(zone), spec.clone());
+        let mut replicas = inference(job(1, count, whole(1), 0, 0));
+        replicas.pools = vec![];
+        s.submit(replicas);
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+        let nodes = replicas_of(&s, JobId(1));
+        let models: Vec<_> = nodes
+            .iter()
+            .map(|&n| spec.node(n).gpu_model.clone())
+            .collect();
+        assert!(
+            models.iter().all(|m| m.as_deref() == Some("L40S")),
+            "{models:?}"
+        );
+        assert_eq!(
+            nodes.iter().collect::<HashSet<_>>().len(),
+            count,
+            "one per zone node"
+        );
+    }
+}
+
+fn replicas_of(s: &Scheduler, job: JobId) -> Vec<NodeId> {
+    s.state()
+        .placements()
+        .filter(|(k, _)| k.job == job)
+        .map(|(_, p)| p.placement.node)
+        .collect()
 }
 
 #[test]

@@ -96,10 +96,18 @@ fn two_level(
         if job.pods.len() == 1 {
             return try_nodes(profile, job, snapshot, state, &nodes_of(None));
         }
-        // A gang never mixes GPU models: one pool at a time.
-        return pools
-            .iter()
-            .find_map(|&p| try_nodes(profile, job, snapshot, state, &nodes_of(Some(p))));
+        // A gang never mixes GPU models: one pool at a time, the pool of the best-ranked
+        // group first.
+        let mut by_rank: Vec<PoolId> = Vec::with_capacity(pools.len());
+        for &(_, group) in ranked.iter() {
+            let pool = spec.group(group).pool;
+            if !by_rank.contains(&pool) {
+                by_rank.push(pool);
+            }
+        }
+        return by_rank
+            .into_iter()
+            .find_map(|p| try_nodes(profile, job, snapshot, state, &nodes_of(Some(p))));
     }
     if let Some(need) = need.filter(|n| n.tier == Tier::Hbd) {
         let found = within_one_hbd(profile, job, widths, snapshot, state, pools);

@@ -2,7 +2,9 @@
 //! a node go to the zone's nodes, spread one replica per node where possible and least
 //! allocated first, for availability; replicas beyond the zone's room, and every other
 //! job, are placed by E-Binpack in the general pool. Other jobs stay out of the zone
-//! unless the zone allows training. Without a zone it is E-Binpack.
+//! unless the zone allows training; those it lets in but is not for (inference pods as
+//! wide as a node, and training where allowed) take its nodes only when the general pool
+//! has no room. Without a zone it is E-Binpack.
 //!
 //! The zone is named in the profile by node names, GPU models and node labels, and
 //! resolved once per cluster shape; names that match no node are reported (a warning)
@@ -15,7 +17,7 @@ use crate::framework::{
     AnyGroup, CycleState, Filter, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext,
     PreFilter, Score, Status,
 };
-use crate::model::{ClusterSpec, GroupId, Job, JobKind};
+use crate::model::{ClusterSpec, GroupId, Job, JobKind, MILLI_PER_GPU};
 
 use super::{EBinpack, utilization};
 
@@ -70,6 +72,11 @@ impl ESpread {
         let resolved = Arc::new(resolve(zone, spec));
         *cached = Some(resolved.clone());
         Some(resolved)
+    }
+
+    /// Whether a job may enter the zone's nodes.
+    fn admits(&self, job: &Job) -> bool {
+        job.kind == JobKind::Inference || self.zone.as_ref().is_some_and(|z| z.allow_training)
     }
 }
 
@@ -159,16 +166,14 @@ impl PreFilter for ESpread {
 
 impl Filter for ESpread {
     fn judges_spec(&self, job: &Job, _cluster: &ClusterSpec, state: &CycleState) -> bool {
-        let closed = self.zone.as_ref().is_some_and(|z| !z.allow_training);
-        closed && job.kind != JobKind::Inference && state.read::<ZoneView>().is_some()
+        !self.admits(job) && state.read::<ZoneView>().is_some()
     }
 
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
-        let (Some(zone), Some(ZoneView(resolved))) = (&self.zone, state.read::<ZoneView>()) else {
+        let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
             return Status::SUCCESS;
         };
-        let outsider = pod.job.kind != JobKind::Inference && !zone.allow_training;
-        if outsider && resolved.in_zone[node.id.index()] {
+        if !self.admits(pod.job) && resolved.in_zone[node.id.index()] {
             Status::unresolvable("node(s) are in the inference zone")
         } else {
             Status::SUCCESS
@@ -176,17 +181,35 @@ impl Filter for ESpread {
     }
 }
 
-/// Half the score range: zone choices score above it, the general pool below.
+/// Half the score range: the choices a pod is meant for score above it, the others below.
 const HALF: i64 = MAX_NODE_SCORE / 2;
 
-/// `score` (0..=MAX_NODE_SCORE) squeezed into the lower half, below every zone choice.
-fn below_zone(score: i64) -> i64 {
-    score * (HALF - 1) / MAX_NODE_SCORE
+/// `score` (0..=MAX_NODE_SCORE) squeezed into the lower half, below every choice a pod is
+/// meant for, and above 0: a zone node that already holds a replica of the job stays below
+/// every node of the general pool.
+fn lower_half(score: i64) -> i64 {
+    1 + score * (HALF - 2) / MAX_NODE_SCORE
+}
+
+/// `score` (0..=MAX_NODE_SCORE) squeezed into the upper half.
+fn upper_half(score: i64) -> i64 {
+    HALF + score * HALF / MAX_NODE_SCORE
 }
 
 /// The least used first, in the upper half.
 fn in_zone_by_free(used: i64) -> i64 {
-    HALF + (MAX_NODE_SCORE - used) * HALF / MAX_NODE_SCORE
+    upper_half(MAX_NODE_SCORE - used)
+}
+
+/// What a job that may enter the zone, but is not what it is for (an inference pod as
+/// wide as a node, training where the zone allows it), scores: E-Binpack, the general
+/// pool before the zone, which it takes only when the general pool has no room.
+fn zone_last(in_zone: bool, binpack: i64) -> i64 {
+    if in_zone {
+        lower_half(binpack)
+    } else {
+        upper_half(binpack)
+    }
 }
 
 impl Score for ESpread {
@@ -198,15 +221,26 @@ impl Score for ESpread {
         aggregate: &GpuAggregate,
     ) -> i64 {
         let binpack = self.binpack.score_group(query, state, group, aggregate);
-        match state.read::<ZoneView>() {
-            Some(ZoneView(resolved)) if query.job.kind == JobKind::Inference => {
-                if resolved.group_zone_nodes[group.index()] > 0 {
-                    in_zone_by_free(utilization::group_used(aggregate))
-                } else {
-                    below_zone(binpack)
-                }
+        let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
+            return binpack;
+        };
+        if !self.admits(query.job) {
+            return binpack;
+        }
+        let zone_nodes = resolved.group_zone_nodes[group.index()];
+        // Against the group's nodes on average, as E-Binpack judges it.
+        let narrower_than_nodes = query.widths.narrowest_gpu.is_some_and(|gpu| {
+            gpu.milli() * u64::from(aggregate.nodes)
+                < u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU)
+        });
+        if query.job.kind == JobKind::Inference && narrower_than_nodes {
+            if zone_nodes > 0 {
+                in_zone_by_free(utilization::group_used(aggregate))
+            } else {
+                lower_half(binpack)
             }
-            _ => binpack,
+        } else {
+            zone_last(zone_nodes == aggregate.nodes, binpack)
         }
     }
 
@@ -215,15 +249,19 @@ impl Score for ESpread {
         let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
             return binpack;
         };
-        if !wants_zone(pod, node.spec.gpus()) {
+        if !self.admits(pod.job) {
             return binpack;
         }
-        match resolved.in_zone[node.id.index()] {
+        let in_zone = resolved.in_zone[node.id.index()];
+        if !wants_zone(pod, node.spec.gpus()) {
+            return zone_last(in_zone, binpack);
+        }
+        match in_zone {
             // The zone's room is one replica per node: another replica of the job goes to
             // the general pool, and back here only when that is full.
             true if pod.shares_node(node.id) => 0,
             true => in_zone_by_free(utilization::node_after(pod, node)),
-            false => below_zone(binpack),
+            false => lower_half(binpack),
         }
     }
 }
