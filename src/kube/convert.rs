@@ -82,8 +82,8 @@
 //!   says otherwise for its GPU model (`links.topologies`, then `links.by_model`, then
 //!   `links.default`).
 //! - RDMA NIC names: the annotation `kant.io/rdma-nics` (`"mlx5_0,mlx5_1,..."`) names
-//!   the NICs in the order `nvidia-smi topo -m` numbers them; absent: `NIC0`, `NIC1`, ...
-//!   Fewer than a layout assumes are shared between neighbouring GPUs.
+//!   the NICs in the order `nvidia-smi topo -m` numbers them, each once; absent: `NIC0`,
+//!   `NIC1`, ... Fewer than a layout assumes are shared between neighbouring GPUs.
 //! - A node without GPUs ignores the GPU annotations (its device plugin may not have
 //!   reported them yet). One of them that does not parse closes the node's GPUs, not the
 //!   node: every device counts as unhealthy, on the layout and NIC names the node would
@@ -1679,6 +1679,20 @@ fn nic_names(
             format!("{text:?} has an empty NIC name"),
         ));
     }
+    if let Some(twice) = names
+        .iter()
+        .enumerate()
+        .find_map(|(i, n)| names[..i].contains(n).then_some(n))
+    {
+        return Err(ConvertError::new(
+            object,
+            field,
+            format!(
+                "{text:?} names {twice} twice (GPUs that share a NIC are told by naming fewer \
+                 NICs than the topology refers to)"
+            ),
+        ));
+    }
     if names.len() < needed && links.nics_assumed() {
         return Ok((0..needed)
             .map(|k| names[k * names.len() / needed].clone())
@@ -3058,6 +3072,8 @@ NIC Legend:\n\
         );
         let empty_name = node(json!({"metadata": {"annotations": {"kant.io/rdma-nics": "a,,b"}}}));
         assert!(gpu_problem(&empty_name).contains("empty NIC name"));
+        let twice = node(json!({"metadata": {"annotations": {"kant.io/rdma-nics": "a, b,a"}}}));
+        assert!(gpu_problem(&twice).contains("\"a, b,a\" names a twice"));
     }
 
     #[test]
