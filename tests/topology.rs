@@ -14,12 +14,17 @@ use kant::queue::QueueingPolicy;
 
 const MINUTE_MS: u64 = 60_000;
 
-fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
+/// The node of each of a job's pods, a node once per pod on it.
+fn replicas_of(s: &Scheduler, job: JobId) -> Vec<NodeId> {
     s.state()
         .placements()
         .filter(|(k, _)| k.job == job)
         .map(|(_, p)| p.placement.node)
         .collect()
+}
+
+fn nodes_of(s: &Scheduler, job: JobId) -> HashSet<NodeId> {
+    replicas_of(s, job).into_iter().collect()
 }
 
 /// Leaves, spines and HBDs a job's nodes span.
@@ -599,14 +604,6 @@ fn e_spread_tries_the_zone_s_pool_first_for_replicas_of_any_gpu_model() {
             "one per zone node"
         );
     }
-}
-
-fn replicas_of(s: &Scheduler, job: JobId) -> Vec<NodeId> {
-    s.state()
-        .placements()
-        .filter(|(k, _)| k.job == job)
-        .map(|(_, p)| p.placement.node)
-        .collect()
 }
 
 #[test]
