@@ -7,8 +7,8 @@
 //! has no room. Without a zone it is E-Binpack.
 //!
 //! The zone is named in the profile by node names, GPU models and node labels, and
-//! resolved once per cluster shape; names that match no node are reported (a warning)
-//! and skipped.
+//! resolved once per cluster shape; names that match no node are reported (a warning,
+//! given again only when what it says changes) and skipped.
 
 use std::sync::{Arc, Mutex};
 
@@ -45,6 +45,8 @@ struct Resolved {
     in_zone: Vec<bool>,
     /// Zone nodes per search group.
     group_zone_nodes: Vec<u32>,
+    /// What is wrong with the zone on this shape (logged when it changes).
+    warnings: Vec<String>,
 }
 
 pub struct ESpread {
@@ -70,6 +72,12 @@ impl ESpread {
             return Some(resolved.clone());
         }
         let resolved = Arc::new(resolve(zone, spec));
+        // The cluster changes shape whenever a node changes: a warning is given again
+        // only when it says something new.
+        let before = cached.as_ref().map_or(&[][..], |r| r.warnings.as_slice());
+        for warning in resolved.warnings.iter().filter(|w| !before.contains(w)) {
+            tracing::warn!("inference zone: {warning}");
+        }
         *cached = Some(resolved.clone());
         Some(resolved)
     }
@@ -110,18 +118,16 @@ fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
             }
         }
     }
+    let mut warnings = Vec::new();
     if !unknown.is_empty() {
-        tracing::warn!(
-            unknown = unknown.join(", "),
-            "inference zone: these node names and GPU models match no node; the zone is \
-             the rest"
-        );
+        warnings.push(format!(
+            "{} match no node (node names and GPU models); the zone is the rest",
+            unknown.join(", ")
+        ));
     }
     if !in_zone.contains(&true) {
-        tracing::warn!(
-            "inference zone: no node matches it; inference pods are E-Binpacked in the \
-             general pool"
-        );
+        warnings
+            .push("no node matches it; inference pods are E-Binpacked in the general pool".into());
     }
     let mut group_zone_nodes = vec![0u32; spec.groups.len()];
     for (index, &zoned) in in_zone.iter().enumerate() {
@@ -131,6 +137,7 @@ fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
         spec: spec.clone(),
         in_zone,
         group_zone_nodes,
+        warnings,
     }
 }
 
@@ -263,5 +270,74 @@ impl Score for ESpread {
             true => in_zone_by_free(utilization::node_after(pod, node)),
             false => lower_half(binpack),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::model::{ClusterSpecBuilder, LinkProfile, NodeRow};
+
+    fn spec(names: &[&str]) -> Arc<ClusterSpec> {
+        let mut builder = ClusterSpecBuilder::new();
+        for name in names {
+            let row = NodeRow {
+                name: name.to_string(),
+                gpu_model: Some("H100".into()),
+                gpus: 8,
+                ..Default::default()
+            };
+            builder.add(row, LinkProfile::NvlinkAll).unwrap();
+        }
+        Arc::new(builder.build())
+    }
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The cluster takes a new shape on every node change: a zone's warning is logged
+    /// again only when it says something new.
+    #[test]
+    fn a_zone_warning_is_logged_once_per_change() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let plugin = ESpread::new(Some(ZoneConfig {
+            nodes: vec!["infer-0".into(), "infer-1".into()],
+            ..Default::default()
+        }));
+        tracing::subscriber::with_default(subscriber, || {
+            for names in [
+                &["a", "infer-0"][..],
+                &["a", "b", "infer-0"],
+                &["a", "b"],
+                &["a", "b", "c"],
+                &["infer-0", "infer-1"],
+            ] {
+                plugin.zone_for(&spec(names));
+            }
+        });
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(lines[0].ends_with("inference zone: infer-1 match no node (node names and GPU models); the zone is the rest"), "{text}");
+        assert!(lines[1].ends_with("inference zone: infer-0, infer-1 match no node (node names and GPU models); the zone is the rest"), "{text}");
+        assert!(lines[2].ends_with("inference zone: no node matches it; inference pods are E-Binpacked in the general pool"), "{text}");
     }
 }
