@@ -1582,6 +1582,59 @@ fn priority_preemption_counts_the_room_already_free() {
     assert_eq!(placed_jobs(&decisions), ids(&[9]));
 }
 
+/// Room free on a shared device counts too: a 0.5-GPU job of low priority beside 0.5 GPU
+/// free on the only GPU gives way to a 0.7-GPU job and to a whole-GPU one.
+#[test]
+fn priority_preemption_counts_the_room_free_on_a_shared_device() {
+    for gpu in [GpuRequest::Fraction(700), whole(1)] {
+        let mut s = scheduler(
+            profile("default", None, None),
+            cluster(1, 1, 1, LinkProfile::NvlinkAll),
+        );
+        s.submit(job(1, 1, GpuRequest::Fraction(500), 0, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
+        s.submit(job(2, 1, gpu, 5, 60));
+        let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+        assert_eq!(
+            preemptions(&decisions),
+            [(ids(&[1]), JobId(2), PreemptionKind::Priority)],
+            "{gpu:?}: {decisions:?}"
+        );
+        assert_eq!(placed_jobs(&decisions), ids(&[2]));
+    }
+}
+
+/// More victims taken than the one-by-one sparing checks: the cheapest ones (priority 0),
+/// beside a job of priority 10 the preemptor cannot move, are all spared at once, as the
+/// preemptor lands on none of their nodes.
+#[test]
+fn priority_preemption_spares_every_victim_off_the_nodes_it_lands_on() {
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::BestEffortFifo), None),
+        cluster(3, 8, 3, LinkProfile::NvlinkAll),
+    );
+    s.submit(job(1, 1, whole(1), 10, 0));
+    for id in 10..17 {
+        s.submit(job(id, 1, whole(1), 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 8);
+    for id in 20..36 {
+        s.submit(job(id, 1, whole(1), 1, 1));
+    }
+    assert_eq!(placed_jobs(&s.schedule(SECOND)).len(), 16);
+    for id in 10..17 {
+        assert_eq!(nodes_of(&s, id), nodes_of(&s, 1), "beside job 1");
+    }
+    s.submit(job(9, 2, whole(8), 5, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    let victims: Vec<u32> = (20..36).collect();
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&victims), JobId(9), PreemptionKind::Priority)]
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[9]));
+}
+
 #[test]
 fn preemption_cannot_cascade_within_the_minimum_runtime() {
     // Job 1 (prio 0) is evicted for job 2 (prio 5); job 3 (prio 9) arrives a minute later:

@@ -12,7 +12,7 @@ mod usable;
 
 pub use cycle_state::CycleState;
 pub use plugin::{
-    Allocate, Bind, Filter, GroupQuery, JobPlan, MAX_NODE_SCORE, NodeView, Permit, Plugin,
+    Allocate, Bind, Filter, GroupQuery, JobPlan, Landing, MAX_NODE_SCORE, NodeView, Permit, Plugin,
     PodContext, PostFilter, PostFilterResult, PreFilter, PreemptionContext, PreemptionKind,
     QueueSort, Reserve, RunningJob, Score,
 };

@@ -266,8 +266,17 @@ pub struct PreemptionContext<'a> {
     pub reserved: Option<&'a [GroupId]>,
     /// Whether the job would pass static quota admission with these accounts and be
     /// placed on this state (both without the victims), kept to the pools it is admitted
-    /// on: the pool its pods with GPUs would land in (its first pod's, without any).
-    pub fits: &'a dyn Fn(&ClusterState, &Tenants) -> Option<PoolId>,
+    /// on: where it would land.
+    pub fits: &'a dyn Fn(&ClusterState, &Tenants) -> Option<Landing>,
+}
+
+/// Where a preemptor would be placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Landing {
+    /// The pool its pods with GPUs land in (its first pod's, without any).
+    pub pool: PoolId,
+    /// The nodes its pods take.
+    pub nodes: Vec<NodeId>,
 }
 
 /// What a PostFilter plugin proposes after a failed search.

@@ -17,7 +17,7 @@ use crate::queue::{
 };
 
 use super::plugin::{
-    Bind, JobPlan, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
+    Bind, JobPlan, Landing, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use super::search::{
     Found, HeldGroups, TightWaitSince, diagnose, place_job, pools_for, reservation_groups,
@@ -947,7 +947,10 @@ impl Scheduler {
                 let (_, landing) = (pods.iter())
                     .find(|(_, p)| p.gpus.devices != 0)
                     .or(pods.first())?;
-                Some(state.spec().node(landing.node).pool)
+                Some(Landing {
+                    pool: state.spec().node(landing.node).pool,
+                    nodes: pods.iter().map(|(_, p)| p.node).collect(),
+                })
             };
             let reserved = self
                 .reservations

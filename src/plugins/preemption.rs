@@ -21,7 +21,8 @@
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
-    Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob, pools_for,
+    Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
+    pools_for,
 };
 use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
 use crate::queue::{TenantMode, Tenants};
@@ -144,12 +145,12 @@ fn tenants_without(
 }
 
 /// Where the job, within its quota, lands once `victims` are gone from `state` (the
-/// snapshot without them): the pool of its pods with GPUs; `None` if it does not fit.
+/// snapshot without them); `None` if it does not fit.
 fn fits_without(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
     state: &ClusterState,
-) -> Option<PoolId> {
+) -> Option<Landing> {
     (context.fits)(state, &tenants_without(context, victims))
 }
 
@@ -197,12 +198,33 @@ fn refused_whoever_goes(
 fn fits_with_only(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
-) -> Option<PoolId> {
+) -> Option<Landing> {
     let mut state = context.snapshot.snapshot();
     for (victim, _) in victims {
         remove(&mut state, victim);
     }
     fits_without(context, victims, &state)
+}
+
+/// Spares at once every victim that `spared` (given where the job lands) says it may not
+/// need, if the job still fits without the others.
+fn spare_where(
+    context: &PreemptionContext,
+    chosen: &mut Vec<(&RunningJob, PreemptionKind)>,
+    landing: &mut Landing,
+    spared: impl Fn(&RunningJob, &Landing) -> bool,
+) {
+    if !chosen.iter().any(|(victim, _)| spared(victim, landing)) {
+        return;
+    }
+    let fewer: Vec<_> = (chosen.iter())
+        .filter(|(victim, _)| !spared(victim, landing))
+        .cloned()
+        .collect();
+    if let Some(found) = fits_with_only(context, &fewer) {
+        *chosen = fewer;
+        *landing = found;
+    }
 }
 
 /// Removes a running job's pods from a what-if state.
@@ -274,10 +296,14 @@ impl PostFilter for Preemption {
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough.
         let need = job.total_milli();
-        // Room already free counts too: a victim may only complete it.
+        // Room already free counts too, on shared devices as well: a victim may only
+        // complete it (half a GPU going beside half a GPU free frees a whole one).
         let free_now: u64 = pools_for(job, context.snapshot)
             .iter()
-            .map(|&p| u64::from(context.snapshot.pool(p).free_gpus) * u64::from(MILLI_PER_GPU))
+            .map(|&p| {
+                let pool = context.snapshot.pool(p);
+                (u64::from(pool.gpus) * u64::from(MILLI_PER_GPU)).saturating_sub(pool.used_milli)
+            })
             .sum();
         let freeable: u64 = candidates
             .iter()
@@ -345,18 +371,16 @@ impl PostFilter for Preemption {
         }
         // Minimal: spare every victim the job fits without. Those with nothing on the pool
         // it lands in all at once (taken while it might have landed elsewhere: a job
-        // accepting several GPU models), then the others one by one, latest taken first (a
-        // few checks at most: the greedy set is small when it is found early).
-        let elsewhere = |(victim, _): &(&RunningJob, PreemptionKind)| {
-            !victim.pools.iter().any(|&(pool, _)| pool == landing)
-        };
-        if chosen.iter().any(elsewhere) {
-            let fewer: Vec<_> = chosen.iter().filter(|c| !elsewhere(c)).cloned().collect();
-            if let Some(pool) = fits_with_only(context, &fewer) {
-                chosen = fewer;
-                landing = pool;
-            }
-        }
+        // accepting several GPU models), then those with nothing on the nodes it lands on
+        // (cheaper ones taken first, beside what it cannot go near), then the others one
+        // by one, latest taken first (a few checks at most: the greedy set is small when
+        // it is found early).
+        spare_where(context, &mut chosen, &mut landing, |victim, landing| {
+            !victim.pools.iter().any(|&(pool, _)| pool == landing.pool)
+        });
+        spare_where(context, &mut chosen, &mut landing, |victim, landing| {
+            !(context.snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
+        });
         let mut index = chosen.len();
         let mut checks = 0;
         while index > 0 && checks < MAX_MINIMIZED {
@@ -364,16 +388,16 @@ impl PostFilter for Preemption {
             index -= 1;
             let mut fewer = chosen.clone();
             fewer.remove(index);
-            if let Some(pool) = fits_with_only(context, &fewer) {
+            if let Some(found) = fits_with_only(context, &fewer) {
                 chosen = fewer;
-                landing = pool;
+                landing = found;
             }
         }
         if chosen.is_empty() {
             // The job fits without anyone going: nothing to preempt.
             return PostFilterResult::None;
         }
-        if reclaimable_after(job, context, &chosen, landing) {
+        if reclaimable_after(job, context, &chosen, landing.pool) {
             return nothing_now;
         }
         // The strongest reason among the victims names the preemption.
