@@ -813,6 +813,52 @@ fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
     nvlink_cluster(rows)
 }
 
+/// A leaf under no spine is a domain of its own at the tiers above it: a gang that
+/// requires one spine may fill it (it crosses no spine there), whether or not spines
+/// exist elsewhere, and what could ever hold a gang is judged the same way.
+#[test]
+fn a_leaf_under_no_spine_holds_a_gang_that_requires_one_spine() {
+    let row = |i: usize, spine: &str, leaf: &str| kant::model::NodeRow {
+        name: format!("node-{i}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        leaf: Some(kant::model::LeafPath {
+            superspine: String::new(),
+            spine: spine.into(),
+            leaf: leaf.into(),
+        }),
+        ..Default::default()
+    };
+    let spineless = [row(0, "", "l0"), row(1, "", "l0")];
+    let mut s = scheduler(
+        profile("default", None, None),
+        nvlink_cluster(spineless.clone()),
+    );
+    s.submit(needing(job(0, 2, whole(8), 0, 0), Tier::Spine, true));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    // Beside a spine of two one-node leaves: one such gang in each domain, and a gang
+    // of 3 nodes, which would span both, can never be placed.
+    let rows = spineless
+        .into_iter()
+        .chain([row(2, "sp", "l1"), row(3, "sp", "l2")]);
+    let mut s = scheduler(profile("default", None, None), nvlink_cluster(rows));
+    s.submit(needing(job(0, 3, whole(8), 0, 0), Tier::Spine, true));
+    for id in 1..3 {
+        s.submit(needing(job(id, 2, whole(8), 0, 1), Tier::Spine, true));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1), JobId(2)]);
+    for id in 1..3 {
+        let nodes = nodes_of(&s, JobId(id));
+        let in_leaf = nodes.iter().filter(|n| n.0 < 2).count();
+        assert!(in_leaf == 0 || in_leaf == 2, "job {id} on {nodes:?}");
+    }
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("no spine of the job's node pools can ever hold"),
+        "{message}"
+    );
+}
+
 #[test]
 fn leaves_under_no_spine_share_no_spine_or_superspine() {
     // Leaves that name no spine or superspine (a trace's empty columns, or nodes labelled

@@ -222,7 +222,8 @@ pub(super) fn tightest_possible_tier(
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
 /// (its devices, and each whole-GPU pod inside one node), counting only the nodes `usable`
-/// marks (`None`: all). Nodes outside every leaf group are in no domain of any tier.
+/// marks (`None`: all). Nodes outside every leaf group are in no domain of any tier; a
+/// leaf under no spine is a domain of its own at the tiers above it.
 pub fn some_domain_could_hold(
     shape: &JobShape,
     snapshot: &ClusterState,
@@ -242,10 +243,10 @@ pub fn some_domain_could_hold(
             })
         });
     }
-    let mut members: Vec<(PoolId, u32, GroupId)> = pools
+    let mut members: Vec<(PoolId, u64, GroupId)> = pools
         .iter()
         .flat_map(|&p| spec.pool(p).groups.iter().map(move |&g| (p, g)))
-        .filter_map(|(p, g)| Some((p, spec.group_domain(g, tier)?, g)))
+        .filter_map(|(p, g)| Some((p, spec.enclosing_domain(g, tier)?, g)))
         .collect();
     members.sort_unstable();
     members
@@ -335,12 +336,12 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
         return hbd_reservation(job, snapshot, &pools, usable);
     }
     // (pool, domain, group, free)
-    let mut members: Vec<(PoolId, u32, GroupId, u64)> = pools
+    let mut members: Vec<(PoolId, u64, GroupId, u64)> = pools
         .iter()
         .flat_map(|&pool| snapshot.pool_groups(pool).map(move |(g, a)| (pool, g, a)))
         .filter_map(|(pool, group, aggregate)| {
             let domain = match tier {
-                Some(t) => spec.group_domain(group, t)?,
+                Some(t) => spec.enclosing_domain(group, t)?,
                 None => 0,
             };
             let free = match usable {
@@ -547,7 +548,7 @@ fn within_one_domain(
             // A gang never mixes GPU models: a domain is one pool's part of it.
             let pool = spec.group(group).pool;
             let domain = match tier {
-                Some(t) => spec.group_domain(group, t)?,
+                Some(t) => spec.enclosing_domain(group, t)?,
                 None => 0,
             };
             let room = pods_held(widths, snapshot.group(group));
@@ -600,7 +601,7 @@ fn within_one_domain(
 
 /// A search group as a member of a domain, with the pods of the job it can hold.
 struct DomainMember {
-    domain: (PoolId, u32),
+    domain: (PoolId, u64),
     room: u64,
     score: i64,
     group: GroupId,

@@ -112,6 +112,20 @@ impl ClusterSpec {
         }
     }
 
+    /// The domain of `tier` inside which a job of group `id` crosses no `tier`: the
+    /// group's own domain of `tier`, or, for a leaf under no spine (or no superspine),
+    /// the leaf itself, which no job inside it crosses. `None` outside every leaf group.
+    /// The ids of the two kinds never meet.
+    pub fn enclosing_domain(&self, id: GroupId, tier: Tier) -> Option<u64> {
+        match self.group_domain(id, tier) {
+            Some(domain) => Some(u64::from(domain)),
+            None if tier > Tier::Leaf => {
+                Some(1 << 32 | u64::from(self.group_domain(id, Tier::Leaf)?))
+            }
+            None => None,
+        }
+    }
+
     /// GPUs of GPU nodes in all.
     pub fn total_gpus(&self) -> u64 {
         self.nodes.iter().map(|n| n.gpus() as u64).sum()
