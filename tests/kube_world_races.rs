@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kant::kube::convert::GPU_IDS_ANNOTATION as GPU_IDS;
-use kant::kube::world::{Input, World};
+use kant::kube::world::{Input, Output, World};
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
@@ -1365,4 +1365,48 @@ fn a_gang_requeued_after_its_bindings_failed_follows_a_min_member_lowered_meanwh
         1,
         "a gang of one, the other member after it"
     );
+}
+
+/// A preemptor whose first attempt was refused tries again with other victims; a late
+/// answer about a victim of the first attempt (its eviction timed out) leaves the current
+/// wait alone.
+#[test]
+fn a_late_eviction_answer_of_an_earlier_attempt_leaves_the_current_wait_alone() {
+    let mut w = synced(
+        &preempting(),
+        &[node("n1", 8), node("n2", 8), node("n3", 8)],
+    );
+    let v3 = place(&mut w, &with_priority("v3", 8, 0), T0);
+    let v1 = place(&mut w, &with_priority("v1", 8, 0), T0 + 1_000);
+    let v2 = place(&mut w, &with_priority("v2", 8, 0), T0 + 2_000);
+    for (p, t) in [(&v1, T0 + 1_000), (&v2, T0 + 2_000), (&v3, T0)] {
+        apply_pod(&mut w, &running(p.clone(), 3), t);
+    }
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("h", 2)))),
+        T0,
+    );
+    for name in ["h0", "h1"] {
+        let high = member(name, 8, "h", json!({"spec": {"priority": 100}}));
+        apply_pod(&mut w, &high, T0 + 3_000);
+    }
+    w.round(T0 + 3_000);
+    let first = evictions(&w.take_outputs());
+    let of = |name: &str| first.iter().find(|e| e.2 == name).unwrap().clone();
+    let (v1_eviction, v2_eviction) = (of("v1"), of("v2"));
+    let refusal = |job, pod, why| Input::Evicted {
+        job,
+        pod,
+        outcome: refused(why, "refused"),
+    };
+    w.apply(refusal(v1_eviction.0, v1_eviction.1, Some(429)), T0 + 3_100);
+    let second = evictions(&run_until(&mut w, T0 + 3_100, T0 + 10_000));
+    assert!(!second.is_empty(), "the preemptor tries again");
+    w.apply(refusal(v2_eviction.0, v2_eviction.1, None), T0 + 33_100);
+    w.round(T0 + 33_100);
+    let out = w.take_outputs();
+    let given_up = out
+        .iter()
+        .any(|o| matches!(o, Output::Nominate { node: None, .. }));
+    assert!(!given_up, "the wait for {second:?} was given up: {out:?}");
 }

@@ -398,8 +398,9 @@ impl World {
     }
 
     /// The API server answered one eviction. A refusal (a disruption budget, 429) leaves
-    /// the victim running: it is recorded as running again, and its preemptor, which
-    /// waited for it, is released and requeued with a backoff.
+    /// the victim running: it is recorded as running again, and its preemptor, if it still
+    /// waits for it (not for the victims of a later attempt), is released and requeued
+    /// with a backoff.
     pub(super) fn eviction_answered(
         &mut self,
         victim: JobId,
@@ -421,8 +422,12 @@ impl World {
         if !entry.pods.get(pod as usize).is_some_and(Option::is_some) {
             return;
         }
-        let message = format!("preemption of {victim_name} refused ({error}); retrying later");
-        self.stop_awaiting_victims(by, &message, now_ms);
+        let awaited =
+            (self.pods.jobs.get(&by)).is_some_and(|e| e.phase.awaited_victims().contains(&victim));
+        if awaited {
+            let message = format!("preemption of {victim_name} refused ({error}); retrying later");
+            self.stop_awaiting_victims(by, &message, now_ms);
+        }
         // The victim keeps running where it was: its terminating hold gives way to it.
         self.scheduler.finish(victim);
         let Some(entry) = self.pods.jobs.remove(&victim) else {
