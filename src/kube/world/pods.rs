@@ -12,10 +12,9 @@
 //! and a device list that does not parse, names the wrong count or names devices another
 //! pod holds gives way to the lowest free devices (unhealthy ones too, where the healthy
 //! ones are too few), as for a pod placed elsewhere (whose device list, copied from a
-//! template maybe, is not trusted). A pod bound to another
-//! shard's node is not counted, but kept by node: it is adopted once its node is this
-//! shard's (relabelled, or reporting its GPUs again). A pod that goes away returns what it
-//! held.
+//! template maybe, is not trusted). A pod bound to another shard's node is not counted,
+//! but kept by node: it is adopted once its node is this shard's (relabelled, or
+//! reporting its GPUs again). A pod that goes away returns what it held.
 //!
 //! Placements are kept by node name: node ids change whenever the cluster is rebuilt.
 
