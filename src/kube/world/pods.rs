@@ -1472,7 +1472,15 @@ impl World {
             may_preempt: true,
         };
         let ours = members.iter().any(|(b, _)| b.ours);
-        let running = Adopted::Running { preemptible: ours };
+        // Pods already on their way out (an earlier leader's victims, pods being deleted)
+        // hold their devices until gone, charged to no tenant and no victim.
+        let deleting =
+            (uids.iter()).all(|uid| self.pods.entries.get(uid).is_some_and(|e| e.deleting));
+        let running = if deleting {
+            Adopted::Terminating
+        } else {
+            Adopted::Running { preemptible: ours }
+        };
         if let Err(e) = self
             .scheduler
             .adopt(job.clone(), &placements, started, running)
