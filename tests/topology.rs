@@ -797,28 +797,10 @@ fn a_single_pod_no_node_it_may_use_can_hold_is_unresolvable_not_blocking() {
     assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(2), JobId(3)]);
 }
 
-/// Two one-node leaves of 8 GPUs under the spine `spine` (empty: none) and no superspine.
-fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
-    let rows = (0..2).map(|i| kant::model::NodeRow {
-        name: format!("node-{i}"),
-        gpu_model: Some("H100".into()),
-        gpus: 8,
-        leaf: Some(kant::model::LeafPath {
-            superspine: String::new(),
-            spine: spine.into(),
-            leaf: format!("leaf-{i}"),
-        }),
-        ..Default::default()
-    });
-    nvlink_cluster(rows)
-}
-
-/// A leaf under no spine is a domain of its own at the tiers above it: a gang that
-/// requires one spine may fill it (it crosses no spine there), whether or not spines
-/// exist elsewhere, and what could ever hold a gang is judged the same way.
-#[test]
-fn a_leaf_under_no_spine_holds_a_gang_that_requires_one_spine() {
-    let row = |i: usize, spine: &str, leaf: &str| kant::model::NodeRow {
+/// Node `node-{i}` of 8 GPUs in `leaf` under the spine `spine` (empty: none) and no
+/// superspine.
+fn node_under(i: usize, spine: &str, leaf: &str) -> kant::model::NodeRow {
+    kant::model::NodeRow {
         name: format!("node-{i}"),
         gpu_model: Some("H100".into()),
         gpus: 8,
@@ -828,8 +810,20 @@ fn a_leaf_under_no_spine_holds_a_gang_that_requires_one_spine() {
             leaf: leaf.into(),
         }),
         ..Default::default()
-    };
-    let spineless = [row(0, "", "l0"), row(1, "", "l0")];
+    }
+}
+
+/// Two one-node leaves of 8 GPUs under the spine `spine` (empty: none) and no superspine.
+fn two_leaves_under(spine: &str) -> std::sync::Arc<kant::model::ClusterSpec> {
+    nvlink_cluster((0..2).map(|i| node_under(i, spine, &format!("leaf-{i}"))))
+}
+
+/// A leaf under no spine is a domain of its own at the tiers above it: a gang that
+/// requires one spine may fill it (it crosses no spine there), whether or not spines
+/// exist elsewhere, and what could ever hold a gang is judged the same way.
+#[test]
+fn a_leaf_under_no_spine_holds_a_gang_that_requires_one_spine() {
+    let spineless = [node_under(0, "", "l0"), node_under(1, "", "l0")];
     let mut s = scheduler(
         profile("default", None, None),
         nvlink_cluster(spineless.clone()),
@@ -840,7 +834,7 @@ fn a_leaf_under_no_spine_holds_a_gang_that_requires_one_spine() {
     // of 3 nodes, which would span both, can never be placed.
     let rows = spineless
         .into_iter()
-        .chain([row(2, "sp", "l1"), row(3, "sp", "l2")]);
+        .chain([node_under(2, "sp", "l1"), node_under(3, "sp", "l2")]);
     let mut s = scheduler(profile("default", None, None), nvlink_cluster(rows));
     s.submit(needing(job(0, 3, whole(8), 0, 0), Tier::Spine, true));
     for id in 1..3 {
