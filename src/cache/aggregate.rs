@@ -35,6 +35,8 @@ pub struct GpuAggregate {
     /// assigned) has `k` to `k + 1` steps of 25 milli-GPUs free; nodes without one are
     /// not counted.
     pub shared_room_histogram: [u32; SHARED_ROOM_STEPS],
+    /// Milli-GPUs free on healthy devices that are partly assigned.
+    pub shared_room_milli: u64,
 }
 
 impl Default for GpuAggregate {
@@ -50,6 +52,7 @@ impl Default for GpuAggregate {
             fragmented_nodes: 0,
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
             shared_room_histogram: [0; SHARED_ROOM_STEPS],
+            shared_room_milli: 0,
         }
     }
 }
@@ -68,13 +71,14 @@ impl GpuAggregate {
         step(&mut self.free_histogram[free as usize], 1);
         step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
         step(&mut self.nvlink_histogram[node.nvlink_island() as usize], 1);
-        let room = node.roomiest_shared();
-        if room > 0 {
+        let (roomiest, room) = node.shared_room();
+        if roomiest > 0 {
             step(
-                &mut self.shared_room_histogram[(room / SHARED_ROOM_STEP) as usize],
+                &mut self.shared_room_histogram[(roomiest / SHARED_ROOM_STEP) as usize],
                 1,
             );
         }
+        self.shared_room_milli = (self.shared_room_milli as i64 + sign * i64::from(room)) as u64;
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
         self.sharing_milli =
             (self.sharing_milli as i64 + sign * node.sharing_milli() as i64) as u64;

@@ -126,12 +126,12 @@ impl NodeState {
         used > 0 && used < u64::from(self.device_count()) * u64::from(MILLI_PER_GPU)
     }
 
-    /// Free milli-GPUs on the roomiest healthy device that is partly assigned (0: none).
-    pub fn roomiest_shared(&self) -> Milli {
+    /// Free milli-GPUs on the healthy devices that are partly assigned: on the roomiest
+    /// one, and on all of them together (0 and 0: none).
+    pub fn shared_room(&self) -> (Milli, Milli) {
         crate::model::bits(self.busy & !self.unhealthy)
             .map(|d| MILLI_PER_GPU - self.device_used(d))
-            .max()
-            .unwrap_or(0)
+            .fold((0, 0), |(most, all), room| (most.max(room), all + room))
     }
 
     /// Healthy shared devices that still have room for `milli`, with their use.

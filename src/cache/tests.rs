@@ -323,17 +323,18 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         .map(|p| p.gpus.total_milli())
         .sum();
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
-    let mut shared_room = [0u32; 40];
+    let (mut shared_room, mut shared_room_milli) = ([0u32; 40], 0u64);
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
-        let roomiest = (0..devices)
+        let rooms: Vec<u32> = (0..devices)
             .filter(|&d| used[index][d] > 0 && !unhealthy.contains(&(index as u32, d)))
             .map(|d| MILLI_PER_GPU - used[index][d])
-            .max()
-            .unwrap_or(0);
+            .collect();
+        let roomiest = rooms.iter().copied().max().unwrap_or(0);
         if roomiest > 0 {
             shared_room[(roomiest / 25) as usize] += 1;
         }
+        shared_room_milli += rooms.iter().map(|&r| u64::from(r)).sum::<u64>();
         let free = (0..devices)
             .filter(|&d| used[index][d] == 0 && !unhealthy.contains(&(index as u32, d)))
             .count() as u32;
@@ -361,6 +362,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         (free_gpus, free_nodes, used_milli, sharing_milli, fragmented)
     );
     assert_eq!(total.shared_room_histogram, shared_room);
+    assert_eq!(total.shared_room_milli, shared_room_milli);
 }
 
 /// A random cluster: 1 to 10 nodes of 0 to 16 GPUs, some under one of two leaves.

@@ -245,9 +245,6 @@ pub struct RunningJob {
     /// Placed as a backfill head (blocked past the threshold): it was served in its turn,
     /// not ahead of anyone, so no other head may evict it as backfilled.
     pub served_overdue: bool,
-    /// On its way out (a victim, a pod being deleted): it holds its devices until its
-    /// pods are gone, charged to no tenant and never a victim.
-    pub terminating: bool,
 }
 
 /// What a PostFilter plugin may look at to make room for a job.

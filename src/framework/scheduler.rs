@@ -231,13 +231,7 @@ impl Scheduler {
                 let pools = self.pools_held(&plan);
                 self.start_running(job, tenant, pools, started_ms, preemptible);
             }
-            Adopted::Terminating => {
-                let id = job.id;
-                self.start_running(job, tenant, Vec::new(), started_ms, false);
-                if let Some(running) = self.running.get_mut(&id) {
-                    running.terminating = true;
-                }
-            }
+            Adopted::Terminating => self.start_running(job, tenant, Vec::new(), started_ms, false),
         }
         self.capacity_epoch += 1;
         Ok(())
@@ -892,7 +886,6 @@ impl Scheduler {
                 pools,
                 preemptible,
                 served_overdue: false,
-                terminating: false,
             },
         );
     }
@@ -959,25 +952,6 @@ impl Scheduler {
                     nodes: pods.iter().map(|(_, p)| p.node).collect(),
                 })
             };
-            // Room on its way out (victims of earlier preemptions, pods being deleted)
-            // that would hold the job: it waits for that room rather than evict anyone
-            // more, as kube-scheduler's preemptor does while pods terminate on its
-            // nominated node. Their going frees capacity, which offers it again.
-            let going: Vec<&RunningJob> = self.running.values().filter(|r| r.terminating).collect();
-            if !going.is_empty() {
-                let mut state = self.state.snapshot();
-                for running in going {
-                    for pod in 0..running.job.pods.len() as u32 {
-                        let _ = state.forget(PodKey {
-                            job: running.job.id,
-                            pod,
-                        });
-                    }
-                }
-                if fits(&state, &self.tenants).is_some() {
-                    return Preempted::Nothing;
-                }
-            }
             let reserved = self
                 .reservations
                 .iter()

@@ -296,13 +296,13 @@ impl PostFilter for Preemption {
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough.
         let need = job.total_milli();
-        // Room already free counts too, on shared devices as well: a victim may only
-        // complete it (half a GPU going beside half a GPU free frees a whole one).
+        // Room already free counts too, on healthy shared devices as well: a victim may
+        // only complete it (half a GPU going beside half a GPU free frees a whole one).
         let free_now: u64 = pools_for(job, context.snapshot)
             .iter()
             .map(|&p| {
                 let pool = context.snapshot.pool(p);
-                (u64::from(pool.gpus) * u64::from(MILLI_PER_GPU)).saturating_sub(pool.used_milli)
+                u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
             })
             .sum();
         let freeable: u64 = candidates

@@ -398,11 +398,10 @@ impl World {
     }
 
     /// The API server answered one eviction. A refusal (a disruption budget, 429) leaves
-    /// the victim running: it is recorded as running again, with the pods it has left (a
-    /// gang whose other evictions landed runs on below its `minMember`: the budget wins
-    /// over wholeness, and its controller sees the gang broken), and its preemptor, if it
-    /// still waits for it (not for the victims of a later attempt), is released and
-    /// requeued with a backoff.
+    /// the victim running: it is recorded as running again, with every pod not yet gone
+    /// (a gang whose other evictions landed runs on below its `minMember`, its evicted
+    /// pods counted until gone), and its preemptor, if it still waits for it (not for the
+    /// victims of a later attempt), is released and requeued with a backoff.
     pub(super) fn eviction_answered(
         &mut self,
         victim: JobId,
