@@ -419,3 +419,22 @@ proptest! {
         }
     }
 }
+
+/// Shared-device room is judged in steps of 25 milli-GPUs: exact at a step's edge, and
+/// inside the fraction's own step it says yes (a ranking, not a promise).
+#[test]
+fn shared_room_is_judged_in_steps_of_25_milli_gpus() {
+    let mut state = ClusterState::new(cluster(&[(2, None)]));
+    assert!(!state.total().may_share_room(1), "no shared device");
+    // 0.75 on device 0 leaves 250; device 1 stays whole and is no shared room.
+    state.assume(key(1, 0), place(0, 0b1, 750)).unwrap();
+    let total = state.total();
+    assert_eq!(total.shared_room_milli, 250);
+    assert!(total.may_share_room(250));
+    assert!(total.may_share_room(274), "the same step as 250");
+    assert!(!total.may_share_room(275));
+    assert!(!total.may_share_room(MILLI_PER_GPU));
+    state.assume(key(2, 0), place(0, 0b1, 250)).unwrap();
+    assert!(!state.total().may_share_room(1), "the device is full");
+    assert_eq!(state.total().shared_room_milli, 0);
+}
