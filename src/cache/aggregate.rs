@@ -5,9 +5,10 @@ use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli};
 
 use super::NodeState;
 
-/// Steps of [`GpuAggregate::shared_room_histogram`]: 40, of 25 milli-GPUs each.
-const SHARED_ROOM_STEPS: usize = 40;
-const SHARED_ROOM_STEP: Milli = MILLI_PER_GPU / SHARED_ROOM_STEPS as Milli;
+/// Steps of [`GpuAggregate::shared_room_histogram`]: 10, of 100 milli-GPUs each (few, as
+/// every group's aggregate carries them and is copied with its chunk on each change).
+pub(super) const SHARED_ROOM_STEPS: usize = 10;
+pub(super) const SHARED_ROOM_STEP: Milli = MILLI_PER_GPU / SHARED_ROOM_STEPS as Milli;
 
 /// What the first level of the search reads instead of visiting nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +33,7 @@ pub struct GpuAggregate {
     /// has exactly `k` devices.
     pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// `shared_room_histogram[k]`: nodes whose roomiest shared device (healthy and partly
-    /// assigned) has `k` to `k + 1` steps of 25 milli-GPUs free; nodes without one are
+    /// assigned) has `k` to `k + 1` steps of 100 milli-GPUs free; nodes without one are
     /// not counted.
     pub shared_room_histogram: [u32; SHARED_ROOM_STEPS],
     /// Milli-GPUs free on healthy devices that are partly assigned.
@@ -100,8 +101,8 @@ impl GpuAggregate {
     }
 
     /// Whether some node has a shared device with room for a fraction of `milli`, judged
-    /// by steps of 25 milli-GPUs: a device with less room, but in the fraction's own step,
-    /// counts too (300 free for 310 asked), so the answer ranks, it does not promise.
+    /// by steps of 100 milli-GPUs: a device with less room, but in the fraction's own
+    /// step, counts too (300 free for 330 asked), so the answer ranks, it does not promise.
     pub fn may_share_room(&self, milli: Milli) -> bool {
         let from = (milli / SHARED_ROOM_STEP) as usize;
         self.shared_room_histogram

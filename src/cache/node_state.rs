@@ -129,6 +129,10 @@ impl NodeState {
     /// Free milli-GPUs on the healthy devices that are partly assigned: on the roomiest
     /// one, and on all of them together (0 and 0: none).
     pub fn shared_room(&self) -> (Milli, Milli) {
+        if self.used_total == self.busy.count_ones() * MILLI_PER_GPU {
+            // Every device in use is full: the common case of whole GPUs, read at once.
+            return (0, 0);
+        }
         crate::model::bits(self.busy & !self.unhealthy)
             .map(|d| MILLI_PER_GPU - self.device_used(d))
             .fold((0, 0), |(most, all), room| (most.max(room), all + room))

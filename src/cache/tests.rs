@@ -323,7 +323,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         .map(|p| p.gpus.total_milli())
         .sum();
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
-    let (mut shared_room, mut shared_room_milli) = ([0u32; 40], 0u64);
+    let (mut shared_room, mut shared_room_milli) = ([0u32; aggregate::SHARED_ROOM_STEPS], 0u64);
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
         let rooms: Vec<u32> = (0..devices)
@@ -332,7 +332,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             .collect();
         let roomiest = rooms.iter().copied().max().unwrap_or(0);
         if roomiest > 0 {
-            shared_room[(roomiest / 25) as usize] += 1;
+            shared_room[(roomiest / aggregate::SHARED_ROOM_STEP) as usize] += 1;
         }
         shared_room_milli += rooms.iter().map(|&r| u64::from(r)).sum::<u64>();
         let free = (0..devices)
@@ -420,10 +420,10 @@ proptest! {
     }
 }
 
-/// Shared-device room is judged in steps of 25 milli-GPUs: exact at a step's edge, and
+/// Shared-device room is judged in steps of 100 milli-GPUs: exact at a step's edge, and
 /// inside the fraction's own step it says yes (a ranking, not a promise).
 #[test]
-fn shared_room_is_judged_in_steps_of_25_milli_gpus() {
+fn shared_room_is_judged_in_steps_of_100_milli_gpus() {
     let mut state = ClusterState::new(cluster(&[(2, None)]));
     assert!(!state.total().may_share_room(1), "no shared device");
     // 0.75 on device 0 leaves 250; device 1 stays whole and is no shared room.
@@ -431,8 +431,8 @@ fn shared_room_is_judged_in_steps_of_25_milli_gpus() {
     let total = state.total();
     assert_eq!(total.shared_room_milli, 250);
     assert!(total.may_share_room(250));
-    assert!(total.may_share_room(274), "the same step as 250");
-    assert!(!total.may_share_room(275));
+    assert!(total.may_share_room(299), "the same step as 250");
+    assert!(!total.may_share_room(300));
     assert!(!total.may_share_room(MILLI_PER_GPU));
     state.assume(key(2, 0), place(0, 0b1, 250)).unwrap();
     assert!(!state.total().may_share_room(1), "the device is full");
