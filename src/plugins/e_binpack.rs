@@ -41,6 +41,12 @@ fn partly_used_with_room(aggregate: &GpuAggregate, k: u32) -> u32 {
     with_room.saturating_sub(aggregate.free_nodes)
 }
 
+/// Whether a pod of `gpu` is narrower than the aggregate's nodes, against their average
+/// size: exact where they are all alike.
+pub(super) fn narrower_than_nodes(gpu: GpuRequest, aggregate: &GpuAggregate) -> bool {
+    gpu.milli() * u64::from(aggregate.nodes) < u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU)
+}
+
 /// What a group with a hole for a small pod scores above one without, out of
 /// `MAX_NODE_SCORE`; the rest ranks groups by how much small pods already hold there.
 const HOLE: i64 = MAX_NODE_SCORE / 4;
@@ -59,9 +65,7 @@ impl Score for EBinpack {
         }
         // The narrowest pod with GPUs (a launcher without GPUs goes where its workers go).
         let narrowest = query.widths.narrowest_gpu;
-        // Against the group's nodes on average: exact where they are all alike.
-        let shares_nodes =
-            narrowest.is_none_or(|gpu| gpu.milli() * u64::from(aggregate.nodes) < capacity);
+        let shares_nodes = narrowest.is_none_or(|gpu| narrower_than_nodes(gpu, aggregate));
         if shares_nodes {
             let fits = narrowest.map_or(1, |gpu| gpu.whole().max(1));
             let hole = partly_used_with_room(aggregate, fits) > 0;

@@ -17,8 +17,9 @@ use crate::framework::{
     AnyGroup, CycleState, Filter, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext,
     PreFilter, Score, Status,
 };
-use crate::model::{ClusterSpec, GroupId, Job, JobKind, MILLI_PER_GPU};
+use crate::model::{ClusterSpec, GroupId, Job, JobKind};
 
+use super::e_binpack::narrower_than_nodes;
 use super::{EBinpack, utilization};
 
 /// Which nodes form the inference zone.
@@ -235,12 +236,9 @@ impl Score for ESpread {
             return binpack;
         }
         let zone_nodes = resolved.group_zone_nodes[group.index()];
-        // Against the group's nodes on average, as E-Binpack judges it.
-        let narrower_than_nodes = query.widths.narrowest_gpu.is_some_and(|gpu| {
-            gpu.milli() * u64::from(aggregate.nodes)
-                < u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU)
-        });
-        if query.job.kind == JobKind::Inference && narrower_than_nodes {
+        let narrow =
+            (query.widths.narrowest_gpu).is_some_and(|gpu| narrower_than_nodes(gpu, aggregate));
+        if query.job.kind == JobKind::Inference && narrow {
             if zone_nodes > 0 {
                 in_zone_by_free(utilization::group_used(aggregate))
             } else {
