@@ -865,7 +865,10 @@ impl Attempt {
             let state = self.state.clone();
             if self.assume(job, index, placement) {
                 tried |= 1 << free;
-                if self.arrange(profile, job, cycle, nodes, tries) {
+                // A branch whose free GPU counts cannot hold the pods left is not entered.
+                if self.counts_may_hold_the_rest(job, nodes)
+                    && self.arrange(profile, job, cycle, nodes, tries)
+                {
                     return true;
                 }
                 self.plan.pop();
@@ -876,6 +879,21 @@ impl Attempt {
             }
         }
         false
+    }
+
+    /// Whether the free GPU counts of `nodes` may hold the job's whole-GPU pods not yet
+    /// placed ([`counts_hold`]; undecided counts as may).
+    fn counts_may_hold_the_rest(&self, job: &Job, nodes: &[&[NodeId]]) -> bool {
+        let rest: Vec<u32> = (self.order[self.plan.len()..].iter())
+            .map(|&pod| job.pods[pod as usize].gpu.whole())
+            .filter(|&w| w > 0)
+            .collect();
+        let mut free = [0u32; MAX_GPUS_PER_NODE + 1];
+        for &node in nodes.iter().flat_map(|s| s.iter()) {
+            free[self.state.node(node).free_whole_count() as usize] += 1;
+        }
+        let mut steps = COUNT_STEPS;
+        counts_hold(&rest, &mut free, &mut steps) != Some(false)
     }
 
     /// After this attempt failed: the widths of the job's whole-GPU pods, widest first,
