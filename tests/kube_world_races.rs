@@ -657,6 +657,92 @@ fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
     );
 }
 
+/// A 2-pod gang is preempted; a disruption budget lets one eviction through and refuses
+/// the other, in either order. The member evicted is on its way out: it holds its GPUs
+/// until it is gone but is charged to no Queue. The member refused runs on, charged as
+/// before. The preemptor, queued again, takes the room the evicted member leaves.
+#[test]
+fn a_gang_evicted_in_part_is_charged_only_for_the_member_left() {
+    for refusal_first in [false, true] {
+        let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+        let members = gang_of(&mut w, 2);
+        for bind in &binds(&w.take_outputs()) {
+            bind_ok(&mut w, &by_name(&members, &bind.name), bind, 2, T0);
+        }
+        w.round(T0);
+        w.take_outputs();
+        apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
+        w.round(T0 + 1);
+        let out = w.take_outputs();
+        let mut evicted = evictions(&out);
+        assert_eq!(evicted.len(), 2, "{out:?}");
+        if refusal_first {
+            evicted.reverse();
+        }
+        let (gone, kept) = (&evicted[0], &evicted[1]);
+        let answers = [
+            (kept, refused(Some(429), "Cannot evict pod: disruption budget")),
+            (gone, Ok(())),
+        ];
+        for ((job, pod, _), outcome) in answers {
+            w.apply(
+                Input::Evicted {
+                    job: *job,
+                    pod: *pod,
+                    outcome,
+                },
+                T0 + 2,
+            );
+        }
+        w.round(T0 + 2);
+        w.take_outputs();
+        let tenants = w.scheduler().tenants();
+        let default = tenants.index(kant::queue::DEFAULT_TENANT).unwrap();
+        let pool = kant::model::PoolId(0);
+        assert_eq!(
+            (tenants.used(default, pool), free_gpus(&w)),
+            (8000, 0),
+            "(milli-GPUs charged, GPUs free) while the evicted member goes (refusal first: {refusal_first})"
+        );
+        delete_pod(&mut w, &by_name(&members, &gone.2), T0 + 3);
+        w.round(T0 + 3);
+        let tenants = w.scheduler().tenants();
+        assert_eq!(
+            (tenants.used(default, pool), free_gpus(&w)),
+            (8000, 8),
+            "(milli-GPUs charged, GPUs free) once it is gone (refusal first: {refusal_first})"
+        );
+        let out = run_until(&mut w, T0 + 3, T0 + 30_000);
+        let bound: Vec<String> = binds(&out).into_iter().map(|b| b.name).collect();
+        assert_eq!(bound, ["high"], "{out:?}");
+        assert!(evictions(&out).is_empty(), "{out:?}");
+    }
+}
+
+/// A 2-pod gang is bound in two goes: one binding lands, the other is refused and lands
+/// on a retry. It is one gang: a preemptor that needs one node's room evicts both.
+#[test]
+fn a_gang_bound_in_two_goes_is_preempted_whole() {
+    let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+    let members = gang_of(&mut w, 2);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 2);
+    bind_ok(&mut w, &by_name(&members, &b[0].name), &b[0], 2, T0 + 1);
+    answer(&mut w, &b[1], refused(Some(500), "etcd timeout"), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 30_000);
+    let again = binds(&out);
+    assert_eq!(again.len(), 1, "{out:?}");
+    bind_ok(&mut w, &by_name(&members, &again[0].name), &again[0], 3, T0 + 30_001);
+    w.round(T0 + 30_001);
+    w.take_outputs();
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 30_002);
+    w.round(T0 + 30_002);
+    let out = w.take_outputs();
+    let mut evicted: Vec<String> = evictions(&out).into_iter().map(|e| e.2).collect();
+    evicted.sort();
+    assert_eq!(evicted, ["w0", "w1"], "{out:?}");
+}
+
 fn by_name(pods: &[Pod], name: &str) -> Pod {
     pods.iter()
         .find(|p| p.metadata.name.as_deref() == Some(name))

@@ -72,18 +72,22 @@ impl World {
             .jobs
             .get(&by)
             .map_or_else(String::new, |e| e.job.name.clone());
-        let Some(entry) = self.pods.jobs.get_mut(&victim) else {
+        let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
-        entry.phase = JobPhase::Evicting {
-            by,
-            unrecorded: Some(kind),
-        };
-        let targets: Vec<(u32, String)> = entry.alive().map(|(i, uid)| (i, uid.clone())).collect();
-        for (pod, uid) in targets {
-            let Some(target) = self.pods.entries.get(&uid).map(|e| e.target.clone()) else {
-                continue;
+        let targets: Vec<(u32, PodRef)> = entry
+            .alive()
+            .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?.target.clone())))
+            .collect();
+        if let Some(entry) = self.pods.jobs.get_mut(&victim) {
+            entry.phase = JobPhase::Evicting {
+                by,
+                unrecorded: Some(kind),
+                unanswered: targets.len() as u32,
+                refused: Vec::new(),
             };
+        }
+        for (pod, target) in targets {
             self.outputs.push(Output::Event {
                 target: target.clone(),
                 warning: true,
@@ -235,9 +239,9 @@ impl World {
         let first = self.pods.placed_workloads.insert(workload.clone());
         // The gang is whole: pods of it that landed earlier, while others were refused,
         // are part of its first placement.
-        let landed = self.pods.landed_parts.remove(&workload);
+        let landed = self.pods.landed_parts.remove(&workload).unwrap_or_default();
         if first {
-            let parts = std::iter::once(job).chain(landed.into_iter().flatten());
+            let parts = std::iter::once(job).chain(landed.iter().copied());
             let mut total = 0;
             let mut plan = JobPlan { pods: Vec::new() };
             let state = self.scheduler.state();
@@ -272,6 +276,50 @@ impl World {
             });
         }
         self.outputs.extend(outputs);
+        self.merge_parts(job, landed, now_ms);
+    }
+
+    /// A gang bound in several goes (some bindings refused, then bound on a retry) runs
+    /// as one job from now on, under the id of the part bound last, so that it is preempted
+    /// whole. Parts no longer running (evicted meanwhile) stay apart.
+    fn merge_parts(&mut self, job: JobId, parts: Vec<JobId>, now_ms: u64) {
+        let Some(last) = self.pods.jobs.get(&job) else {
+            return;
+        };
+        let (template, group, queue) = (last.job.clone(), last.group.clone(), last.queue.clone());
+        let mut merged = Vec::new();
+        let (mut uids, mut places, mut requests) = (Vec::new(), Vec::new(), Vec::new());
+        for id in std::iter::once(job).chain(parts) {
+            let Some(entry) = (self.pods.jobs.get(&id)).filter(|e| e.phase == JobPhase::Running)
+            else {
+                continue;
+            };
+            for (index, uid) in entry.alive() {
+                if let (Some(place), Some(request)) =
+                    (entry.place(index), entry.job.pods.get(index as usize))
+                {
+                    uids.push(uid.clone());
+                    places.push(place.clone());
+                    requests.push(*request);
+                }
+            }
+            merged.push(id);
+        }
+        if merged.len() < 2 {
+            return;
+        }
+        for id in &merged {
+            self.scheduler.finish(*id);
+            self.pods.jobs.remove(id);
+        }
+        let whole = Job {
+            id: job,
+            pods: requests,
+            tenant: self.tenant_of(queue.as_deref()),
+            ..(*template).clone()
+        };
+        let entry = JobEntry::new(whole, &uids, group, queue, JobPhase::Running, places, now_ms);
+        self.run_as_adopted(template, entry);
     }
 
     /// Some bindings of a job failed. The whole job is released and requeued with a
@@ -397,11 +445,10 @@ impl World {
         }
     }
 
-    /// The API server answered one eviction. A refusal (a disruption budget, 429) leaves
-    /// the victim running: it is recorded as running again, with every pod not yet gone
-    /// (a gang whose other evictions landed runs on below its `minMember`, its evicted
-    /// pods counted until gone), and its preemptor, if it still waits for it (not for the
-    /// victims of a later attempt), is released and requeued with a backoff.
+    /// The API server answered one eviction. A refusal (a disruption budget, 429) releases
+    /// the victim's preemptor, if it still waits for it (not for the victims of a later
+    /// attempt), to be queued again with a backoff; once every answer is in, the pods whose
+    /// eviction was refused run on (see [`World::keep_refused`]).
     pub(super) fn eviction_answered(
         &mut self,
         victim: JobId,
@@ -409,35 +456,83 @@ impl World {
         outcome: Result<(), WriteError>,
         now_ms: u64,
     ) {
-        let Err(error) = outcome else {
-            self.record_preemption(victim, now_ms);
+        let Some(entry) = self.pods.jobs.get_mut(&victim) else {
             return;
         };
+        let alive = entry.pods.get(pod as usize).is_some_and(Option::is_some);
+        let victim_name = entry.job.name.clone();
+        let JobPhase::Evicting {
+            by,
+            unanswered,
+            refused,
+            ..
+        } = &mut entry.phase
+        else {
+            return;
+        };
+        let by = *by;
+        *unanswered = unanswered.saturating_sub(1);
+        match outcome {
+            Ok(()) => self.record_preemption(victim, now_ms),
+            Err(error) if alive => {
+                refused.push(pod);
+                let awaited = (self.pods.jobs.get(&by))
+                    .is_some_and(|e| e.phase.awaited_victims().contains(&victim));
+                if awaited {
+                    let message =
+                        format!("preemption of {victim_name} refused ({error}); retrying later");
+                    self.stop_awaiting_victims(by, &message, now_ms);
+                }
+            }
+            // A pod already gone: what its eviction was for.
+            Err(_) => {}
+        }
+        self.keep_refused(victim);
+    }
+
+    /// Once every eviction of a victim is answered, its pods whose eviction was refused
+    /// run on where they are, as a job of their own charged to their Queue; those whose
+    /// eviction landed stay on their way out, charged to no Queue, until they are gone. A
+    /// gang evicted in part thus runs below its `minMember` with the members left, which a
+    /// later preemption may take.
+    fn keep_refused(&mut self, victim: JobId) {
         let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
-        let JobPhase::Evicting { by, .. } = entry.phase else {
+        let JobPhase::Evicting {
+            unanswered: 0,
+            refused,
+            ..
+        } = &entry.phase
+        else {
             return;
         };
-        let victim_name = entry.job.name.clone();
-        if !entry.pods.get(pod as usize).is_some_and(Option::is_some) {
+        let kept: Vec<(u32, String)> = refused
+            .iter()
+            .filter_map(|&i| Some((i, entry.pods.get(i as usize)?.clone()?)))
+            .collect();
+        if kept.is_empty() {
             return;
         }
-        let awaited =
-            (self.pods.jobs.get(&by)).is_some_and(|e| e.phase.awaited_victims().contains(&victim));
-        if awaited {
-            let message = format!("preemption of {victim_name} refused ({error}); retrying later");
-            self.stop_awaiting_victims(by, &message, now_ms);
-        }
-        // The victim keeps running where it was: its terminating hold gives way to it.
-        self.scheduler.finish(victim);
-        let Some(entry) = self.pods.jobs.remove(&victim) else {
+        let Some(mut entry) = self.pods.jobs.remove(&victim) else {
             return;
         };
-        let alive: Vec<(u32, String)> = entry.alive().map(|(i, uid)| (i, uid.clone())).collect();
         let template = entry.job.clone();
-        let started = entry.started_ms;
-        if let Some(moved) = self.moved_entry(&entry, &alive, started) {
+        let moved = self.moved_entry(&entry, &kept, entry.started_ms);
+        for (index, _) in &kept {
+            entry.pods[*index as usize] = None;
+        }
+        if let JobPhase::Evicting { refused, .. } = &mut entry.phase {
+            refused.clear();
+        }
+        if entry.alive().next().is_some() {
+            self.pods.jobs.insert(victim, entry);
+            // Its terminating hold shrinks to the pods still going.
+            self.hold_while_going(&[victim]);
+        } else {
+            self.scheduler.finish(victim);
+        }
+        if let Some(moved) = moved {
             self.run_as_adopted(template, moved);
         }
     }

@@ -235,10 +235,14 @@ pub(super) enum JobPhase {
     /// Preempted for that job: its pods are being evicted; they hold their devices (as a
     /// terminating job in the scheduler) until they are gone. `unrecorded`: the kind of
     /// preemption, until the metrics count it, once an eviction lands or the pods are
-    /// gone (a refused eviction leaves the job running, not preempted).
+    /// gone (a refused eviction leaves the job running, not preempted). `unanswered`:
+    /// evictions whose answer has not come; `refused`: the pods whose eviction was refused
+    /// (a disruption budget), which run on once every answer is in.
     Evicting {
         by: JobId,
         unrecorded: Option<PreemptionKind>,
+        unanswered: u32,
+        refused: Vec<u32>,
     },
 }
 
