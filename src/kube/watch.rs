@@ -128,7 +128,10 @@ where
                         watcher::Error::InitialListFailed(kube::Error::Api(status))
                             if status.code == 404 || status.code == 403
                     );
-                    if optional && missing && !absent_reported && !listed {
+                    // An optional kind not (yet) there is reported once; a required one
+                    // that cannot be listed is reported at every try.
+                    let absent = optional && missing && !listed;
+                    if absent && !absent_reported {
                         absent_reported = true;
                         tracing::warn!(
                             "{kind}: cannot list it ({e}); treated as empty until it can be read"
@@ -141,7 +144,7 @@ where
                         {
                             return;
                         }
-                    } else if !missing || listed {
+                    } else if !absent {
                         tracing::warn!("{kind} watch: {e}; retrying");
                     }
                     continue;
@@ -155,4 +158,68 @@ where
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Log {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Nodes that cannot be listed (403: the ClusterRole lacks them) keep every pod from
+    /// being scheduled: the log must say why, while the watch keeps trying.
+    #[tokio::test]
+    async fn a_required_kind_that_cannot_be_listed_is_logged() {
+        let log = Log::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        let _logging = tracing::subscriber::set_default(subscriber);
+        let server = kant_testkit::ApiServer::start().await;
+        server.fail_next("list", "nodes", None, None, 1, 403);
+        let (inputs, events) = std::sync::mpsc::channel();
+        let task = spawn(
+            Api::<Node>::all(server.client()),
+            "Node",
+            inputs,
+            |e| Some(Input::Node(Box::new(e))),
+            false,
+        );
+        let listed = async {
+            loop {
+                if let Ok(Input::Node(event)) = events.try_recv()
+                    && matches!(*event, watcher::Event::InitDone)
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), listed)
+            .await
+            .expect("nodes listed once the API server lets them be");
+        task.abort();
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("Node watch:") && text.contains("403"),
+            "{text}"
+        );
+    }
 }
