@@ -144,11 +144,13 @@ fn extended_resources_decide_the_node_and_are_held_there() {
     );
 }
 
+/// Members that come one by one are each told once why they wait: a message counting
+/// the members would be written again to every member as each one more comes.
 #[test]
 fn a_gang_waits_for_its_members_then_binds_whole() {
-    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8), node("n3", 8)]);
     world.apply(
-        Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2)))),
+        Input::PodGroup(Box::new(Event::Apply(pod_group("train", 3)))),
         T0,
     );
     let member = |name: &str| {
@@ -164,14 +166,22 @@ fn a_gang_waits_for_its_members_then_binds_whole() {
     assert!(binds(&out).is_empty());
     assert_eq!(
         messages(&out),
-        ["w0: pod group ml/train: 1 of the 2 pods needed to start are waiting"]
+        ["w0: pod group ml/train: fewer than the 3 pods needed to start are waiting"]
     );
     world.apply(Input::Pod(Box::new(Event::Apply(member("w1")))), T0);
     world.round(T0);
     let out = world.take_outputs();
+    assert!(binds(&out).is_empty());
+    assert_eq!(
+        messages(&out),
+        ["w1: pod group ml/train: fewer than the 3 pods needed to start are waiting"]
+    );
+    world.apply(Input::Pod(Box::new(Event::Apply(member("w2")))), T0);
+    world.round(T0);
+    let out = world.take_outputs();
     let mut nodes: Vec<String> = binds(&out).into_iter().map(|b| b.node).collect();
     nodes.sort();
-    assert_eq!(nodes, ["n1", "n2"]);
+    assert_eq!(nodes, ["n1", "n2", "n3"]);
 }
 
 /// An MPIJob's gang: a launcher without GPUs or a node selector, and GPU workers that

@@ -67,12 +67,10 @@ pub(super) enum Hold {
     UnknownQueue(String),
     /// Its PodGroup does not exist (yet).
     NoGroup(String),
-    /// Its gang lacks members: this many wait, that many are needed.
-    GangIncomplete {
-        group: String,
-        waiting: usize,
-        needed: usize,
-    },
+    /// Its gang lacks members: fewer than `needed` wait. (A message counting them would be
+    /// written again to every member each time one more comes: some N² writes for a gang
+    /// created pod by pod.)
+    GangIncomplete { group: String, needed: usize },
     /// Its gang has the members it needs without it: it goes once `needed` are placed.
     GangStarting { group: String, needed: usize },
 }
@@ -83,12 +81,8 @@ impl Hold {
             Hold::Invalid(reason) | Hold::UnknownQueue(reason) => reason.clone(),
             Hold::Gated => "the pod has scheduling gates".into(),
             Hold::NoGroup(group) => format!("pod group {group} does not exist"),
-            Hold::GangIncomplete {
-                group,
-                waiting,
-                needed,
-            } => format!(
-                "pod group {group}: {waiting} of the {needed} pods needed to start are waiting"
+            Hold::GangIncomplete { group, needed } => format!(
+                "pod group {group}: fewer than the {needed} pods needed to start are waiting"
             ),
             Hold::GangStarting { group, needed } => format!(
                 "pod group {group}: waits until the {needed} pods it needs to start are placed"
@@ -1203,11 +1197,7 @@ impl World {
                 .collect();
         }
         if waiting.len() < needed {
-            let hold = Hold::GangIncomplete {
-                group: name,
-                waiting: waiting.len(),
-                needed,
-            };
+            let hold = Hold::GangIncomplete { group: name, needed };
             for uid in &waiting {
                 self.set_state(uid, PodState::Held(hold.clone()));
             }
