@@ -681,7 +681,10 @@ fn a_gang_evicted_in_part_is_charged_only_for_the_member_left() {
         }
         let (gone, kept) = (&evicted[0], &evicted[1]);
         let answers = [
-            (kept, refused(Some(429), "Cannot evict pod: disruption budget")),
+            (
+                kept,
+                refused(Some(429), "Cannot evict pod: disruption budget"),
+            ),
             (gone, Ok(())),
         ];
         for ((job, pod, _), outcome) in answers {
@@ -732,7 +735,13 @@ fn a_gang_bound_in_two_goes_is_preempted_whole() {
     let out = run_until(&mut w, T0 + 1, T0 + 30_000);
     let again = binds(&out);
     assert_eq!(again.len(), 1, "{out:?}");
-    bind_ok(&mut w, &by_name(&members, &again[0].name), &again[0], 3, T0 + 30_001);
+    bind_ok(
+        &mut w,
+        &by_name(&members, &again[0].name),
+        &again[0],
+        3,
+        T0 + 30_001,
+    );
     w.round(T0 + 30_001);
     w.take_outputs();
     apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 30_002);
@@ -991,6 +1000,54 @@ fn a_preemptor_whose_victim_never_goes_is_queued_again_and_placed_elsewhere() {
     assert_eq!(free_gpus(&w), 0, "the going victim still holds n1");
     delete_pod(&mut w, &terminating, T0 + 16 * 60_000);
     assert_eq!(free_gpus(&w), 8);
+}
+
+/// A new leader starts while an earlier one's preemption is under way: the victim on n1
+/// is terminating and the preemptor, pending, is nominated to n1. The preemptor waits for
+/// its victim, as kube-scheduler does, rather than evict the job on n2; once the victim
+/// is gone it takes n1, and its nomination is cleared. A victim that never goes is waited
+/// for only as long as the leader's own preemptions wait.
+#[test]
+fn a_preemptor_nominated_before_a_restart_waits_for_its_victim() {
+    for victim_goes in [true, false] {
+        let bound = |name: &str, node: &str, rv: u32| {
+            let ids = BTreeMap::from([(GPU_IDS.to_string(), "0,1,2,3,4,5,6,7".to_string())]);
+            running(landed(with_priority(name, 8, 0), node, &ids, rv), rv)
+        };
+        let mut victim = bound("victim", "n1", 3);
+        victim.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-24T10:00:00Z".parse().unwrap(),
+            ));
+        let mut high = with_priority("high", 8, 100);
+        high.status.as_mut().unwrap().nominated_node_name = Some("n1".into());
+        let other = bound("other", "n2", 4);
+        let mut w = synced_with(
+            &preempting(),
+            &[node("n1", 8), node("n2", 8)],
+            &[victim.clone(), other, high],
+        );
+        let out = run_until(&mut w, T0, T0 + 60_000);
+        assert!(evictions(&out).is_empty(), "{out:?}");
+        assert!(binds(&out).is_empty(), "{out:?}");
+        if victim_goes {
+            delete_pod(&mut w, &victim, T0 + 60_001);
+            let out = run_until(&mut w, T0 + 60_001, T0 + 70_000);
+            let bound: Vec<(String, String)> =
+                binds(&out).into_iter().map(|b| (b.name, b.node)).collect();
+            assert_eq!(bound, [("high".to_string(), "n1".to_string())]);
+            assert!(evictions(&out).is_empty(), "{out:?}");
+            assert!(
+                out.iter()
+                    .any(|o| matches!(o, Output::Nominate { target, node: None } if target.name == "high")),
+                "{out:?}"
+            );
+        } else {
+            let out = run_until(&mut w, T0 + 60_001, T0 + 11 * 60_000);
+            let evicted: Vec<String> = evictions(&out).into_iter().map(|e| e.2).collect();
+            assert_eq!(evicted, ["other"], "after its patience");
+        }
+    }
 }
 
 #[test]

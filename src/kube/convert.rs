@@ -309,6 +309,8 @@ pub struct PodFacts {
     pub priority: i32,
     /// Not `preemptionPolicy: Never`.
     pub may_preempt: bool,
+    /// `status.nominatedNodeName`: where a preemption made room for it.
+    pub nominated_node: Option<String>,
     /// The tenant's queue; `None`: the default tenant.
     pub queue: Option<String>,
     /// The GPU models the pod accepts; empty: any.
@@ -401,6 +403,9 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         request,
         priority: spec.priority.unwrap_or(0),
         may_preempt: spec.preemption_policy.as_deref() != Some("Never"),
+        nominated_node: (pod.status.as_ref())
+            .and_then(|s| s.nominated_node_name.clone())
+            .filter(|n| !n.is_empty()),
         queue: label_value(Some(labels), QUEUE_LABEL).map(str::to_owned),
         gpu_models,
         constraints,

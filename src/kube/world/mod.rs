@@ -390,6 +390,7 @@ impl World {
         }
         self.adopt_parked(now_ms);
         self.give_up_on_lingering_victims(now_ms);
+        self.end_going_waits(now_ms);
         let jobs = self.form_jobs(now_ms);
         // A job may name a GPU model no node has yet: its empty pool must exist first.
         self.rebuild_cluster(now_ms);
@@ -428,7 +429,7 @@ impl World {
     }
 
     /// When a round is next due although no event comes: a retry the scheduler asked for,
-    /// or a pod whose backoff ends.
+    /// a pod whose backoff ends, or a wait for victims that ends.
     pub fn next_wakeup(&self, now_ms: u64) -> Option<u64> {
         [
             self.scheduler.next_retry_ms(now_ms),
@@ -437,6 +438,7 @@ impl World {
                 .victim_deadlines
                 .first()
                 .map(|&(until_ms, _)| until_ms),
+            (self.pods.going_waits.values()).map(|w| w.until_ms).min(),
         ]
         .into_iter()
         .flatten()

@@ -18,7 +18,7 @@ use super::{Output, World, WriteError};
 /// The longest a preemptor waits for its victims' pods to go (longer than graceful
 /// terminations take; a pod on a node that stopped answering may stay terminating for
 /// good) before it is queued again.
-const VICTIM_PATIENCE_MS: u64 = 10 * 60 * 1000;
+pub(super) const VICTIM_PATIENCE_MS: u64 = 10 * 60 * 1000;
 
 impl World {
     /// Turns one round's decisions into outputs.
@@ -318,7 +318,15 @@ impl World {
             tenant: self.tenant_of(queue.as_deref()),
             ..(*template).clone()
         };
-        let entry = JobEntry::new(whole, &uids, group, queue, JobPhase::Running, places, now_ms);
+        let entry = JobEntry::new(
+            whole,
+            &uids,
+            group,
+            queue,
+            JobPhase::Running,
+            places,
+            now_ms,
+        );
         self.run_as_adopted(template, entry);
     }
 
@@ -602,6 +610,47 @@ impl World {
                     VICTIM_PATIENCE_MS / 1000
                 );
                 self.stop_awaiting_victims(by, &why, now_ms);
+            }
+        }
+    }
+
+    /// Jobs waiting for pods on their way out where they were nominated (see
+    /// `pods::GoingWait`) wait no more once those pods are gone, their patience ends or they
+    /// left the queue: their nomination is cleared, and a job still queued may preempt
+    /// again if its pods allow it.
+    pub(super) fn end_going_waits(&mut self, now_ms: u64) {
+        let ended: Vec<(JobId, bool)> = (self.pods.going_waits.iter())
+            .filter(|(job, wait)| {
+                let queued = self
+                    .pods
+                    .jobs
+                    .get(job)
+                    .filter(|e| e.phase == JobPhase::Queued);
+                queued.is_none_or(|e| {
+                    now_ms >= wait.until_ms || !self.pods.going_below(&wait.node, e.job.priority)
+                })
+            })
+            .map(|(&job, wait)| (job, wait.may_preempt))
+            .collect();
+        for (job, may_preempt) in ended {
+            self.pods.going_waits.remove(&job);
+            let Some(entry) = self.pods.jobs.get_mut(&job) else {
+                continue;
+            };
+            let targets: Vec<PodRef> = (entry.alive())
+                .filter_map(|(_, uid)| Some(self.pods.entries.get(uid)?.target.clone()))
+                .collect();
+            for target in targets {
+                self.outputs.push(Output::Nominate { target, node: None });
+            }
+            if may_preempt && entry.phase == JobPhase::Queued {
+                let job = Job {
+                    may_preempt,
+                    ..(*entry.job).clone()
+                };
+                entry.job = Arc::new(job.clone());
+                self.scheduler.withdraw(job.id);
+                self.scheduler.submit(job);
             }
         }
     }

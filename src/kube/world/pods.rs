@@ -36,6 +36,7 @@ use super::super::convert::{
     ConvertError, PodFacts, QUEUE_LABEL, bound_devices, bound_request, label_value, pod_facts,
 };
 use super::super::crd::POD_GROUP_LABEL;
+use super::outcomes::VICTIM_PATIENCE_MS;
 use super::resync::Change;
 use super::{Condition, Output, World};
 
@@ -326,6 +327,18 @@ impl JobEntry {
     }
 }
 
+/// A job whose pods are nominated to a node (`status.nominatedNodeName`, set by an
+/// earlier leader's preemption) where pods of lower priority are still on their way out:
+/// as kube-scheduler has such a pod wait for its victims, it may not preempt others until
+/// they are gone or `until_ms` passes (a node that stopped answering may keep them
+/// terminating for good). `may_preempt`: whether it may then.
+#[derive(Debug, Clone)]
+pub(super) struct GoingWait {
+    pub node: String,
+    pub until_ms: u64,
+    pub may_preempt: bool,
+}
+
 /// The pod and job tables.
 #[derive(Default)]
 pub(super) struct Pods {
@@ -361,6 +374,9 @@ pub(super) struct Pods {
     /// Workloads submitted, and placed, at least once (the metrics count the first).
     pub submitted_workloads: BTreeSet<String>,
     pub placed_workloads: BTreeSet<String>,
+    /// Jobs that wait, rather than preempt, for pods on their way out where an earlier
+    /// leader's preemption nominated them (see [`GoingWait`]).
+    pub going_waits: BTreeMap<JobId, GoingWait>,
     /// Gangs part of whose bindings landed and part were refused, never yet whole: the
     /// jobs their landed pods run as. They are not running in the metrics' sense (SOR
     /// counts a gang once whole), and the gang's first placement counts them with the rest.
@@ -486,6 +502,17 @@ impl Pods {
                 self.park(&uid);
             }
         }
+    }
+
+    /// Whether a pod of priority lower than `priority` is on its way out on `node`.
+    pub fn going_below(&self, node: &str, priority: i32) -> bool {
+        self.entries.values().any(|e| {
+            e.deleting
+                && matches!(e.state, PodState::InJob { .. })
+                && e.bound
+                    .as_ref()
+                    .is_some_and(|b| b.node == node && b.priority < priority)
+        })
     }
 
     pub fn new_job_id(&mut self) -> JobId {
@@ -1197,7 +1224,10 @@ impl World {
                 .collect();
         }
         if waiting.len() < needed {
-            let hold = Hold::GangIncomplete { group: name, needed };
+            let hold = Hold::GangIncomplete {
+                group: name,
+                needed,
+            };
             for uid in &waiting {
                 self.set_state(uid, PodState::Held(hold.clone()));
             }
@@ -1283,11 +1313,19 @@ impl World {
             );
             return None;
         };
+        let priority = facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0);
+        // One member that must not preempt keeps the whole gang from it.
+        let may_preempt = facts.iter().all(|(f, _, _)| f.may_preempt);
+        let going_where_nominated = facts
+            .iter()
+            .filter_map(|(f, _, _)| f.nominated_node.as_ref())
+            .find(|node| self.pods.going_below(node, priority))
+            .cloned();
         let job = Job {
             id: self.pods.new_job_id(),
             name: JobEntry::name(&group, template_pod),
             tenant: self.tenant_of(queue.as_deref()),
-            priority: facts.iter().map(|(f, _, _)| f.priority).max().unwrap_or(0),
+            priority,
             kind: template.kind,
             pools,
             pods: facts.iter().map(|(f, _, _)| f.request).collect(),
@@ -1296,9 +1334,17 @@ impl World {
             topology: template.topology,
             constraints: shared(facts.iter().map(|(f, _, _)| f.constraints.clone())),
             pod_rules: Some(template.pod_rules.clone()),
-            // One member that must not preempt keeps the whole gang from it.
-            may_preempt: facts.iter().all(|(f, _, _)| f.may_preempt),
+            may_preempt: may_preempt && going_where_nominated.is_none(),
         };
+        if let Some(node) = going_where_nominated {
+            let until_ms = now_ms.saturating_add(VICTIM_PATIENCE_MS);
+            let wait = GoingWait {
+                node,
+                until_ms,
+                may_preempt,
+            };
+            self.pods.going_waits.insert(job.id, wait);
+        }
         let entry = JobEntry::new(
             job.clone(),
             &uids,
