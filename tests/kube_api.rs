@@ -487,6 +487,50 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
     b.stop().await;
 }
 
+/// A leader that finds another holding its Lease sends none of the bindings still
+/// waiting for their turn: the other replica leads by then and may place onto the same
+/// GPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_lost_its_lease_sends_no_more_bindings() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    // Every binding is taken and never answered: each holds A's one slot until A gives up
+    // on it, and the others wait behind it.
+    server.hang_next("create", "pods/binding", Some("ml"), None, usize::MAX);
+    let mut options = replica("replica-a");
+    options.max_in_flight = 1;
+    options.api_timeout = Duration::from_secs(4);
+    let a = Kant::start_with(&server, options).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    for i in 0..4 {
+        server.create(&gpu_pod(&format!("p{i}"), 2));
+    }
+    eventually("a sends its first binding", || {
+        server.request_count("create", "pods/binding") == 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // B takes the Lease over (A was cut off for a while, say): A finds out at its next
+    // renewal, before its first binding is given up.
+    let mut lease = server
+        .get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), "kant-scheduler-all")
+        .expect("the shard's lease exists");
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.holder_identity = Some("replica-b".into());
+    }
+    server.update(&lease);
+    let ended = a.ended().await.expect_err("a exits");
+    assert!(ended.to_string().contains("lost the lease"), "{ended}");
+    assert_eq!(
+        server.request_count("create", "pods/binding"),
+        1,
+        "bindings sent after the lease was lost"
+    );
+}
+
 /// Replicas started without an identity (no `--identity`, no `POD_NAME`) do not share
 /// one, so only one leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

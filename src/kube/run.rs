@@ -182,16 +182,17 @@ pub async fn run_with_config(
         controller: options.world.scheduler_name.clone(),
         instance: Some(options.identity.clone()),
     };
+    let leader = Arc::new(AtomicBool::new(!options.leader_election));
     let writer = Writer::start(
         client.clone(),
         eviction_client,
         inputs.clone(),
+        leader.clone(),
         reporter,
         options.max_in_flight,
         options.status_qps,
         options.api_timeout,
     );
-    let leader = Arc::new(AtomicBool::new(!options.leader_election));
     let (lost_tx, lost) = tokio::sync::oneshot::channel::<String>();
     let election = options.leader_election.then(|| {
         elect(

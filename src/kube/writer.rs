@@ -1,7 +1,8 @@
 //! Carries the world's outputs to the API server, off the scheduling loop.
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
-//!   goes back to the loop as an input.
+//!   goes back to the loop as an input. One still waiting for its turn when this replica
+//!   stops leading is not sent: another replica may lead by the time its turn comes.
 //! - Every call is bounded by a timeout: an API server that takes a request and never
 //!   answers cannot hold a binding's devices, an eviction, or the status writes queued
 //!   behind one. A call past it reads as one that got no answer.
@@ -20,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,8 @@ pub struct Writer {
     slots: Arc<Semaphore>,
     /// Bindings and evictions sent and not yet answered (or given up).
     in_flight: Arc<AtomicUsize>,
+    /// Whether this replica leads its shard: bindings and evictions are sent only then.
+    leading: Arc<AtomicBool>,
     status: mpsc::UnboundedSender<StatusWork>,
     runtime: tokio::runtime::Handle,
     /// The longest any one call waits for its answer.
@@ -53,12 +56,14 @@ pub struct Writer {
 
 impl Writer {
     /// A writer whose status task sends at most `status_qps` writes per second, which runs
-    /// at most `max_in_flight` bindings and evictions at once, and whose calls wait at most
-    /// `timeout` for an answer.
+    /// at most `max_in_flight` bindings and evictions at once while `leading` holds, and
+    /// whose calls wait at most `timeout` for an answer.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         client: Client,
         eviction_client: Client,
         inputs: Sender<Input>,
+        leading: Arc<AtomicBool>,
         reporter: Reporter,
         max_in_flight: usize,
         status_qps: u32,
@@ -80,6 +85,7 @@ impl Writer {
             inputs,
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            leading,
             status,
             runtime,
             timeout,
@@ -101,13 +107,16 @@ impl Writer {
                 let _ = self.status.send(StatusWork::Forget(target.clone()));
                 let (client, inputs, slots) =
                     (self.client.clone(), self.inputs.clone(), self.slots.clone());
-                let timeout = self.timeout;
+                let (timeout, leading) = (self.timeout, self.leading.clone());
                 let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
                     let _in_flight = in_flight;
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
-                    let outcome = bind(client, &target, &node, annotations, timeout).await;
+                    let outcome = match still_leading(&leading) {
+                        Ok(()) => bind(client, &target, &node, annotations, timeout).await,
+                        Err(e) => Err(e),
+                    };
                     let _ = inputs.send(Input::Bound {
                         job,
                         pod,
@@ -123,12 +132,15 @@ impl Writer {
                     self.inputs.clone(),
                     self.slots.clone(),
                 );
-                let timeout = self.timeout;
+                let (timeout, leading) = (self.timeout, self.leading.clone());
                 let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
                     let _in_flight = in_flight;
                     let _slot = slots.acquire_owned().await;
-                    let outcome = evict(client, &target, timeout).await;
+                    let outcome = match still_leading(&leading) {
+                        Ok(()) => evict(client, &target, timeout).await,
+                        Err(e) => Err(e),
+                    };
                     let _ = inputs.send(Input::Evicted { job, pod, outcome });
                 });
             }
@@ -163,6 +175,18 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// A binding or eviction whose turn came once this replica no longer leads is not sent:
+/// the next leader may have placed onto the same devices meanwhile.
+fn still_leading(leading: &AtomicBool) -> Result<(), WriteError> {
+    if leading.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    Err(WriteError {
+        code: None,
+        message: "not sent: this replica no longer leads its shard".into(),
+    })
 }
 
 fn write_error(error: kube::Error) -> WriteError {
