@@ -10,6 +10,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kant::config::Config;
+use kant::kube::RunOptions;
 use kant::kube::crd::{POD_GROUP_LABEL, PodGroup, Queue, QueueMode, crd_manifests};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -143,7 +145,7 @@ fn configmap_holds_a_valid_configuration() {
     );
     let data = config_map.data.expect("data");
     let text = data.get("config.yaml").expect("config.yaml key");
-    let config = kant::config::Config::parse("manifests/configmap.yaml config.yaml", text)
+    let config = Config::parse("manifests/configmap.yaml config.yaml", text)
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(config.profile(&config.default_profile).is_some());
     assert!(
@@ -177,6 +179,16 @@ fn deployment_runs_locked_down_with_known_flags() {
     assert_eq!(
         pod.priority_class_name.as_deref(),
         Some("system-cluster-critical")
+    );
+    // A replica told to stop waits up to --api-timeout for its bindings' answers, then
+    // gives its Lease up (a read and a write of at most 2 s each): killed before, its
+    // standby waits for the Lease to expire instead of leading at once.
+    let drain = RunOptions::new(Config::embedded()).api_timeout.as_secs() as i64;
+    let grace = pod.termination_grace_period_seconds.unwrap_or(30);
+    assert!(
+        grace > drain + 4,
+        "terminationGracePeriodSeconds {grace} leaves no time to give the Lease up after \
+         a drain of {drain} s"
     );
     assert_eq!(pod.containers.len(), 1);
     let container = &pod.containers[0];
