@@ -487,11 +487,11 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
     b.stop().await;
 }
 
-/// A leader that finds another holding its Lease sends none of the bindings still
-/// waiting for their turn: the other replica leads by then and may place onto the same
-/// GPUs.
+/// A leader that finds another holding its Lease sends none of the bindings and status
+/// writes still waiting for their turn: the other replica leads by then, may place onto
+/// the same GPUs, and writes statuses of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_leader_that_lost_its_lease_sends_no_more_bindings() {
+async fn a_leader_that_lost_its_lease_writes_nothing_more() {
     let server = ApiServer::start().await;
     server.create(&node("node-0", 8));
     // Every binding is taken and never answered: each holds A's one slot until A gives up
@@ -500,6 +500,7 @@ async fn a_leader_that_lost_its_lease_sends_no_more_bindings() {
     let mut options = replica("replica-a");
     options.max_in_flight = 1;
     options.api_timeout = Duration::from_secs(4);
+    options.status_qps = 1;
     let a = Kant::start_with(&server, options).await;
     eventually("a leads", || {
         lease_holder(&server).as_deref() == Some("replica-a")
@@ -507,6 +508,14 @@ async fn a_leader_that_lost_its_lease_sends_no_more_bindings() {
     .await;
     for i in 0..4 {
         server.create(&gpu_pod(&format!("p{i}"), 2));
+    }
+    // A backlog of status writes: pods of a Queue that does not exist, told so once a
+    // second.
+    for i in 0..10 {
+        server.create(&pod(
+            &format!("held-{i}"),
+            json!({"metadata": {"labels": {"kant.io/queue": "nope"}}}),
+        ));
     }
     eventually("a sends its first binding", || {
         server.request_count("create", "pods/binding") == 1
@@ -524,10 +533,17 @@ async fn a_leader_that_lost_its_lease_sends_no_more_bindings() {
     server.update(&lease);
     let ended = a.ended().await.expect_err("a exits");
     assert!(ended.to_string().contains("lost the lease"), "{ended}");
+    let status_writes = server.request_count("patch", "pods/status");
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         server.request_count("create", "pods/binding"),
         1,
         "bindings sent after the lease was lost"
+    );
+    assert_eq!(
+        server.request_count("patch", "pods/status"),
+        status_writes,
+        "statuses written after the lease was lost"
     );
 }
 

@@ -1,7 +1,8 @@
 //! Carries the world's outputs to the API server, off the scheduling loop.
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
-//!   goes back to the loop as an input. One still waiting for its turn when this replica
+//!   goes back to the loop as an input.
+//! - A binding, eviction or status write still waiting for its turn when this replica
 //!   stops leading is not sent: another replica may lead by the time its turn comes.
 //! - Every call is bounded by a timeout: an API server that takes a request and never
 //!   answers cannot hold a binding's devices, an eviction, or the status writes queued
@@ -76,6 +77,7 @@ impl Writer {
             reporter,
             queue,
             inputs.clone(),
+            leading.clone(),
             status_qps.max(1),
             timeout,
         ));
@@ -393,12 +395,14 @@ fn status_key(output: &Output) -> Option<StatusKey> {
 }
 
 /// The status task: coalesces and paces status writes; tells `inputs` of each pod
-/// condition not written.
+/// condition not written. It ends once this replica no longer leads: the writes still
+/// waiting are stale, and the next leader's own would be overwritten by them.
 async fn write_status(
     client: Client,
     reporter: Reporter,
     mut queue: mpsc::UnboundedReceiver<StatusWork>,
     inputs: Sender<Input>,
+    leading: Arc<AtomicBool>,
     qps: u32,
     timeout: Duration,
 ) {
@@ -422,6 +426,9 @@ async fn write_status(
         let Some(output) = waiting.remove(&key) else {
             continue;
         };
+        if !leading.load(Ordering::Acquire) {
+            return;
+        }
         let unwritten = match &output {
             Output::PodCondition { target, .. } => Some(Unwritten::Condition(target.clone())),
             Output::PodGroupStatus {
