@@ -453,7 +453,19 @@ impl<'a> Source<'a> {
         csv: &mut csv::Reader<&[u8]>,
         record: &mut csv::StringRecord,
     ) -> Result<bool, TraceError> {
-        csv.read_record(record).map_err(|e| self.csv_error(&e))
+        csv.read_record(record).map_err(|e| {
+            let mut error = self.csv_error(&e);
+            // A quote left open runs its row on over the lines after it, which then read as
+            // one field: the row's own line looks right.
+            let end = usize::try_from(csv.position().byte()).unwrap_or(usize::MAX);
+            let last_line = self.line_of_byte(end.saturating_sub(1));
+            if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
+                error.message.push_str(&format!(
+                    " (a quoted field runs on to line {last_line}: is a closing quote missing?)"
+                ));
+            }
+            error
+        })
     }
 
     /// The 1-based line a record starts on, from its position (0 without one): past the
@@ -468,8 +480,12 @@ impl<'a> Source<'a> {
             .iter()
             .take_while(|&&b| b == b'\n' || b == b'\r')
             .count();
-        let start = offset + blank;
-        self.line_starts.partition_point(|&s| s <= start) as u64 + 1
+        self.line_of_byte(offset + blank)
+    }
+
+    /// The 1-based line the byte at `offset` is on (a line break is on the line it ends).
+    fn line_of_byte(&self, offset: usize) -> u64 {
+        self.line_starts.partition_point(|&s| s <= offset) as u64 + 1
     }
 
     fn error(&self, line: u64, message: impl Into<String>) -> TraceError {
@@ -1396,6 +1412,18 @@ mod tests {
             err.unwrap_err(),
             3,
             &["field pods", "more than 10 pods in all"],
+        );
+    }
+
+    /// A quote left open makes the lines after it one field of its row: the error names the
+    /// row's line and says where the quoted field runs to.
+    #[test]
+    fn an_unclosed_quote_is_named_on_its_line() {
+        let text = "a,,0,10,1,1,,,\n\"b,,0,10,1,1,,,\nc,,0,10,1,1,,,\nd,,0,10,1,1,,,\n";
+        assert_error(
+            jobs(text).unwrap_err(),
+            3,
+            &["1 fields", "runs on to line 5", "closing quote missing"],
         );
     }
 
