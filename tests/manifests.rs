@@ -218,10 +218,17 @@ fn deployment_runs_locked_down_with_known_flags() {
     assert!(command[0].ends_with("kant"), "{command:?}");
     assert_eq!(command[1], "run");
     let args = container.args.clone().unwrap_or_default();
+    // Each flag is one `kant run` has (a flag renamed in the CLI fails here).
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_kant"))
+        .args(["run", "--help"])
+        .output()
+        .expect("kant run --help");
+    let help = String::from_utf8_lossy(&help.stdout);
     let mut seen = BTreeSet::new();
     for arg in &args {
         let flag = arg.split('=').next().unwrap();
         assert!(ALLOWED_FLAGS.contains(&flag), "unexpected argument {arg}");
+        assert!(help.contains(&format!("{flag} ")), "kant run has no {flag}");
         assert!(seen.insert(flag), "{flag} given twice");
     }
     for (flag, value) in [

@@ -184,14 +184,11 @@ pub async fn run_with_config(
     };
     let leader = Arc::new(AtomicBool::new(!options.leader_election));
     let writer = Writer::start(
-        client.clone(),
-        eviction_client,
+        (client.clone(), eviction_client),
         inputs.clone(),
         leader.clone(),
         reporter,
-        options.max_in_flight,
-        options.status_qps,
-        options.api_timeout,
+        &options,
     );
     let (lost_tx, lost) = tokio::sync::oneshot::channel::<String>();
     let election = options.leader_election.then(|| {

@@ -34,6 +34,7 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
+use super::run::RunOptions;
 use super::crd::{PodGroup, Queue};
 use super::world::{Condition, Input, Output, PodRef, Unwritten, WriteError};
 
@@ -56,20 +57,17 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// A writer whose status task sends at most `status_qps` writes per second, which runs
-    /// at most `max_in_flight` bindings and evictions at once while `leading` holds, and
-    /// whose calls wait at most `timeout` for an answer.
-    #[allow(clippy::too_many_arguments)]
+    /// A writer whose status task sends at most `options.status_qps` writes per second,
+    /// which runs at most `options.max_in_flight` bindings and evictions at once while
+    /// `leading` holds, and whose calls wait at most `options.api_timeout` for an answer.
     pub fn start(
-        client: Client,
-        eviction_client: Client,
+        (client, eviction_client): (Client, Client),
         inputs: Sender<Input>,
         leading: Arc<AtomicBool>,
         reporter: Reporter,
-        max_in_flight: usize,
-        status_qps: u32,
-        timeout: Duration,
+        options: &RunOptions,
     ) -> Writer {
+        let (status_qps, timeout) = (options.status_qps, options.api_timeout);
         let (status, queue) = mpsc::unbounded_channel();
         let runtime = tokio::runtime::Handle::current();
         runtime.spawn(write_status(
@@ -85,7 +83,7 @@ impl Writer {
             client,
             eviction_client,
             inputs,
-            slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            slots: Arc::new(Semaphore::new(options.max_in_flight.max(1))),
             in_flight: Arc::new(AtomicUsize::new(0)),
             leading,
             status,
