@@ -301,6 +301,14 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         Some(path) => Config::load(path).map_err(|e| Failure::Input(e.to_string()))?,
         None => Config::embedded(),
     };
+    if !config.tenants.is_empty() {
+        let names: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
+        tracing::warn!(
+            "the configuration's tenants ({}) are ignored: `kant run` takes its tenants from \
+             Queue objects (kant.io/v1alpha1), one per tenant",
+            names.join(", ")
+        );
+    }
     let mut options = kant::kube::RunOptions::new(config);
     options.kubeconfig = args.kubeconfig;
     options.profile = args.profile;

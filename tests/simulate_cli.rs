@@ -685,6 +685,25 @@ fn run_refuses_an_empty_gpu_model_and_a_shard_no_lease_can_be_named_after() {
     }
 }
 
+/// `kant run` takes its tenants from Queue objects: tenants a configuration file declares
+/// are said to be ignored, by name, rather than passed over in silence.
+#[test]
+fn run_says_it_ignores_the_configurations_tenants() {
+    let dir = temp_dir("run-tenants");
+    let text = format!(
+        "{}tenants:\n  - name: team-a\n    quota: {{H100: 8}}\n",
+        kant::config::DEFAULT_CONFIG
+    );
+    let config = write(dir.path(), "kant.yaml", &text);
+    let output = kant(&["run", "--kubeconfig", "/nonexistent", "--config", &config]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the configuration's tenants (team-a) are ignored"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn an_unwritable_output_fails_before_the_replay() {
     let dir = temp_dir("unwritable");
