@@ -2017,3 +2017,31 @@ fn a_job_a_shrunk_cluster_makes_impossible_is_found_so() {
     let waiting = s.waiting().find(|w| w.job.id == JobId(1)).unwrap();
     assert!(waiting.unresolvable, "16 GPUs never fit on one node of 8");
 }
+
+/// An isolated tenant's overdue head asking for no GPU (it waits for CPU) gathers none of
+/// its quota: the tenant's later jobs asking for GPUs are not held back behind it.
+#[test]
+fn an_isolated_head_asking_for_no_gpu_holds_back_none_of_its_tenants_gpu_jobs() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 8),
+        tenant("shared", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    // The shared tenant takes every CPU of both nodes, and two GPUs.
+    let mut cpu_hog = tjob(0, 2, 2, 1, 0, 0);
+    for pod in &mut cpu_hog.pods {
+        pod.cpu_milli = 128_000;
+    }
+    s.submit(cpu_hog);
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    let mut cpu_only = tjob(1, 1, 1, 0, 0, 1);
+    cpu_only.pods[0].cpu_milli = 1_000;
+    s.submit(cpu_only);
+    assert!(placed_jobs(&s.schedule(SECOND)).is_empty());
+    // Past the threshold, iso's job asking for one GPU (and no CPU) has its quota free.
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(tjob(2, 1, 1, 1, 0, overdue / SECOND));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[2]));
+    check_accounting(&s);
+}

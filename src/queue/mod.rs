@@ -395,8 +395,9 @@ impl Queues {
             let waiting = now_ms < entry.not_before
                 || known_unresolvable
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
-            if overdue && !entry.unresolvable && driver.quota_is_own(tenant) {
-                // The head holds its pools whether or not it is tried this round.
+            if overdue && !entry.unresolvable && entry.asks_gpus() && driver.quota_is_own(tenant) {
+                // The head holds its pools whether or not it is tried this round; one asking
+                // for no GPU gathers no quota, and holds none.
                 held_pools[tenant] = Some(entry.job.pools.clone());
             }
             if waiting {
