@@ -1288,6 +1288,39 @@ fn a_gang_bound_in_two_goes_is_running_and_placed_once_whole() {
     assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
 }
 
+/// A pod's Queue is deleted while its binding is in flight, and the binding fails: the
+/// pod waits for its Queue again, as a pod naming a Queue that does not exist does, rather
+/// than be bound under the default tenant, which took the job in meanwhile.
+#[test]
+fn a_job_whose_queue_went_during_its_binding_waits_for_it_again() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    w.apply(Input::Queue(Box::new(Event::Apply(queue("team-a", 8)))), T0);
+    let p = pod(
+        "p",
+        2,
+        json!({"metadata": {"labels": {"kant.io/queue": "team-a"}}}),
+    );
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    w.apply(
+        Input::Queue(Box::new(Event::Delete(queue("team-a", 8)))),
+        T0 + 1,
+    );
+    w.round(T0 + 1);
+    w.take_outputs();
+    answer(&mut w, &b[0], refused(Some(500), "internal error"), T0 + 20);
+    let out = run_until(&mut w, T0 + 20, T0 + 600_000);
+    assert!(binds(&out).is_empty(), "bound without its Queue: {out:?}");
+    w.apply(
+        Input::Queue(Box::new(Event::Apply(queue("team-a", 8)))),
+        T0 + 600_001,
+    );
+    let out = run_until(&mut w, T0 + 600_001, T0 + 610_000);
+    assert_eq!(binds(&out).len(), 1, "{out:?}");
+}
+
 #[test]
 fn a_gang_member_of_another_queue_is_told_whose_queue_is_charged() {
     let (mut w, _) = gang_world(&[]);

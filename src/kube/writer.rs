@@ -34,8 +34,8 @@ use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
-use super::run::RunOptions;
 use super::crd::{PodGroup, Queue};
+use super::run::RunOptions;
 use super::world::{Condition, Input, Output, PodRef, Unwritten, WriteError};
 
 /// Where the loop sends its outputs.

@@ -57,8 +57,8 @@ impl World {
                     }
                 }
                 Decision::Requeued { job, reason, .. } => {
-                    self.pods.requeue(job);
                     self.tell_pods(job, true, "FailedScheduling", &reason);
+                    self.requeue(job, now_ms);
                 }
             }
         }
@@ -359,7 +359,7 @@ impl World {
         }
         self.outputs.extend(events);
         if all_failed && whole {
-            self.pods.requeue(job);
+            self.requeue(job, now_ms);
             return;
         }
         // Part of the job landed, or a member is gone: what landed runs; the rest forms a
@@ -572,11 +572,28 @@ impl World {
         let victims = preemptor.phase.awaited_victims().to_vec();
         self.nominate(by, false);
         self.scheduler.bind_failed(by, now_ms);
-        self.pods.requeue(by);
         self.tell_pods(by, true, "FailedScheduling", why);
+        self.requeue(by, now_ms);
         // What its reservation took of its victims' devices is theirs again until their
         // pods are gone.
         self.hold_while_going(&victims);
+    }
+
+    /// A job the scheduler queued again (its binding failed, its victims did not go, its
+    /// node left) is queued in the world too; the phase it left is returned. One whose
+    /// Queue was deleted meanwhile leaves the scheduler's queues, whose default tenant
+    /// took it in, and its pods wait for their Queue again, as a pod naming a Queue that
+    /// does not exist waits for it.
+    fn requeue(&mut self, job: JobId, now_ms: u64) -> Option<JobPhase> {
+        let left = self.pods.requeue(job)?;
+        let tenants = self.scheduler.tenants();
+        let queue_gone = (self.pods.jobs.get(&job))
+            .and_then(|e| e.queue.as_deref())
+            .is_some_and(|q| tenants.index(q).is_none());
+        if queue_gone {
+            self.withdraw_and_dissolve(job, now_ms);
+        }
+        Some(left)
     }
 
     /// Victims still going hold every device of their live pods that is free.
@@ -658,7 +675,7 @@ impl World {
     /// After the cluster changed shape: pods whose node vanished wait to be adopted again
     /// if it comes back (the API server deletes them otherwise); jobs that lost a reserved
     /// pod are queued again.
-    pub(super) fn cluster_reshaped(&mut self, reshaped: Reshaped, _now_ms: u64) {
+    pub(super) fn cluster_reshaped(&mut self, reshaped: Reshaped, now_ms: u64) {
         for key in reshaped.lost_bound {
             let Some(entry) = self.pods.jobs.get_mut(&key.job) else {
                 continue;
@@ -673,7 +690,7 @@ impl World {
         }
         for job in reshaped.requeued {
             self.nominate(job, false);
-            if let Some(left) = self.pods.requeue(job) {
+            if let Some(left) = self.requeue(job, now_ms) {
                 self.hold_while_going(left.awaited_victims());
             }
         }
