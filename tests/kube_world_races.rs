@@ -556,6 +556,40 @@ fn a_preemptor_is_bound_where_it_was_reserved_after_a_node_joined() {
     assert_eq!(high[0].node, "n1", "bound elsewhere than its reservation");
 }
 
+/// A running pod is resized in place (Kubernetes 1.33 does so by default): its node holds
+/// its new CPU, so a pod the node no longer has the CPU for goes nowhere, and goes once the
+/// resize is undone.
+#[test]
+fn a_pod_resized_in_place_holds_its_new_cpu() {
+    let with_cpu = |name: &str, cpu: &str| {
+        pod(
+            name,
+            1,
+            json!({"spec": {"containers": [{"name": "c", "resources": {
+                "limits": {"nvidia.com/gpu": "1"}, "requests": {"cpu": cpu}}}]}}),
+        )
+    };
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let a = place(&mut w, &with_cpu("a", "16"), T0);
+    let mut resized = running(a.clone(), 3);
+    resized.spec = with_cpu("a", "60")
+        .spec
+        .map(|spec| k8s_openapi::api::core::v1::PodSpec {
+            node_name: Some("n1".into()),
+            ..spec
+        });
+    apply_pod(&mut w, &resized, T0 + 1);
+    apply_pod(&mut w, &with_cpu("b", "8"), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 5_000);
+    assert!(
+        binds(&out).is_empty(),
+        "b placed beside a pod of 60 CPUs: {out:?}"
+    );
+    apply_pod(&mut w, &running(a, 4), T0 + 5_001);
+    let out = run_until(&mut w, T0 + 5_001, T0 + 10_000);
+    assert_eq!(binds(&out).len(), 1, "{out:?}");
+}
+
 // ----------------------------------------------------------------------------------------
 // Gangs
 

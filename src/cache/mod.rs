@@ -419,6 +419,38 @@ impl ClusterState {
         Ok(())
     }
 
+    /// A placed pod's CPU and memory changed where it runs (it was resized in place): its
+    /// node holds the new amounts. Its devices stay (no GPU is resized in place).
+    pub fn resize(
+        &mut self,
+        pod: PodKey,
+        cpu_milli: u64,
+        memory_bytes: u64,
+    ) -> Result<(), CacheError> {
+        let placed = *self
+            .placements
+            .get(&pod)
+            .ok_or(CacheError::NotPlaced(pod))?;
+        let (old, new) = (
+            placed.placement,
+            Placement {
+                cpu_milli,
+                memory_bytes,
+                ..placed.placement
+            },
+        );
+        self.update_node(old.node, |state| {
+            state.remove(&old);
+            state.add(&new);
+        });
+        let resized = PlacedPod {
+            placement: new,
+            ..placed
+        };
+        self.placements.insert(pod, resized);
+        Ok(())
+    }
+
     /// Forgets a placement (binding failed, the pod finished or was evicted) and returns
     /// its resources.
     pub fn forget(&mut self, pod: PodKey) -> Result<Placement, CacheError> {

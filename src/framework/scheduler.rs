@@ -266,6 +266,19 @@ impl Scheduler {
         Ok(())
     }
 
+    /// A placed pod was resized in place: it holds its new CPU and memory.
+    pub fn resize_pod(
+        &mut self,
+        pod: PodKey,
+        cpu_milli: u64,
+        memory_bytes: u64,
+    ) -> Result<(), CacheError> {
+        self.state.resize(pod, cpu_milli, memory_bytes)?;
+        // It may have given room back.
+        self.capacity_epoch += 1;
+        Ok(())
+    }
+
     /// One pod of a running job is gone (deleted, finished, or its node removed): its
     /// resources and its share of the tenant's quota return. The job stops running when
     /// its last pod is gone.

@@ -792,6 +792,7 @@ impl World {
                     *landed = true;
                 }
                 self.follow_relabel(uid, job);
+                self.follow_resize(uid, job, index);
                 return;
             }
             // Placed by someone else while it waited in our queue, or bound elsewhere than
@@ -823,6 +824,28 @@ impl World {
             relabelled.pod_rules = Some(rules.clone());
             entry.job = Arc::new(relabelled);
             self.scheduler.set_pod_rules(job, &rules);
+        }
+    }
+
+    /// A placed pod whose CPU or memory changed (resized in place, which Kubernetes allows
+    /// for no GPU) holds the new amounts where it runs, as its spec now asks.
+    fn follow_resize(&mut self, uid: &str, job: JobId, index: u32) {
+        let request = self.pods.entries.get(uid).and_then(|e| e.bound.as_ref());
+        let Some(Ok(request)) = request.map(|b| b.request.as_ref()) else {
+            return;
+        };
+        let (cpu_milli, memory_bytes) = (request.cpu_milli, request.memory_bytes);
+        let place = (self.pods.jobs.get_mut(&job)).and_then(|e| e.places.get_mut(index as usize));
+        let Some(place) = place else {
+            return;
+        };
+        if (place.cpu_milli, place.memory_bytes) == (cpu_milli, memory_bytes) {
+            return;
+        }
+        (place.cpu_milli, place.memory_bytes) = (cpu_milli, memory_bytes);
+        let key = PodKey { job, pod: index };
+        if let Err(e) = self.scheduler.resize_pod(key, cpu_milli, memory_bytes) {
+            tracing::warn!("pod {uid}: its resize is not counted: {e}");
         }
     }
 
