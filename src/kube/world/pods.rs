@@ -830,10 +830,13 @@ impl World {
     /// A placed pod whose CPU or memory changed (resized in place, which Kubernetes allows
     /// for no GPU) holds the new amounts where it runs, as its spec now asks.
     fn follow_resize(&mut self, uid: &str, job: JobId, index: u32) {
-        let request = self.pods.entries.get(uid).and_then(|e| e.bound.as_ref());
-        let Some(Ok(request)) = request.map(|b| b.request.as_ref()) else {
+        let Some(pod) = self.pods.entries.get(uid) else {
             return;
         };
+        let Some(Ok(request)) = pod.bound.as_ref().map(|b| b.request.as_ref()) else {
+            return;
+        };
+        let target = pod.target.clone();
         let (cpu_milli, memory_bytes) = (request.cpu_milli, request.memory_bytes);
         let place = (self.pods.jobs.get_mut(&job)).and_then(|e| e.places.get_mut(index as usize));
         let Some(place) = place else {
@@ -845,7 +848,7 @@ impl World {
         (place.cpu_milli, place.memory_bytes) = (cpu_milli, memory_bytes);
         let key = PodKey { job, pod: index };
         if let Err(e) = self.scheduler.resize_pod(key, cpu_milli, memory_bytes) {
-            tracing::warn!("pod {uid}: its resize is not counted: {e}");
+            tracing::warn!("pod {target}: its resize is not counted: {e}");
         }
     }
 
