@@ -757,33 +757,55 @@ fn a_gang_evicted_in_part_is_charged_only_for_the_member_left() {
 }
 
 /// A 2-pod gang is bound in two goes: one binding lands, the other is refused and lands
-/// on a retry. It is one gang: a preemptor that needs one node's room evicts both.
+/// on a retry. It is one gang: a preemptor that needs one node's room evicts both. The
+/// same holds for the gang's members made again later (its job restarted).
 #[test]
 fn a_gang_bound_in_two_goes_is_preempted_whole() {
-    let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
-    let members = gang_of(&mut w, 2);
-    let b = binds(&w.take_outputs());
-    assert_eq!(b.len(), 2);
-    bind_ok(&mut w, &by_name(&members, &b[0].name), &b[0], 2, T0 + 1);
-    answer(&mut w, &b[1], refused(Some(500), "etcd timeout"), T0 + 1);
-    let out = run_until(&mut w, T0 + 1, T0 + 30_000);
-    let again = binds(&out);
-    assert_eq!(again.len(), 1, "{out:?}");
-    bind_ok(
-        &mut w,
-        &by_name(&members, &again[0].name),
-        &again[0],
-        3,
-        T0 + 30_001,
-    );
-    w.round(T0 + 30_001);
-    w.take_outputs();
-    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 30_002);
-    w.round(T0 + 30_002);
-    let out = w.take_outputs();
-    let mut evicted: Vec<String> = evictions(&out).into_iter().map(|e| e.2).collect();
-    evicted.sort();
-    assert_eq!(evicted, ["w0", "w1"], "{out:?}");
+    for restarted in [false, true] {
+        let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
+        let mut members = gang_of(&mut w, 2);
+        let mut t = T0;
+        if restarted {
+            for bind in &binds(&w.take_outputs()) {
+                bind_ok(&mut w, &by_name(&members, &bind.name), bind, 2, t);
+            }
+            for pod in &members {
+                delete_pod(&mut w, pod, t + 1);
+            }
+            members = ["w2", "w3"].map(|n| member(n, 8, "g", json!({}))).to_vec();
+            for pod in &members {
+                apply_pod(&mut w, pod, t + 2);
+            }
+            t += 2;
+            w.round(t);
+        }
+        let b = binds(&w.take_outputs());
+        assert_eq!(b.len(), 2);
+        bind_ok(&mut w, &by_name(&members, &b[0].name), &b[0], 2, t + 1);
+        answer(&mut w, &b[1], refused(Some(500), "etcd timeout"), t + 1);
+        let out = run_until(&mut w, t + 1, t + 30_000);
+        let again = binds(&out);
+        assert_eq!(again.len(), 1, "{out:?}");
+        bind_ok(
+            &mut w,
+            &by_name(&members, &again[0].name),
+            &again[0],
+            3,
+            t + 30_001,
+        );
+        w.round(t + 30_001);
+        w.take_outputs();
+        apply_pod(&mut w, &with_priority("high", 8, 100), t + 30_002);
+        w.round(t + 30_002);
+        let out = w.take_outputs();
+        let mut evicted: Vec<String> = evictions(&out).into_iter().map(|e| e.2).collect();
+        evicted.sort();
+        let names: Vec<String> = members
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(evicted, names, "restarted: {restarted}: {out:?}");
+    }
 }
 
 fn by_name(pods: &[Pod], name: &str) -> Pod {

@@ -382,10 +382,8 @@ impl World {
         self.pods.jobs.insert(job, entry);
         self.dissolve(job, retry_at);
         if let Some(moved) = moved {
-            if !self.pods.placed_workloads.contains(&workload) {
-                let parts = self.pods.landed_parts.entry(workload).or_default();
-                parts.push(moved.job.id);
-            }
+            let parts = self.pods.landed_parts.entry(workload).or_default();
+            parts.push(moved.job.id);
             self.run_as_adopted(template, moved);
         }
     }

@@ -377,9 +377,10 @@ pub(super) struct Pods {
     /// Jobs that wait, rather than preempt, for pods on their way out where an earlier
     /// leader's preemption nominated them (see [`GoingWait`]).
     pub going_waits: BTreeMap<JobId, GoingWait>,
-    /// Gangs part of whose bindings landed and part were refused, never yet whole: the
-    /// jobs their landed pods run as. They are not running in the metrics' sense (SOR
-    /// counts a gang once whole), and the gang's first placement counts them with the rest.
+    /// Gangs part of whose bindings landed and part were refused, not yet whole again:
+    /// the jobs their landed pods run as, merged into one once the gang is whole. They are
+    /// not running in the metrics' sense (SOR counts a gang once whole), and the gang's
+    /// first placement counts them with the rest.
     pub landed_parts: BTreeMap<String, Vec<JobId>>,
 }
 
