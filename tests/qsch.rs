@@ -1696,6 +1696,30 @@ fn a_gang_is_preempted_whole_and_placed_whole_again() {
     check_accounting(&s);
 }
 
+/// A gang wider than so many small jobs: 40 nodes full of 320 lone 1-GPU jobs, and a gang
+/// of higher priority that needs every node. It preempts them all, though that is more
+/// victims than the candidates examined beyond those it needs.
+#[test]
+fn a_gang_preempts_more_small_jobs_than_the_candidates_examined_for_a_choice() {
+    let mut s = scheduler(
+        profile("default", None, None),
+        cluster(40, 8, 8, LinkProfile::NvlinkAll),
+    );
+    for id in 0..320 {
+        s.submit(job(id, 1, whole(1), 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 320);
+    s.submit(job(1000, 40, whole(8), 5, 1));
+    let decisions = s.schedule(MIN_RUNTIME + SECOND);
+    let evicted: usize = preemptions(&decisions)
+        .iter()
+        .map(|(v, _, _)| v.len())
+        .sum();
+    assert_eq!(evicted, 320, "{:?}", placed_jobs(&decisions));
+    assert_eq!(placed_jobs(&decisions), ids(&[1000]));
+    check_accounting(&s);
+}
+
 #[test]
 fn a_gang_preemptor_evicts_lone_jobs_one_by_one_only_as_needed() {
     // Four lone 4-GPU jobs; a 2 x 4 gang of higher priority takes exactly two of them.

@@ -27,7 +27,9 @@ use crate::framework::{
 use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
 use crate::queue::{TenantMode, Tenants};
 
-/// The most candidates examined for one preemptor: bounds the search's cost.
+/// The most candidates examined for one preemptor beyond the cheapest that could free
+/// what it needs: bounds the search's cost, yet lets a gang wider than so many small jobs
+/// preempt.
 const MAX_CANDIDATES: usize = 256;
 
 /// The most victims tried for removal when the greedy set is made minimal.
@@ -291,8 +293,6 @@ impl PostFilter for Preemption {
                 .then(b.started_ms.cmp(&a.started_ms))
                 .then(a.job.id.cmp(&b.job.id))
         });
-        candidates.truncate(MAX_CANDIDATES);
-
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough.
         let need = job.total_milli();
@@ -305,10 +305,18 @@ impl PostFilter for Preemption {
                 u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
             })
             .sum();
-        let freeable: u64 = candidates
+        let held = |v: &RunningJob| v.pools.iter().map(|(_, m)| m).sum::<u64>();
+        // The cheapest candidates that could free what the job lacks, and as many again as
+        // MAX_CANDIDATES for a choice of where.
+        let mut freeable = 0;
+        let enough = candidates
             .iter()
-            .flat_map(|(v, _)| v.pools.iter().map(|(_, m)| m))
-            .sum();
+            .position(|(v, _)| {
+                freeable += held(v);
+                free_now + freeable >= need
+            })
+            .map_or(candidates.len(), |last| last + 1);
+        candidates.truncate(enough.saturating_add(MAX_CANDIDATES));
         if free_now + freeable < need {
             return nothing_now;
         }
