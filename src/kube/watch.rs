@@ -162,35 +162,17 @@ where
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
     use super::*;
-
-    #[derive(Clone, Default)]
-    struct Log(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Log {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::captured_log::CapturedLog;
 
     /// Nodes that cannot be listed (403: the ClusterRole lacks them) keep every pod from
     /// being scheduled: the log must say why, while the watch keeps trying.
     #[tokio::test]
     async fn a_required_kind_that_cannot_be_listed_is_logged() {
-        let log = Log::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let log = CapturedLog::default();
+        let subscriber = log.subscriber();
         let _logging = tracing::subscriber::set_default(subscriber);
         let server = kant_testkit::ApiServer::start().await;
         server.fail_next("list", "nodes", None, None, 1, 403);
@@ -216,7 +198,7 @@ mod tests {
             .await
             .expect("nodes listed once the API server lets them be");
         task.abort();
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let text = log.text();
         assert!(
             text.contains("Node watch:") && text.contains("403"),
             "{text}"

@@ -273,10 +273,8 @@ impl Score for ESpread {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
     use super::*;
+    use crate::captured_log::CapturedLog;
     use crate::model::{ClusterSpecBuilder, LinkProfile, NodeRow};
 
     fn spec(names: &[&str]) -> Arc<ClusterSpec> {
@@ -293,29 +291,12 @@ mod tests {
         Arc::new(builder.build())
     }
 
-    #[derive(Clone, Default)]
-    struct Log(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Log {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// The cluster takes a new shape on every node change: a zone's warning is logged
     /// again only when it says something new.
     #[test]
     fn a_zone_warning_is_logged_once_per_change() {
-        let log = Log::default();
-        let writer = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .finish();
+        let log = CapturedLog::default();
+        let subscriber = log.subscriber();
         let plugin = ESpread::new(Some(ZoneConfig {
             nodes: vec!["infer-0".into(), "infer-1".into()],
             ..Default::default()
@@ -331,7 +312,7 @@ mod tests {
                 plugin.zone_for(&spec(names));
             }
         });
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let text = log.text();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3, "{text}");
         assert!(lines[0].ends_with("inference zone: infer-1 match no node (node names and GPU models); the zone is the rest"), "{text}");
