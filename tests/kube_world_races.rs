@@ -660,12 +660,10 @@ fn a_gang_bound_after_losing_a_member_survives_a_node_loss() {
     assert!(again.is_empty(), "running pods bound again: {again:?}");
 }
 
-/// A gang (minMember 2) is preempted: both its pods are being evicted. Its controller
-/// creates a replacement member at once (a Job replaces terminating pods). The members
-/// on their way out must not count as placed: a lone replacement is half a gang and
-/// must wait for a second member.
-#[test]
-fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
+/// Two nodes of 8 GPUs running PodGroup `g` (two 8-GPU members, bound at T0), and at
+/// T0 + 1 an 8-GPU pod of higher priority that preempts the gang: the world, the members
+/// and the two evictions asked for.
+fn gang_preempted() -> (World, Vec<Pod>, Vec<(kant::model::JobId, u32, String)>) {
     let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
     let members = gang_of(&mut w, 2);
     let out = w.take_outputs();
@@ -679,7 +677,18 @@ fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
     apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
     w.round(T0 + 1);
     let out = w.take_outputs();
-    assert_eq!(evictions(&out).len(), 2, "{out:?}");
+    let evicted = evictions(&out);
+    assert_eq!(evicted.len(), 2, "{out:?}");
+    (w, members, evicted)
+}
+
+/// A gang (minMember 2) is preempted: both its pods are being evicted. Its controller
+/// creates a replacement member at once (a Job replaces terminating pods). The members
+/// on their way out must not count as placed: a lone replacement is half a gang and
+/// must wait for a second member.
+#[test]
+fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
+    let (mut w, _, _) = gang_preempted();
     // A third node joins, and the controller creates a replacement member.
     apply_node(&mut w, &node("n3", 8), T0 + 2);
     apply_pod(&mut w, &member("w2", 8, "g", json!({})), T0 + 2);
@@ -698,18 +707,7 @@ fn a_replacement_member_of_a_preempted_gang_waits_for_the_whole_gang() {
 #[test]
 fn a_gang_evicted_in_part_is_charged_only_for_the_member_left() {
     for refusal_first in [false, true] {
-        let mut w = synced(&preempting(), &[node("n1", 8), node("n2", 8)]);
-        let members = gang_of(&mut w, 2);
-        for bind in &binds(&w.take_outputs()) {
-            bind_ok(&mut w, &by_name(&members, &bind.name), bind, 2, T0);
-        }
-        w.round(T0);
-        w.take_outputs();
-        apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
-        w.round(T0 + 1);
-        let out = w.take_outputs();
-        let mut evicted = evictions(&out);
-        assert_eq!(evicted.len(), 2, "{out:?}");
+        let (mut w, members, mut evicted) = gang_preempted();
         if refusal_first {
             evicted.reverse();
         }
