@@ -903,6 +903,29 @@ fn a_job_no_node_could_ever_hold_blocks_no_queue_though_it_came_while_its_pool_w
     }
 }
 
+#[test]
+fn a_pod_asking_more_cpu_than_any_node_allocates_blocks_no_queue_and_holds_no_room() {
+    // Nodes of 128 CPUs; the pod asks 200. Under strict FIFO it would block its tenant's
+    // queue for good; under backfill, past the threshold, hold a leaf group for good.
+    for policy in [QueueingPolicy::StrictFifo, QueueingPolicy::Backfill] {
+        let spec = cluster(2, 8, 1, LinkProfile::NvlinkAll);
+        let mut s = scheduler(profile("default", Some(policy), None), spec);
+        let mut too_big = job(0, 1, whole(1), 0, 0);
+        too_big.pods[0].cpu_milli = 200_000;
+        s.submit(too_big);
+        assert!(placed_jobs(&s.schedule(0)).is_empty(), "{policy:?}");
+        let later = BACKFILL_THRESHOLD + MINUTE;
+        assert!(placed_jobs(&s.schedule(later)).is_empty(), "{policy:?}");
+        assert!(s.reservations().is_empty(), "{policy:?}: room held");
+        for id in 1..=16 {
+            s.submit(job(id, 1, whole(1), 0, later / SECOND));
+        }
+        assert_eq!(placed_jobs(&s.schedule(later)).len(), 16, "{policy:?}");
+        let message = s.diagnose(JobId(0), later).expect("pending").message();
+        assert!(message.contains("cpu"), "{policy:?}: {message}");
+    }
+}
+
 // 5. Backfill preempts after the threshold and only then --------------------------------
 
 #[test]

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{
     ExtendedResources, GroupId, Labels, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
-    ModelError, NodeId, NodeSpec, NodeTopology, PoolId, Taint, Tier,
+    ModelError, NodeId, NodeSpec, NodeTopology, PodRequest, PoolId, Taint, Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -30,6 +30,57 @@ pub struct Pool {
     pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
     /// The distinct taints on the pool's nodes, of every effect.
     pub taints: Vec<super::Taint>,
+    /// The most one node of the pool allocates: a pod asking more fits no node of it.
+    pub largest_allocatable: Allocatable,
+}
+
+/// CPU, memory and ephemeral storage a node allocates, `None` where unknown (unlimited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocatable {
+    pub cpu_milli: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub ephemeral_bytes: Option<u64>,
+}
+
+impl Allocatable {
+    /// What a pool without nodes allocates.
+    const NOTHING: Allocatable = Allocatable {
+        cpu_milli: Some(0),
+        memory_bytes: Some(0),
+        ephemeral_bytes: Some(0),
+    };
+
+    fn of(node: &NodeSpec) -> Allocatable {
+        Allocatable {
+            cpu_milli: node.cpu_milli,
+            memory_bytes: node.memory_bytes,
+            ephemeral_bytes: node.ephemeral_bytes,
+        }
+    }
+
+    /// The larger of each, unknown (unlimited) where either is.
+    fn max(self, other: Allocatable) -> Allocatable {
+        let larger = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.max(b));
+        Allocatable {
+            cpu_milli: larger(self.cpu_milli, other.cpu_milli),
+            memory_bytes: larger(self.memory_bytes, other.memory_bytes),
+            ephemeral_bytes: larger(self.ephemeral_bytes, other.ephemeral_bytes),
+        }
+    }
+
+    /// What of a pod's request this cannot cover, in kube-scheduler's word for it.
+    pub fn short_of(&self, pod: &PodRequest) -> Option<&'static str> {
+        let below = |allocatable: Option<u64>, asked: u64| allocatable.is_some_and(|a| a < asked);
+        if below(self.cpu_milli, pod.cpu_milli) {
+            Some("cpu")
+        } else if below(self.memory_bytes, pod.memory_bytes) {
+            Some("memory")
+        } else if below(self.ephemeral_bytes, pod.ephemeral_bytes) {
+            Some("ephemeral-storage")
+        } else {
+            None
+        }
+    }
 }
 
 /// A leaf switch group's whole path: leaf names repeat under different spines.
@@ -313,6 +364,7 @@ impl ClusterSpecBuilder {
             largest_leaf_gpus: None,
             node_sizes: [0; MAX_GPUS_PER_NODE + 1],
             taints: Vec::new(),
+            largest_allocatable: Allocatable::NOTHING,
         });
         self.spec.pool_by_model.insert(model.clone(), id);
         Ok(id)
@@ -398,7 +450,9 @@ impl ClusterSpecBuilder {
             pool.largest_leaf_gpus = largest_leaf;
             pool.groups = groups;
             for &node in &pool.nodes {
-                pool.node_sizes[spec.nodes[node.index()].gpus()] += 1;
+                let node = &spec.nodes[node.index()];
+                pool.node_sizes[node.gpus()] += 1;
+                pool.largest_allocatable = pool.largest_allocatable.max(Allocatable::of(node));
             }
         }
         self.spec

@@ -14,7 +14,7 @@ mod resources;
 mod topo_matrix;
 
 pub use cluster::{
-    ClusterSpec, ClusterSpecBuilder, LeafPath, MAX_POOLS, NodeRow, Pool, SearchGroup,
+    Allocatable, ClusterSpec, ClusterSpecBuilder, LeafPath, MAX_POOLS, NodeRow, Pool, SearchGroup,
     UNGROUPED_BLOCK,
 };
 pub use constraints::{

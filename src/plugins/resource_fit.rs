@@ -5,14 +5,16 @@
 //! ([`NodeConstraints::extended`]) are accounted like CPU: a node takes a pod only if what
 //! it lists, less what placed pods (and the job's pods placed earlier in this attempt)
 //! hold, covers the pod. A node that lists too little never takes the pod, and a job that
-//! no node of its pools could take is unresolvable. Device-level choice is `gpu-devices`'
-//! concern.
+//! no node of its pools could take is unresolvable; so is a job with a pod asking more
+//! CPU, memory or ephemeral storage than any node it may go to allocates, which would
+//! otherwise block a strict FIFO queue, or hold room as a backfill head, for good.
+//! Device-level choice is `gpu-devices`' concern.
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
     CycleState, Filter, GroupQuery, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
 };
-use crate::model::{GroupId, Job, NodeConstraints};
+use crate::model::{GroupId, Job, NodeConstraints, Pool, PoolId};
 
 pub struct ResourceFit;
 
@@ -33,10 +35,10 @@ fn asks_extended(job: &Job) -> bool {
 
 impl PreFilter for ResourceFit {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
+        let pools = pools_for(job, snapshot);
         if asks_extended(job) {
             state.write(HeldBefore(snapshot.snapshot()));
             let spec = snapshot.spec();
-            let pools = pools_for(job, snapshot);
             let listed_somewhere = |c: &NodeConstraints| {
                 pools.iter().any(|&p| {
                     let nodes = &spec.pool(p).nodes;
@@ -57,11 +59,16 @@ impl PreFilter for ResourceFit {
                 ));
             }
         }
+        if let Some(resource) = short_on_every_node(job, snapshot, &pools) {
+            return Status::unresolvable(format!(
+                "no node a pod of the job may go to allocates the {resource} it asks"
+            ));
+        }
         let needed: u64 = job.pods.iter().map(|p| u64::from(p.gpu.whole())).sum();
         if needed == 0 {
             return Status::SUCCESS;
         }
-        let free: u64 = pools_for(job, snapshot)
+        let free: u64 = pools
             .iter()
             .map(|&p| u64::from(snapshot.pool(p).free_gpus))
             .sum();
@@ -72,6 +79,39 @@ impl PreFilter for ResourceFit {
             Status::unschedulable("Insufficient free nvidia.com/gpu in the job's pools")
         }
     }
+}
+
+/// The resource (cpu, memory, ephemeral-storage) some pod of the job asks more of than
+/// any node it may go to allocates: a node of `job_pools` for a pod with GPUs, any node
+/// for one without (a launcher).
+fn short_on_every_node(
+    job: &Job,
+    snapshot: &ClusterState,
+    job_pools: &[PoolId],
+) -> Option<&'static str> {
+    let spec = snapshot.spec();
+    let mut previous = None;
+    for pod in &job.pods {
+        // A gang's pods mostly ask alike: each request is judged once in a row.
+        if previous.replace(pod) == Some(pod) {
+            continue;
+        }
+        let mut short = None;
+        let mut fits = |pool: &Pool| {
+            let lacking = pool.largest_allocatable.short_of(pod);
+            short = short.or(lacking);
+            lacking.is_none()
+        };
+        let fits_somewhere = if pod.gpu.is_none() {
+            spec.pools.iter().any(&mut fits)
+        } else {
+            job_pools.iter().any(|&p| fits(spec.pool(p)))
+        };
+        if !fits_somewhere && short.is_some() {
+            return short;
+        }
+    }
+    None
 }
 
 impl Filter for ResourceFit {
