@@ -528,9 +528,6 @@ impl World {
         for (index, _) in &kept {
             entry.pods[*index as usize] = None;
         }
-        if let JobPhase::Evicting { refused, .. } = &mut entry.phase {
-            refused.clear();
-        }
         if entry.alive().next().is_some() {
             self.pods.jobs.insert(victim, entry);
             // Its terminating hold shrinks to the pods still going.
