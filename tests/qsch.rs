@@ -926,6 +926,62 @@ fn a_pod_asking_more_cpu_than_any_node_allocates_blocks_no_queue_and_holds_no_ro
     }
 }
 
+#[test]
+fn a_gang_whose_cpu_no_set_of_nodes_holds_together_blocks_no_queue_and_holds_no_room() {
+    // Two nodes of 128 CPUs and 8 GPUs. Each pod of 1 GPU and 100 CPUs fits a node, but a
+    // node holds only one: three such pods never run at once, two do.
+    for policy in [QueueingPolicy::StrictFifo, QueueingPolicy::Backfill] {
+        let spec = cluster(2, 8, 1, LinkProfile::NvlinkAll);
+        let mut s = scheduler(profile("default", Some(policy), None), spec);
+        let cpu_bound = |id, pods, submit_s| {
+            let mut gang = job(id, pods, whole(1), 0, submit_s);
+            for pod in &mut gang.pods {
+                pod.cpu_milli = 100_000;
+            }
+            gang
+        };
+        s.submit(cpu_bound(0, 3, 0));
+        assert!(placed_jobs(&s.schedule(0)).is_empty(), "{policy:?}");
+        let later = BACKFILL_THRESHOLD + MINUTE;
+        assert!(placed_jobs(&s.schedule(later)).is_empty(), "{policy:?}");
+        assert!(s.reservations().is_empty(), "{policy:?}: room held");
+        s.submit(cpu_bound(1, 2, later / SECOND));
+        assert_eq!(placed_jobs(&s.schedule(later)), ids(&[1]), "{policy:?}");
+        let message = s.diagnose(JobId(0), later).expect("pending").message();
+        assert!(
+            message.contains("hold at most 2 of its 3 pods of 1 GPUs at once"),
+            "{policy:?}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_gang_is_judged_on_the_cpu_of_the_pools_its_quota_could_ever_admit_it_on() {
+    // The isolated tenant holds 5 of the 8 A100 GPUs: the default tenant could never have
+    // the 6 a gang of two pods of 3 GPUs asks there. On the H100 node, 64 CPUs hold only
+    // one of its pods of 32.001 CPUs.
+    let spec = models_cluster_with_cpu(&[("H100", 8), ("A100", 4), ("A100", 4)], Some(64_000));
+    let configs = [TenantConfig {
+        quota: BTreeMap::from([("A100".to_owned(), 5)]),
+        ..tenant("iso", TenantMode::Isolated, 0)
+    }];
+    let strict = profile("default", Some(QueueingPolicy::StrictFifo), None);
+    let mut s = with_tenants(strict, spec, &configs, binds());
+    let mut gang = job(0, 2, whole(3), 0, 0);
+    gang.pools = Vec::new();
+    for pod in &mut gang.pods {
+        pod.cpu_milli = 32_001;
+    }
+    s.submit(gang);
+    s.submit(job(1, 1, whole(1), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]), "behind job 0");
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.ends_with("(of the pools tenant default's quota could ever admit it on: H100)"),
+        "{message}"
+    );
+}
+
 // 5. Backfill preempts after the threshold and only then --------------------------------
 
 #[test]

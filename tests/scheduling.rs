@@ -141,6 +141,31 @@ fn a_gang_wider_than_a_mixed_pools_nodes_is_unresolvable_not_blocking() {
 }
 
 #[test]
+fn a_gang_is_judged_on_the_cpu_of_one_pool_at_a_time() {
+    // An H100 node and an A100 node of 64 CPUs: each holds three pods of 1 GPU and 16.001
+    // CPUs, six together, but a gang never mixes GPU models.
+    let spec = models_cluster_with_cpu(&[("H100", 8), ("A100", 8)], Some(64_000));
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(profile("default", strict, None), spec);
+    let either_model = |id, pods| {
+        let mut gang = job(id, pods, whole(1), 0, 0);
+        gang.pools = Vec::new();
+        for pod in &mut gang.pods {
+            pod.cpu_milli = 16_001;
+        }
+        gang
+    };
+    s.submit(either_model(0, 4));
+    s.submit(either_model(1, 3));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)], "behind job 0");
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("hold at most 3 of its 4 pods of 1 GPUs at once in any one pool"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_fractional_gang_its_devices_cannot_hold_is_unresolvable_not_blocking() {
     // Three devices hold 3 GPUs, but only three pods of 0.6 GPU: one per device.
     let spec = models_cluster(&[("H100", 3)]);

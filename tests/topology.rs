@@ -767,6 +767,38 @@ fn a_gang_its_usable_nodes_can_never_hold_is_unresolvable_not_blocking() {
 }
 
 #[test]
+fn the_domains_a_gang_could_ever_use_count_the_pods_each_node_holds_for_its_cpu() {
+    // Two leaves of two nodes of 8 GPUs and 128 CPUs. A pod of 1 GPU and 100 CPUs: each
+    // node holds one, so no leaf holds three, though its GPUs would.
+    let cpu_bound = |id, tier, required| {
+        let mut gang = needing(job(id, 3, whole(1), 0, 0), tier, required);
+        for pod in &mut gang.pods {
+            pod.cpu_milli = 100_000;
+        }
+        gang
+    };
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(
+        profile("default", strict, None),
+        cluster(4, 8, 2, LinkProfile::NvlinkAll),
+    );
+    s.submit(cpu_bound(0, Tier::Leaf, true));
+    s.submit(cpu_bound(1, Tier::Spine, true));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)], "behind job 0");
+    assert_eq!(spans(&s, JobId(1)).0, 2);
+    assert_eq!(
+        s.diagnose(JobId(0), 0).expect("pending").message(),
+        "no one domain of its required tier, of the nodes its pods may use, can ever hold \
+         the gang"
+    );
+    // Preferring a leaf no leaf could ever hold, it spreads at once rather than wait its
+    // patience.
+    s.finish(JobId(1));
+    s.submit(cpu_bound(2, Tier::Leaf, false));
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(2)]);
+}
+
+#[test]
 fn a_single_pod_no_node_it_may_use_can_hold_is_unresolvable_not_blocking() {
     // Nodes 0 and 2 carry `pool=a`; node 1 carries `pool=b`.
     let labelled = |i: usize| match i {

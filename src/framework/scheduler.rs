@@ -7,6 +7,7 @@
 //! job), PreFilter (dynamic admission from aggregates), the search, PostFilter
 //! (preemption, then one more search), Reserve, Permit, Bind.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -411,6 +412,9 @@ impl Scheduler {
         }
         self.queues.renumber(&map, tenants.len());
         self.queues.forget_failures();
+        // What a job could ever be placed on is judged on the pools its quota could ever
+        // admit it on.
+        self.reaches.clear();
         self.tenants = tenants;
     }
 
@@ -577,7 +581,7 @@ impl Scheduler {
         // could holds out for the tightest tier they could hold it in.
         let mut gang_reach = None;
         if job.pods.len() > 1 {
-            let reach = self.reach_of(job, &cycle);
+            let reach = self.reach_of(job, offer.tenant, &cycle);
             if reach.never.is_some() {
                 self.drop_reservation(job.id);
                 return Attempted::Unresolvable;
@@ -655,7 +659,7 @@ impl Scheduler {
         let Some(found) = found else {
             // A single pod is judged on the nodes it may use only once it failed: most
             // pods are placed at once, and the judgement is a pass over its pools.
-            if job.pods.len() == 1 && self.reach_of(job, &cycle).never.is_some() {
+            if job.pods.len() == 1 && self.reach_of(job, offer.tenant, &cycle).never.is_some() {
                 self.drop_reservation(job.id);
                 return Attempted::Unresolvable;
             }
@@ -706,7 +710,7 @@ impl Scheduler {
     fn never_placeable(&mut self, job: &Arc<Job>, tenant: usize, now_ms: u64) -> bool {
         match self.pre_filtered_where_ever_admitted(job, tenant, now_ms) {
             None => true,
-            Some(cycle) => job.pods.len() > 1 && self.reach_of(job, &cycle).never.is_some(),
+            Some(cycle) => job.pods.len() > 1 && self.reach_of(job, tenant, &cycle).never.is_some(),
         }
     }
 
@@ -719,6 +723,18 @@ impl Scheduler {
         tenant: usize,
         now_ms: u64,
     ) -> Option<CycleState> {
+        let ever = self.kept_to_ever_admitted(job, tenant)?;
+        let mut cycle = CycleState::new(now_ms);
+        let unresolvable = self.profile.pre_filters.iter().any(|plugin| {
+            plugin.pre_filter(&ever, &self.state, &mut cycle).code
+                == Code::UnschedulableAndUnresolvable
+        });
+        (!unresolvable).then_some(cycle)
+    }
+
+    /// The job kept to the pools its tenant's quota could ever admit it on; `None` where
+    /// there are none.
+    fn kept_to_ever_admitted<'j>(&self, job: &'j Job, tenant: usize) -> Option<Cow<'j, Job>> {
         let all = pools_for(job, &self.state);
         let pools: Vec<PoolId> = all
             .iter()
@@ -729,26 +745,49 @@ impl Scheduler {
         if pools.is_empty() {
             return None;
         }
-        let narrowed = (pools.len() < all.len()).then(|| Job {
-            pools,
-            ..(**job).clone()
-        });
-        let ever = narrowed.as_ref().unwrap_or(job);
-        let mut cycle = CycleState::new(now_ms);
-        let unresolvable = self.profile.pre_filters.iter().any(|plugin| {
-            plugin.pre_filter(ever, &self.state, &mut cycle).code
-                == Code::UnschedulableAndUnresolvable
-        });
-        (!unresolvable).then_some(cycle)
+        Some(match pools.len() < all.len() {
+            true => Cow::Owned(Job {
+                pools,
+                ..job.clone()
+            }),
+            false => Cow::Borrowed(job),
+        })
     }
 
-    /// What the nodes a job may use could ever hold, judged once per cluster shape.
-    fn reach_of(&mut self, job: &Job, cycle: &CycleState) -> Arc<Reach> {
-        let (profile, state) = (&self.profile, &self.state);
-        self.reaches
-            .entry(job.id)
-            .or_insert_with(|| Arc::new(reach(profile, job, state, cycle)))
-            .clone()
+    /// What the nodes a job may use, in the pools its tenant's quota could ever admit it
+    /// on, could ever hold: judged once per cluster shape and tenants.
+    fn reach_of(&mut self, job: &Job, tenant: usize, cycle: &CycleState) -> Arc<Reach> {
+        if let Some(judged) = self.reaches.get(&job.id) {
+            return judged.clone();
+        }
+        let judged = Arc::new(self.judge_reach(job, tenant, cycle));
+        self.reaches.insert(job.id, judged.clone());
+        judged
+    }
+
+    /// [`Self::reach_of`], judged afresh. A job no pool could ever admit is judged on all
+    /// of its pools: its quota says why it waits.
+    fn judge_reach(&self, job: &Job, tenant: usize, cycle: &CycleState) -> Reach {
+        let ever = self
+            .kept_to_ever_admitted(job, tenant)
+            .unwrap_or(Cow::Borrowed(job));
+        let mut judged = reach(&self.profile, &ever, &self.state, cycle);
+        if let (Cow::Owned(kept), Some(never)) = (&ever, &mut judged.never) {
+            let spec = self.state.spec();
+            let models: Vec<&str> = kept
+                .pools
+                .iter()
+                .filter_map(|&p| spec.pool(p).gpu_model.as_deref())
+                .collect();
+            never.reason = format!(
+                "{} (of the pools tenant {}'s quota could ever admit it on: {})",
+                never.reason,
+                self.tenants.name(tenant),
+                models.join(", ")
+            )
+            .into();
+        }
+        judged
     }
 
     /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
@@ -1118,8 +1157,7 @@ impl Scheduler {
         }
         if job.pods.len() > 1 {
             let judged = self.reaches.get(&job.id).cloned();
-            let reach =
-                judged.unwrap_or_else(|| Arc::new(reach(&self.profile, job, &self.state, &cycle)));
+            let reach = judged.unwrap_or_else(|| Arc::new(self.judge_reach(job, tenant, &cycle)));
             if let Some(never) = &reach.never {
                 return Some(Diagnosis::job_level(never.clone()));
             }

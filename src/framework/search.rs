@@ -21,7 +21,7 @@ use crate::model::{
 };
 
 use super::plugin::{Filter, GroupQuery, JobPlan, NodeView, PodContext, Score};
-use super::usable::ReachOf;
+use super::usable::{ReachOf, UsableGpus};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
@@ -208,12 +208,12 @@ fn tightest_tier(
 }
 
 /// The tightest tier with one domain that could, all free, hold the job (`None`: only the
-/// whole pools could); of its nodes, only those `usable` marks count (`None`: all).
+/// whole pools could); of its nodes, only the GPUs `usable` counts count (`None`: all).
 pub(super) fn tightest_possible_tier(
     shape: &JobShape,
     snapshot: &ClusterState,
     pools: &[PoolId],
-    usable: Option<&[bool]>,
+    usable: Option<&UsableGpus>,
 ) -> Option<Tier> {
     [Tier::Leaf, Tier::Spine, Tier::Superspine]
         .into_iter()
@@ -221,26 +221,22 @@ pub(super) fn tightest_possible_tier(
 }
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
-/// (its devices, and each whole-GPU pod inside one node), counting only the nodes `usable`
-/// marks (`None`: all). Nodes outside every leaf group are in no domain of any tier; a
+/// (its devices, and each whole-GPU pod inside one node), counting only the GPUs `usable`
+/// counts (`None`: all). Nodes outside every leaf group are in no domain of any tier; a
 /// leaf under no spine is a domain of its own at the tiers above it.
 pub fn some_domain_could_hold(
     shape: &JobShape,
     snapshot: &ClusterState,
     pools: &[PoolId],
     tier: Tier,
-    usable: Option<&[bool]>,
+    usable: Option<&UsableGpus>,
 ) -> bool {
     let spec = snapshot.spec();
-    let counts = |n: &NodeId| usable.is_none_or(|u| u[n.index()]);
     if tier == Tier::Hbd {
         return (0..spec.hbds.len() as u32).any(|h| {
-            pools.iter().any(|&pool| {
-                shape.fits(&node_sizes(
-                    spec,
-                    hbd_nodes_in(spec, h, pool).filter(counts),
-                ))
-            })
+            pools
+                .iter()
+                .any(|&pool| shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool), usable)))
         });
     }
     let mut members: Vec<(PoolId, u64, GroupId)> = pools
@@ -262,47 +258,57 @@ fn hbd_nodes_in(spec: &ClusterSpec, hbd: u32, pool: PoolId) -> impl Iterator<Ite
         .filter(move |&n| spec.node(n).pool == pool)
 }
 
-/// How many nodes of each GPU count the nodes are.
-pub(super) fn node_sizes(spec: &ClusterSpec, nodes: impl Iterator<Item = NodeId>) -> NodeSizes {
+/// How many nodes of each GPU count the nodes are; with `usable`, counting on each node the
+/// GPUs it counts, and only the nodes where it counts some.
+pub(super) fn node_sizes(
+    spec: &ClusterSpec,
+    nodes: impl Iterator<Item = NodeId>,
+    usable: Option<&UsableGpus>,
+) -> NodeSizes {
     let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for node in nodes {
-        sizes[spec.node(node).gpus()] += 1;
+        match usable {
+            None => sizes[spec.node(node).gpus()] += 1,
+            Some(usable) => match usable.of_node(node) {
+                0 => {}
+                gpus => sizes[gpus] += 1,
+            },
+        }
     }
     sizes
 }
 
-/// How many nodes of each GPU count the groups hold together, of those `usable` marks
-/// (`None`: all).
+/// How many nodes of each GPU count the groups hold together, counting the GPUs `usable`
+/// counts (`None`: all).
 fn group_node_sizes(
     spec: &ClusterSpec,
     groups: impl Iterator<Item = GroupId>,
-    usable: Option<&[bool]>,
+    usable: Option<&UsableGpus>,
 ) -> NodeSizes {
     let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
     for group in groups {
         match usable {
             None => add_sizes(&mut sizes, &spec.group(group).node_sizes),
-            Some(usable) => {
+            Some(_) => {
                 let nodes = spec.group(group).nodes.iter().copied();
-                add_sizes(
-                    &mut sizes,
-                    &node_sizes(spec, nodes.filter(|n| usable[n.index()])),
-                );
+                add_sizes(&mut sizes, &node_sizes(spec, nodes, usable));
             }
         }
     }
     sizes
 }
 
-/// The free whole GPUs of those of `nodes` the job may use (`None`: all of them).
+/// The free whole GPUs of `nodes`, no more on each than `usable` counts (`None`: all).
 fn usable_free(
     snapshot: &ClusterState,
     nodes: impl Iterator<Item = NodeId>,
-    usable: Option<&[bool]>,
+    usable: Option<&UsableGpus>,
 ) -> u64 {
     nodes
-        .filter(|n| usable.is_none_or(|u| u[n.index()]))
-        .map(|n| u64::from(snapshot.node(n).free_whole_count()))
+        .map(|n| {
+            let free = snapshot.node(n).free_whole_count() as usize;
+            free.min(usable.map_or(free, |u| u.of_node(n))) as u64
+        })
         .sum()
 }
 
@@ -328,7 +334,7 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
     let tier = tightest_tier(job, snapshot, &pools, state);
     let usable = state
         .read::<ReachOf>()
-        .and_then(|ReachOf(reach)| reach.usable.as_deref());
+        .and_then(|ReachOf(reach)| reach.usable.as_ref());
     if job
         .topology
         .is_some_and(|need| need.tier == Tier::Hbd && need.required)
@@ -389,19 +395,14 @@ fn hbd_reservation(
     job: &Job,
     snapshot: &ClusterState,
     pools: &[PoolId],
-    usable: Option<&[bool]>,
+    usable: Option<&UsableGpus>,
 ) -> Vec<GroupId> {
     let spec = snapshot.spec();
     let shape = JobShape::of(job);
-    let counts = |n: &NodeId| usable.is_none_or(|u| u[n.index()]);
+    let counts = |n: &NodeId| usable.is_none_or(|u| u.of_node(*n) > 0);
     let best = (0..spec.hbds.len() as u32)
         .flat_map(|hbd| pools.iter().map(move |&pool| (hbd, pool)))
-        .filter(|&(hbd, pool)| {
-            shape.fits(&node_sizes(
-                spec,
-                hbd_nodes_in(spec, hbd, pool).filter(counts),
-            ))
-        })
+        .filter(|&(hbd, pool)| shape.fits(&node_sizes(spec, hbd_nodes_in(spec, hbd, pool), usable)))
         .max_by_key(|&(hbd, pool)| usable_free(snapshot, hbd_nodes_in(spec, hbd, pool), usable));
     let Some((hbd, pool)) = best else {
         return Vec::new();

@@ -3,12 +3,18 @@
 //! [`Filter::judges_spec`]), and such a refusal stands whatever runs there. Whether a job
 //! could ever be placed, in its pools or (a gang) inside one domain of a tier it requires,
 //! and for a gang the tightest tier it holds out for and the room held for it as a
-//! backfill head, are judged on the nodes none of them refuses.
+//! backfill head, are judged on the nodes none of them refuses, and for a gang on the pods
+//! each node could hold at once: a node's CPU, memory, ephemeral storage or pod limit may
+//! let it run fewer of the gang's pods than its GPUs would.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cache::ClusterState;
-use crate::model::{Job, JobShape, PoolId, Tier};
+use crate::model::{
+    ClusterSpec, GpuRequest, Job, JobShape, MILLI_PER_GPU, NodeId, NodeSpec, PodRequest, PoolId,
+    Tier,
+};
 
 use super::plugin::{Filter, NodeView, PodContext};
 use super::search::{node_sizes, some_domain_could_hold, tightest_possible_tier};
@@ -23,9 +29,9 @@ pub struct Reach {
     /// Per pool of a gang, the tightest tier with one domain they could hold it in
     /// (`None`: only the whole pool, or not even that).
     tightest: Vec<(PoolId, Option<Tier>)>,
-    /// Per node of the cluster, whether the gang may use it; `None`: every node of its
-    /// pools.
-    pub usable: Option<Vec<bool>>,
+    /// For a gang, the GPUs of each node it could use at once; `None`: every GPU of every
+    /// node of its pools.
+    pub usable: Option<UsableGpus>,
 }
 
 impl Reach {
@@ -57,41 +63,185 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         .filter(|f| f.judges_spec(job, spec, cycle))
         .collect();
     let judged = (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, &pools, &judges));
-    let usable = judged.as_ref().map(|(usable, _)| usable.as_slice());
+    let may_use = judged.as_ref().map(|(may_use, _)| may_use.as_slice());
+    let usable = UsableGpus::of(spec, &pools, may_use, alike_gpu_pods(job));
     let tightest = match gang {
         true => pools
             .iter()
-            .map(|&p| (p, tightest_possible_tier(&shape, snapshot, &[p], usable)))
+            .map(|&p| {
+                (
+                    p,
+                    tightest_possible_tier(&shape, snapshot, &[p], usable.as_ref()),
+                )
+            })
             .collect(),
         false => Vec::new(),
     };
-    let never = usable.and_then(|usable| {
-        let fits_some_pool = pools.iter().any(|&p| {
+    let refusals = judged.as_ref().map(|(_, refusals)| refusals.message());
+    let explained = |why: &str| match &refusals {
+        Some(refusals) => format!("{why}: {refusals}"),
+        None => why.to_owned(),
+    };
+    let fits_some_pool = |usable: &UsableGpus| {
+        pools.iter().any(|&p| {
             let nodes = spec.pool(p).nodes.iter().copied();
-            shape.fits(&node_sizes(spec, nodes.filter(|n| usable[n.index()])))
+            shape.fits(&node_sizes(spec, nodes, Some(usable)))
+        })
+    };
+    // Their GPUs first, then what else each node holds of the pods, then a required tier.
+    let gpus_never_fit =
+        UsableGpus::of(spec, &pools, may_use, None).is_some_and(|gpus| !fits_some_pool(&gpus));
+    let never = match gpus_never_fit {
+        true if gang => Some(explained(
+            "the nodes its pods may use can never hold the whole gang",
+        )),
+        true => Some(explained("no node it may use can ever hold it")),
+        false => None,
+    };
+    let required = job.topology.filter(|need| need.required && gang);
+    let never = never
+        .or_else(|| gang.then(|| packing_shortfall(job, spec, &pools, may_use)).flatten())
+        .or_else(|| {
+            let (need, usable) = required.zip(usable.as_ref())?;
+            (!some_domain_could_hold(&shape, snapshot, &pools, need.tier, Some(usable))).then(|| {
+                explained("no one domain of its required tier, of the nodes its pods may use, can ever hold the gang")
+            })
         });
-        let required = job.topology.filter(|need| need.required && gang);
-        match required {
-            _ if !fits_some_pool && !gang => Some("no node it may use can ever hold it"),
-            _ if !fits_some_pool => Some("the nodes its pods may use can never hold the whole gang"),
-            Some(need)
-                if !some_domain_could_hold(&shape, snapshot, &pools, need.tier, Some(usable)) =>
-            {
-                Some("no one domain of its required tier, of the nodes its pods may use, can ever hold the gang")
-            }
-            _ => None,
-        }
-    });
-    let (usable, refusals) = judged
-        .map(|(usable, refusals)| (usable, refusals.message()))
-        .unzip();
     Reach {
-        never: never
-            .zip(refusals)
-            .map(|(why, refusals)| Status::unresolvable(format!("{why}: {refusals}"))),
+        never: never.map(Status::unresolvable),
         tightest,
         usable: usable.filter(|_| gang),
     }
+}
+
+/// The request every GPU pod of a gang asks alike, if they do.
+fn alike_gpu_pods(job: &Job) -> Option<&PodRequest> {
+    let mut gpu_pods = job.pods.iter().filter(|p| !p.gpu.is_none());
+    let first = gpu_pods.next().filter(|_| job.pods.len() > 1)?;
+    gpu_pods.all(|p| p == first).then_some(first)
+}
+
+/// Per node of the cluster, how many of its GPUs a job could ever use at once: none on a
+/// node outside its pools or that a spec-judging filter refuses its GPU pods, and for a
+/// gang whose GPU pods ask alike, no more than the pods the node holds at once (its CPU,
+/// memory, ephemeral storage and pod limit allowing) could use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsableGpus(Vec<u8>);
+
+impl UsableGpus {
+    /// `None` where the job could use every GPU of every node of its pools. `alike`: the
+    /// request every GPU pod of a gang asks alike, by which the nodes are narrowed.
+    fn of(
+        spec: &ClusterSpec,
+        pools: &[PoolId],
+        may_use: Option<&[bool]>,
+        alike: Option<&PodRequest>,
+    ) -> Option<Self> {
+        if may_use.is_none() && alike.is_none() {
+            return None;
+        }
+        let mut usable = vec![0u8; spec.nodes.len()];
+        let mut narrowed = may_use.is_some();
+        for id in pools.iter().flat_map(|&p| &spec.pool(p).nodes) {
+            if may_use.is_some_and(|may_use| !may_use[id.index()]) {
+                continue;
+            }
+            let node = spec.node(*id);
+            let all = node.gpus() as u64;
+            let gpus = alike.map_or(all, |pod| {
+                let pods = node.holds_at_once(pod);
+                let used = match pod.gpu {
+                    GpuRequest::Whole(w) => pods.saturating_mul(u64::from(w)),
+                    GpuRequest::Fraction(milli) => pods.div_ceil(u64::from(MILLI_PER_GPU / milli)),
+                };
+                used.min(all)
+            });
+            narrowed |= gpus < all;
+            usable[id.index()] = gpus as u8;
+        }
+        narrowed.then_some(Self(usable))
+    }
+
+    /// The GPUs of `node` the job could use at once.
+    pub fn of_node(&self, node: NodeId) -> usize {
+        usize::from(self.0[node.index()])
+    }
+}
+
+/// Why a gang's pods, each of which fits a node alone, could never all run at once on the
+/// nodes they may use (for its GPU pods, those of one of its pools that `may_use` marks,
+/// as a gang never mixes GPU models; for a launcher, any node): judged per kind of pod
+/// (pods asking alike), by how many of that kind those nodes, all empty, hold at once.
+/// Exact for a gang whose pods ask alike; pods of different kinds that only crowd each
+/// other out (say a launcher taking the CPU a worker needed) are not caught.
+fn packing_shortfall(
+    job: &Job,
+    spec: &ClusterSpec,
+    pools: &[PoolId],
+    may_use: Option<&[bool]>,
+) -> Option<String> {
+    let mut kinds: Vec<(PodRequest, u64)> = Vec::new();
+    let mut kind_of: HashMap<PodRequest, usize> = HashMap::new();
+    for pod in &job.pods {
+        let kind = *kind_of.entry(*pod).or_insert_with(|| {
+            kinds.push((*pod, 0));
+            kinds.len() - 1
+        });
+        kinds[kind].1 += 1;
+    }
+    let launchers_short = first_short(&kinds, false, || spec.nodes.iter());
+    let shortfall = launchers_short.or_else(|| {
+        let in_pool = |pool: PoolId| {
+            let nodes = spec.pool(pool).nodes.iter();
+            let usable = nodes.filter(|n| may_use.is_none_or(|may_use| may_use[n.index()]));
+            first_short(&kinds, true, || usable.clone().map(|&n| spec.node(n)))
+        };
+        let per_pool: Vec<_> = pools.iter().map(|&p| in_pool(p)).collect::<Option<_>>()?;
+        per_pool.into_iter().max_by_key(|&(held, _, _)| held)
+    })?;
+    let (held, wanted, pod) = shortfall;
+    let gpus = match pod.gpu {
+        GpuRequest::Whole(0) => "without GPUs".to_owned(),
+        gpu => format!("of {gpu} GPUs"),
+    };
+    let one_pool = match pools.len() > 1 && !pod.gpu.is_none() {
+        true => " in any one pool (a gang never mixes GPU models)",
+        false => "",
+    };
+    Some(format!(
+        "the nodes its pods may use hold at most {held} of its {wanted} pods {gpus} at once{one_pool}, \
+         for the CPU, memory, ephemeral storage or pods each node allocates"
+    ))
+}
+
+/// Of the kinds of pod (`(pod, how many)`) with GPUs (`gpu_pods`) or without, the first
+/// the nodes hold too few of at once: `(held, wanted, pod)`.
+fn first_short<'a, I: Iterator<Item = &'a NodeSpec>>(
+    kinds: &[(PodRequest, u64)],
+    gpu_pods: bool,
+    nodes: impl Fn() -> I,
+) -> Option<(u64, u64, PodRequest)> {
+    kinds
+        .iter()
+        .filter(|(pod, _)| pod.gpu.is_none() != gpu_pods)
+        .map(|&(pod, wanted)| (held_at_once(nodes(), &pod, wanted), wanted, pod))
+        .find(|&(held, wanted, _)| held < wanted)
+}
+
+/// How many pods asking `pod` the nodes, all empty, hold at once, counted up to `wanted`.
+fn held_at_once<'a>(
+    nodes: impl Iterator<Item = &'a NodeSpec>,
+    pod: &PodRequest,
+    wanted: u64,
+) -> u64 {
+    let mut held = 0u64;
+    for node in nodes {
+        held = held.saturating_add(node.holds_at_once(pod));
+        if held >= wanted {
+            break;
+        }
+    }
+    held
 }
 
 /// Per node of the cluster, whether some GPU pod of the job may use it; and the refusals,

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use super::{ExtendedResources, Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PoolId, Taint};
+use super::{
+    ExtendedResources, GpuRequest, Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PodRequest, PoolId,
+    Taint,
+};
 
 /// The most GPU devices one node may carry (device sets are 32-bit masks).
 pub const MAX_GPUS_PER_NODE: usize = 32;
@@ -59,6 +62,30 @@ impl NodeSpec {
     #[inline]
     pub fn all_devices(&self) -> u32 {
         device_mask(self.gpus())
+    }
+
+    /// How many pods asking `pod` the node, empty, holds at once: as many as each of its
+    /// GPUs, CPU, memory, ephemeral storage and pod limit allows (`u64::MAX`: no limit).
+    pub fn holds_at_once(&self, pod: &PodRequest) -> u64 {
+        let gpus = self.gpus() as u64;
+        let by_gpus = match pod.gpu {
+            GpuRequest::Whole(0) => u64::MAX,
+            GpuRequest::Whole(w) => gpus / u64::from(w),
+            GpuRequest::Fraction(milli) => gpus * u64::from(MILLI_PER_GPU / milli),
+        };
+        let by = |allocatable: Option<u64>, asked: u64| match allocatable {
+            Some(allocatable) if asked > 0 => allocatable / asked,
+            _ => u64::MAX,
+        };
+        [
+            by_gpus,
+            by(self.cpu_milli, pod.cpu_milli),
+            by(self.memory_bytes, pod.memory_bytes),
+            by(self.ephemeral_bytes, pod.ephemeral_bytes),
+            self.max_pods.map_or(u64::MAX, u64::from),
+        ]
+        .into_iter()
+        .fold(u64::MAX, u64::min)
     }
 }
 

@@ -134,13 +134,21 @@ pub fn placed_jobs(decisions: &[kant::framework::Decision]) -> Vec<JobId> {
 
 /// One node of `gpus` GPUs per entry, of the given GPU model, without topology.
 pub fn models_cluster(nodes: &[(&str, usize)]) -> Arc<ClusterSpec> {
+    models_cluster_with_cpu(nodes, None)
+}
+
+/// Like [`models_cluster`], each node allocating `cpu_milli` (`None`: unknown).
+pub fn models_cluster_with_cpu(
+    nodes: &[(&str, usize)],
+    cpu_milli: Option<u64>,
+) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
     for (i, &(model, gpus)) in nodes.iter().enumerate() {
         let row = NodeRow {
             name: format!("n{i}"),
             gpu_model: Some(model.into()),
             gpus,
-            cpu_milli: None,
+            cpu_milli,
             memory_bytes: None,
             leaf: None,
             hbd: None,
