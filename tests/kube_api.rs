@@ -382,6 +382,39 @@ async fn preemption_evicts_through_the_eviction_api_and_budgets_hold() {
     kant.stop().await;
 }
 
+/// An evicted pod is not gone at once on a real cluster: it terminates, holding its
+/// devices, until its kubelet is done with it. Its preemptor is bound only once it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preemptor_is_bound_only_once_its_victim_has_terminated() {
+    let server = ApiServer::start().await;
+    server.set_termination_delay(Duration::from_secs(2));
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, preempting()).await;
+    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
+    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
+    server.set_pod_phase("ml", "low", "Running");
+    server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
+    eventually("the low pod terminates", || {
+        server
+            .get::<Pod>(Some("ml"), "low")
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    while server.get::<Pod>(Some("ml"), "low").is_some() {
+        assert_eq!(
+            node_of(&server, "high"),
+            None,
+            "bound while its victim terminates"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eventually("the preemptor is bound", || {
+        node_of(&server, "high").as_deref() == Some("node-0")
+    })
+    .await;
+    kant.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
     let server = ApiServer::start().await;

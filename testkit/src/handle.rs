@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     observed: Mutex<Observed>,
     latency_ns: AtomicU64,
     bookmark_ns: AtomicU64,
+    /// How long a terminating pod's kubelet takes to finish it.
+    termination_ns: AtomicU64,
     drop_tx: tokio::sync::watch::Sender<u64>,
     /// Whether watch streams hold their events back (see `ApiServer::pause_watches`).
     paused_tx: tokio::sync::watch::Sender<bool>,
@@ -96,6 +98,7 @@ impl Shared {
             faults: Mutex::new(Vec::new()),
             observed: Mutex::new(Observed::default()),
             latency_ns: AtomicU64::new(0),
+            termination_ns: AtomicU64::new(0),
             bookmark_ns: AtomicU64::new(DEFAULT_BOOKMARK_INTERVAL.as_nanos() as u64),
             drop_tx: tokio::sync::watch::Sender::new(0),
             paused_tx: tokio::sync::watch::Sender::new(false),
@@ -109,6 +112,29 @@ impl Shared {
 
     pub(crate) fn bookmark_interval(&self) -> Duration {
         Duration::from_nanos(self.bookmark_ns.load(Ordering::Relaxed))
+    }
+
+    /// Plays the kubelet for a pod that started terminating: it is removed once the
+    /// termination delay has passed (at once without one). Nothing for a pod already gone.
+    pub(crate) fn kubelet_finishes(self: &Arc<Self>, pods: ResId, deletion: &pods::Deletion) {
+        let pods::Deletion::Terminating(pod) = deletion else {
+            return;
+        };
+        let key = (
+            pod.meta_str("namespace").to_string(),
+            pod.meta_str("name").to_string(),
+        );
+        let uid = pod.meta_str("uid").to_string();
+        let delay = Duration::from_nanos(self.termination_ns.load(Ordering::Relaxed));
+        if delay.is_zero() {
+            pods::finish_termination(&mut lock(&self.store), pods, &key, &uid);
+            return;
+        }
+        let shared = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            pods::finish_termination(&mut lock(&shared.store), pods, &key, &uid);
+        });
     }
 
     /// A receiver that changes when `drop_watches` is called.
@@ -581,8 +607,9 @@ impl ApiServer {
         }
     }
 
-    /// Deletes an object at once; returns its last state, or `None` if it did not exist
-    /// (`ns` as for [`ApiServer::get`]).
+    /// Deletes an object at once, a pod even if bound (as its kubelet's final delete, or a
+    /// forced one); returns its last state, or `None` if it did not exist (`ns` as for
+    /// [`ApiServer::get`]).
     pub fn delete<K>(&self, ns: Option<&str>, name: &str) -> Option<K>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
@@ -702,6 +729,16 @@ impl ApiServer {
         self.shared()
             .latency_ns
             .store(latency.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// How long a pod deleted or evicted through the API stays terminating before its
+    /// kubelet (played by the server) removes it; default zero: removed right after it is
+    /// marked. Applies to deletions made afterwards. Only a pod bound to a node and not
+    /// finished terminates; [`ApiServer::delete`] always removes at once.
+    pub fn set_termination_delay(&self, delay: Duration) {
+        self.shared()
+            .termination_ns
+            .store(delay.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Interval between bookmarks on watches that asked for them (default 1 s); applies to

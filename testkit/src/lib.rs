@@ -44,7 +44,7 @@
 //!   (events.k8s.io/v1; create, then merge patch for repeats), or plain
 //!   `Api::<k8s_openapi::api::core::v1::Event>` / `Api::<k8s_openapi::api::events::v1::Event>` creates.
 //! - **Eviction**: `Api::<Pod>::namespaced(c, ns).evict(name, &EvictParams::default())` → `Status`
-//!   (201). A disruption-budget refusal is 429 `TooManyRequests`, which kube's default client
+//!   (201); the pod gets the `DisruptionTarget` condition, then is deleted as a DELETE would. A disruption-budget refusal is 429 `TooManyRequests`, which kube's default client
 //!   retries by itself up to 15 times with exponential backoff (minutes in all), exactly as it
 //!   would against a real server: a caller that wants to see the 429 at once builds its client
 //!   from a `kube::Config` with `default_retry = false`.
@@ -61,16 +61,21 @@
 //! outside metadata and status changes); `generateName`; Status error bodies and codes;
 //! status-subresource rules (main-resource writes keep the stored status, `/status` writes
 //! change only the status; status dropped on create, pods reset to `Pending`); pod spec
-//! immutability (only a binding sets `spec.nodeName`); watches that miss nothing, with
+//! immutability (only a binding sets `spec.nodeName`); graceful deletion of pods (a pod
+//! bound to a node and not finished gets `deletionTimestamp` and stays until its kubelet,
+//! played by the server after [`ApiServer::set_termination_delay`], removes it; a
+//! terminating pod cannot be bound); watches that miss nothing, with
 //! selector transitions sent as ADDED/DELETED, bookmarks, `timeoutSeconds`, and a 410
 //! `Expired` ERROR event for a too-old resourceVersion; paginated lists over a consistent
 //! snapshot, 410 for a `continue` token older than a compaction.
 //!
 //! Simplified (each also noted where implemented):
-//! - **Deletion** is immediate: no graceful termination, `deletionTimestamp`, finalizers or
-//!   garbage collection; DELETE answers 200 with the deleted object for every resource (the
-//!   real server answers a Status for some). `propagationPolicy`/`gracePeriodSeconds` are
-//!   ignored; `preconditions` (uid, resourceVersion) are honoured.
+//! - **Deletion** is immediate for everything but pods (see above; `deletecollection`
+//!   removes pods at once too): no finalizers or garbage collection; DELETE answers 200 with
+//!   the object for every resource (the real server answers a Status for some).
+//!   `propagationPolicy` is ignored, `gracePeriodSeconds` counts for pods only (a terminating
+//!   pod is removed after the termination delay, whatever its grace period);
+//!   `preconditions` (uid, resourceVersion) are honoured.
 //! - **Server-side apply** is a strategic merge of the applied object (JSON bodies only; no
 //!   `managedFields`, no field ownership or apply conflicts; `force` ignored; fields a
 //!   manager stops applying are not removed). `fieldManager` is required for apply, as real.

@@ -1,6 +1,16 @@
-//! Pod-specific subresources: `pods/binding` (the scheduler's bind, with the real server's
-//! checks and effects) and `pods/eviction` (the Eviction API, with PodDisruptionBudgets
-//! evaluated like the disruption controller would), plus the phase helper for tests.
+//! Pod-specific rules: `pods/binding` (the scheduler's bind, with the real server's checks
+//! and effects), `pods/eviction` (the Eviction API, with PodDisruptionBudgets evaluated like
+//! the disruption controller would), graceful deletion, plus the phase helper for tests.
+//!
+//! Deletion follows the pod strategy: a pod bound to a node and not finished is not removed
+//! by a DELETE or an eviction but marked terminating (`deletionTimestamp` set to now plus its
+//! grace period: `gracePeriodSeconds` of the delete options, else its
+//! `terminationGracePeriodSeconds`, else 30), and stays until its kubelet is done with it
+//! ([`finish_termination`], which the server calls in the kubelet's place, see
+//! `ApiServer::set_termination_delay`); an unbound or finished pod, or a grace period of 0,
+//! is removed at once. A pod already terminating keeps its deadline (the real server may
+//! shorten it) unless deleted with a grace period of 0. A terminating pod cannot be bound. An
+//! eviction first marks the pod with the `DisruptionTarget` condition, as the real one does.
 //!
 //! Simplifications: PodDisruptionBudget status is not maintained; the budget is computed from
 //! the live pods at each eviction: healthy = matching pods in phase `Running` (the real rule
@@ -8,7 +18,8 @@
 //! controllers' scale for percentages and `maxUnavailable`; a test can declare that count
 //! by setting the PDB's `status.expectedPods`, which is then used instead); the PDB's
 //! `observedGeneration`, `unhealthyPodEvictionPolicy` and `disruptedPods` are not consulted.
-//! An evicted pod is deleted at once (no graceful termination).
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -16,7 +27,7 @@ use crate::ops;
 use crate::resources::ResourceDef;
 use crate::selectors::{label_selector_matches, labels_of};
 use crate::status::ApiError;
-use crate::store::{ResId, Store, meta_mut, meta_str};
+use crate::store::{Key, Obj, ResId, Store, meta_mut, meta_str};
 use crate::util;
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> &'a str {
@@ -78,6 +89,14 @@ pub(crate) fn bind(
         if !rv.is_empty() && rv != old.meta_str("resourceVersion") {
             return Err(ApiError::stale(&def, name));
         }
+        if !old.meta_str("deletionTimestamp").is_empty() {
+            return Err(ApiError::conflict(
+                &def,
+                "pods/binding",
+                name,
+                &format!("pod {name} is being deleted, cannot be assigned to a host"),
+            ));
+        }
         let assigned = str_at(pod, &["spec", "nodeName"]);
         if !assigned.is_empty() {
             return Err(ApiError::conflict(
@@ -116,7 +135,7 @@ pub(crate) fn bind(
                 ann.extend(annotations);
             }
         }
-        set_condition(pod, "PodScheduled", "True");
+        set_condition(pod, "PodScheduled", "True", "", "");
         Ok(())
     })?;
     store
@@ -133,9 +152,9 @@ fn invalid_binding(name: &str, field: &str, what: &str) -> ApiError {
     )
 }
 
-/// `podutil.UpdatePodCondition` for a condition with empty reason and message: replaces the
-/// condition of that type, keeping `lastTransitionTime` when the status is unchanged.
-pub(crate) fn set_condition(pod: &mut Value, ty: &str, status: &str) {
+/// `podutil.UpdatePodCondition`: replaces the condition of that type (an empty reason or
+/// message is left out), keeping `lastTransitionTime` when the status is unchanged.
+pub(crate) fn set_condition(pod: &mut Value, ty: &str, status: &str, reason: &str, message: &str) {
     let now = util::now_rfc3339();
     let st = ops::status_mut(pod);
     let conds = st.entry("conditions").or_insert_with(|| json!([]));
@@ -147,6 +166,11 @@ pub(crate) fn set_condition(pod: &mut Value, ty: &str, status: &str) {
     };
     let mut cond =
         json!({"type": ty, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    for (field, text) in [("reason", reason), ("message", message)] {
+        if !text.is_empty() {
+            cond[field] = json!(text);
+        }
+    }
     match conds
         .iter_mut()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
@@ -188,7 +212,8 @@ fn scaled(v: &Value, total: i64) -> Result<i64, ApiError> {
     }
 }
 
-/// `POST pods/{name}/eviction`.
+/// `POST pods/{name}/eviction`: the disruption budget is consulted first, then the delete
+/// options' preconditions, as the real server orders them.
 pub(crate) fn evict(
     store: &mut Store,
     pods: ResId,
@@ -196,24 +221,14 @@ pub(crate) fn evict(
     ns: &str,
     name: &str,
     eviction: &Value,
-) -> Result<(), ApiError> {
-    let def: std::sync::Arc<ResourceDef> = store.def(pods);
+) -> Result<Deletion, ApiError> {
     if meta_str(eviction, "name") != name {
         return Err(ApiError::bad_request(
             "name in URL does not match name in Eviction object",
         ));
     }
-    let key = store.key(pods, Some(ns), name);
-    let pod = store
-        .get(pods, &key)
-        .ok_or_else(|| ApiError::not_found(&def, name))?;
+    let (def, key, pod) = existing(store, pods, ns, name)?;
     let options = eviction.get("deleteOptions");
-    ops::check_preconditions(
-        &def,
-        name,
-        options.and_then(|o| o.get("preconditions")),
-        &pod,
-    )?;
     let can_ignore_pdb = matches!(phase(&pod.value), "Succeeded" | "Failed" | "Pending")
         || !pod.meta_str("deletionTimestamp").is_empty();
     if !can_ignore_pdb && let Some(pdb_id) = pdbs {
@@ -284,8 +299,123 @@ pub(crate) fn evict(
             }
         }
     }
-    store.commit_delete(pods, &key);
-    Ok(())
+    ops::check_preconditions(&def, name, preconditions(options), &pod)?;
+    let marked = ops::update_with(store, pods, key.clone(), |_, pod| {
+        let (reason, message) = ("EvictionByEvictionAPI", "Eviction API: evicting");
+        set_condition(pod, "DisruptionTarget", "True", reason, message);
+        Ok(())
+    })?;
+    let grace = grace_period(&marked.value, options);
+    remove_or_terminate(store, pods, key, &marked, grace)
+}
+
+/// What a pod's deletion did.
+pub(crate) enum Deletion {
+    /// Removed: its last state.
+    Gone(Arc<Obj>),
+    /// Marked terminating (or already so): its state now.
+    Terminating(Arc<Obj>),
+}
+
+impl Deletion {
+    pub(crate) fn object(&self) -> &Arc<Obj> {
+        match self {
+            Deletion::Gone(obj) | Deletion::Terminating(obj) => obj,
+        }
+    }
+}
+
+/// What `terminationGracePeriodSeconds` defaults to.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// The pod, its resource's definition and its key; 404 when absent.
+fn existing(
+    store: &Store,
+    pods: ResId,
+    ns: &str,
+    name: &str,
+) -> Result<(Arc<ResourceDef>, Key, Arc<Obj>), ApiError> {
+    let def = store.def(pods);
+    let key = store.key(pods, Some(ns), name);
+    let pod = store
+        .get(pods, &key)
+        .ok_or_else(|| ApiError::not_found(&def, name))?;
+    Ok((def, key, pod))
+}
+
+fn preconditions(options: Option<&Value>) -> Option<&Value> {
+    options.and_then(|o| o.get("preconditions"))
+}
+
+/// The grace period a deletion gives the pod (`CheckGracefulDelete`): 0 for a pod not bound
+/// to a node or finished.
+fn grace_period(pod: &Value, options: Option<&Value>) -> i64 {
+    let unbound = str_at(pod, &["spec", "nodeName"]).is_empty();
+    if unbound || matches!(phase(pod), "Succeeded" | "Failed") {
+        return 0;
+    }
+    let asked = options
+        .and_then(|o| o.get("gracePeriodSeconds"))
+        .or_else(|| pod.get("spec")?.get("terminationGracePeriodSeconds"))
+        .and_then(Value::as_i64)
+        .unwrap_or(DEFAULT_GRACE_SECONDS);
+    // A negative period is taken as the shortest graceful one.
+    if asked < 0 { 1 } else { asked }
+}
+
+/// `DELETE pods/{name}` (see the module docs).
+pub(crate) fn delete(
+    store: &mut Store,
+    pods: ResId,
+    ns: &str,
+    name: &str,
+    options: Option<&Value>,
+) -> Result<Deletion, ApiError> {
+    let (def, key, pod) = existing(store, pods, ns, name)?;
+    ops::check_preconditions(&def, name, preconditions(options), &pod)?;
+    remove_or_terminate(store, pods, key, &pod, grace_period(&pod.value, options))
+}
+
+/// Removes the pod (a grace period of 0) or marks it terminating.
+fn remove_or_terminate(
+    store: &mut Store,
+    pods: ResId,
+    key: Key,
+    pod: &Arc<Obj>,
+    grace: i64,
+) -> Result<Deletion, ApiError> {
+    if grace == 0 {
+        let gone = store.commit_delete(pods, &key);
+        return Ok(Deletion::Gone(gone.unwrap_or_else(|| pod.clone())));
+    }
+    if !pod.meta_str("deletionTimestamp").is_empty() {
+        return Ok(Deletion::Terminating(pod.clone()));
+    }
+    let marked = ops::update_with(store, pods, key, |_, pod| {
+        let meta = meta_mut(pod);
+        let deadline = util::rfc3339_after(grace.unsigned_abs());
+        meta.insert("deletionTimestamp".into(), json!(deadline));
+        meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        // The deletion changes what the pod is for: its generation grows, as the real
+        // server's first graceful deletion does.
+        let generation = meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        if generation > 0 {
+            meta.insert("generation".into(), json!(generation + 1));
+        }
+        Ok(())
+    })?;
+    Ok(Deletion::Terminating(marked))
+}
+
+/// The kubelet's part once a terminating pod's containers have stopped: the pod is removed,
+/// if it is still the one that started terminating (`uid`).
+pub(crate) fn finish_termination(store: &mut Store, pods: ResId, key: &Key, uid: &str) {
+    let terminating = store.get(pods, key).is_some_and(|pod| {
+        pod.meta_str("uid") == uid && !pod.meta_str("deletionTimestamp").is_empty()
+    });
+    if terminating {
+        store.commit_delete(pods, key);
+    }
 }
 
 /// Test helper: sets `status.phase`.

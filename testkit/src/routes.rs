@@ -550,16 +550,23 @@ fn delete_options(body: &Bytes) -> Result<Option<Value>, ApiError> {
 fn delete_handler(ctx: &Ctx) -> Result<Response, ApiError> {
     reject_dry_run(ctx)?;
     let options = delete_options(ctx.body)?;
+    let ns = ctx.ns.as_deref();
     let mut store = lock(&ctx.shared.store);
-    let obj = ops::delete(
+    if !ctx.def.is_pod() {
+        let obj = ops::delete(&mut store, ctx.id, ns, &ctx.name, options.as_ref())?;
+        drop(store);
+        return Ok(object_response(StatusCode::OK, &obj));
+    }
+    let deletion = pods::delete(
         &mut store,
         ctx.id,
-        ctx.ns.as_deref(),
+        ns.unwrap_or(""),
         &ctx.name,
         options.as_ref(),
     )?;
     drop(store);
-    Ok(object_response(StatusCode::OK, &obj))
+    ctx.shared.kubelet_finishes(ctx.id, &deletion);
+    Ok(object_response(StatusCode::OK, deletion.object()))
 }
 
 fn delete_collection_handler(ctx: &Ctx) -> Result<Response, ApiError> {
@@ -607,7 +614,7 @@ fn eviction_handler(ctx: &Ctx) -> Result<Response, ApiError> {
     let eviction = ops::parse_body(ctx.body)?;
     let mut store = lock(&ctx.shared.store);
     let pdbs = store.lookup("policy", "v1", "poddisruptionbudgets");
-    pods::evict(
+    let deletion = pods::evict(
         &mut store,
         ctx.id,
         pdbs,
@@ -616,6 +623,7 @@ fn eviction_handler(ctx: &Ctx) -> Result<Response, ApiError> {
         &eviction,
     )?;
     drop(store);
+    ctx.shared.kubelet_finishes(ctx.id, &deletion);
     Ok(success(201))
 }
 

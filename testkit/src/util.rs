@@ -13,11 +13,16 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The current time as `metav1.Time` writes it: RFC 3339, UTC, whole seconds.
 pub(crate) fn now_rfc3339() -> String {
+    rfc3339_after(0)
+}
+
+/// The time `seconds` from now, as [`now_rfc3339`] writes it.
+pub(crate) fn rfc3339_after(seconds: u64) -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format_rfc3339(secs)
+    format_rfc3339(secs.saturating_add(seconds))
 }
 
 /// Formats seconds since the Unix epoch as `YYYY-MM-DDTHH:MM:SSZ`.

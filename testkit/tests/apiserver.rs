@@ -1128,6 +1128,102 @@ async fn eviction_honours_disruption_budgets() {
     assert_eq!(server.request_count("create", "pods/eviction"), 10);
 }
 
+/// A bound pod, running.
+async fn running_on(server: &ApiServer, pods: &Api<Pod>, name: &str, node: &str) {
+    server.create(&pod(name, &[]));
+    let _: Status = pods
+        .create_subresource(
+            "binding",
+            name,
+            &PostParams::default(),
+            &binding(name, node, &[]),
+        )
+        .await
+        .unwrap();
+    server.set_pod_phase("default", name, "Running");
+}
+
+/// A bound pod that is deleted or evicted terminates: it is marked with `deletionTimestamp`
+/// (and, evicted, the `DisruptionTarget` condition), cannot be bound, and goes only once its
+/// kubelet is done with it. An unbound pod goes at once.
+#[tokio::test]
+async fn a_bound_pod_terminates_before_it_goes() {
+    let server = ApiServer::start().await;
+    // Long enough for the requests made while the pods terminate, on a loaded machine.
+    server.set_termination_delay(Duration::from_secs(2));
+    let pods: Api<Pod> = Api::default_namespaced(no_retry_client(&server));
+    let mut events = pods
+        .watch(
+            &WatchParams::default(),
+            &server.resource_version().to_string(),
+        )
+        .await
+        .unwrap()
+        .boxed();
+    running_on(&server, &pods, "victim", "n1").await;
+    running_on(&server, &pods, "deleted", "n1").await;
+    for _ in 0..6 {
+        next_change(&mut events).await;
+    }
+
+    pods.evict("victim", &EvictParams::default()).await.unwrap();
+    let WatchEvent::Modified(marked) = next_change(&mut events).await else {
+        panic!("the evicted pod is marked first");
+    };
+    let condition = marked.status.unwrap().conditions.unwrap();
+    let disruption = condition
+        .iter()
+        .find(|c| c.type_ == "DisruptionTarget")
+        .unwrap();
+    assert_eq!(disruption.reason.as_deref(), Some("EvictionByEvictionAPI"));
+    let WatchEvent::Modified(terminating) = next_change(&mut events).await else {
+        panic!("then it terminates");
+    };
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(terminating.metadata.deletion_grace_period_seconds, Some(30));
+    let WatchEvent::Deleted(gone) = next_change(&mut events).await else {
+        panic!("and goes once its kubelet is done");
+    };
+    assert_eq!(gone.name_any(), "victim");
+
+    // A delete with its own grace period; meanwhile the pod cannot be bound again.
+    let params = DeleteParams::default().grace_period(5);
+    let answered = pods.delete("deleted", &params).await.unwrap();
+    let still_there = answered
+        .left()
+        .expect("a terminating pod is answered, not a Status");
+    assert_eq!(still_there.metadata.deletion_grace_period_seconds, Some(5));
+    let refused = pods
+        .create_subresource::<_, Status>(
+            "binding",
+            "deleted",
+            &PostParams::default(),
+            &binding("deleted", "n2", &[]),
+        )
+        .await;
+    let refused = api_error(refused);
+    assert_eq!(refused.code, 409);
+    assert!(
+        refused.message.contains("being deleted"),
+        "{}",
+        refused.message
+    );
+    tokio::time::timeout(WAIT, async {
+        while server.get::<Pod>(Some("default"), "deleted").is_some() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the deleted pod goes");
+
+    // Not bound: gone at once.
+    server.create(&pod("pending", &[]));
+    pods.delete("pending", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(server.get::<Pod>(Some("default"), "pending").is_none());
+}
+
 #[tokio::test]
 async fn recorder_events_are_accepted() {
     use kube::runtime::events::{Event, EventType, Recorder, Reporter};
