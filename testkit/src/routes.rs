@@ -325,17 +325,36 @@ fn parse_rv(q: &Query) -> Result<Option<u64>, ApiError> {
     }
 }
 
-fn list_handler(ctx: &Ctx) -> Result<Response, ApiError> {
-    let sel = selectors(ctx)?;
-    match ctx.query.get("resourceVersionMatch") {
-        None | Some("") => {}
-        Some("NotOlderThan" | "Exact") => {
-            if ctx.query.get("resourceVersion").is_none_or(str::is_empty) {
-                return Err(ApiError::invalid(
-                    &ctx.def,
-                    "",
-                    "resourceVersionMatch",
-                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+/// A list's `resourceVersion`, `resourceVersionMatch` and `continue` checked together, as
+/// the real server's list options validation and storage check them: a `continue` token
+/// carries its own resourceVersion, so it takes no match and no resourceVersion but "0".
+fn check_list_versions(ctx: &Ctx) -> Result<(), ApiError> {
+    let nonempty = |k: &str| ctx.query.get(k).filter(|v| !v.is_empty());
+    let (rv, continued) = (nonempty("resourceVersion"), nonempty("continue").is_some());
+    let forbidden = |why: &str| {
+        ApiError::invalid(
+            &ctx.def,
+            "",
+            "resourceVersionMatch",
+            &format!("Forbidden: {why}"),
+        )
+    };
+    match nonempty("resourceVersionMatch") {
+        None => {}
+        Some(matching @ ("NotOlderThan" | "Exact")) => {
+            if rv.is_none() {
+                return Err(forbidden(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if continued {
+                return Err(forbidden(
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if matching == "Exact" && rv == Some("0") {
+                return Err(forbidden(
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
                 ));
             }
         }
@@ -345,7 +364,17 @@ fn list_handler(ctx: &Ctx) -> Result<Response, ApiError> {
             )));
         }
     }
-    parse_rv(ctx.query)?;
+    if continued && rv.is_some_and(|rv| rv != "0") {
+        return Err(ApiError::bad_request(
+            "specifying resource version is not allowed when using continue",
+        ));
+    }
+    parse_rv(ctx.query).map(|_| ())
+}
+
+fn list_handler(ctx: &Ctx) -> Result<Response, ApiError> {
+    let sel = selectors(ctx)?;
+    check_list_versions(ctx)?;
     let limit = match ctx.query.get("limit") {
         None | Some("") => None,
         Some(s) => Some(

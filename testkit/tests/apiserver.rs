@@ -290,6 +290,46 @@ async fn bookmarks_arrive_with_the_current_resource_version() {
     assert!(end.is_none(), "{end:?}");
 }
 
+/// A `continue` token carries the resourceVersion of its first page: the real server
+/// refuses a resourceVersion (other than "0") or a resourceVersionMatch beside it, and an
+/// exact match at "0". (kube's client never sends these; the raw requests do.)
+#[tokio::test]
+async fn a_continued_list_takes_no_resource_version_of_its_own() {
+    let server = ApiServer::start().await;
+    let client = no_retry_client(&server);
+    for i in 0..3 {
+        server.create(&pod(&format!("p{i}"), &[]));
+    }
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let first = pods.list(&ListParams::default().limit(1)).await.unwrap();
+    let token = first.metadata.continue_.unwrap();
+    let list = |query: String| {
+        let request = axum::http::Request::get(format!("/api/v1/namespaces/default/pods?{query}"))
+            .body(Vec::new())
+            .unwrap();
+        let client = client.clone();
+        async move { client.request::<serde_json::Value>(request).await }
+    };
+    let refused = [
+        (format!("limit=1&continue={token}&resourceVersion=5"), 400),
+        (
+            format!("limit=1&continue={token}&resourceVersion=0&resourceVersionMatch=NotOlderThan"),
+            422,
+        ),
+        (
+            "resourceVersion=0&resourceVersionMatch=Exact".to_string(),
+            422,
+        ),
+    ];
+    for (query, code) in refused {
+        assert_eq!(api_error(list(query.clone()).await).code, code, "{query}");
+    }
+    let page = list(format!("limit=1&continue={token}&resourceVersion=0"))
+        .await
+        .unwrap();
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(1));
+}
+
 #[tokio::test]
 async fn compaction_expires_watches_and_continue_tokens() {
     let server = ApiServer::start().await;
