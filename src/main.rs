@@ -61,7 +61,7 @@ struct RunArgs {
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Pods opt in with this spec.schedulerName.
-    #[arg(long, value_name = "NAME", default_value = "kant-scheduler")]
+    #[arg(long, value_name = "NAME", default_value = "kant-scheduler", value_parser = scheduler_name)]
     scheduler_name: String,
     /// This replica's node-pool shard; its replicas elect a leader on the Lease
     /// kant-scheduler-<SHARD>.
@@ -275,20 +275,39 @@ fn gpu_model(text: &str) -> Result<String, String> {
 /// digits, '-' and '.', starting and ending with a letter or digit, the whole name at most
 /// 253 characters.
 fn shard_name(text: &str) -> Result<String, String> {
-    // Each of its dot-separated labels, as a DNS subdomain's.
-    let label = |label: &str| {
-        label.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && label.ends_with(|c: char| c.is_ascii_alphanumeric())
-            && (label.chars()).all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    let valid = text.len() <= 253 - "kant-scheduler-".len() && text.split('.').all(label);
-    if !valid {
+    if !is_dns_subdomain(text, 253 - "kant-scheduler-".len()) {
         return Err(format!(
             "{text:?}: a shard's name ends its Lease's name (kant-scheduler-<SHARD>), so it is \
              lower-case letters, digits, '-' or '.', starting and ending with a letter or digit"
         ));
     }
     Ok(text.to_owned())
+}
+
+/// A `--scheduler-name`: what pods name in `spec.schedulerName`, a DNS subdomain, and what
+/// Kant's events name as their reporting controller, which the API server takes only up
+/// to 63 characters (a qualified name without a prefix).
+fn scheduler_name(text: &str) -> Result<String, String> {
+    if !is_dns_subdomain(text, 63) {
+        return Err(format!(
+            "{text:?}: pods name their scheduler in lower-case letters, digits, '-' or '.', \
+             starting and ending with a letter or digit, and Kant's events name it as their \
+             reporting controller, which the API server takes only up to 63 characters"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// Whether `text` is a DNS subdomain of at most `max_len` characters: dot-separated
+/// labels of lower-case letters, digits and '-', each starting and ending with a letter
+/// or digit.
+fn is_dns_subdomain(text: &str, max_len: usize) -> bool {
+    let label = |label: &str| {
+        label.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && label.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && (label.chars()).all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    text.len() <= max_len && text.split('.').all(label)
 }
 
 /// `--config`, else `KANT_CONFIG`.

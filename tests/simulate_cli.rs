@@ -661,12 +661,22 @@ fn the_command_line_helps_and_an_empty_variable_means_unset() {
     assert!(output.status.success(), "{stderr}");
 }
 
-/// `kant run`'s shard flags are checked before anything starts: an empty GPU model (a
+/// `kant run`'s naming flags are checked before anything starts: an empty GPU model (a
 /// stray comma) would make a shard that places nothing, a shard name that cannot end a
-/// Lease's name a replica that never leads.
+/// Lease's name a replica that never leads, and a scheduler name no pod can name, or too
+/// long to report events as, a scheduler whose every event is refused.
 #[test]
-fn run_refuses_an_empty_gpu_model_and_a_shard_no_lease_can_be_named_after() {
+fn run_refuses_an_empty_gpu_model_a_shard_no_lease_can_be_named_after_and_a_bad_scheduler_name() {
+    let too_long = "k".repeat(64);
     for (args, needle) in [
+        (
+            &["--scheduler-name", too_long.as_str()][..],
+            "which the API server takes only up to 63 characters",
+        ),
+        (
+            &["--scheduler-name", "Kant_Scheduler"][..],
+            "pods name their scheduler in lower-case letters",
+        ),
         (&["--gpu-models", "H100,,A100"][..], "an empty GPU model"),
         (&["--gpu-models", ""][..], "an empty GPU model"),
         (
