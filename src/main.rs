@@ -181,7 +181,8 @@ struct SimulateArgs {
     write_trace: Option<PathBuf>,
 }
 
-/// Bad input (exit 2, nothing written) or a failure while writing results (exit 1).
+/// Bad input (exit 2, nothing written), or a failure while writing results or while
+/// running (exit 1).
 enum Failure {
     Input(String),
     Output(String),
@@ -365,7 +366,10 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Output(e.to_string()))?;
     runtime
         .block_on(kant::kube::run(options, shutdown_signal(), None))
-        .map_err(|e| Failure::Input(format!("{e:#}")))
+        .map_err(|e| match e {
+            kant::kube::RunError::Setup(_) => Failure::Input(e.to_string()),
+            kant::kube::RunError::Stopped(_) => Failure::Output(e.to_string()),
+        })
 }
 
 /// Completes on SIGINT or SIGTERM (what Kubernetes sends to stop a pod).

@@ -714,6 +714,16 @@ fn run_says_it_ignores_the_configurations_tenants() {
     );
 }
 
+/// A kubeconfig that cannot be read is bad input (exit 2), as a bad flag is; a replica
+/// that stops while running (a lost Lease) exits 1 (`kube_api`'s lease tests).
+#[test]
+fn run_says_which_kubeconfig_it_could_not_read_and_exits_as_for_bad_input() {
+    let output = kant(&["run", "--kubeconfig", "/nonexistent"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("error: kubeconfig /nonexistent"), "{stderr}");
+}
+
 #[test]
 fn an_unwritable_output_fails_before_the_replay() {
     let dir = temp_dir("unwritable");

@@ -13,4 +13,4 @@ mod watch;
 pub mod world;
 mod writer;
 
-pub use run::{RunOptions, Serving, now_ms, run, run_with_config};
+pub use run::{RunError, RunOptions, Serving, now_ms, run, run_with_config};

@@ -105,13 +105,35 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Why `kant run` ended by itself.
+#[derive(Debug)]
+pub enum RunError {
+    /// What it was given cannot run: the kubeconfig (or no in-cluster configuration), the
+    /// profile, the configuration.
+    Setup(anyhow::Error),
+    /// It ran and stopped: it lost its Lease, or could not serve or go on.
+    Stopped(anyhow::Error),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Setup(e) | RunError::Stopped(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
 /// Runs the scheduler until `shutdown` completes. `serving` learns the bound addresses.
 pub async fn run(
     options: RunOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: Option<tokio::sync::oneshot::Sender<Serving>>,
-) -> anyhow::Result<()> {
-    let config = client_config(options.kubeconfig.as_deref()).await?;
+) -> Result<(), RunError> {
+    let config = client_config(options.kubeconfig.as_deref())
+        .await
+        .map_err(RunError::Setup)?;
     run_with_config(config, options, shutdown, serving).await
 }
 
@@ -137,26 +159,32 @@ pub async fn run_with_config(
     options: RunOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
     serving: Option<tokio::sync::oneshot::Sender<Serving>>,
-) -> anyhow::Result<()> {
-    let client =
-        Client::try_from(client_config.clone()).context("building the Kubernetes client")?;
+) -> Result<(), RunError> {
+    let setup = |e: anyhow::Error| RunError::Setup(e);
+    let client = Client::try_from(client_config.clone())
+        .context("building the Kubernetes client")
+        .map_err(setup)?;
     // Evictions see a disruption budget's 429 at once, rather than after kube's retries.
     let mut no_retry = client_config;
     no_retry.default_retry = false;
-    let eviction_client = Client::try_from(no_retry).context("building the Kubernetes client")?;
+    let eviction_client = Client::try_from(no_retry)
+        .context("building the Kubernetes client")
+        .map_err(setup)?;
     let config = &options.config;
     let profile_name = options
         .profile
         .as_deref()
         .unwrap_or(&config.default_profile);
-    let profile = config
-        .profile(profile_name)
-        .ok_or_else(|| anyhow::anyhow!("no profile `{profile_name}` in the configuration"))?;
-    let profile = build_profile(profile, config).map_err(anyhow::Error::msg)?;
+    let profile = config.profile(profile_name).ok_or_else(|| {
+        RunError::Setup(anyhow::anyhow!(
+            "no profile `{profile_name}` in the configuration"
+        ))
+    })?;
+    let profile = build_profile(profile, config).map_err(|e| setup(anyhow::Error::msg(e)))?;
     let metrics = Arc::new(LiveMetrics::new());
     let health = Health::new();
     let world = World::new(options.world.clone(), config, profile, metrics.clone())
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| setup(anyhow::Error::msg(e)))?;
 
     let (stop_serving, serving_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = serve(
@@ -168,7 +196,8 @@ pub async fn run_with_config(
             let _ = serving_stopped.await;
         },
     )
-    .await?;
+    .await
+    .map_err(RunError::Stopped)?;
     if let Some(tx) = serving {
         let _ = tx.send(Serving {
             metrics: server.metrics_addr(),
@@ -210,7 +239,8 @@ pub async fn run_with_config(
         std::thread::Builder::new()
             .name("kant-scheduling".into())
             .spawn(move || scheduling_loop(world, events, writer, leader, health, stopping))
-            .context("starting the scheduling thread")?
+            .context("starting the scheduling thread")
+            .map_err(RunError::Stopped)?
     };
     // A leader that loses its lease stops, as kube-scheduler does: what it had in flight
     // is the new leader's to find in the API server, and a fresh replica starts as a
@@ -236,9 +266,11 @@ pub async fn run_with_config(
         let _ = tokio::time::timeout(lease::RETRY_PERIOD * 2, task).await;
     }
     let _ = stop_serving.send(());
-    server.stopped().await?;
+    server.stopped().await.map_err(RunError::Stopped)?;
     match lost_lease {
-        Some(lease) => anyhow::bail!("lost the lease {lease} after leading; exiting"),
+        Some(lease) => Err(RunError::Stopped(anyhow::anyhow!(
+            "lost the lease {lease} after leading; exiting"
+        ))),
         None => Ok(()),
     }
 }

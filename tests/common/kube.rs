@@ -40,7 +40,7 @@ pub fn merge(into: &mut Value, from: Value) {
 /// A scheduler running against `server` until dropped.
 pub struct Kant {
     stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: tokio::task::JoinHandle<Result<(), kant::kube::RunError>>,
     pub serving: Serving,
 }
 
@@ -78,7 +78,7 @@ impl Kant {
     }
 
     /// How the scheduler ended by itself (within 30 s), as `kant run` would exit.
-    pub async fn ended(mut self) -> anyhow::Result<()> {
+    pub async fn ended(mut self) -> Result<(), kant::kube::RunError> {
         let result = tokio::time::timeout(Duration::from_secs(30), &mut self.task)
             .await
             .expect("the scheduler ends");
