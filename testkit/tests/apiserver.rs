@@ -92,6 +92,20 @@ where
         .expect("a well-formed event")
 }
 
+/// A watch of the pods from the server's current resourceVersion.
+async fn watch_from_now(
+    server: &ApiServer,
+    pods: &Api<Pod>,
+) -> futures::stream::BoxStream<'static, Result<WatchEvent<Pod>, kube::Error>> {
+    pods.watch(
+        &WatchParams::default(),
+        &server.resource_version().to_string(),
+    )
+    .await
+    .unwrap()
+    .boxed()
+}
+
 /// The next non-bookmark event.
 async fn next_change<K, S>(s: &mut S) -> WatchEvent<K>
 where
@@ -374,14 +388,7 @@ async fn compaction_expires_watches_and_continue_tokens() {
     assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
 
     // From the current resourceVersion the watch works.
-    let mut w = pods
-        .watch(
-            &WatchParams::default(),
-            &server.resource_version().to_string(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut w = watch_from_now(&server, &pods).await;
     server.create(&pod("p6", &[]));
     assert_eq!(
         describe(&next_change(&mut w).await),
@@ -1192,14 +1199,7 @@ async fn a_bound_pod_terminates_before_it_goes() {
     // Long enough for the requests made while the pods terminate, on a loaded machine.
     server.set_termination_delay(Duration::from_secs(2));
     let pods: Api<Pod> = Api::default_namespaced(no_retry_client(&server));
-    let mut events = pods
-        .watch(
-            &WatchParams::default(),
-            &server.resource_version().to_string(),
-        )
-        .await
-        .unwrap()
-        .boxed();
+    let mut events = watch_from_now(&server, &pods).await;
     running_on(&server, &pods, "victim", "n1").await;
     running_on(&server, &pods, "deleted", "n1").await;
     for _ in 0..6 {
