@@ -8,8 +8,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kant::config::Config;
-use kant::kube::{RunError, RunOptions};
 use kant::kube::crd::{PodGroup, Queue};
+use kant::kube::{RunError, RunOptions};
 use kant_testkit::ApiServer;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
@@ -515,7 +515,10 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
     assert!(a.has_ended(), "a still leads beside b");
     let ended = a.ended().await.expect_err("a exits");
     assert!(ended.to_string().contains("lost the lease"), "{ended}");
-    assert!(matches!(ended, RunError::Stopped(_)), "exits 1, not as for bad input");
+    assert!(
+        matches!(ended, RunError::Stopped(_)),
+        "exits 1, not as for bad input"
+    );
     server.create(&gpu_pod("p", 2));
     eventually("b binds", || bound_pods(&server).len() == 1).await;
     b.stop().await;

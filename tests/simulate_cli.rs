@@ -721,7 +721,10 @@ fn run_says_which_kubeconfig_it_could_not_read_and_exits_as_for_bad_input() {
     let output = kant(&["run", "--kubeconfig", "/nonexistent"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("error: kubeconfig /nonexistent"), "{stderr}");
+    assert!(
+        stderr.contains("error: kubeconfig /nonexistent"),
+        "{stderr}"
+    );
 }
 
 #[test]
