@@ -22,7 +22,8 @@
 //!   median; SOR is the time-average of run(t) / total(t), GFR that of fragmented(t) /
 //!   nodes(t); a time with no capacity counts as 0. The collector computes them all: it is
 //!   built with fixed totals ([`GPU_SCALE`], [`NODE_SCALE`]) and fed each observation as that
-//!   fraction of them (rounded to the nearest 10⁻¹² of the capacity, 10⁻⁹ of the nodes).
+//!   fraction of them (rounded to the nearest 10⁻¹² of the capacity, 10⁻⁹ of the nodes;
+//!   `kant_gar_p50` down to 10⁻⁴).
 //! - The counters integrate the raw series exactly, so over any window
 //!   `rate(kant_gpu_allocated_milli_seconds_total) / rate(kant_gpu_capacity_milli_seconds_total)`
 //!   is ∫ alloc dt / ∫ total dt: GPU-time allocated over GPU-time that existed, where a larger
@@ -58,6 +59,11 @@ pub const GPU_SCALE: u64 = 1_000_000_000_000;
 /// The GPU node count the collector is built with: fragmented nodes reach it as fractions of
 /// this.
 pub const NODE_SCALE: u32 = 1_000_000_000;
+
+/// `kant_gar_p50`'s resolution, 10⁻⁴ of the capacity (rounded down): a series scaled to a
+/// capacity that changes takes ever new values, and the median's table would otherwise
+/// grow with every one over a replica's lifetime; it now holds at most 10,001 levels.
+const GAR_MEDIAN_STEP: u64 = GPU_SCALE / 10_000;
 
 /// The preemption kinds whose counters exist (at 0) from the start.
 pub const PREEMPTION_KINDS: [&str; 3] = ["priority", "quota-reclaim", "backfill"];
@@ -116,7 +122,8 @@ impl Default for LiveMetrics {
 impl LiveMetrics {
     /// Empty metrics: no job, no observation (every series at 0).
     pub fn new() -> Self {
-        let collector = MetricsCollector::new(GPU_SCALE, NODE_SCALE, None);
+        let collector =
+            MetricsCollector::new(GPU_SCALE, NODE_SCALE, None).with_median_step(GAR_MEDIAN_STEP);
         let shared = Arc::new(Mutex::new(Shared {
             series: Series::default(),
             jobs_submitted: 0,
@@ -846,6 +853,28 @@ mod tests {
         close(value(&text, "kant_gar_p50"), 0.25);
         close(value(&text, "kant_sor"), 0.25);
         close(value(&text, "kant_gfr_mean"), (0.5 + 0.25) / 2.0);
+    }
+
+    #[test]
+    fn the_gar_median_keeps_a_bounded_table_as_the_capacity_changes() {
+        let metrics = LiveMetrics::new();
+        metrics.job_submitted(0);
+        // 1 GPU assigned of a capacity that grows by a milli-GPU each second: the GAR
+        // series takes 20,000 values, from 1/3 down.
+        for i in 0..20_000u64 {
+            metrics.observe(i * S, 1_000, 1_000, 0, 3_000 + i, 1);
+        }
+        metrics.refresh(20_000 * S);
+        let levels = lock(&metrics.feed).collector.alloc_time.len();
+        assert!(levels <= 10_001, "{levels} levels");
+        // Resolved to 10^-4 of the capacity, rounded down: 1/3 reads 0.3333.
+        let metrics = LiveMetrics::new();
+        metrics.job_submitted(0);
+        metrics.observe(0, 1_000, 1_000, 0, 3_000, 1);
+        metrics.refresh(10 * S);
+        let text = encoded(&metrics);
+        close(value(&text, "kant_gar_p50"), 0.3333);
+        close(value(&text, "kant_gar_mean"), 1.0 / 3.0);
     }
 
     #[test]

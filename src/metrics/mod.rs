@@ -80,9 +80,12 @@ pub struct MetricsCollector {
     current: Level,
     /// Integrals over the window up to `current.since_ms`.
     integrals: Integrals,
-    /// alloc_milli → milliseconds of the window spent at that value, up to
-    /// `current.since_ms` (for the exact time-weighted median of GAR).
+    /// alloc_milli, rounded down to a multiple of `median_step`, → milliseconds of the
+    /// window spent at that value, up to `current.since_ms` (for the time-weighted median
+    /// of GAR).
     alloc_time: BTreeMap<u64, u128>,
+    /// The resolution of GAR's median, in alloc_milli units: 1 (exact) unless set.
+    median_step: u64,
     /// Waits in milliseconds of the placed jobs, per bucket.
     waits: [WaitList; 8],
     /// JTTED sums per bucket.
@@ -105,9 +108,23 @@ impl MetricsCollector {
             current: Level::default(),
             integrals: Integrals::default(),
             alloc_time: BTreeMap::new(),
+            median_step: 1,
             waits: Default::default(),
             spreads: [SpreadSums::default(); 8],
         }
+    }
+
+    /// GAR's median resolved to multiples of `step` alloc_milli units, rounded down: its
+    /// table then holds at most `total_milli / step + 1` levels, however many values the
+    /// series takes (a live series scaled to a changing capacity takes ever new ones).
+    pub fn with_median_step(mut self, step: u64) -> Self {
+        self.median_step = step.max(1);
+        self
+    }
+
+    /// `alloc_milli` as GAR's median resolves it.
+    fn median_level(&self, alloc_milli: u64) -> u64 {
+        alloc_milli - alloc_milli % self.median_step
     }
 
     /// A job was submitted at `t_ms`. The first call opens the window.
@@ -124,14 +141,15 @@ impl MetricsCollector {
     /// Calls come in non-decreasing time; several at the same t: the last one wins for the
     /// following interval.
     ///
-    /// O(log k) in the number k of distinct `alloc_milli` values seen; allocates only when
-    /// a new value is first met.
+    /// O(log k) in the number k of distinct `alloc_milli` levels seen (see
+    /// [`Self::with_median_step`]); allocates only when a new level is first met.
     pub fn observe(&mut self, t_ms: u64, alloc_milli: u64, run_milli: u64, fragmented_nodes: u32) {
         let t_ms = t_ms.max(self.current.since_ms);
         let cap = self.window_end_ms.unwrap_or(u64::MAX);
         if let Some(dur) = self.clipped(t_ms.min(cap)) {
             self.integrals.add(&self.current, dur);
-            *self.alloc_time.entry(self.current.alloc_milli).or_insert(0) += u128::from(dur);
+            let level = self.median_level(self.current.alloc_milli);
+            *self.alloc_time.entry(level).or_insert(0) += u128::from(dur);
         }
         self.current = Level {
             since_ms: t_ms,
@@ -229,7 +247,7 @@ impl MetricsCollector {
     /// current level, held for `pending` ms not yet in the map, is merged in on the fly.
     fn alloc_median(&self, window_ms: u64, pending: Option<u64>) -> u64 {
         let window = u128::from(window_ms);
-        let pending_value = self.current.alloc_milli;
+        let pending_value = self.median_level(self.current.alloc_milli);
         let mut pending_ms = pending.map_or(0, u128::from);
         let mut cumulated: u128 = 0;
         // Every stored time is positive, so each value met is one GAR takes.
