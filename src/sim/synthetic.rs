@@ -51,12 +51,15 @@
 //! the primary pool instead.
 //!
 //! Arrivals: sizes and durations are drawn first, then `jobs` exponential inter-arrival
-//! gaps, scaled together so that they span exactly the horizon
+//! gaps, scaled together so that they add up to exactly the horizon
 //! `T = Σ(GPUs × duration) / (load × cluster GPUs)`: the offered load over the arrival
 //! horizon is `load` exactly for the sample (a Poisson process conditioned on its
-//! horizon). Submit times are whole seconds from 0, jobs are named `syn-000001`, ... in
-//! submission order and their ids are dense. A load that is not a positive finite number
-//! gives a horizon of 0 (every job submitted at 0). Cost is O(jobs).
+//! horizon). The first job comes at 0 and each next one a gap later, so the last comes one
+//! gap (about `T / jobs`) before `T`: over the metrics' window, first to last submission,
+//! the offered load is that much above `load`. Submit times are whole seconds from 0, jobs
+//! are named `syn-000001`, ... in submission order and their ids are dense. A load that is
+//! not a positive finite number gives a horizon of 0 (every job submitted at 0). Cost is
+//! O(jobs).
 
 use std::collections::HashMap;
 
