@@ -300,7 +300,7 @@ impl ClusterSpecBuilder {
         }
         if links.devices() != row.gpus {
             return Err(err(format!(
-                "link matrix covers {} GPUs, the node has {}",
+                "its link matrix covers {} GPUs, but its gpus field says {}",
                 links.devices(),
                 row.gpus
             )));

@@ -249,11 +249,13 @@ pub fn parse_nodes(
             hbd: non_empty(row.text(hbd)).map(str::to_owned),
             ..Default::default()
         };
-        let added = match model.and_then(|m| options.topologies.get(m)) {
-            Some(matrix) => builder.add_with_links(node, matrix.clone()),
-            None => builder.add(node, options.links_for(model)),
+        let added = match model.and_then(|m| Some((m, options.topologies.get(m)?))) {
+            Some((model, matrix)) => builder.add_with_links(node, matrix.clone()).map_err(|e| {
+                format!("{e} (the link matrix of links.topologies.{model} in the configuration)")
+            }),
+            None => (builder.add(node, options.links_for(model))).map_err(|e| e.to_string()),
         };
-        added.map_err(|e| source.error(row.line, e.to_string()))?;
+        added.map_err(|e| source.error(row.line, e))?;
     }
     Ok(builder.build())
 }
@@ -959,7 +961,9 @@ mod tests {
         let err = parse_nodes("nodes.csv", text.as_bytes(), &options).unwrap_err();
         assert_eq!(err.line, 3);
         assert!(
-            err.message.contains("node b") && err.message.contains("covers 2 GPUs"),
+            err.message
+                .contains("node b: its link matrix covers 2 GPUs, but its gpus field says 4")
+                && err.message.contains("links.topologies.L40S"),
             "{err}"
         );
     }
