@@ -208,7 +208,7 @@ fn tightest_tier(
 }
 
 /// The tightest tier with one domain that could, all free, hold the job (`None`: only the
-/// whole pools could); of its nodes, only the GPUs `usable` counts count (`None`: all).
+/// whole pools could), counting on each node the GPUs `usable` gives it (`None`: all).
 pub(super) fn tightest_possible_tier(
     shape: &JobShape,
     snapshot: &ClusterState,
@@ -221,8 +221,8 @@ pub(super) fn tightest_possible_tier(
 }
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
-/// (its devices, and each whole-GPU pod inside one node), counting only the GPUs `usable`
-/// counts (`None`: all). Nodes outside every leaf group are in no domain of any tier; a
+/// (its devices, and each whole-GPU pod inside one node), counting on each node the GPUs
+/// `usable` gives it (`None`: all). Nodes outside every leaf group are in no domain of any tier; a
 /// leaf under no spine is a domain of its own at the tiers above it.
 pub fn some_domain_could_hold(
     shape: &JobShape,
@@ -259,7 +259,7 @@ fn hbd_nodes_in(spec: &ClusterSpec, hbd: u32, pool: PoolId) -> impl Iterator<Ite
 }
 
 /// How many nodes of each GPU count the nodes are; with `usable`, counting on each node the
-/// GPUs it counts, and only the nodes where it counts some.
+/// GPUs it gives it, and only the nodes it gives some.
 pub(super) fn node_sizes(
     spec: &ClusterSpec,
     nodes: impl Iterator<Item = NodeId>,
@@ -278,8 +278,8 @@ pub(super) fn node_sizes(
     sizes
 }
 
-/// How many nodes of each GPU count the groups hold together, counting the GPUs `usable`
-/// counts (`None`: all).
+/// How many nodes of each GPU count the groups hold together, counting on each node the
+/// GPUs `usable` gives it (`None`: all).
 fn group_node_sizes(
     spec: &ClusterSpec,
     groups: impl Iterator<Item = GroupId>,
@@ -298,7 +298,7 @@ fn group_node_sizes(
     sizes
 }
 
-/// The free whole GPUs of `nodes`, no more on each than `usable` counts (`None`: all).
+/// The free whole GPUs of `nodes`, no more on each than `usable` gives it (`None`: all).
 fn usable_free(
     snapshot: &ClusterState,
     nodes: impl Iterator<Item = NodeId>,
