@@ -352,14 +352,8 @@ impl World {
                 cpu,
             } => {
                 let id = JobId(self.jobs.len() as u32);
-                // Nodes allocate 64 CPUs: a lone pod may ask more than any node has, and
-                // a gang's workers more than the nodes hold together. A gang with a
-                // launcher asks little enough that its launcher never takes CPU a worker
-                // needs (what a gang could ever fit is judged per kind of pod).
-                let cpu = match shape {
-                    Shape::Gang { launcher: true, .. } => cpu.min(10_000),
-                    _ => cpu,
-                };
+                // Nodes allocate 64 CPUs: a lone pod may ask more than any node has, a
+                // gang's pods more than the nodes hold together.
                 let pod = |gpu| PodRequest {
                     cpu_milli: cpu,
                     ..PodRequest::gpus(gpu)

@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use common::*;
 use kant::cache::{ClusterState, PlacementPhase};
 use kant::framework::{Scheduler, SearchMode};
-use kant::model::{GpuRequest, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, bits};
+use kant::model::{
+    GpuRequest, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, PodRequest, bits,
+};
 use kant::queue::QueueingPolicy;
 use proptest::prelude::*;
 
@@ -161,6 +163,36 @@ fn a_gang_is_judged_on_the_cpu_of_one_pool_at_a_time() {
     let message = s.diagnose(JobId(0), 0).expect("pending").message();
     assert!(
         message.contains("hold at most 3 of its 4 pods of 1 GPUs at once in any one pool"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_gang_whose_launcher_crowds_out_a_worker_on_every_node_is_unresolvable_not_blocking() {
+    // Two nodes of 128 CPUs, no other: each holds one worker of 70 CPUs, and a launcher of
+    // 60 CPUs leaves 68 beside it; one of 50 leaves 78.
+    let gang = |id, launcher_cpu| {
+        let mut gang = job(id, 3, whole(1), 0, 0);
+        for pod in &mut gang.pods {
+            pod.cpu_milli = 70_000;
+        }
+        gang.pods[0] = PodRequest {
+            cpu_milli: launcher_cpu,
+            ..PodRequest::gpus(GpuRequest::NONE)
+        };
+        gang
+    };
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(
+        profile("default", strict, None),
+        cluster(2, 8, 1, LinkProfile::NvlinkAll),
+    );
+    s.submit(gang(0, 60_000));
+    s.submit(gang(1, 50_000));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)], "behind job 0");
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("hold at most 1 of its 2 pods of 1 GPUs beside its launcher at once"),
         "{message}"
     );
 }

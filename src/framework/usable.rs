@@ -171,9 +171,10 @@ impl UsableGpus {
 /// Why a gang's pods, each of which fits a node alone, could never all run at once on the
 /// nodes they may use (for its GPU pods, those of one of its pools that `may_use` marks,
 /// as a gang never mixes GPU models; for a launcher, any node): judged per kind of pod
-/// (pods asking alike), by how many of that kind those nodes, all empty, hold at once.
-/// Exact for a gang whose pods ask alike; pods of different kinds that only crowd each
-/// other out (say a launcher taking the CPU a worker needed) are not caught.
+/// (pods asking alike), by how many of that kind those nodes, all empty, hold at once, and
+/// for a gang of one launcher and workers asking alike, by how many workers they hold
+/// beside the launcher wherever it goes. Exact for those gangs; other kinds of pod that
+/// only crowd each other out are not caught.
 fn packing_shortfall(
     job: &Job,
     spec: &ClusterSpec,
@@ -189,43 +190,111 @@ fn packing_shortfall(
         });
         kinds[kind].1 += 1;
     }
+    let (launchers, workers): (Vec<_>, Vec<_>) =
+        kinds.iter().partition(|(pod, _)| pod.gpu.is_none());
+    let one_launcher_beside_workers = match (&launchers[..], &workers[..]) {
+        ([(launcher, 1)], [(worker, wanted)]) => Some((launcher, worker, *wanted)),
+        _ => None,
+    };
     let launchers_short = first_short(&kinds, false, || spec.nodes.iter());
     let shortfall = launchers_short.or_else(|| {
         let in_pool = |pool: PoolId| {
+            let may_go = |node: &NodeSpec, id: NodeId| {
+                node.pool == pool && may_use.is_none_or(|may_use| may_use[id.index()])
+            };
             let nodes = spec.pool(pool).nodes.iter();
-            let usable = nodes.filter(|n| may_use.is_none_or(|may_use| may_use[n.index()]));
-            first_short(&kinds, true, || usable.clone().map(|&n| spec.node(n)))
+            let usable = nodes.filter(|&&n| may_go(spec.node(n), n));
+            first_short(&kinds, true, || usable.clone().map(|&n| spec.node(n))).or_else(|| {
+                let (launcher, worker, wanted) = one_launcher_beside_workers?;
+                let elsewhere = (spec.nodes.iter().enumerate()).any(|(i, node)| {
+                    !may_go(node, NodeId(i as u32)) && node.holds_at_once(launcher) > 0
+                });
+                let held = match elsewhere {
+                    true => wanted,
+                    false => held_beside(usable.clone().map(|&n| spec.node(n)), worker, launcher),
+                };
+                (held < wanted).then_some(Shortfall {
+                    held,
+                    wanted,
+                    pod: *worker,
+                    beside_launcher: true,
+                })
+            })
         };
         let per_pool: Vec<_> = pools.iter().map(|&p| in_pool(p)).collect::<Option<_>>()?;
-        per_pool.into_iter().max_by_key(|&(held, _, _)| held)
+        per_pool.into_iter().max_by_key(|short| short.held)
     })?;
-    let (held, wanted, pod) = shortfall;
+    let Shortfall {
+        held,
+        wanted,
+        pod,
+        beside_launcher,
+    } = shortfall;
     let gpus = match pod.gpu {
         GpuRequest::Whole(0) => "without GPUs".to_owned(),
         gpu => format!("of {gpu} GPUs"),
+    };
+    let beside = match beside_launcher {
+        true => " beside its launcher",
+        false => "",
     };
     let one_pool = match pools.len() > 1 && !pod.gpu.is_none() {
         true => " in any one pool (a gang never mixes GPU models)",
         false => "",
     };
     Some(format!(
-        "the nodes its pods may use hold at most {held} of its {wanted} pods {gpus} at once{one_pool}, \
+        "the nodes its pods may use hold at most {held} of its {wanted} pods {gpus}{beside} at once{one_pool}, \
          for the CPU, memory, ephemeral storage or pods each node allocates"
     ))
 }
 
+/// Of a gang's pods, `held` of the `wanted` asking `pod` fit at once, too few.
+struct Shortfall {
+    held: u64,
+    wanted: u64,
+    pod: PodRequest,
+    /// Counted with the gang's launcher on one of the nodes.
+    beside_launcher: bool,
+}
+
 /// Of the kinds of pod (`(pod, how many)`) with GPUs (`gpu_pods`) or without, the first
-/// the nodes hold too few of at once: `(held, wanted, pod)`.
+/// the nodes hold too few of at once.
 fn first_short<'a, I: Iterator<Item = &'a NodeSpec>>(
     kinds: &[(PodRequest, u64)],
     gpu_pods: bool,
     nodes: impl Fn() -> I,
-) -> Option<(u64, u64, PodRequest)> {
+) -> Option<Shortfall> {
     kinds
         .iter()
         .filter(|(pod, _)| pod.gpu.is_none() != gpu_pods)
-        .map(|&(pod, wanted)| (held_at_once(nodes(), &pod, wanted), wanted, pod))
-        .find(|&(held, wanted, _)| held < wanted)
+        .map(|&(pod, wanted)| Shortfall {
+            held: held_at_once(nodes(), &pod, wanted),
+            wanted,
+            pod,
+            beside_launcher: false,
+        })
+        .find(|short| short.held < short.wanted)
+}
+
+/// How many pods asking `worker` the nodes, all empty, hold at once with `launcher` on one
+/// of them, placed where it takes the fewest.
+fn held_beside<'a>(
+    nodes: impl Iterator<Item = &'a NodeSpec>,
+    worker: &PodRequest,
+    launcher: &PodRequest,
+) -> u64 {
+    let mut all = 0u64;
+    let mut least_lost: Option<u64> = None;
+    for node in nodes {
+        let alone = node.holds_at_once(worker);
+        all = all.saturating_add(alone);
+        if let Some(beside) = node.holds_beside(worker, Some(launcher)) {
+            let lost = alone.saturating_sub(beside);
+            least_lost = Some(least_lost.map_or(lost, |least| least.min(lost)));
+        }
+    }
+    // A launcher no node holds was told as such already.
+    least_lost.map_or(0, |lost| all.saturating_sub(lost))
 }
 
 /// How many pods asking `pod` the nodes, all empty, hold at once, counted up to `wanted`.

@@ -67,25 +67,38 @@ impl NodeSpec {
     /// How many pods asking `pod` the node, empty, holds at once: as many as each of its
     /// GPUs, CPU, memory, ephemeral storage and pod limit allows (`u64::MAX`: no limit).
     pub fn holds_at_once(&self, pod: &PodRequest) -> u64 {
+        self.holds_beside(pod, None).unwrap_or(0)
+    }
+
+    /// [`Self::holds_at_once`], with `beside` (a pod without GPUs) on the node too; `None`
+    /// where `beside` alone does not fit it.
+    pub fn holds_beside(&self, pod: &PodRequest, beside: Option<&PodRequest>) -> Option<u64> {
+        let taken = beside.map_or([0; 4], |b| {
+            [b.cpu_milli, b.memory_bytes, b.ephemeral_bytes, 1]
+        });
+        let allocatable = [
+            self.cpu_milli,
+            self.memory_bytes,
+            self.ephemeral_bytes,
+            self.max_pods.map(u64::from),
+        ];
+        let asked = [pod.cpu_milli, pod.memory_bytes, pod.ephemeral_bytes, 1];
         let gpus = self.gpus() as u64;
-        let by_gpus = match pod.gpu {
+        let mut held = match pod.gpu {
             GpuRequest::Whole(0) => u64::MAX,
             GpuRequest::Whole(w) => gpus / u64::from(w),
             GpuRequest::Fraction(milli) => gpus * u64::from(MILLI_PER_GPU / milli),
         };
-        let by = |allocatable: Option<u64>, asked: u64| match allocatable {
-            Some(allocatable) if asked > 0 => allocatable / asked,
-            _ => u64::MAX,
-        };
-        [
-            by_gpus,
-            by(self.cpu_milli, pod.cpu_milli),
-            by(self.memory_bytes, pod.memory_bytes),
-            by(self.ephemeral_bytes, pod.ephemeral_bytes),
-            self.max_pods.map_or(u64::MAX, u64::from),
-        ]
-        .into_iter()
-        .fold(u64::MAX, u64::min)
+        for ((allocatable, taken), asked) in allocatable.into_iter().zip(taken).zip(asked) {
+            // Unknown allocatable, or none of it asked: no limit.
+            if let Some(allocatable) = allocatable {
+                let left = allocatable.checked_sub(taken)?;
+                if let Some(pods) = left.checked_div(asked) {
+                    held = held.min(pods);
+                }
+            }
+        }
+        Some(held)
     }
 }
 
