@@ -933,13 +933,8 @@ fn a_gang_whose_cpu_no_set_of_nodes_holds_together_blocks_no_queue_and_holds_no_
     for policy in [QueueingPolicy::StrictFifo, QueueingPolicy::Backfill] {
         let spec = cluster(2, 8, 1, LinkProfile::NvlinkAll);
         let mut s = scheduler(profile("default", Some(policy), None), spec);
-        let cpu_bound = |id, pods, submit_s| {
-            let mut gang = job(id, pods, whole(1), 0, submit_s);
-            for pod in &mut gang.pods {
-                pod.cpu_milli = 100_000;
-            }
-            gang
-        };
+        let cpu_bound =
+            |id, pods, submit_s| asking_cpu(job(id, pods, whole(1), 0, submit_s), 100_000);
         s.submit(cpu_bound(0, 3, 0));
         assert!(placed_jobs(&s.schedule(0)).is_empty(), "{policy:?}");
         let later = BACKFILL_THRESHOLD + MINUTE;
@@ -967,11 +962,8 @@ fn a_gang_is_judged_on_the_cpu_of_the_pools_its_quota_could_ever_admit_it_on() {
     }];
     let strict = profile("default", Some(QueueingPolicy::StrictFifo), None);
     let mut s = with_tenants(strict, spec, &configs, binds());
-    let mut gang = job(0, 2, whole(3), 0, 0);
+    let mut gang = asking_cpu(job(0, 2, whole(3), 0, 0), 32_001);
     gang.pools = Vec::new();
-    for pod in &mut gang.pods {
-        pod.cpu_milli = 32_001;
-    }
     s.submit(gang);
     s.submit(job(1, 1, whole(1), 0, 1));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]), "behind job 0");
@@ -2132,11 +2124,7 @@ fn an_isolated_head_asking_for_no_gpu_holds_back_none_of_its_tenants_gpu_jobs() 
     ];
     let mut s = with_tenants(backfill_only(), spec, &configs, binds());
     // The shared tenant takes every CPU of both nodes, and two GPUs.
-    let mut cpu_hog = tjob(0, 2, 2, 1, 0, 0);
-    for pod in &mut cpu_hog.pods {
-        pod.cpu_milli = 128_000;
-    }
-    s.submit(cpu_hog);
+    s.submit(asking_cpu(tjob(0, 2, 2, 1, 0, 0), 128_000));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     let mut cpu_only = tjob(1, 1, 1, 0, 0, 1);
     cpu_only.pods[0].cpu_milli = 1_000;

@@ -150,11 +150,8 @@ fn a_gang_is_judged_on_the_cpu_of_one_pool_at_a_time() {
     let strict = Some(QueueingPolicy::StrictFifo);
     let mut s = scheduler(profile("default", strict, None), spec);
     let either_model = |id, pods| {
-        let mut gang = job(id, pods, whole(1), 0, 0);
+        let mut gang = asking_cpu(job(id, pods, whole(1), 0, 0), 16_001);
         gang.pools = Vec::new();
-        for pod in &mut gang.pods {
-            pod.cpu_milli = 16_001;
-        }
         gang
     };
     s.submit(either_model(0, 4));
@@ -172,10 +169,7 @@ fn a_gang_whose_launcher_crowds_out_a_worker_on_every_node_is_unresolvable_not_b
     // Two nodes of 128 CPUs, no other: each holds one worker of 70 CPUs, and a launcher of
     // 60 CPUs leaves 68 beside it; one of 50 leaves 78.
     let gang = |id, launcher_cpu| {
-        let mut gang = job(id, 3, whole(1), 0, 0);
-        for pod in &mut gang.pods {
-            pod.cpu_milli = 70_000;
-        }
+        let mut gang = asking_cpu(job(id, 3, whole(1), 0, 0), 70_000);
         gang.pods[0] = PodRequest {
             cpu_milli: launcher_cpu,
             ..PodRequest::gpus(GpuRequest::NONE)

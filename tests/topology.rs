@@ -771,11 +771,7 @@ fn the_domains_a_gang_could_ever_use_count_the_pods_each_node_holds_for_its_cpu(
     // Two leaves of two nodes of 8 GPUs and 128 CPUs. A pod of 1 GPU and 100 CPUs: each
     // node holds one, so no leaf holds three, though its GPUs would.
     let cpu_bound = |id, tier, required| {
-        let mut gang = needing(job(id, 3, whole(1), 0, 0), tier, required);
-        for pod in &mut gang.pods {
-            pod.cpu_milli = 100_000;
-        }
-        gang
+        asking_cpu(needing(job(id, 3, whole(1), 0, 0), tier, required), 100_000)
     };
     let strict = Some(QueueingPolicy::StrictFifo);
     let mut s = scheduler(

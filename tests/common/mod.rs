@@ -61,6 +61,14 @@ pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64)
     }
 }
 
+/// The job with each of its pods asking `cpu_milli` CPU.
+pub fn asking_cpu(mut job: Job, cpu_milli: u64) -> Job {
+    for pod in &mut job.pods {
+        pod.cpu_milli = cpu_milli;
+    }
+    job
+}
+
 pub fn whole(n: u32) -> GpuRequest {
     GpuRequest::Whole(n)
 }
