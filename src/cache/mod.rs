@@ -10,13 +10,15 @@
 
 mod aggregate;
 mod node_state;
+mod persistent_array;
 
 use std::sync::Arc;
 
-use imbl::{OrdMap, Vector};
+use imbl::OrdMap;
 
 pub use aggregate::GpuAggregate;
 pub use node_state::NodeState;
+use persistent_array::PersistentArray;
 
 use crate::model::{
     ClusterSpec, ExtendedResources, GroupId, Job, JobId, LinkClass, MILLI_PER_GPU, Milli, NodeId,
@@ -98,10 +100,10 @@ pub enum CacheError {
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     spec: Arc<ClusterSpec>,
-    nodes: Vector<NodeState>,
-    groups: Vector<GpuAggregate>,
-    pools: Vector<GpuAggregate>,
-    hbds: Vector<GpuAggregate>,
+    nodes: PersistentArray<NodeState>,
+    groups: PersistentArray<GpuAggregate>,
+    pools: PersistentArray<GpuAggregate>,
+    hbds: PersistentArray<GpuAggregate>,
     total: GpuAggregate,
     /// An ordered map rather than a hash map: its 16-entry nodes copy less per change than
     /// a hash trie's 32-entry ones (measured in `benches/snapshot.rs`: about half the cost).
@@ -124,7 +126,7 @@ pub struct ClusterState {
 impl ClusterState {
     /// An empty cluster of the given shape: every device free and healthy.
     pub fn new(spec: Arc<ClusterSpec>) -> Self {
-        let nodes: Vector<NodeState> = spec.nodes.iter().map(NodeState::new).collect();
+        let nodes: PersistentArray<NodeState> = spec.nodes.iter().map(NodeState::new).collect();
         let mut groups = vec![GpuAggregate::default(); spec.groups.len()];
         let mut pools = vec![GpuAggregate::default(); spec.pools.len()];
         let mut hbds = vec![GpuAggregate::default(); spec.hbds.len()];
@@ -190,9 +192,7 @@ impl ClusterState {
         };
         let start = range.start;
         self.groups
-            .focus()
-            .narrow(range)
-            .into_iter()
+            .range(range)
             .enumerate()
             .map(move |(i, aggregate)| (GroupId((start + i) as u32), aggregate))
     }
