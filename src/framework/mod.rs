@@ -12,9 +12,9 @@ mod usable;
 
 pub use cycle_state::CycleState;
 pub use plugin::{
-    Allocate, Bind, Filter, GroupQuery, JobPlan, Landing, MAX_NODE_SCORE, NodeView, Permit, Plugin,
-    PodContext, PostFilter, PostFilterResult, PreFilter, PreemptionContext, PreemptionKind,
-    QueueSort, Reserve, RunningJob, Score,
+    Allocate, Bind, Filter, GroupFilter, GroupQuery, GroupScore, JobPlan, Landing, MAX_NODE_SCORE,
+    NodeView, Permit, Plugin, PodContext, PostFilter, PostFilterResult, PreFilter,
+    PreemptionContext, PreemptionKind, QueueSort, Reserve, RunningJob, Score,
 };
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Adopted, Decision, Reshaped, Scheduler};

@@ -1,8 +1,10 @@
 //! The extension points, one small trait each, in the order a job meets them:
-//! `QueueSort` → `PreFilter` → `Filter` → `Score` → `Reserve`/`Unreserve` → `Permit` →
-//! `Bind`, with `PostFilter` (preemption) after a failed search and `Allocate` choosing the
-//! exact devices on the chosen node. The unit of scheduling is a job: PreFilter, Reserve
-//! and Permit see the whole job; Filter and Score see one pod against one node.
+//! `QueueSort` → `PreFilter` → `GroupFilter` → `GroupScore` → `Filter` → `Score` →
+//! `Reserve`/`Unreserve` → `Permit` → `Bind`, with `PostFilter` (preemption) after a failed
+//! search and `Allocate` choosing the exact devices on the chosen node. The unit of
+//! scheduling is a job: PreFilter, Reserve and Permit see the whole job; GroupFilter and
+//! GroupScore see it against one search group's aggregate; Filter and Score see one pod
+//! against one node.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -122,19 +124,22 @@ pub trait PreFilter: Plugin {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status;
 }
 
-/// Whether a pod can go on a node. `filter_group` is the first level of the two-level
-/// search: it judges a whole search group from its aggregate alone, without visiting nodes.
-pub trait Filter: Plugin {
+/// The first level of the two-level search: whether a whole search group may hold the
+/// job's pods, judged from its aggregate alone, without visiting nodes. Only the plugins
+/// registered here are asked, once per group for every job, so a `Filter` with nothing
+/// to say of a group stays out.
+pub trait GroupFilter: Plugin {
     fn filter_group(
         &self,
-        _query: &GroupQuery,
-        _state: &CycleState,
-        _group: GroupId,
-        _aggregate: &GpuAggregate,
-    ) -> Status {
-        Status::SUCCESS
-    }
+        query: &GroupQuery,
+        state: &CycleState,
+        group: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> bool;
+}
 
+/// Whether a pod can go on a node.
+pub trait Filter: Plugin {
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status;
 
     /// Whether the plugin may refuse any node of `cluster` to this job's pods; when not,
@@ -152,19 +157,21 @@ pub trait Filter: Plugin {
     }
 }
 
-/// How good a node is for a pod, `0..=MAX_NODE_SCORE`. `score_group` ranks search groups
-/// from their aggregates (higher first) for the first level of the search.
-pub trait Score: Plugin {
+/// How good a search group is for a job, from its aggregate alone: the first level of the
+/// two-level search tries the groups of the highest weighted sum first. Only the plugins
+/// registered here are asked, once per group for every job.
+pub trait GroupScore: Plugin {
     fn score_group(
         &self,
-        _query: &GroupQuery,
-        _state: &CycleState,
-        _group: GroupId,
-        _aggregate: &GpuAggregate,
-    ) -> i64 {
-        0
-    }
+        query: &GroupQuery,
+        state: &CycleState,
+        group: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> i64;
+}
 
+/// How good a node is for a pod, `0..=MAX_NODE_SCORE`.
+pub trait Score: Plugin {
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64;
 
     /// Whether the plugin has anything to say about this job's pods on `cluster`; when

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use crate::config::QueueSettings;
 use crate::queue::QueueingPolicy;
 
-use super::plugin::{Allocate, Filter, Permit, PostFilter, PreFilter, QueueSort, Reserve, Score};
+use super::plugin::{
+    Allocate, Filter, GroupFilter, GroupScore, Permit, PostFilter, PreFilter, QueueSort, Reserve,
+    Score,
+};
 
 /// How the nodes for a job are searched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -60,6 +63,9 @@ pub struct Profile {
     pub search_options: SearchOptions,
     pub queue_sort: Arc<dyn QueueSort>,
     pub pre_filters: Vec<Arc<dyn PreFilter>>,
+    pub group_filters: Vec<Arc<dyn GroupFilter>>,
+    /// Group score plugins with their weights.
+    pub group_scores: Vec<(Arc<dyn GroupScore>, i64)>,
     pub filters: Vec<Arc<dyn Filter>>,
     /// Score plugins with their weights.
     pub scores: Vec<(Arc<dyn Score>, i64)>,

@@ -434,14 +434,10 @@ fn rank_groups(
             if !held.is_empty() && held.binary_search(&group).is_ok() {
                 continue;
             }
-            let passes = profile
-                .filters
-                .iter()
-                .all(|f| f.filter_group(query, state, group, aggregate).is_success());
+            let passes = (profile.group_filters.iter())
+                .all(|f| f.filter_group(query, state, group, aggregate));
             if passes {
-                let score = profile
-                    .scores
-                    .iter()
+                let score = (profile.group_scores.iter())
                     .map(|(s, w)| w * s.score_group(query, state, group, aggregate))
                     .sum();
                 ranked.push((score, group));

@@ -3,7 +3,7 @@
 //! fraction goes first to a node with a shared device it fits on.
 
 use crate::cache::GpuAggregate;
-use crate::framework::{CycleState, GroupQuery, NodeView, Plugin, PodContext, Score};
+use crate::framework::{CycleState, GroupQuery, GroupScore, NodeView, Plugin, PodContext, Score};
 use crate::model::GroupId;
 
 use super::utilization;
@@ -16,7 +16,7 @@ impl Plugin for Binpack {
     }
 }
 
-impl Score for Binpack {
+impl GroupScore for Binpack {
     fn score_group(
         &self,
         _: &GroupQuery,
@@ -26,7 +26,9 @@ impl Score for Binpack {
     ) -> i64 {
         utilization::group_used(aggregate)
     }
+}
 
+impl Score for Binpack {
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
         utilization::packed_after(pod, node)
     }

@@ -19,7 +19,7 @@
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
-    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+    CycleState, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
 };
 use crate::model::{GpuRequest, GroupId, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
 
@@ -51,7 +51,7 @@ pub(super) fn narrower_than_nodes(gpu: GpuRequest, aggregate: &GpuAggregate) -> 
 /// `MAX_NODE_SCORE`; the rest ranks groups by how much small pods already hold there.
 const HOLE: i64 = MAX_NODE_SCORE / 4;
 
-impl Score for EBinpack {
+impl GroupScore for EBinpack {
     fn score_group(
         &self,
         query: &GroupQuery,
@@ -83,7 +83,9 @@ impl Score for EBinpack {
             utilization::group_used(aggregate)
         }
     }
+}
 
+impl Score for EBinpack {
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
         if pod.shares_node(node.id) {
             return MAX_NODE_SCORE;

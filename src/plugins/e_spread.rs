@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
-    AnyGroup, CycleState, Filter, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext,
-    PreFilter, Score, Status,
+    AnyGroup, CycleState, Filter, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin,
+    PodContext, PreFilter, Score, Status,
 };
 use crate::model::{ClusterSpec, GroupId, Job, JobKind};
 
@@ -220,7 +220,7 @@ fn zone_last(in_zone: bool, binpack: i64) -> i64 {
     }
 }
 
-impl Score for ESpread {
+impl GroupScore for ESpread {
     fn score_group(
         &self,
         query: &GroupQuery,
@@ -248,7 +248,9 @@ impl Score for ESpread {
             zone_last(zone_nodes == aggregate.nodes, binpack)
         }
     }
+}
 
+impl Score for ESpread {
     fn score(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> i64 {
         let binpack = self.binpack.score(pod, state, node);
         let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {

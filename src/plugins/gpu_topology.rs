@@ -6,7 +6,7 @@
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
-    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+    CycleState, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
 };
 use crate::model::{GroupId, LinkClass};
 
@@ -18,7 +18,7 @@ impl Plugin for GpuTopology {
     }
 }
 
-impl Score for GpuTopology {
+impl GroupScore for GpuTopology {
     fn score_group(
         &self,
         query: &GroupQuery,
@@ -34,7 +34,9 @@ impl Score for GpuTopology {
             MAX_NODE_SCORE
         }
     }
+}
 
+impl Score for GpuTopology {
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
         let wanted = pod.request.gpu.whole();
         if wanted < 2 || node.state.nvlink_island() >= wanted {

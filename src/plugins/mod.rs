@@ -40,7 +40,7 @@ pub use taint_toleration::TaintToleration;
 pub use topology_spread::TopologySpread;
 
 use crate::config::{Config, ProfileConfig};
-use crate::framework::{Profile, QueueSort, Score};
+use crate::framework::{GroupScore, Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
 pub const PLUGIN_NAMES: [&str; 16] = [
@@ -65,6 +65,20 @@ pub const PLUGIN_NAMES: [&str; 16] = [
 /// The largest score weight, as in kube-scheduler: weighted sums stay far from overflow.
 pub const MAX_WEIGHT: i64 = 100;
 
+/// Registers a plugin that ranks search groups as well as nodes, under one weight (1 when
+/// the configuration gives none).
+fn both_scores<T: GroupScore + Score + 'static>(
+    profile: &mut Profile,
+    plugin: T,
+    weight: Option<i64>,
+) -> Arc<T> {
+    let plugin = Arc::new(plugin);
+    let weight = weight.unwrap_or(1);
+    profile.group_scores.push((plugin.clone(), weight));
+    profile.scores.push((plugin.clone(), weight));
+    plugin
+}
+
 /// Builds a profile's plugin objects. The error names the profile and what is wrong.
 pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profile, String> {
     let error = |m: String| format!("profile {}: {m}", config.name);
@@ -80,6 +94,8 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             size_order: settings.queueing.size_order,
         }),
         pre_filters: Vec::new(),
+        group_filters: Vec::new(),
+        group_scores: Vec::new(),
         filters: Vec::new(),
         scores: Vec::new(),
         allocate: Arc::new(GpuDevices),
@@ -144,6 +160,7 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
             "resource-fit" => {
                 let p = Arc::new(ResourceFit);
                 profile.pre_filters.push(p.clone());
+                profile.group_filters.push(p.clone());
                 profile.filters.push(p);
             }
             "gpu-devices" | "first-fit-devices" if has_allocator => {
@@ -165,16 +182,27 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 has_allocator = true;
             }
             "gang" => profile.permits.push(Arc::new(Gang)),
-            "gpu-topology" => profile.scores.push(scorer(Arc::new(GpuTopology))),
-            "binpack" => profile.scores.push(scorer(Arc::new(Binpack))),
-            "e-binpack" => profile.scores.push(scorer(Arc::new(EBinpack))),
-            "e-spread" => {
-                let p = Arc::new(ESpread::new(config.inference_zone.clone()));
-                profile.pre_filters.push(p.clone());
-                profile.filters.push(p.clone());
-                profile.scores.push(scorer(p));
+            "gpu-topology" => {
+                both_scores(&mut profile, GpuTopology, weight);
             }
-            "spread" => profile.scores.push(scorer(Arc::new(Spread))),
+            "binpack" => {
+                both_scores(&mut profile, Binpack, weight);
+            }
+            "e-binpack" => {
+                both_scores(&mut profile, EBinpack, weight);
+            }
+            "e-spread" => {
+                let p = both_scores(
+                    &mut profile,
+                    ESpread::new(config.inference_zone.clone()),
+                    weight,
+                );
+                profile.pre_filters.push(p.clone());
+                profile.filters.push(p);
+            }
+            "spread" => {
+                both_scores(&mut profile, Spread, weight);
+            }
             _ => {
                 return Err(error(format!(
                     "unknown plugin `{name}` (known: {})",

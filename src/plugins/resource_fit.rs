@@ -12,7 +12,8 @@
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
-    CycleState, Filter, GroupQuery, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
+    CycleState, Filter, GroupFilter, GroupQuery, NodeView, Plugin, PodContext, PreFilter, Status,
+    pools_for,
 };
 use crate::model::{GroupId, Job, NodeConstraints, Pool, PoolId};
 
@@ -114,21 +115,19 @@ fn short_on_every_node(
     None
 }
 
-impl Filter for ResourceFit {
+impl GroupFilter for ResourceFit {
     fn filter_group(
         &self,
         query: &GroupQuery,
         _state: &CycleState,
         _group: GroupId,
         aggregate: &GpuAggregate,
-    ) -> Status {
-        if aggregate.max_free_on_node() >= query.widths.narrowest_whole {
-            Status::SUCCESS
-        } else {
-            Status::unschedulable("Insufficient nvidia.com/gpu")
-        }
+    ) -> bool {
+        aggregate.max_free_on_node() >= query.widths.narrowest_whole
     }
+}
 
+impl Filter for ResourceFit {
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let request = pod.request;
         let (spec, usage) = (node.spec, node.state);

@@ -3,7 +3,7 @@
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
-    CycleState, GroupQuery, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
+    CycleState, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
 };
 use crate::model::GroupId;
 
@@ -17,7 +17,7 @@ impl Plugin for Spread {
     }
 }
 
-impl Score for Spread {
+impl GroupScore for Spread {
     fn score_group(
         &self,
         _: &GroupQuery,
@@ -27,7 +27,9 @@ impl Score for Spread {
     ) -> i64 {
         MAX_NODE_SCORE - utilization::group_used(aggregate)
     }
+}
 
+impl Score for Spread {
     fn score(&self, pod: &PodContext, _state: &CycleState, node: NodeView) -> i64 {
         MAX_NODE_SCORE - utilization::node_after(pod, node)
     }
