@@ -37,9 +37,10 @@
 //! - Inter-pod rules: required `podAffinity` and `podAntiAffinity` terms, over the pods'
 //!   namespaces and labels and any node label as the topology key (`matchLabelKeys` and
 //!   `mismatchLabelKeys` included), their preferred terms, and topology spread
-//!   constraints (`DoNotSchedule` and `ScheduleAnyway`). A non-empty `namespaceSelector`
-//!   is read as every namespace (namespaces are not watched). Preferred node affinity is
-//!   read with the node constraints.
+//!   constraints (`DoNotSchedule` and `ScheduleAnyway`; an empty `labelSelector` counts
+//!   no pod, as kube-scheduler's). A non-empty `namespaceSelector` is read as every
+//!   namespace (namespaces are not watched). Preferred node affinity is read with the node
+//!   constraints.
 //! - Gang: the label `scheduling.x-k8s.io/pod-group` names the pod's PodGroup.
 //! - Gated: a non-empty `spec.schedulingGates` keeps the pod out of the queues.
 //! - Workload kind: the label `kant.io/workload`: `train`, `inference` or `dev`.
@@ -1112,7 +1113,11 @@ fn spread_constraint(
         (&constraint.match_label_keys, SelectorOp::In),
         (&None, SelectorOp::NotIn),
     ];
-    let selector = pod_selector(object, path, constraint.label_selector.as_ref(), keys, pod)?;
+    // kube-scheduler counts no pod for a selector without requirements (an empty
+    // `labelSelector` whose `matchLabelKeys` add none): the constraint then holds
+    // everywhere, as one selecting no pod does.
+    let selector = pod_selector(object, path, constraint.label_selector.as_ref(), keys, pod)?
+        .filter(|requirements| !requirements.is_empty());
     let converted = SpreadConstraint {
         pods: PodAffinityTerm {
             selector,
@@ -2431,6 +2436,29 @@ mod tests {
         assert_eq!(facts.pod_rules.affinity.len(), 1, "required terms are kept");
         assert!(facts.pod_rules.anti_affinity.is_empty());
         assert_eq!(facts.pod_rules.preferred_anti_affinity[0].weight, 30);
+    }
+
+    #[test]
+    fn an_empty_spread_selector_counts_no_pod_as_kube_schedulers() {
+        let spread = |selector: Value, keys: &[&str]| {
+            let facts = facts(json!({
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": selector, "matchLabelKeys": keys}]}
+            }));
+            facts.pod_rules.preferred_spread[0].pods.selector.clone()
+        };
+        assert_eq!(spread(json!({"matchLabels": {}}), &["absent"]), None);
+        assert_eq!(
+            spread(json!({}), &["app", "absent"]),
+            Some(vec![Requirement {
+                key: "app".into(),
+                op: SelectorOp::In,
+                values: vec!["web".into()],
+            }]),
+            "matchLabelKeys the pod has make it select"
+        );
     }
 
     #[test]
