@@ -22,6 +22,9 @@ pub struct GpuAggregate {
     pub free_nodes: u32,
     /// `free_histogram[k]`: nodes with exactly `k` free whole devices.
     pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// Bit `k` set: `free_histogram[k]` is above 0. Its readers skip the histogram's empty
+    /// top (it has room for nodes of 32 GPUs; most have 8) by it.
+    free_levels: u64,
     /// Milli-GPUs assigned.
     pub used_milli: u64,
     /// Of `used_milli`, what pods that share their node hold (pods holding less than every
@@ -32,6 +35,8 @@ pub struct GpuAggregate {
     /// `nvlink_histogram[k]`: nodes whose largest NVLink-connected set of free devices
     /// has exactly `k` devices.
     pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// Bit `k` set: `nvlink_histogram[k]` is above 0.
+    nvlink_levels: u64,
     /// `shared_room_histogram[k]`: nodes whose roomiest shared device (healthy and partly
     /// assigned) has `k` to `k + 1` steps of 100 milli-GPUs free; nodes without one are
     /// not counted.
@@ -48,10 +53,12 @@ impl Default for GpuAggregate {
             free_gpus: 0,
             free_nodes: 0,
             free_histogram: [0; MAX_GPUS_PER_NODE + 1],
+            free_levels: 0,
             used_milli: 0,
             sharing_milli: 0,
             fragmented_nodes: 0,
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
+            nvlink_levels: 0,
             shared_room_histogram: [0; SHARED_ROOM_STEPS],
             shared_room_milli: 0,
         }
@@ -70,8 +77,11 @@ impl GpuAggregate {
         step(&mut self.free_gpus, free);
         step(&mut self.free_nodes, u32::from(node.is_fully_free()));
         step(&mut self.free_histogram[free as usize], 1);
+        mark_level(&mut self.free_levels, &self.free_histogram, free);
         step(&mut self.fragmented_nodes, u32::from(node.is_fragmented()));
-        step(&mut self.nvlink_histogram[node.nvlink_island() as usize], 1);
+        let island = node.nvlink_island();
+        step(&mut self.nvlink_histogram[island as usize], 1);
+        mark_level(&mut self.nvlink_levels, &self.nvlink_histogram, island);
         let (roomiest, room) = node.shared_room();
         if roomiest > 0 {
             step(
@@ -88,16 +98,20 @@ impl GpuAggregate {
     /// How many pods of `per_pod` whole GPUs fit on free devices, each pod inside one node.
     #[inline]
     pub fn pods_that_fit(&self, per_pod: u32) -> u64 {
-        crate::model::pods_that_fit(&self.free_histogram, per_pod)
+        crate::model::pods_that_fit(self.free_histogram_to_top(), per_pod)
+    }
+
+    /// `free_histogram` up to its highest level with a node: the nodes with `k` free whole
+    /// devices or more are the sum from `k`.
+    #[inline]
+    pub fn free_histogram_to_top(&self) -> &[u32] {
+        &self.free_histogram[..=self.max_free_on_node() as usize]
     }
 
     /// The most free devices connected by NVLink on any one node.
     #[inline]
     pub fn max_nvlink_island(&self) -> u32 {
-        self.nvlink_histogram
-            .iter()
-            .rposition(|&n| n > 0)
-            .unwrap_or(0) as u32
+        top_level(self.nvlink_levels)
     }
 
     /// Whether some node has a shared device with room for a fraction of `milli`, judged
@@ -113,9 +127,20 @@ impl GpuAggregate {
     /// The most free whole devices on any one node.
     #[inline]
     pub fn max_free_on_node(&self) -> u32 {
-        self.free_histogram
-            .iter()
-            .rposition(|&n| n > 0)
-            .unwrap_or(0) as u32
+        top_level(self.free_levels)
     }
+}
+
+/// Sets or clears bit `level` of `levels` by whether `histogram[level]` is above 0.
+fn mark_level(levels: &mut u64, histogram: &[u32], level: u32) {
+    let bit = 1u64 << level;
+    match histogram[level as usize] {
+        0 => *levels &= !bit,
+        _ => *levels |= bit,
+    }
+}
+
+/// The highest level set (0 when none is).
+fn top_level(levels: u64) -> u32 {
+    63u32.saturating_sub(levels.leading_zeros())
 }

@@ -323,6 +323,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         .map(|p| p.gpus.total_milli())
         .sum();
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
+    let mut max_free = 0u32;
     let (mut shared_room, mut shared_room_milli) = ([0u32; aggregate::SHARED_ROOM_STEPS], 0u64);
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
@@ -340,6 +341,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             .count() as u32;
         let node_used: u64 = used[index].iter().map(|&m| u64::from(m)).sum();
         free_gpus += free;
+        max_free = max_free.max(free);
         free_nodes += u32::from(devices > 0 && free == devices as u32);
         used_milli += node_used;
         fragmented += u32::from(node_used > 0 && node_used < devices as u64 * 1000);
@@ -363,6 +365,9 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
     );
     assert_eq!(total.shared_room_histogram, shared_room);
     assert_eq!(total.shared_room_milli, shared_room_milli);
+    assert_eq!(total.max_free_on_node(), max_free);
+    let max_island = (state.nodes()).map(|(_, node)| node.nvlink_island()).max();
+    assert_eq!(total.max_nvlink_island(), max_island.unwrap_or(0));
 }
 
 /// A random cluster: 1 to 10 nodes of 0 to 16 GPUs, some under one of two leaves.

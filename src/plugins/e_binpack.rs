@@ -21,7 +21,7 @@ use crate::cache::GpuAggregate;
 use crate::framework::{
     CycleState, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score,
 };
-use crate::model::{GpuRequest, GroupId, MAX_GPUS_PER_NODE, MILLI_PER_GPU};
+use crate::model::{GpuRequest, GroupId, MILLI_PER_GPU};
 
 use super::utilization;
 
@@ -35,9 +35,8 @@ impl Plugin for EBinpack {
 
 /// Nodes of the aggregate that are partly used and have at least `k` free whole devices.
 fn partly_used_with_room(aggregate: &GpuAggregate, k: u32) -> u32 {
-    let with_room: u32 = aggregate.free_histogram[(k as usize).min(MAX_GPUS_PER_NODE)..]
-        .iter()
-        .sum();
+    let with_room: u32 = (aggregate.free_histogram_to_top().get(k as usize..))
+        .map_or(0, |levels| levels.iter().sum());
     with_room.saturating_sub(aggregate.free_nodes)
 }
 
