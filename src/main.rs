@@ -433,6 +433,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     if let Some(queueing) = args.queueing {
         main_profile.queueing = queueing;
     }
+    main_profile.name = run_name(main_name, args.placement, args.queueing);
     let baseline = match args.baseline.as_str() {
         "none" => None,
         name if name == main_name && args.placement.is_none() && args.queueing.is_none() => None,
@@ -565,6 +566,28 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     }
     warn_never_placed(&main_run);
     Ok(())
+}
+
+/// The name the main run is reported under: its profile's, with what `--placement` and
+/// `--queueing` replaced in it, so that it is not mistaken for the profile as configured
+/// (which may be the baseline run beside it).
+fn run_name(
+    profile: &str,
+    placement: Option<Placement>,
+    queueing: Option<QueueingPolicy>,
+) -> String {
+    let replaced: Vec<String> = [
+        ("placement", placement.and_then(|p| p.to_possible_value())),
+        ("queueing", queueing.and_then(|q| q.to_possible_value())),
+    ]
+    .into_iter()
+    .filter_map(|(flag, value)| Some(format!("{flag} {}", value?.get_name())))
+    .collect();
+    if replaced.is_empty() {
+        profile.to_owned()
+    } else {
+        format!("{profile} ({})", replaced.join(", "))
+    }
 }
 
 /// The jobs the main run never placed, with why, on standard error: the first few, and

@@ -288,6 +288,39 @@ fn jobs_never_placed_are_listed_with_why() {
     );
 }
 
+#[test]
+fn a_run_changed_by_placement_or_queueing_is_named_apart_from_its_baseline() {
+    let dir = temp_dir("run-names");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let trace = ["simulate", "--nodes", &nodes, "--jobs", &jobs];
+    let changed = [
+        "--profile",
+        "native",
+        "--baseline",
+        "native",
+        "--placement",
+        "e-binpack",
+        "--queueing",
+        "backfill",
+    ];
+    let output = kant(&[&trace[..], &changed, &["--format", "json"]].concat());
+    assert!(output.status.success());
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    assert_eq!(
+        report["profile"],
+        "native (placement e-binpack, queueing backfill)"
+    );
+    assert_eq!(report["baseline"]["profile"], "native");
+    let output = kant(&[&trace[..], &changed].concat());
+    assert!(output.status.success());
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains("profile native (placement e-binpack, queueing backfill)"),
+        "{table}"
+    );
+}
+
 fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
     let output = kant(args);
     let stderr = String::from_utf8_lossy(&output.stderr);
