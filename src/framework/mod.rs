@@ -12,8 +12,8 @@ mod usable;
 
 pub use cycle_state::CycleState;
 pub use plugin::{
-    Allocate, Bind, Filter, GroupFilter, GroupQuery, GroupScore, JobPlan, Landing, MAX_NODE_SCORE,
-    NodeView, Permit, Plugin, PodContext, PostFilter, PostFilterResult, PreFilter,
+    Allocate, Bind, Filter, GroupFilter, GroupQuery, GroupScore, JobNodes, JobPlan, Landing,
+    MAX_NODE_SCORE, NodeView, Permit, Plugin, PodContext, PostFilter, PostFilterResult, PreFilter,
     PreemptionContext, PreemptionKind, QueueSort, Reserve, RunningJob, Score,
 };
 pub use profile::{Profile, SearchMode, SearchOptions};

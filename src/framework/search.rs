@@ -20,7 +20,7 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodWidths, PoolId, Tier,
 };
 
-use super::plugin::{Filter, GroupQuery, JobPlan, NodeView, PodContext, Score};
+use super::plugin::{Filter, GroupQuery, JobNodes, JobPlan, NodeView, PodContext, Score};
 use super::usable::{ReachOf, UsableGpus};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
@@ -731,6 +731,8 @@ fn counts_hold(widths: &[u32], free: &mut NodeSizes, steps: &mut u64) -> Option<
 struct Attempt {
     state: ClusterState,
     plan: Vec<(PodKey, Placement)>,
+    /// The nodes of `plan`.
+    nodes: JobNodes,
     /// The order its pods are placed in when they differ: the most GPUs first, so that
     /// narrower pods fill what wider ones leave across the groups filled one after the
     /// other. Empty: pod order, the pods being alike.
@@ -748,6 +750,7 @@ impl Attempt {
         Self {
             state: snapshot.snapshot(),
             plan: Vec::new(),
+            nodes: JobNodes::default(),
             order,
         }
     }
@@ -838,7 +841,7 @@ impl Attempt {
             // every node (a launcher may go to any).
             *tries = 0;
             self.state = state;
-            self.plan.truncate(placed);
+            self.take_back_to(placed);
             return false;
         }
         if *tries == 0 {
@@ -868,7 +871,7 @@ impl Attempt {
                 {
                     return true;
                 }
-                self.plan.pop();
+                self.take_back_to(self.plan.len() - 1);
             }
             self.state = state;
             if *tries == 0 {
@@ -926,6 +929,7 @@ impl Attempt {
             index,
             request,
             placed: &self.plan,
+            placed_nodes: &self.nodes,
             alike_left: alike_left as u32,
         }
     }
@@ -939,8 +943,16 @@ impl Attempt {
         let fits = self.state.assume(key, placement).is_ok();
         if fits {
             self.plan.push((key, placement));
+            self.nodes.add(placement.node);
         }
         fits
+    }
+
+    /// Forgets the plan's pods past the first `placed` (the state is restored apart).
+    fn take_back_to(&mut self, placed: usize) {
+        for (_, placement) in self.plan.drain(placed..) {
+            self.nodes.remove(placement.node);
+        }
     }
 }
 
@@ -1137,6 +1149,7 @@ pub fn diagnose(
         index: 0,
         request,
         placed: &[],
+        placed_nodes: &JobNodes::default(),
         alike_left: 1,
     };
     let pools = pools_for(job, snapshot);

@@ -16,7 +16,7 @@ use crate::model::{
     Tier,
 };
 
-use super::plugin::{Filter, NodeView, PodContext};
+use super::plugin::{Filter, JobNodes, NodeView, PodContext};
 use super::search::{node_sizes, some_domain_could_hold, tightest_possible_tier};
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
@@ -351,6 +351,7 @@ fn usable_nodes(
                     index: *index,
                     request: &job.pods[*index as usize],
                     placed: &[],
+                    placed_nodes: &JobNodes::default(),
                     alike_left: 1,
                 };
                 let status = judges

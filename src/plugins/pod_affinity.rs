@@ -256,9 +256,7 @@ fn own_pod_nearby(
 ) -> bool {
     let key = &term.topology_key;
     labels.get(key).is_some_and(|value| {
-        pod.placed
-            .iter()
-            .any(|(_, p)| spec.node(p.node).labels.get(key) == Some(value))
+        (pod.placed_nodes.iter()).any(|(node, _)| spec.node(node).labels.get(key) == Some(value))
     })
 }
 
@@ -292,7 +290,7 @@ fn satisfies_affinity(
         .is_none_or(|(key, value)| labels.get(key) == Some(value));
     counts_itself
         && in_gang_domain
-        && (pod.placed.is_empty() || own.affinity.iter().all(placed_nearby))
+        && (pod.placed_nodes.is_empty() || own.affinity.iter().all(placed_nearby))
 }
 
 /// For a gang drawn to itself with none of its kind placed: the domain of its first

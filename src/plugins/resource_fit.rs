@@ -190,9 +190,12 @@ fn extended_fit(
     let held_before = state
         .read::<HeldBefore>()
         .and_then(|h| h.0.extended_used(node.id));
-    let siblings_here: Vec<&NodeConstraints> = pod
-        .placed
-        .iter()
+    // The job's pods are looked for only on a node that has some.
+    let siblings = pod
+        .shares_node(node.id)
+        .then_some(pod.placed)
+        .unwrap_or_default();
+    let siblings_here: Vec<&NodeConstraints> = (siblings.iter())
         .filter(|(_, p)| p.node == node.id)
         .filter_map(|(key, _)| pod.job.constraints_of(key.pod))
         .collect();

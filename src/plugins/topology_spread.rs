@@ -134,13 +134,9 @@ impl Counted {
         if !self.selects_itself {
             return placed;
         }
-        for (_, p) in pod
-            .placed
-            .iter()
-            .filter(|(_, p)| self.counted_on[p.node.index()])
-        {
-            if let Some(domain) = spec.node(p.node).labels.get(&self.key) {
-                *placed.entry(domain.as_str()).or_default() += 1;
+        for (node, pods) in (pod.placed_nodes.iter()).filter(|&(n, _)| self.counted_on[n.index()]) {
+            if let Some(domain) = spec.node(node).labels.get(&self.key) {
+                *placed.entry(domain.as_str()).or_default() += pods;
             }
         }
         placed
