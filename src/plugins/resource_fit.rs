@@ -191,10 +191,11 @@ fn extended_fit(
         .read::<HeldBefore>()
         .and_then(|h| h.0.extended_used(node.id));
     // The job's pods are looked for only on a node that has some.
-    let siblings = pod
-        .shares_node(node.id)
-        .then_some(pod.placed)
-        .unwrap_or_default();
+    let siblings = if pod.shares_node(node.id) {
+        pod.placed
+    } else {
+        &[]
+    };
     let siblings_here: Vec<&NodeConstraints> = (siblings.iter())
         .filter(|(_, p)| p.node == node.id)
         .filter_map(|(key, _)| pod.job.constraints_of(key.pod))
