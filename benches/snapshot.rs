@@ -4,7 +4,7 @@
 //! The state: 12,500 nodes of 8 GPUs (`common`'s cluster), every node running four 1-GPU
 //! pods on devices 0-3, i.e. 50,000 placements, 50% of the GPUs. The change: one more 1-GPU
 //! pod (device 4) on each of 125 nodes (1%), nodes 0, 100, 200, ... so that every change
-//! falls in a different search group and a different chunk of the node vector.
+//! falls in a different search group and a different leaf of the node array.
 //!
 //! - `persistent`: `ClusterState::snapshot()` (an O(1) clone sharing structure), then
 //!   `assume` of the 125 pods, which copies the touched paths and moves the node's group,

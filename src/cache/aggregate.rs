@@ -6,7 +6,7 @@ use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli};
 use super::NodeState;
 
 /// Steps of [`GpuAggregate::shared_room_histogram`]: 10, of 100 milli-GPUs each (few, as
-/// every group's aggregate carries them and is copied with its chunk on each change).
+/// every group's aggregate carries them and is copied with its leaf on each change).
 pub(super) const SHARED_ROOM_STEPS: usize = 10;
 pub(super) const SHARED_ROOM_STEP: Milli = MILLI_PER_GPU / SHARED_ROOM_STEPS as Milli;
 

@@ -1,7 +1,7 @@
 //! The changing part of one node: milli-GPUs in use per device (and how much of it pods
 //! that share the node hold), device health, CPU, memory and ephemeral storage in use,
-//! and its pods. Fixed-size and `Copy`, so the persistent vector that holds it copies a
-//! chunk with plain memory moves.
+//! and its pods. Fixed-size and `Copy`, so the persistent array that holds it copies a
+//! leaf with plain memory moves.
 
 use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli, NodeSpec};
 

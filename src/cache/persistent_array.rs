@@ -7,9 +7,9 @@
 //! the tree has a fixed shape: leaves of a power of two of elements, sized by the element
 //! so that a copied leaf is about [`LEAF_BYTES`]; branches of a power of two of leaves,
 //! chosen so that a branch and the root have about as many entries, which is what a change
-//! copies besides its leaf. A general persistent vector (`imbl::Vector`) also grows and
-//! splits, and pays for it on every read and every copy: replacing it here cut the
-//! instructions of the decision-throughput fill, as measured in the README.
+//! copies besides its leaf. A general persistent vector (`imbl::Vector`, used here before)
+//! also grows and splits, and pays for it on every read and every copy: see the README's
+//! benchmark (a) for what replacing it saved.
 
 use std::fmt;
 use std::ops::{Index, IndexMut, Range};
