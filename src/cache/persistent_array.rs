@@ -18,9 +18,14 @@ use std::sync::Arc;
 /// About how many bytes a leaf holds: what a change to one element copies of it.
 const LEAF_BYTES: usize = 2048;
 
+/// A run of consecutive elements, shared until changed.
+type Leaf<T> = Arc<[T]>;
+/// A run of consecutive leaves, shared until one of them is changed.
+type Branch<T> = Arc<[Leaf<T>]>;
+
 #[derive(Clone)]
 pub struct PersistentArray<T> {
-    root: Arc<[Arc<[Arc<[T]>]>]>,
+    root: Arc<[Branch<T>]>,
     len: usize,
     /// Leaves per branch: `1 << branch_shift`.
     branch_shift: u32,
@@ -101,11 +106,10 @@ impl<T: Clone> FromIterator<T> for PersistentArray<T> {
         let elements: Vec<T> = elements.into_iter().collect();
         let len = elements.len();
         let per_leaf = 1 << Self::LEAF_SHIFT;
-        let leaves: Vec<Arc<[T]>> = elements.chunks(per_leaf).map(Arc::from).collect();
+        let leaves: Vec<Leaf<T>> = elements.chunks(per_leaf).map(Arc::from).collect();
         // As many leaves per branch as branches, about: a change copies one of each.
         let branch_shift = leaves.len().isqrt().max(1).next_power_of_two().ilog2();
-        let root: Arc<[Arc<[Arc<[T]>]>]> =
-            leaves.chunks(1 << branch_shift).map(Arc::from).collect();
+        let root: Arc<[Branch<T>]> = leaves.chunks(1 << branch_shift).map(Arc::from).collect();
         Self {
             root,
             len,
