@@ -939,11 +939,13 @@ fn check_devices_and_aggregates(state: &ClusterState, rows: &[Row], step: &str) 
             aggregate.free_gpus += free;
             aggregate.free_nodes += u32::from(devices > 0 && free == devices as u32);
             aggregate.free_histogram[free as usize] += 1;
+            aggregate.free_levels |= 1 << free;
             aggregate.used_milli += node_used;
             aggregate.sharing_milli += sharing[n];
             aggregate.fragmented_nodes +=
                 u32::from(node_used > 0 && node_used < devices as u64 * 1000);
             aggregate.nvlink_histogram[island as usize] += 1;
+            aggregate.nvlink_levels |= 1 << island;
             if roomiest > 0 {
                 aggregate.shared_room_histogram[(roomiest / 100) as usize] += 1;
             }

@@ -24,7 +24,7 @@ pub struct GpuAggregate {
     pub free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// Bit `k` set: `free_histogram[k]` is above 0. Its readers skip the histogram's empty
     /// top (it has room for nodes of 32 GPUs; most have 8) by it.
-    free_levels: u64,
+    pub free_levels: u64,
     /// Milli-GPUs assigned.
     pub used_milli: u64,
     /// Of `used_milli`, what pods that share their node hold (pods holding less than every
@@ -36,7 +36,7 @@ pub struct GpuAggregate {
     /// has exactly `k` devices.
     pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// Bit `k` set: `nvlink_histogram[k]` is above 0.
-    nvlink_levels: u64,
+    pub nvlink_levels: u64,
     /// `shared_room_histogram[k]`: nodes whose roomiest shared device (healthy and partly
     /// assigned) has `k` to `k + 1` steps of 100 milli-GPUs free; nodes without one are
     /// not counted.

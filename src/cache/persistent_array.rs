@@ -33,14 +33,10 @@ pub struct PersistentArray<T> {
 
 impl<T: Clone> PersistentArray<T> {
     /// Elements per leaf: `1 << LEAF_SHIFT`, the most that fit [`LEAF_BYTES`] (at least one).
-    const LEAF_SHIFT: u32 = {
-        let per_leaf = LEAF_BYTES
-            / if size_of::<T>() == 0 {
-                1
-            } else {
-                size_of::<T>()
-            };
-        if per_leaf <= 1 { 0 } else { per_leaf.ilog2() }
+    const LEAF_SHIFT: u32 = match LEAF_BYTES.checked_div(size_of::<T>()) {
+        Some(0 | 1) => 0,
+        Some(per_leaf) => per_leaf.ilog2(),
+        None => LEAF_BYTES.ilog2(),
     };
     const LEAF_MASK: usize = (1 << Self::LEAF_SHIFT) - 1;
 
