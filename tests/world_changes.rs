@@ -15,7 +15,7 @@ const RUNNING: Adopted = Adopted::Running { preemptible: true };
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, ExtendedResources, GpuRequest, JobId, LinkProfile,
     NodeConstraints, NodeRow, PoolId, Requirement, SelectorOp, SelectorTerm, Taint, TaintEffect,
-    TenantId, Toleration,
+    TenantId, Toleration, UNSCHEDULABLE_TAINT,
 };
 use kant::queue::{TenantConfig, TenantMode, Tenants};
 
@@ -341,6 +341,49 @@ fn selectors_affinity_and_taints_decide_the_node() {
     ));
     assert_eq!(placed_jobs(&s.schedule(1)), [JobId(4)]);
     assert_eq!(node_of(&s, 4), "tainted");
+}
+
+/// A cordoned node refuses a pod in kube-scheduler's `NodeUnschedulable` words, whatever
+/// other taint it has, and takes one that tolerates the cordon (as a DaemonSet's pods do).
+#[test]
+fn a_cordoned_node_is_unschedulable_in_kube_schedulers_words() {
+    let taint = |key: &str| Taint {
+        key: key.into(),
+        value: String::new(),
+        effect: TaintEffect::NoSchedule,
+    };
+    let spec = spec_of(
+        vec![
+            labelled(
+                "cordoned",
+                &[],
+                vec![taint("a"), taint(UNSCHEDULABLE_TAINT)],
+            ),
+            labelled("tainted", &[], vec![taint("a")]),
+        ],
+        &[],
+    );
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(1, 1, whole(8), 0, 1));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    assert_eq!(
+        s.diagnose(JobId(1), 0).unwrap().message(),
+        "0/2 nodes are available: 1 node(s) had untolerated taint {a: }, \
+         1 node(s) were unschedulable."
+    );
+    s.withdraw(JobId(1));
+    let mut tolerant = job(2, 1, whole(8), 0, 2);
+    tolerant.set_constraints(NodeConstraints {
+        tolerations: vec![Toleration {
+            key: None,
+            exists: true,
+            value: String::new(),
+            effect: None,
+        }],
+        ..NodeConstraints::default()
+    });
+    s.submit(tolerant);
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(2)]);
 }
 
 /// A gang's launcher that its workers' nodes cannot hold may go to any node, and is still

@@ -113,7 +113,8 @@ use crate::model::{
     ExtendedResources, GpuRequest, JobKind, Labels, LeafPath, LinkMatrix, LinkProfile,
     MAX_GPUS_PER_NODE, MILLI_PER_GPU, Namespaces, NodeConstraints, NodeRow, PodAffinityTerm,
     PodIdentity, PodRequest, PodRules, Requirement, SelectorOp, SelectorTerm, SpreadConstraint,
-    Taint, TaintEffect, Toleration, TopologyNeed, Weighted, bits, node_device_mask,
+    Taint, TaintEffect, Toleration, TopologyNeed, UNSCHEDULABLE_TAINT, Weighted, bits,
+    node_device_mask,
 };
 
 /// The extended resource of whole NVIDIA GPUs.
@@ -146,8 +147,6 @@ pub const SPINE_LABEL: &str = "kant.io/spine";
 pub const LEAF_LABEL: &str = "kant.io/leaf";
 /// Default node label of the scale-up (HBD) domain.
 pub const HBD_LABEL: &str = "kant.io/hbd";
-/// The taint Kubernetes puts on a cordoned (`spec.unschedulable`) node.
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 const CPU: &str = "cpu";
 const MEMORY: &str = "memory";
@@ -1646,11 +1645,7 @@ fn taints(object: &str, node: &Node) -> Result<Vec<Taint>, ConvertError> {
         });
     }
     let cordoned = spec.and_then(|s| s.unschedulable).unwrap_or(false);
-    if cordoned
-        && !taints
-            .iter()
-            .any(|t| t.key == UNSCHEDULABLE_TAINT && t.effect == TaintEffect::NoSchedule)
-    {
+    if cordoned && !taints.iter().any(Taint::is_cordon) {
         taints.push(Taint {
             key: UNSCHEDULABLE_TAINT.to_owned(),
             value: String::new(),

@@ -45,6 +45,16 @@ pub struct Taint {
     pub effect: TaintEffect,
 }
 
+/// The taint Kubernetes puts on a cordoned (`spec.unschedulable`) node.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+impl Taint {
+    /// A cordoned node's taint (`node.kubernetes.io/unschedulable:NoSchedule`).
+    pub fn is_cordon(&self) -> bool {
+        self.key == UNSCHEDULABLE_TAINT && self.effect == TaintEffect::NoSchedule
+    }
+}
+
 /// A toleration: `key` `None` with `Exists` tolerates every taint; `effect` `None` matches
 /// every effect.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -2,7 +2,9 @@
 //! away the pods that do not tolerate them (each pod by its own tolerations), and its
 //! `PreferNoSchedule` taints rank it below the nodes with fewer such taints the pod does
 //! not tolerate, as kube-scheduler's `TaintToleration` plugin decides and scores. A job
-//! whose pools have no taint it minds is not asked per node.
+//! whose pools have no taint it minds is not asked per node. A cordoned node (its
+//! `node.kubernetes.io/unschedulable` taint) is refused with kube-scheduler's
+//! `NodeUnschedulable` reason.
 
 use crate::framework::{
     CycleState, Filter, MAX_NODE_SCORE, NodeView, Plugin, PodContext, Score, Status,
@@ -43,6 +45,16 @@ fn some_pod_minds(
     }
 }
 
+/// kube-scheduler's reason for a cordoned node, which its `NodeUnschedulable` plugin
+/// gives before `TaintToleration` is asked.
+const CORDONED: &str = "node(s) were unschedulable";
+
+/// Whether the node is cordoned and the pod does not tolerate it.
+fn cordoned_for(tolerations: &[Toleration], taints: &[Taint]) -> bool {
+    (taints.iter())
+        .any(|taint| taint.is_cordon() && !tolerations.iter().any(|t| t.tolerates(taint)))
+}
+
 fn tolerations<'a>(pod: &PodContext<'a>) -> &'a [Toleration] {
     pod.job
         .constraints_of(pod.index)
@@ -68,7 +80,10 @@ impl Filter for TaintToleration {
         if node.spec.taints.is_empty() {
             return Status::SUCCESS;
         }
-        match untolerated(tolerations(pod), &node.spec.taints) {
+        let tolerations = tolerations(pod);
+        let taints = &node.spec.taints;
+        match untolerated(tolerations, taints) {
+            Some(_) if cordoned_for(tolerations, taints) => Status::unresolvable(CORDONED),
             Some(taint) => Status::unresolvable(format!(
                 "node(s) had untolerated taint {{{}: {}}}",
                 taint.key, taint.value

@@ -449,40 +449,65 @@ impl<'a> Source<'a> {
             .from_reader(&self.text[..])
     }
 
-    /// Reads the next record into `record`; `false` at the end of the file.
+    /// Reads the next record into `record`; `false` at the end of the file. A line of
+    /// nothing but spaces and tabs is skipped, as the reader skips an empty one.
     fn read_record(
         &self,
         csv: &mut csv::Reader<&[u8]>,
         record: &mut csv::StringRecord,
     ) -> Result<bool, TraceError> {
-        csv.read_record(record).map_err(|e| {
-            let mut error = self.csv_error(&e);
-            // A quote left open runs its row on over the lines after it, which then read as
-            // one field: the row's own line looks right.
-            let end = usize::try_from(csv.position().byte()).unwrap_or(usize::MAX);
-            let last_line = self.line_of_byte(end.saturating_sub(1));
-            if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
-                error.message.push_str(&format!(
-                    " (a quoted field runs on to line {last_line}: is a closing quote missing?)"
-                ));
+        loop {
+            match csv.read_record(record) {
+                Err(e) if self.is_blank_line(&e) => continue,
+                read => return read.map_err(|e| self.record_error(csv, &e)),
             }
-            error
-        })
+        }
     }
 
-    /// The 1-based line a record starts on, from its position (0 without one): past the
-    /// blank lines at its byte offset.
-    fn line(&self, position: Option<&csv::Position>) -> u64 {
-        let Some(position) = position else {
-            return 0;
+    /// Whether a short row is a line of spaces and tabs alone.
+    fn is_blank_line(&self, err: &csv::Error) -> bool {
+        let csv::ErrorKind::UnequalLengths {
+            pos: Some(pos),
+            len: 1,
+            ..
+        } = err.kind()
+        else {
+            return false;
         };
+        (self.text[self.record_start(pos)..].iter())
+            .take_while(|&&b| b != b'\n' && b != b'\r')
+            .all(|&b| b == b' ' || b == b'\t')
+    }
+
+    fn record_error(&self, csv: &csv::Reader<&[u8]>, e: &csv::Error) -> TraceError {
+        let mut error = self.csv_error(e);
+        // A quote left open runs its row on over the lines after it, which then read as
+        // one field: the row's own line looks right.
+        let end = usize::try_from(csv.position().byte()).unwrap_or(usize::MAX);
+        let last_line = self.line_of_byte(end.saturating_sub(1));
+        if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
+            error.message.push_str(&format!(
+                " (a quoted field runs on to line {last_line}: is a closing quote missing?)"
+            ));
+        }
+        error
+    }
+
+    /// The byte a record starts at, from its position: past the blank lines at its byte
+    /// offset.
+    fn record_start(&self, position: &csv::Position) -> usize {
         let offset =
             usize::try_from(position.byte()).map_or(self.text.len(), |b| b.min(self.text.len()));
         let blank = self.text[offset..]
             .iter()
             .take_while(|&&b| b == b'\n' || b == b'\r')
             .count();
-        self.line_of_byte(offset + blank)
+        offset + blank
+    }
+
+    /// The 1-based line a record starts on, from its position (0 without one).
+    fn line(&self, position: Option<&csv::Position>) -> u64 {
+        position.map_or(0, |p| self.line_of_byte(self.record_start(p)))
     }
 
     /// The 1-based line the byte at `offset` is on (a line break is on the line it ends).
@@ -498,7 +523,10 @@ impl<'a> Source<'a> {
         let message = match err.kind() {
             csv::ErrorKind::UnequalLengths {
                 expected_len, len, ..
-            } => format!("the row has {len} fields, the header has {expected_len}"),
+            } => format!(
+                "the row has {len} field{}, the header has {expected_len}",
+                if *len == 1 { "" } else { "s" }
+            ),
             csv::ErrorKind::Utf8 { err, .. } => {
                 format!("field number {} is not valid UTF-8", err.field() + 1)
             }
@@ -1427,7 +1455,26 @@ mod tests {
         assert_error(
             jobs(text).unwrap_err(),
             3,
-            &["1 fields", "runs on to line 5", "closing quote missing"],
+            &[
+                "row has 1 field,",
+                "runs on to line 5",
+                "closing quote missing",
+            ],
+        );
+    }
+
+    /// A line of spaces or tabs is blank, as an empty one is, wherever it is; a short row
+    /// with text is still refused on its own line.
+    #[test]
+    fn lines_of_spaces_are_blank_and_short_rows_are_named() {
+        let text = "  \na,,0,10,1,1,,,\n \t \nb,,0,10,1,1,,,\n   ";
+        let workload = jobs(text).expect("parse");
+        let names: Vec<&str> = workload.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_error(
+            jobs("a,,0,10,1,1,,,\n  \n c \n").unwrap_err(),
+            4,
+            &["the row has 1 field, the header has 9"],
         );
     }
 
