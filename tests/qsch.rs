@@ -565,6 +565,35 @@ fn an_owner_reclaims_on_its_pool_whatever_another_pool_of_its_job_allows() {
     }
 }
 
+/// Each victim is counted under its own reason: a job that takes back its tenant's lent
+/// quota from a borrower and evicts a job of its own tenant of lower priority makes one
+/// reclaim and one priority preemption (the tenant's own job borrowed nothing).
+#[test]
+fn each_victim_is_preempted_for_its_own_reason() {
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 0),
+    ];
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    s.submit(tjob(1, 2, 1, 4, 1, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
+    s.submit(tjob(2, 1, 1, 8, 1, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [
+            (ids(&[1]), JobId(2), PreemptionKind::QuotaReclaim),
+            (ids(&[0]), JobId(2), PreemptionKind::Priority),
+        ],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[2]));
+    check_accounting(&s);
+}
+
 #[test]
 fn no_reclaim_before_the_borrowers_minimum_runtime() {
     let mut s = borrowed_cluster();

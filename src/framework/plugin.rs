@@ -332,10 +332,10 @@ pub struct Landing {
 pub enum PostFilterResult {
     /// Nothing to do; the job waits.
     None,
-    /// Evict these whole jobs; the job then fits (checked on the state without them).
+    /// Evict these whole jobs, each for its own reason; the job then fits (checked on the
+    /// state without them).
     Preempt {
-        victims: Vec<JobId>,
-        kind: PreemptionKind,
+        victims: Vec<(JobId, PreemptionKind)>,
     },
     /// Nothing now, but victims become available at this time (their protection ends).
     RetryAt(u64),

@@ -37,7 +37,8 @@ pub enum Decision {
         plan: JobPlan,
         bound: bool,
     },
-    /// These jobs were evicted whole to make room for `by`; they are back in their queues
+    /// These jobs were evicted whole to make room for `by`, for `kind` (victims evicted for
+    /// different reasons come in one decision per reason); they are back in their queues
     /// (or, when victims are held until gone, terminating).
     Preempted {
         victims: Vec<JobId>,
@@ -1023,7 +1024,7 @@ impl Scheduler {
             };
             self.profile.post_filters.iter().find_map(|plugin| {
                 match plugin.post_filter(job, &context) {
-                    PostFilterResult::Preempt { victims, kind } => Some((victims, kind)),
+                    PostFilterResult::Preempt { victims } => Some(victims),
                     PostFilterResult::RetryAt(at) => {
                         retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
                         None
@@ -1032,10 +1033,10 @@ impl Scheduler {
                 }
             })
         };
-        let Some((victims, kind)) = proposal else {
+        let Some(victims) = proposal else {
             return retry_at.map_or(Preempted::Nothing, Preempted::RetryAt);
         };
-        for &victim in &victims {
+        for &(victim, _) in &victims {
             let placements = if self.hold_victims {
                 self.placements_of(victim)
             } else {
@@ -1049,11 +1050,24 @@ impl Scheduler {
                 }
             }
         }
-        self.decisions.push(Decision::Preempted {
-            victims,
-            by: job.id,
-            kind,
-        });
+        // One decision per reason, so that each victim is counted under its own.
+        for kind in [
+            PreemptionKind::Backfill,
+            PreemptionKind::QuotaReclaim,
+            PreemptionKind::Priority,
+        ] {
+            let of_kind: Vec<JobId> = (victims.iter())
+                .filter(|&&(_, why)| why == kind)
+                .map(|&(victim, _)| victim)
+                .collect();
+            if !of_kind.is_empty() {
+                self.decisions.push(Decision::Preempted {
+                    victims: of_kind,
+                    by: job.id,
+                    kind,
+                });
+            }
+        }
         Preempted::Evicted
     }
 

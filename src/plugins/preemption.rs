@@ -24,7 +24,7 @@ use crate::framework::{
     Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
     pools_for,
 };
-use crate::model::{Job, JobId, MILLI_PER_GPU, PoolId};
+use crate::model::{Job, MILLI_PER_GPU, PoolId};
 use crate::queue::{TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor beyond the cheapest that could free
@@ -408,19 +408,8 @@ impl PostFilter for Preemption {
         if reclaimable_after(job, context, &chosen, landing.pool) {
             return nothing_now;
         }
-        // The strongest reason among the victims names the preemption.
-        let kind = chosen
-            .iter()
-            .map(|&(_, kind)| kind)
-            .max_by_key(|kind| match kind {
-                PreemptionKind::Backfill => 2,
-                PreemptionKind::QuotaReclaim => 1,
-                PreemptionKind::Priority => 0,
-            })
-            .unwrap_or(PreemptionKind::Priority);
         PostFilterResult::Preempt {
-            victims: chosen.iter().map(|(v, _)| v.job.id).collect::<Vec<JobId>>(),
-            kind,
+            victims: chosen.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
         }
     }
 }
