@@ -1062,6 +1062,47 @@ fn a_pod_naming_two_shards_models_is_placed_by_one() {
 }
 
 /// An A100 node of `gpus` GPUs: another shard's.
+/// A pod naming only a GPU model no node carries (a misspelt `nvidia.com/gpu.product`) is
+/// no shard's, and would wait without a word: the `--default-shard` replica tells it, once,
+/// naming the model; a pod of another shard's model is not told.
+#[test]
+fn a_pod_of_a_gpu_model_no_node_carries_is_told_by_the_default_shard() {
+    let naming = |name: &str, model: &str| {
+        let selector = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": model}}});
+        pod(name, 1, selector)
+    };
+    let told = |out: &[Output]| -> Vec<(String, String)> {
+        (out.iter())
+            .filter_map(|o| match o {
+                Output::Event {
+                    target,
+                    reason: "FailedScheduling",
+                    message,
+                    ..
+                } => Some((target.name.clone(), message.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let nodes = [node("h1", 8), a100_node("a1", 8)];
+    let default_h100 = WorldOptions {
+        default_shard: true,
+        ..h100_shard()
+    };
+    let mut w = sync(world_with(&plain(), default_h100), &nodes, &[]);
+    apply_pod(&mut w, &naming("typo", "H100-TYPO"), T0);
+    apply_pod(&mut w, &naming("other", "A100"), T0);
+    let out = run_until(&mut w, T0, T0 + 60_000);
+    let told = told(&out);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].0, "typo");
+    assert!(told[0].1.contains("H100-TYPO"), "{}", told[0].1);
+    // Without --default-shard, the pod is left to the replica that has it.
+    let mut w = sync(world_with(&plain(), h100_shard()), &nodes, &[]);
+    apply_pod(&mut w, &naming("typo", "H100-TYPO"), T0);
+    assert!(run_until(&mut w, T0, T0 + 60_000).is_empty());
+}
+
 fn a100_node(name: &str, gpus: u32) -> k8s_openapi::api::core::v1::Node {
     let labels = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
     node_with(name, gpus, labels)

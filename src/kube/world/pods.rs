@@ -33,7 +33,8 @@ use crate::model::{
 use crate::queue::DEFAULT_TENANT;
 
 use super::super::convert::{
-    ConvertError, PodFacts, QUEUE_LABEL, bound_devices, bound_request, label_value, pod_facts,
+    ConvertError, GPU_PRODUCT_LABEL, PodFacts, QUEUE_LABEL, bound_devices, bound_request,
+    label_value, pod_facts,
 };
 use super::super::crd::POD_GROUP_LABEL;
 use super::outcomes::VICTIM_PATIENCE_MS;
@@ -363,6 +364,8 @@ pub(super) struct Pods {
     /// PodGroup members told that another member's GPU models or Queue are applied to
     /// them: the reasons told, by uid.
     told_differing: BTreeMap<String, BTreeSet<&'static str>>,
+    /// Pods told that no node carries the GPU models they name.
+    told_uncarried: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
     next_job: u32,
@@ -920,6 +923,7 @@ impl World {
         pods.held.remove(uid);
         pods.warned.remove(uid);
         pods.told_differing.remove(uid);
+        pods.told_uncarried.remove(uid);
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
@@ -995,17 +999,23 @@ impl World {
     /// GPUs says (the member whose GPU models its job takes), so that a member naming no
     /// GPU model (a launcher) follows its gang.
     pub(super) fn gang_in_shard(&self, group: &GroupKey) -> bool {
-        let Some(members) = self.pods.members.get(group) else {
-            return false;
-        };
-        members
+        self.gang_template(group)
+            .is_some_and(|facts| self.in_shard(facts))
+    }
+
+    /// The facts of a PodGroup's member asking for the most GPUs, whose GPU models its
+    /// job takes.
+    fn gang_template(&self, group: &GroupKey) -> Option<&PodFacts> {
+        self.pods
+            .members
+            .get(group)?
             .iter()
             .filter_map(|uid| {
                 let entry = self.pods.entries.get(uid)?;
                 Some((entry.facts.as_ref()?, &entry.target))
             })
             .max_by_key(|(facts, pod)| template_rank(&facts.request, pod))
-            .is_some_and(|(facts, _)| self.in_shard(facts))
+            .map(|(facts, _)| facts)
     }
 
     /// A GPU model came to be carried by some node, or stopped being: a pod naming several
@@ -1028,6 +1038,32 @@ impl World {
         for job in queued {
             self.withdraw_and_dissolve(job, now_ms);
         }
+    }
+
+    /// A pod left to other shards whose job names only GPU models (`models`) that no node
+    /// carries (a misspelt `nvidia.com/gpu.product`, say) may be no shard's at all, and
+    /// would wait without a word: the `--default-shard` replica tells it, once.
+    fn tell_uncarried(&mut self, uid: &str, models: &[String]) {
+        let uncarried = !models.is_empty() && !models.iter().any(|m| self.nodes.carries(m));
+        if !self.options.default_shard || !uncarried || !self.pods.told_uncarried.insert(uid.into())
+        {
+            return;
+        }
+        let Some(entry) = self.pods.entries.get(uid) else {
+            return;
+        };
+        let message = format!(
+            "no node carries the GPU models it names ({GPU_PRODUCT_LABEL}: {}), and none of \
+             them is this shard's; it waits for a node of one of them and its shard",
+            models.join(", ")
+        );
+        tracing::warn!("pod {}: {message}", entry.target);
+        self.outputs.push(Output::Event {
+            target: entry.target.clone(),
+            warning: true,
+            reason: "FailedScheduling",
+            message,
+        });
     }
 
     /// Whether the pod is this replica's. A pod naming several GPU models is the shard's
@@ -1077,20 +1113,20 @@ impl World {
                     ),
                 });
             }
-            match &entry.group {
-                Some(group)
-                    if !*gangs_in_shard
-                        .entry(group.clone())
-                        .or_insert_with(|| self.gang_in_shard(group)) =>
-                {
-                    self.set_state(&uid, PodState::OtherShard);
-                    continue;
-                }
-                None if !self.in_shard(&facts) => {
-                    self.set_state(&uid, PodState::OtherShard);
-                    continue;
-                }
-                _ => {}
+            let other_shards = match &entry.group {
+                Some(group) => !*gangs_in_shard
+                    .entry(group.clone())
+                    .or_insert_with(|| self.gang_in_shard(group)),
+                None => !self.in_shard(&facts),
+            };
+            if other_shards {
+                let models = match &entry.group {
+                    Some(group) => self.gang_template(group).map(|t| t.gpu_models.clone()),
+                    None => Some(facts.gpu_models.clone()),
+                };
+                self.tell_uncarried(&uid, &models.unwrap_or_default());
+                self.set_state(&uid, PodState::OtherShard);
+                continue;
             }
             if let Err(hold) = self.eligibility(&facts) {
                 if matches!(hold, Hold::UnknownQueue(_)) {
