@@ -1103,6 +1103,44 @@ fn backfill_counts_the_room_already_free() {
     assert_eq!(placed_jobs(&decisions), ids(&[2]));
 }
 
+/// Past the threshold, a job backfilled after the head blocked is evicted before any
+/// other, even beside one of lower priority that was not backfilled (it was submitted
+/// before the head) and whose protection ends at the same moment: either would make room.
+#[test]
+fn backfilled_jobs_are_evicted_before_any_others() {
+    let spec = cluster(3, 8, 3, LinkProfile::NvlinkAll);
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, spec);
+    for id in [10, 12, 13] {
+        s.submit(job(id, 1, whole(8), 1, 0));
+    }
+    s.submit(job(0, 1, whole(8), 0, 0)); // low priority: waits for a node
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(job(2, 2, whole(8), 1, 60)); // the head: two nodes
+    assert!(s.schedule(MINUTE).is_empty());
+    s.submit(job(3, 1, whole(8), 1, 120));
+    assert!(s.schedule(2 * MINUTE).is_empty());
+    s.finish(JobId(10));
+    assert_eq!(
+        placed_jobs(&s.schedule(5 * MINUTE)),
+        ids(&[3]),
+        "backfilled"
+    );
+    // Job 0 starts when its protection will end at the head's deadline.
+    let deadline = MINUTE + BACKFILL_THRESHOLD;
+    s.finish(JobId(13));
+    assert_eq!(placed_jobs(&s.schedule(deadline - MIN_RUNTIME)), ids(&[0]));
+    s.finish(JobId(12));
+    let decisions = s.schedule(deadline);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3]), JobId(2), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[2]));
+    assert!(is_running(&s, 0), "not backfilled: spared");
+}
+
 /// Two tenants' heads blocked past the threshold: the younger one, placed first in its
 /// turn, was not backfilled past the older one, which therefore may not evict it (heads
 /// evicting each other was a cascade).
