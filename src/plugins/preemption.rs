@@ -8,11 +8,12 @@
 //! - Priority: jobs of strictly lower priority.
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
-//! runtime ago (so preemption cannot cascade), taken backfilled jobs (for a backfill head)
-//! before any others, then lowest priority first, then least GPU-time lost, then most
-//! recently started, until the job fits on the state without them; then any victim whose removal is not needed is spared. Nothing is proposed unless
-//! the job was checked to fit, within its quota. Nothing is proposed either when that set
-//! would leave the preemptor's tenant borrowing more on a pool where another shared tenant
+//! runtime ago (so preemption cannot cascade). For a backfill head, the jobs backfilled
+//! past it are taken before any others; then lowest priority first, then least GPU-time
+//! lost, then most recently started, until the job fits on the state without them; then
+//! any victim whose removal is not needed is spared. Nothing is proposed unless the job
+//! was checked to fit, within its quota. Nothing is proposed either when that set would
+//! leave the preemptor's tenant borrowing more on a pool where another shared tenant
 //! is below its quota: that owner could reclaim the job as soon as its minimum runtime
 //! ends, and the evictions would cycle (a borrowing head evicts its way in, is reclaimed,
 //! evicts again). The job then waits for room as any other. Where that rule refuses every
@@ -285,12 +286,11 @@ impl PostFilter for Preemption {
             let held: u64 = victim.pools.iter().map(|(_, milli)| milli).sum();
             u128::from(held) * u128::from(context.now_ms.saturating_sub(victim.started_ms))
         };
-        // Jobs backfilled past a head go before any others (issue 3); then the minimal
-        // order.
-        let backfilled = |kind: &PreemptionKind| *kind != PreemptionKind::Backfill;
+        // Jobs backfilled past the head go before any others; then the minimal order.
+        let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
         candidates.sort_by(|(a, a_kind), (b, b_kind)| {
-            backfilled(a_kind)
-                .cmp(&backfilled(b_kind))
+            backfilled(b_kind)
+                .cmp(&backfilled(a_kind))
                 .then(a.job.priority.cmp(&b.job.priority))
                 .then(lost(a).cmp(&lost(b)))
                 .then(b.started_ms.cmp(&a.started_ms))
