@@ -1397,3 +1397,73 @@ fn a_gang_member_of_another_queue_is_told_whose_queue_is_charged() {
     assert_eq!(told[0].0, "w1");
     assert!(told[0].1.contains("Queue of ml/w0"), "{}", told[0].1);
 }
+
+/// A kubelet restarting before its device plugin registers again lists no GPU on its node
+/// for a moment. A binding in flight there keeps its devices meanwhile, on every replica
+/// (the node's GPU model is unknown while it lists none): dropped, they were given to the
+/// next pod, and the first binding landed on the same GPUs.
+#[test]
+fn a_binding_in_flight_keeps_its_devices_across_its_nodes_capacity_blip() {
+    for options in [WorldOptions::default(), h100_shard()] {
+        let mut world = sync(world_with(&plain(), options), &[node("n1", 8)], &[]);
+        let h100 = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}});
+        let first = pod("first", 8, h100.clone());
+        apply_pod(&mut world, &first, T0);
+        world.round(T0);
+        let sent = binds(&world.take_outputs());
+        assert_eq!(sent.len(), 1);
+        apply_node(&mut world, &node("n1", 0), T0 + 10);
+        world.round(T0 + 10);
+        world.take_outputs();
+        apply_node(&mut world, &node("n1", 8), T0 + 20);
+        apply_pod(&mut world, &pod("second", 4, h100), T0 + 20);
+        let out = run_until(&mut world, T0 + 20, T0 + 30_000);
+        assert!(
+            binds(&out).is_empty(),
+            "the first pod's devices were given again: {:?}",
+            bindings(&out)
+        );
+        // The first binding lands: the node is full, and stays so.
+        bind_ok(&mut world, &first, &sent[0], 5, T0 + 30_001);
+        let out = run_until(&mut world, T0 + 30_001, T0 + 60_000);
+        assert!(binds(&out).is_empty(), "{:?}", bindings(&out));
+        assert_eq!(free_gpus(&world), 0);
+    }
+}
+
+/// A node that comes to list fewer GPUs keeps the devices its pods hold beyond them, and
+/// offers what its listing leaves free; once those pods are gone it has what it lists.
+#[test]
+fn a_node_listing_fewer_gpus_keeps_those_its_pods_hold_until_they_go() {
+    let held = pod(
+        "held",
+        2,
+        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "6,7"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let mut world = synced_with(&plain(), &[node("n1", 8)], std::slice::from_ref(&held));
+    world.round(T0);
+    assert_eq!(free_gpus(&world), 6);
+    apply_node(&mut world, &node("n1", 6), T0 + 1_000);
+    world.round(T0 + 1_000);
+    let state = world.scheduler().state();
+    assert_eq!(
+        state
+            .spec()
+            .node(state.spec().node_id("n1").unwrap())
+            .gpus(),
+        8
+    );
+    assert_eq!(free_gpus(&world), 4, "six listed, two of them held");
+    delete_pod(&mut world, &held, T0 + 2_000);
+    world.round(T0 + 2_000);
+    let state = world.scheduler().state();
+    assert_eq!(
+        state
+            .spec()
+            .node(state.spec().node_id("n1").unwrap())
+            .gpus(),
+        6
+    );
+    assert_eq!(free_gpus(&world), 6);
+}

@@ -5,8 +5,9 @@
 //! I/O and never waits: the async driver (`kube::run`) feeds it and executes its outputs,
 //! and tests drive it directly.
 //!
-//! A round ([`World::round`]) applies what the events changed, in order: the cluster is
-//! rebuilt if a node changed in a way that matters, the tenants if a Queue changed, pods
+//! A round ([`World::round`]) applies what the events changed, in order: a node kept with
+//! GPU devices it no longer lists takes up its listing once no pod holds them, the cluster
+//! is rebuilt if a node changed in a way that matters, the tenants if a Queue changed, pods
 //! found bound are adopted, waiting pods form jobs and enter their queues, devices reported
 //! unhealthy are marked; then the scheduler runs and its decisions become bindings,
 //! evictions and status.
@@ -26,7 +27,7 @@ use kube::runtime::watcher;
 use crate::config::Config;
 use crate::framework::{Bind, JobPlan, Plugin, Profile, Scheduler, Status};
 use crate::metrics::live::LiveMetrics;
-use crate::model::{Job, JobId};
+use crate::model::{Job, JobId, node_device_mask};
 use crate::queue::Tenants;
 
 use super::convert::{NodeConverter, TopologyKeys};
@@ -335,10 +336,7 @@ impl World {
                 self.synced.nodes |= self.node_resync.synced();
                 if let Some(change) = change {
                     let left_other_shards = self.nodes.apply(change, &self.options);
-                    self.pods.nodes_left_other_shards(left_other_shards);
-                    if self.nodes.take_carried_changed() {
-                        self.shard_owners_changed(now_ms);
-                    }
+                    self.nodes_changed(left_other_shards, now_ms);
                 }
             }
             Input::PodGroup(event) => {
@@ -384,6 +382,7 @@ impl World {
         if !self.synced() {
             return;
         }
+        self.take_up_listed_nodes(now_ms);
         self.rebuild_cluster(now_ms);
         if std::mem::take(&mut self.tenants_dirty) {
             self.rebuild_tenants(now_ms);
@@ -405,6 +404,27 @@ impl World {
             .round(started.elapsed(), decisions.len() as u64);
         self.carry_out(decisions, now_ms);
         self.report(now_ms);
+    }
+
+    /// Follows what a change to the nodes did to the shards: pods waiting on nodes that
+    /// were another shard's, and the GPU models no node carried.
+    fn nodes_changed(&mut self, left_other_shards: Vec<String>, now_ms: u64) {
+        self.pods.nodes_left_other_shards(left_other_shards);
+        if self.nodes.take_carried_changed() {
+            self.shard_owners_changed(now_ms);
+        }
+    }
+
+    /// Nodes kept with GPU devices they no longer list take up their listing once no pod
+    /// holds one of those devices (see `nodes`).
+    fn take_up_listed_nodes(&mut self, now_ms: u64) {
+        let state = self.scheduler.state();
+        let holds_unlisted = |name: &str, listed: usize| {
+            (state.spec().node_id(name))
+                .is_some_and(|node| state.node(node).busy() & !node_device_mask(listed) != 0)
+        };
+        let left_other_shards = self.nodes.take_up_listed(&self.options, holds_unlisted);
+        self.nodes_changed(left_other_shards, now_ms);
     }
 
     /// Rebuilds the cluster spec if a node changed in a way that matters, or a new GPU

@@ -8,6 +8,12 @@
 //! lists gets that many more marked, chosen again every round: the highest-numbered
 //! devices no pod holds, then the highest-numbered held ones (they keep their pods). So
 //! the node offers what its allocatable leaves free, whichever devices the plugin means.
+//!
+//! A node that comes to list fewer GPU devices than before (a kubelet restarting before its
+//! device plugin registers again lists none for a moment) keeps the devices it no longer
+//! lists, as reported unhealthy, for as long as a pod holds one of them, bound or with its
+//! binding in flight: they take no new pod, and no pod on them loses its reservation. A
+//! reservation dropped there would be given again while its binding could still land.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -41,6 +47,9 @@ pub(super) struct Nodes {
     carried: HashMap<String, u32>,
     /// Whether a model came to be carried, or stopped being, since last asked.
     carried_changed: bool,
+    /// The nodes kept with devices they no longer list (see the module documentation),
+    /// with their facts as listed, taken up once no pod holds a device beyond them.
+    shrunk: HashMap<String, NodeFacts>,
     dirty: bool,
 }
 
@@ -53,6 +62,7 @@ impl Nodes {
             pool_of: HashMap::new(),
             carried: HashMap::new(),
             carried_changed: false,
+            shrunk: HashMap::new(),
             dirty: false,
         }
     }
@@ -64,6 +74,7 @@ impl Nodes {
         let (applied, gone) = change.split(name, self.known.keys().cloned());
         let mut left_other_shards = Vec::new();
         for key in gone {
+            self.shrunk.remove(&key);
             let entry = self.known.remove(&key);
             self.count_model(entry.as_ref(), -1);
             match entry {
@@ -73,48 +84,109 @@ impl Nodes {
             }
         }
         for node in applied {
+            let key = name(&node);
+            self.shrunk.remove(&key);
             let entry = match self.converter.node(&node) {
-                Ok(facts) if options.owns_model(facts.row.gpu_model.as_deref()) => {
-                    NodeEntry::Usable(Box::new(facts))
+                Ok(listed) => {
+                    let facts = self.keeping_unlisted_devices(&key, listed);
+                    self.entry_of(facts, options)
                 }
-                Ok(facts) => NodeEntry::OtherShard(facts.row.gpu_model),
                 Err(e) => NodeEntry::Invalid(e.to_string()),
             };
-            let key = name(&node);
-            let changed = match (self.known.get(&key), &entry) {
-                (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
-                (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
-                (Some(NodeEntry::OtherShard(old)), NodeEntry::OtherShard(new)) => old != new,
-                _ => true,
-            };
-            if !changed {
-                continue;
-            }
-            match &entry {
-                NodeEntry::Invalid(reason) => {
-                    tracing::warn!("{reason}; the node takes no new pod until it is fixed");
-                }
-                NodeEntry::Usable(facts) => {
-                    if let Some(problem) = &facts.problem {
-                        tracing::warn!(
-                            "{problem}; the node's GPUs take no new pod until it is fixed (the \
-                             pods it runs keep theirs)"
-                        );
-                    }
-                }
-                NodeEntry::OtherShard(_) => {}
-            }
-            let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
-            self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
-            let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard(_)));
-            if was_other_shards && !matches!(entry, NodeEntry::OtherShard(_)) {
-                left_other_shards.push(key.clone());
-            }
-            self.count_model(Some(&entry), 1);
-            let old = self.known.insert(key, entry);
-            self.count_model(old.as_ref(), -1);
+            self.settle(key, entry, &mut left_other_shards);
         }
         left_other_shards
+    }
+
+    /// Nodes kept with devices they no longer list go back to their facts as listed once
+    /// `holds_unlisted(node, listed GPUs)` says no pod holds a device beyond those; returns
+    /// the nodes that were another shard's and no longer are, as [`Nodes::apply`] does.
+    pub fn take_up_listed(
+        &mut self,
+        options: &WorldOptions,
+        holds_unlisted: impl Fn(&str, usize) -> bool,
+    ) -> Vec<String> {
+        let released: Vec<String> = (self.shrunk.iter())
+            .filter(|(name, listed)| !holds_unlisted(name, listed.row.gpus))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut left_other_shards = Vec::new();
+        for name in released {
+            if let Some(listed) = self.shrunk.remove(&name) {
+                let entry = self.entry_of(listed, options);
+                self.settle(name, entry, &mut left_other_shards);
+            }
+        }
+        left_other_shards
+    }
+
+    /// The node's facts as listed, or, where it lists fewer GPU devices than it is known
+    /// with, of the same GPU model or none, the known devices kept (see the module
+    /// documentation): the listing is then remembered in `shrunk`.
+    fn keeping_unlisted_devices(&mut self, name: &str, listed: NodeFacts) -> NodeFacts {
+        let Some(NodeEntry::Usable(known)) = self.known.get(name) else {
+            return listed;
+        };
+        let model = &known.row.gpu_model;
+        let same_model = listed.row.gpu_model.is_none() || listed.row.gpu_model == *model;
+        if listed.row.gpus >= known.row.gpus || model.is_none() || !same_model {
+            return listed;
+        }
+        let mut kept = listed.clone();
+        kept.row.gpus = known.row.gpus;
+        kept.row.gpu_model = model.clone();
+        kept.links = known.links.clone();
+        kept.nics = known.nics.clone();
+        // The devices no longer listed count among those reported unhealthy.
+        kept.unlisted_unhealthy += known.row.gpus - listed.row.gpus;
+        self.shrunk.insert(name.to_owned(), listed);
+        kept
+    }
+
+    /// What a node of these facts is to this replica.
+    fn entry_of(&self, facts: NodeFacts, options: &WorldOptions) -> NodeEntry {
+        if options.owns_model(facts.row.gpu_model.as_deref()) {
+            NodeEntry::Usable(Box::new(facts))
+        } else {
+            NodeEntry::OtherShard(facts.row.gpu_model)
+        }
+    }
+
+    /// Records what a node now is; adds it to `left_other_shards` when it was another
+    /// shard's and no longer is.
+    fn settle(&mut self, key: String, entry: NodeEntry, left_other_shards: &mut Vec<String>) {
+        let changed = match (self.known.get(&key), &entry) {
+            (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
+            (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
+            (Some(NodeEntry::OtherShard(old)), NodeEntry::OtherShard(new)) => old != new,
+            _ => true,
+        };
+        if !changed {
+            return;
+        }
+        match &entry {
+            NodeEntry::Invalid(reason) => {
+                tracing::warn!("{reason}; the node takes no new pod until it is fixed");
+            }
+            NodeEntry::Usable(facts) => {
+                if let Some(problem) = &facts.problem {
+                    tracing::warn!(
+                        "{problem}; the node's GPUs take no new pod until it is fixed (the \
+                         pods it runs keep theirs)"
+                    );
+                }
+            }
+            NodeEntry::OtherShard(_) => {}
+        }
+        let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
+        self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
+        let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard(_)));
+        if was_other_shards && !matches!(entry, NodeEntry::OtherShard(_)) {
+            left_other_shards.push(key.clone());
+        }
+        self.count_model(Some(&entry), 1);
+        let old = self.known.insert(key, entry);
+        self.count_model(old.as_ref(), -1);
     }
 
     /// Counts (`by` 1) or uncounts (`by` -1) a node's GPU model in `carried`.
