@@ -837,6 +837,50 @@ fn a_gangs_launcher_follows_its_workers_shard() {
     assert!(!told_a100, "another shard's pods are written to: {out:?}");
 }
 
+/// A shard's gang whose launcher may only go to CPU-only nodes (a node selector keeps it
+/// off the GPU nodes, as MPIJob users often ask) is placed by that shard: every replica
+/// uses CPU-only nodes, not only the `--default-shard` one.
+#[test]
+fn a_shards_gang_takes_its_launcher_to_a_cpu_only_node() {
+    let cpu_node = node_with(
+        "c1",
+        0,
+        json!({"metadata": {"labels": {"node-role": "cpu"}}}),
+    );
+    let nodes = [node("n1", 8), cpu_node];
+    let mut world = sync(world_with(&plain(), h100_shard()), &nodes, &[]);
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 2)))),
+        T0,
+    );
+    let on_cpu = json!({"spec": {"nodeSelector": {"node-role": "cpu"}}});
+    let on_h100 = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}});
+    apply_pod(&mut world, &member("launcher", 0, "mpi", on_cpu), T0);
+    apply_pod(&mut world, &member("worker", 8, "mpi", on_h100), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    let mut placed: Vec<(String, String)> = bindings(&out)
+        .into_iter()
+        .map(|(pod, node, _)| (pod, node))
+        .collect();
+    placed.sort();
+    assert_eq!(
+        placed,
+        [
+            ("launcher".into(), "c1".into()),
+            ("worker".into(), "n1".into())
+        ],
+        "{out:?}"
+    );
+    let events: Vec<&Output> = (out.iter())
+        .filter(|o| matches!(o, Output::Event { .. }))
+        .collect();
+    assert!(
+        events.is_empty(),
+        "a launcher accepting any GPU model is not overruled: {events:?}"
+    );
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

@@ -50,7 +50,8 @@ pub struct WorldOptions {
     pub shard: String,
     /// The GPU models (node pools) this replica schedules; empty: every model.
     pub shard_models: Vec<String>,
-    /// Whether this replica also takes pods that name no GPU model, and CPU-only nodes.
+    /// Whether this replica also takes pods that name no GPU model. (Every replica uses
+    /// CPU-only nodes, for the launchers of its gangs.)
     pub default_shard: bool,
     pub topology_keys: TopologyKeys,
     /// The shortest time between two explanations of why one job waits (each costs a
@@ -75,12 +76,9 @@ impl Default for WorldOptions {
 }
 
 impl WorldOptions {
-    /// Whether pods and nodes of `model` (`None`: no GPU model) belong to this replica.
-    fn owns_model(&self, model: Option<&str>) -> bool {
-        match model {
-            None => self.default_shard,
-            Some(m) => self.shard_models.is_empty() || self.shard_models.iter().any(|s| s == m),
-        }
+    /// Whether pods and nodes of GPU model `model` belong to this replica.
+    fn owns_model(&self, model: &str) -> bool {
+        self.shard_models.is_empty() || self.shard_models.iter().any(|s| s == model)
     }
 }
 

@@ -30,7 +30,7 @@ enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
     /// Of another shard's GPU model: this one.
-    OtherShard(Option<String>),
+    OtherShard(String),
     /// Its description is invalid: the reason, logged once.
     Invalid(String),
 }
@@ -143,12 +143,12 @@ impl Nodes {
         kept
     }
 
-    /// What a node of these facts is to this replica.
+    /// What a node of these facts is to this replica: a CPU-only node is every shard's,
+    /// for the launchers of its gangs (a node selector may keep them off GPU nodes).
     fn entry_of(&self, facts: NodeFacts, options: &WorldOptions) -> NodeEntry {
-        if options.owns_model(facts.row.gpu_model.as_deref()) {
-            NodeEntry::Usable(Box::new(facts))
-        } else {
-            NodeEntry::OtherShard(facts.row.gpu_model)
+        match facts.row.gpu_model {
+            Some(model) if !options.owns_model(&model) => NodeEntry::OtherShard(model),
+            _ => NodeEntry::Usable(Box::new(facts)),
         }
     }
 
@@ -193,7 +193,7 @@ impl Nodes {
     fn count_model(&mut self, entry: Option<&NodeEntry>, by: i32) {
         let model = match entry {
             Some(NodeEntry::Usable(facts)) => facts.row.gpu_model.as_ref(),
-            Some(NodeEntry::OtherShard(model)) => model.as_ref(),
+            Some(NodeEntry::OtherShard(model)) => Some(model),
             _ => None,
         };
         let Some(model) = model else {

@@ -1076,7 +1076,7 @@ impl World {
         let owner = (facts.gpu_models.iter())
             .find(|m| self.nodes.carries(m))
             .unwrap_or(first);
-        self.options.owns_model(Some(owner))
+        self.options.owns_model(owner)
     }
 
     /// Forms jobs of the waiting pods: a lone pod at once, a PodGroup's members once
@@ -1363,7 +1363,7 @@ impl World {
         let shard_models: Vec<&String> = template
             .gpu_models
             .iter()
-            .filter(|m| self.options.owns_model(Some(m)))
+            .filter(|m| self.options.owns_model(m))
             .collect();
         let pools: Option<Vec<PoolId>> = shard_models
             .into_iter()
@@ -1432,8 +1432,9 @@ impl World {
     ) {
         for (facts, _, pod) in members {
             let differences = [
+                // A member that accepts any model (a launcher, mostly) is not overruled.
                 (
-                    facts.gpu_models != template.gpu_models,
+                    !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models,
                     "GpuModelsDiffer",
                     "the GPU models they accept; kant places them all on the models",
                 ),

@@ -352,7 +352,7 @@ impl World {
                 let Some(model) = pool
                     .gpu_model
                     .as_ref()
-                    .filter(|m| self.options.owns_model(Some(m)))
+                    .filter(|m| self.options.owns_model(m))
                 else {
                     continue;
                 };
