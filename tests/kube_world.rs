@@ -881,6 +881,55 @@ fn a_shards_gang_takes_its_launcher_to_a_cpu_only_node() {
     );
 }
 
+/// A pod of another shard on a CPU-only node (here the `--default-shard` replica's, naming
+/// no GPU model) holds what it holds there, but it is not this shard's: it is not among
+/// the running jobs this shard counts for its Queue.
+#[test]
+fn a_pod_of_another_shard_on_a_cpu_only_node_is_not_counted_as_this_shards_job() {
+    let cpu_node = node_with(
+        "c1",
+        0,
+        json!({"metadata": {"labels": {"node-role": "cpu"}}, "status": {"allocatable": {"cpu": "4"}}}),
+    );
+    let asking_cpu = |cpu: &str| json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": cpu}}}]}});
+    let mut web = asking_cpu("4");
+    merge(
+        &mut web,
+        json!({"metadata": {"labels": {"kant.io/queue": "team"}},
+               "spec": {"nodeName": "c1"}, "status": {"phase": "Running"}}),
+    );
+    let nodes = [node("n1", 8), cpu_node];
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &nodes,
+        &[pod("web", 0, web)],
+    );
+    world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 2)))),
+        T0,
+    );
+    let mut launcher = asking_cpu("1");
+    merge(
+        &mut launcher,
+        json!({"spec": {"nodeSelector": {"node-role": "cpu"}}}),
+    );
+    let on_h100 = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}});
+    apply_pod(&mut world, &member("launcher", 0, "mpi", launcher), T0);
+    apply_pod(&mut world, &member("worker", 8, "mpi", on_h100), T0);
+    let out = run_until(&mut world, T0, T0 + 10_000);
+    assert!(binds(&out).is_empty(), "c1 is full: {out:?}");
+    let running: Vec<Value> = (out.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { status, .. } => Some(serde_json::to_value(status).unwrap()),
+            _ => None,
+        })
+        .map(|status| status["shards"]["h100"]["running"].clone())
+        .collect();
+    assert!(!running.is_empty(), "{out:?}");
+    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

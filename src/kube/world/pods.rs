@@ -1550,7 +1550,12 @@ impl World {
                 (bound.pod_rules.is_some(), template_rank(request, target))
             })
             .map(|((bound, _), _)| bound);
-        let queue = template.and_then(|t| t.queue.clone());
+        // Pods of another shard (on a CPU-only node, which every shard uses) hold what they
+        // hold, but are that shard's to charge, count and preempt, as another scheduler's.
+        let other_shards = !self.bound_in_shard(uids, group.as_ref());
+        let queue = template
+            .and_then(|t| t.queue.clone())
+            .filter(|_| !other_shards);
         let started = members
             .iter()
             .map(|(b, _)| b.started_ms)
@@ -1575,7 +1580,7 @@ impl World {
             pod_rules: template.and_then(|t| t.pod_rules.clone()),
             may_preempt: true,
         };
-        let ours = members.iter().any(|(b, _)| b.ours);
+        let ours = !other_shards && members.iter().any(|(b, _)| b.ours);
         // Pods already on their way out (an earlier leader's victims, pods being deleted)
         // hold their devices until gone, charged to no tenant and no victim.
         let deleting =
@@ -1610,6 +1615,18 @@ impl World {
             tracing::warn!("{problem}");
         }
         true
+    }
+
+    /// Whether bound pods (a PodGroup's, or one alone) are this shard's. Pods of other
+    /// schedulers, and those whose facts cannot be read, count as this shard's: only
+    /// another shard's own pods are left to it.
+    fn bound_in_shard(&self, uids: &[String], group: Option<&GroupKey>) -> bool {
+        match group.and_then(|g| self.gang_template(g)) {
+            Some(template) => self.in_shard(template),
+            None => (uids.iter())
+                .filter_map(|uid| self.pods.entries.get(uid)?.facts.as_ref())
+                .all(|facts| self.in_shard(facts)),
+        }
     }
 
     /// A bound pod that could not be adopted. One whose resources cannot be read is left
