@@ -488,6 +488,46 @@ fn lease_holder(server: &ApiServer) -> Option<String> {
     lease.spec?.holder_identity
 }
 
+/// Two shards configured with a GPU model in common would both place pods on its nodes,
+/// each unaware of the other's bindings in flight: the leader of the second finds the
+/// first's Lease and says so on its metrics (and in its log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_finds_another_shard_scheduling_its_gpu_models() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let shard = |identity: &str, shard: &str, models: &[&str]| {
+        let mut options = replica(identity);
+        options.world.shard = shard.into();
+        options.world.shard_models = models.iter().map(|m| m.to_string()).collect();
+        options.world.default_shard = false;
+        options
+    };
+    let holder = |lease: &str| {
+        let lease =
+            server.get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), lease)?;
+        lease.spec?.holder_identity
+    };
+    let a = Kant::start_with(&server, shard("replica-a", "a", &["H100"])).await;
+    eventually("a leads", || holder("kant-scheduler-a").is_some()).await;
+    let b = Kant::start_with(&server, shard("replica-b", "b", &["A100", "H100"])).await;
+    eventually("b leads", || holder("kant-scheduler-b").is_some()).await;
+    let series = "kant_shard_overlap{lease=\"kant-scheduler-a\"} 1";
+    let started = std::time::Instant::now();
+    loop {
+        let metrics = http_get(b.serving.metrics, "/metrics").await;
+        if metrics.contains(series) {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "missing {series} in {metrics}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads() {
     let server = ApiServer::start().await;

@@ -354,7 +354,7 @@ fn rbac_is_least_privilege_and_explained() {
         Some("kube-system")
     );
     let lease_rules = lease_role.rules.expect("rules");
-    for verb in ["get", "create", "update"] {
+    for verb in ["get", "list", "create", "update"] {
         assert!(
             lease_rules
                 .iter()

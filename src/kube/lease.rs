@@ -8,14 +8,23 @@
 //!   clocks that differ between nodes cannot depose a leader.
 //! - A leader renews every [`RETRY_PERIOD`], and stands down once no renewal has landed
 //!   for [`RENEW_DEADLINE`]: before any other replica can see the Lease expire.
+//!
+//! The Lease also carries what its shard schedules ([`ShardClaim`], as annotations), so
+//! that a leader can find the leaders of other shards configured to schedule the same GPU
+//! models: each would place pods on the same nodes without seeing the other's bindings in
+//! flight.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{ListParams, PostParams};
+
+/// Every shard's Lease is named this and the shard's name.
+pub const LEASE_PREFIX: &str = "kant-scheduler-";
 
 /// How long a Lease whose record does not change is held.
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -38,21 +47,102 @@ pub enum Attempt {
     Failed(String),
 }
 
+/// How recently another shard's Lease must have been renewed, by this replica's clock, for
+/// its holder to count as leading (a loose bound: clocks between nodes differ a little).
+const CLAIM_FRESHNESS: SignedDuration = SignedDuration::from_secs(60);
+
+const SCHEDULER_NAME_ANNOTATION: &str = "kant.io/scheduler-name";
+const GPU_MODELS_ANNOTATION: &str = "kant.io/gpu-models";
+const DEFAULT_SHARD_ANNOTATION: &str = "kant.io/default-shard";
+
+/// What a shard schedules, as its Lease tells the other shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardClaim {
+    /// The `spec.schedulerName` of its pods: shards of different schedulers share nodes as
+    /// any two schedulers do.
+    pub scheduler_name: String,
+    /// Its GPU models; empty: every model.
+    pub gpu_models: Vec<String>,
+    /// It also takes the pods that name no GPU model.
+    pub default_shard: bool,
+}
+
+impl ShardClaim {
+    fn annotations(&self) -> BTreeMap<String, String> {
+        let models = match self.gpu_models.is_empty() {
+            true => "*".to_owned(),
+            false => self.gpu_models.join(","),
+        };
+        BTreeMap::from([
+            (
+                SCHEDULER_NAME_ANNOTATION.into(),
+                self.scheduler_name.clone(),
+            ),
+            (GPU_MODELS_ANNOTATION.into(), models),
+            (
+                DEFAULT_SHARD_ANNOTATION.into(),
+                self.default_shard.to_string(),
+            ),
+        ])
+    }
+
+    /// The claim a Lease carries; `None` for one without it (another program's, or a
+    /// replica of an older version).
+    fn of(lease: &Lease) -> Option<ShardClaim> {
+        let annotations = lease.metadata.annotations.as_ref()?;
+        let models = annotations.get(GPU_MODELS_ANNOTATION)?;
+        Some(ShardClaim {
+            scheduler_name: annotations.get(SCHEDULER_NAME_ANNOTATION)?.clone(),
+            gpu_models: match models.as_str() {
+                "*" => Vec::new(),
+                listed => listed.split(',').map(str::to_owned).collect(),
+            },
+            default_shard: annotations.get(DEFAULT_SHARD_ANNOTATION)? == "true",
+        })
+    }
+
+    /// What this shard and `other` both schedule, in words: their GPU models in common (all
+    /// of one's where the other takes every model), and the pods that name none where both
+    /// take them. Empty where they share nothing.
+    pub fn overlap(&self, other: &ShardClaim) -> Vec<String> {
+        if self.scheduler_name != other.scheduler_name {
+            return Vec::new();
+        }
+        let mut shared: Vec<String> =
+            match (self.gpu_models.is_empty(), other.gpu_models.is_empty()) {
+                (true, true) => vec!["every GPU model".to_owned()],
+                (true, false) => other.gpu_models.clone(),
+                (false, true) => self.gpu_models.clone(),
+                (false, false) => (self.gpu_models.iter())
+                    .filter(|m| other.gpu_models.contains(m))
+                    .cloned()
+                    .collect(),
+            };
+        if self.default_shard && other.default_shard {
+            shared.push("the pods that name no GPU model".to_owned());
+        }
+        shared
+    }
+}
+
 /// One replica's view of one Lease.
 pub struct Elector {
     leases: Api<Lease>,
     name: String,
     identity: String,
+    /// Written on the Lease with each of this replica's records.
+    claim: ShardClaim,
     /// The Lease's record as last read, and when it was first seen so.
     observed: Option<(LeaseSpec, Instant)>,
 }
 
 impl Elector {
-    pub fn new(leases: Api<Lease>, name: String, identity: String) -> Self {
+    pub fn new(leases: Api<Lease>, name: String, identity: String, claim: ShardClaim) -> Self {
         Self {
             leases,
             name,
             identity,
+            claim,
             observed: None,
         }
     }
@@ -70,6 +160,7 @@ impl Elector {
                 let lease = Lease {
                     metadata: ObjectMeta {
                         name: Some(self.name.clone()),
+                        annotations: Some(self.claim.annotations()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(self.record(now.clone(), now, 0)),
@@ -105,16 +196,44 @@ impl Elector {
             ),
         };
         // The replace carries the resourceVersion read: a write in between makes it a 409.
-        let taken = Lease {
+        let mut taken = Lease {
             spec: Some(record),
             ..lease
         };
+        (taken.metadata.annotations.get_or_insert_with(BTreeMap::new))
+            .extend(self.claim.annotations());
         let replaced = within(
             self.leases
                 .replace(&self.name, &PostParams::default(), &taken),
         )
         .await;
         self.written(replaced)
+    }
+
+    /// The Leases of other shards of this scheduler, held and renewed within
+    /// [`CLAIM_FRESHNESS`], whose claims overlap this one's: each Lease's name, and what
+    /// both schedule ([`ShardClaim::overlap`]).
+    pub async fn overlapping_shards(&self) -> Result<Vec<(String, Vec<String>)>, String> {
+        let leases = within(self.leases.list(&ListParams::default())).await?;
+        let now = Timestamp::now();
+        let leading = |lease: &Lease| {
+            let spec = lease.spec.as_ref();
+            let held = spec
+                .and_then(|s| s.holder_identity.as_deref())
+                .is_some_and(|h| !h.is_empty());
+            let renewed = spec.and_then(|s| s.renew_time.as_ref());
+            held && renewed.is_some_and(|t| now.duration_since(t.0).abs() < CLAIM_FRESHNESS)
+        };
+        Ok((leases.items.iter())
+            .filter_map(|lease| {
+                let name = lease.metadata.name.as_deref()?;
+                if name == self.name || !name.starts_with(LEASE_PREFIX) || !leading(lease) {
+                    return None;
+                }
+                let shared = self.claim.overlap(&ShardClaim::of(lease)?);
+                (!shared.is_empty()).then(|| (name.to_owned(), shared))
+            })
+            .collect())
     }
 
     /// Gives the Lease up, if this replica holds it, so that a standby takes it at once
@@ -185,5 +304,56 @@ async fn within<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result
     match tokio::time::timeout(RETRY_PERIOD, call).await {
         Ok(answer) => answer.map_err(|e| e.to_string()),
         Err(_) => Err(format!("no answer within {RETRY_PERIOD:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claim(models: &[&str], default_shard: bool) -> ShardClaim {
+        ShardClaim {
+            scheduler_name: "kant-scheduler".into(),
+            gpu_models: models.iter().map(|m| m.to_string()).collect(),
+            default_shard,
+        }
+    }
+
+    #[test]
+    fn shards_overlap_on_their_common_models_and_on_pods_naming_none() {
+        let h100 = claim(&["H100"], false);
+        let both = claim(&["H100", "A100"], true);
+        let all = claim(&[], true);
+        assert_eq!(h100.overlap(&claim(&["A100"], false)), Vec::<String>::new());
+        assert_eq!(h100.overlap(&both), ["H100"]);
+        assert_eq!(both.overlap(&h100), ["H100"]);
+        assert_eq!(
+            both.overlap(&all),
+            ["H100", "A100", "the pods that name no GPU model"]
+        );
+        assert_eq!(
+            all.overlap(&all),
+            ["every GPU model", "the pods that name no GPU model"]
+        );
+        let other_scheduler = ShardClaim {
+            scheduler_name: "kant-test".into(),
+            ..all.clone()
+        };
+        assert!(all.overlap(&other_scheduler).is_empty());
+    }
+
+    #[test]
+    fn a_claim_reads_back_from_its_leases_annotations() {
+        for written in [claim(&["H100", "A100"], false), claim(&[], true)] {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    annotations: Some(written.annotations()),
+                    ..ObjectMeta::default()
+                },
+                spec: None,
+            };
+            assert_eq!(ShardClaim::of(&lease), Some(written));
+        }
+        assert_eq!(ShardClaim::of(&Lease::default()), None);
     }
 }

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
 use crate::plugins::build_profile;
 
-use super::lease::{self, Attempt, Elector};
+use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim};
 use super::serve::{Health, serve};
 use super::watch;
 use super::world::{Input, World, WorldOptions};
@@ -190,7 +190,7 @@ pub async fn run_with_config(
     let server = serve(
         options.metrics_addr,
         options.health_addr,
-        metrics,
+        metrics.clone(),
         health.clone(),
         async {
             let _ = serving_stopped.await;
@@ -226,6 +226,7 @@ pub async fn run_with_config(
             &options,
             leader.clone(),
             health.clone(),
+            metrics,
             lost_tx,
         )
     });
@@ -281,19 +282,27 @@ struct Election {
     stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Leader election on the shard's Lease ([`lease`]): `leader` follows it. A leader that
-/// loses it, to another replica or by not renewing it in time, says so on `lost`; one
-/// told to stop gives it up.
+/// Leader election on the shard's Lease ([`lease`]): `leader` and `health` follow it. A
+/// leader that loses it, to another replica or by not renewing it in time, says so on
+/// `lost`; one told to stop gives it up. While leading, it looks for other shards
+/// scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
 fn elect(
     client: Client,
     options: &RunOptions,
     leader: Arc<AtomicBool>,
     health: Health,
+    metrics: Arc<LiveMetrics>,
     lost: tokio::sync::oneshot::Sender<String>,
 ) -> Election {
-    let name = format!("kant-scheduler-{}", options.world.shard);
+    let name = format!("{LEASE_PREFIX}{}", options.world.shard);
     let leases: Api<Lease> = Api::namespaced(client, &options.lease_namespace);
-    let mut elector = Elector::new(leases, name, options.identity.clone());
+    let claim = ShardClaim {
+        scheduler_name: options.world.scheduler_name.clone(),
+        gpu_models: options.world.shard_models.clone(),
+        default_shard: options.world.default_shard,
+    };
+    let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
+    let mut overlaps = OverlapCheck::new(metrics);
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
@@ -341,7 +350,10 @@ fn elect(
                     break format!("no renewal landed within {:?}", lease::RENEW_DEADLINE);
                 }
                 attempt = renewal => match attempt {
-                    Attempt::Holds => renewed = tokio::time::Instant::now(),
+                    Attempt::Holds => {
+                        renewed = tokio::time::Instant::now();
+                        overlaps.run(&elector).await;
+                    }
                     Attempt::HeldByOther(other) => break format!("{other} holds it"),
                     Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
                 },
@@ -353,6 +365,79 @@ fn elect(
         let _ = lost.send(elector.name().to_owned());
     });
     Election { task, stop }
+}
+
+/// How often a leader looks for other shards' leaders that schedule its GPU models too.
+const OVERLAP_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// How often an overlap that lasts is logged again.
+const OVERLAP_REPEAT: Duration = Duration::from_secs(600);
+
+/// A leader's look for other shards' leaders configured to schedule its GPU models (or the
+/// pods naming none) too ([`Elector::overlapping_shards`]), every [`OVERLAP_CHECK_EVERY`]:
+/// each is logged as an error when found and every [`OVERLAP_REPEAT`] while it lasts, and
+/// exported as `kant_shard_overlap`. Nothing stops: which shard is wrong is not known.
+struct OverlapCheck {
+    metrics: Arc<LiveMetrics>,
+    found: Vec<(String, Vec<String>)>,
+    due: Option<tokio::time::Instant>,
+    logged: Option<tokio::time::Instant>,
+    /// The last reason the Leases could not be listed, said once.
+    failure: Option<String>,
+}
+
+impl OverlapCheck {
+    fn new(metrics: Arc<LiveMetrics>) -> Self {
+        Self {
+            metrics,
+            found: Vec::new(),
+            due: None,
+            logged: None,
+            failure: None,
+        }
+    }
+
+    /// Looks again if it is due.
+    async fn run(&mut self, elector: &Elector) {
+        let now = tokio::time::Instant::now();
+        if self.due.is_some_and(|due| now < due) {
+            return;
+        }
+        self.due = Some(now + OVERLAP_CHECK_EVERY);
+        let found = match elector.overlapping_shards().await {
+            Ok(found) => found,
+            Err(e) => {
+                if self.failure.as_ref() != Some(&e) {
+                    tracing::warn!(
+                        "leases: cannot list them to look for other shards scheduling this \
+                         one's GPU models ({e}); the Role needs `list` on leases"
+                    );
+                    self.failure = Some(e);
+                }
+                return;
+            }
+        };
+        self.failure = None;
+        let repeat = self.logged.is_some_and(|at| now >= at + OVERLAP_REPEAT);
+        if !found.is_empty() && (found != self.found || repeat) {
+            for (lease, shared) in &found {
+                tracing::error!(
+                    "lease {lease}: that shard's leader schedules {} too, as this one ({}) \
+                     does: both place pods on the same nodes, each unaware of the other's \
+                     bindings in flight; give each shard --gpu-models of its own, and \
+                     --default-shard to one",
+                    shared.join(", "),
+                    elector.name()
+                );
+            }
+            self.logged = Some(now);
+        } else if found.is_empty() && !self.found.is_empty() {
+            tracing::info!("no other shard's leader schedules this shard's GPU models any more");
+            self.logged = None;
+        }
+        (self.metrics).set_shard_overlaps(found.iter().map(|(lease, _)| lease.clone()));
+        self.found = found;
+    }
 }
 
 /// The longest the loop sleeps without an event, so that health keeps ticking.

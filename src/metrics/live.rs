@@ -130,6 +130,7 @@ impl LiveMetrics {
             jobs_placed: 0,
             report: collector.report(0),
             queues: BTreeMap::new(),
+            shard_overlaps: Vec::new(),
             preemptions: PREEMPTION_KINDS
                 .iter()
                 .map(|&kind| (kind.to_owned(), Preempted::default()))
@@ -321,6 +322,12 @@ impl LiveMetrics {
         lock(&self.shared).queues = queues;
     }
 
+    /// The Leases of the other shards' leaders found scheduling this shard's GPU models
+    /// too (all of them at once: those not named disappear).
+    pub fn set_shard_overlaps(&self, leases: impl IntoIterator<Item = String>) {
+        lock(&self.shared).shard_overlaps = leases.into_iter().collect();
+    }
+
     /// The text exposition: `# HELP` and `# TYPE` per family, ending with `# EOF`. Serve it
     /// with [`CONTENT_TYPE`]. Fails only if a metric cannot be written (a bug, not a state).
     pub fn encode(&self) -> Result<String, fmt::Error> {
@@ -448,6 +455,8 @@ struct Shared {
     report: MetricsReport,
     /// Pending jobs per queue.
     queues: BTreeMap<String, u64>,
+    /// Other shards' Leases whose leaders schedule this shard's GPU models too.
+    shard_overlaps: Vec<String>,
     /// Per kind.
     preemptions: BTreeMap<String, Preempted>,
 }
@@ -633,6 +642,17 @@ impl Shared {
             "Jobs waiting in each queue.",
             "queue",
             self.queues.iter().map(|(queue, &n)| (queue.as_str(), n)),
+        )?;
+        labelled_gauges(
+            encoder,
+            "kant_shard_overlap",
+            "1 for each other shard's Lease whose leader schedules GPU models (or pods naming \
+             none) that this shard schedules too: a misconfiguration, as both place pods on \
+             the same nodes unaware of the other's bindings in flight.",
+            "lease",
+            self.shard_overlaps
+                .iter()
+                .map(|lease| (lease.as_str(), 1u64)),
         )?;
         labelled_counters(
             encoder,
