@@ -594,6 +594,49 @@ fn each_victim_is_preempted_for_its_own_reason() {
     check_accounting(&s);
 }
 
+/// The reclaim budget (what the victims' tenant borrows, what the preemptor's is owed) is
+/// the final victims', not the greedy search's: tenant b borrows 8 GPUs in three jobs and
+/// tenant a is owed 8. The search reclaims job 3 (the least work lost) and job 1, takes
+/// job 5 past the budget for priority, then spares job 3, on another node: jobs 1 and 5 are
+/// both reclaims.
+#[test]
+fn victims_spared_leave_their_reclaim_budget_to_those_kept() {
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 4),
+        tenant("c", TenantMode::Shared, 12),
+    ];
+    let spec = cluster(3, 8, 3, LinkProfile::NvlinkAll);
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    for id in [1, 5] {
+        s.submit(tjob(id, 2, 1, 4, 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1, 5]));
+    for id in [2, 6] {
+        s.submit(tjob(id, 3, 1, 4, 2, 60));
+    }
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[2, 6]));
+    s.submit(tjob(3, 2, 1, 4, 0, 120));
+    s.submit(tjob(4, 3, 1, 4, 2, 120));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)).len(), 2);
+    assert_eq!(nodes_of(&s, 1), nodes_of(&s, 5));
+    assert_ne!(nodes_of(&s, 1), nodes_of(&s, 3));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    s.submit(tjob(10, 1, 1, 8, 1, 180));
+    let decisions = s.schedule(3 * MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1, 5]), JobId(10), PreemptionKind::QuotaReclaim)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[10]));
+    assert!(
+        is_running(&s, 3),
+        "not on the node the job lands on: spared"
+    );
+    check_accounting(&s);
+}
+
 #[test]
 fn no_reclaim_before_the_borrowers_minimum_runtime() {
     let mut s = borrowed_cluster();

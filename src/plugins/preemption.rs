@@ -230,6 +230,77 @@ fn spare_where(
     }
 }
 
+/// What quota reclaim may take from each (tenant, pool): never more than that tenant
+/// borrows there, so it keeps its quota and cannot reclaim in turn, and, over all
+/// tenants, never more than the preemptor's tenant is owed there (its idle quota).
+struct ReclaimBudget<'a> {
+    context: &'a PreemptionContext<'a>,
+    taken: Vec<(usize, PoolId, u64)>,
+}
+
+impl<'a> ReclaimBudget<'a> {
+    fn new(context: &'a PreemptionContext<'a>) -> Self {
+        Self {
+            context,
+            taken: Vec::new(),
+        }
+    }
+
+    /// Takes the victim as a reclaim if the budget allows it; false (nothing taken) if not.
+    fn take(&mut self, victim: &RunningJob) -> bool {
+        let tenants = self.context.tenants;
+        let owed = |pool: PoolId| {
+            let preemptor = self.context.tenant;
+            (tenants.quota(preemptor, pool)).saturating_sub(tenants.used(preemptor, pool))
+        };
+        let over = victim.pools.iter().any(|&(pool, milli)| {
+            let taken = (self.taken.iter())
+                .find(|r| (r.0, r.1) == (victim.tenant, pool))
+                .map_or(0, |r| r.2);
+            let taken_on_pool: u64 = (self.taken.iter())
+                .filter(|r| r.1 == pool)
+                .map(|r| r.2)
+                .sum();
+            taken + milli > tenants.borrowed(victim.tenant, pool)
+                || taken_on_pool + milli > owed(pool)
+        });
+        if over {
+            return false;
+        }
+        for &(pool, milli) in &victim.pools {
+            match (self.taken.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
+                Some(r) => r.2 += milli,
+                None => self.taken.push((victim.tenant, pool, milli)),
+            }
+        }
+        true
+    }
+}
+
+/// Names a reclaim each victim of the final set that may be one, within the budget of this
+/// set alone: the search may have spent some of it on a victim it then spared. First those
+/// of no lower priority than the job, victims only as reclaims (the search kept them
+/// within the budget of a larger set), then the others in order; those past the budget
+/// are of lower priority, and preempted for it.
+fn settle_reclaims(
+    job: &Job,
+    context: &PreemptionContext,
+    chosen: &mut [(&RunningJob, PreemptionKind)],
+) {
+    let mut budget = ReclaimBudget::new(context);
+    let lower = |victim: &RunningJob| victim.job.priority < job.priority;
+    for only_reclaims in [true, false] {
+        for (victim, kind) in chosen.iter_mut() {
+            if *kind == PreemptionKind::QuotaReclaim
+                && lower(victim) != only_reclaims
+                && !budget.take(victim)
+            {
+                *kind = PreemptionKind::Priority;
+            }
+        }
+    }
+}
+
 /// Removes a running job's pods from a what-if state.
 fn remove(state: &mut ClusterState, victim: &RunningJob) {
     for pod in 0..victim.job.pods.len() as u32 {
@@ -327,47 +398,19 @@ impl PostFilter for Preemption {
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = free_now;
         let mut landing = None;
-        // What reclaim takes from each (tenant, pool): never more than it borrowed, so the
-        // tenant keeps its quota and cannot reclaim in turn, and, over all tenants, never
-        // more than the preemptor's idle quota on the pool, what it is owed. A victim past
-        // either may still be a priority preemption's.
-        let mut reclaimed: Vec<(usize, PoolId, u64)> = Vec::new();
-        let tenants = context.tenants;
-        let owed = |pool: PoolId| {
-            tenants
-                .quota(context.tenant, pool)
-                .saturating_sub(tenants.used(context.tenant, pool))
-        };
-        let fitted = candidates.into_iter().any(|mut candidate| {
-            if candidate.1 == PreemptionKind::QuotaReclaim {
-                let victim = candidate.0;
-                let over = victim.pools.iter().any(|&(pool, milli)| {
-                    let taken = reclaimed
-                        .iter()
-                        .find(|r| (r.0, r.1) == (victim.tenant, pool))
-                        .map_or(0, |r| r.2);
-                    let taken_on_pool: u64 =
-                        reclaimed.iter().filter(|r| r.1 == pool).map(|r| r.2).sum();
-                    taken + milli > tenants.borrowed(victim.tenant, pool)
-                        || taken_on_pool + milli > owed(pool)
-                });
-                if over && victim.job.priority < job.priority {
-                    candidate.1 = PreemptionKind::Priority;
-                } else if over {
-                    return false;
-                }
-                for &(pool, milli) in victim.pools.iter().filter(|_| !over) {
-                    match reclaimed
-                        .iter_mut()
-                        .find(|r| (r.0, r.1) == (victim.tenant, pool))
-                    {
-                        Some(r) => r.2 += milli,
-                        None => reclaimed.push((victim.tenant, pool, milli)),
-                    }
-                }
+        // A reclaim past the budget may still be a priority preemption's; the victims'
+        // reasons are settled once the set is final.
+        let mut budget = ReclaimBudget::new(context);
+        let fitted = candidates.into_iter().any(|candidate| {
+            let (victim, kind) = candidate;
+            if kind == PreemptionKind::QuotaReclaim
+                && !budget.take(victim)
+                && victim.job.priority >= job.priority
+            {
+                return false;
             }
-            freed += candidate.0.pools.iter().map(|(_, m)| m).sum::<u64>();
-            remove(&mut state, candidate.0);
+            freed += victim.pools.iter().map(|(_, m)| m).sum::<u64>();
+            remove(&mut state, victim);
             chosen.push(candidate);
             landing = (freed >= need)
                 .then(|| fits_without(context, &chosen, &state))
@@ -411,6 +454,7 @@ impl PostFilter for Preemption {
         if reclaimable_after(job, context, &chosen, landing.pool) {
             return nothing_now;
         }
+        settle_reclaims(job, context, &mut chosen);
         PostFilterResult::Preempt {
             victims: chosen.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
         }
