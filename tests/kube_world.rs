@@ -1154,7 +1154,6 @@ fn a_pod_naming_two_shards_models_is_placed_by_one() {
     );
 }
 
-/// An A100 node of `gpus` GPUs: another shard's.
 /// A pod naming only a GPU model no node carries (a misspelt `nvidia.com/gpu.product`) is
 /// no shard's, and would wait without a word: the `--default-shard` replica tells it, once,
 /// naming the model; a pod of another shard's model is not told.
@@ -1196,6 +1195,7 @@ fn a_pod_of_a_gpu_model_no_node_carries_is_told_by_the_default_shard() {
     assert!(run_until(&mut w, T0, T0 + 60_000).is_empty());
 }
 
+/// An A100 node of `gpus` GPUs: another shard's.
 fn a100_node(name: &str, gpus: u32) -> k8s_openapi::api::core::v1::Node {
     let labels = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
     node_with(name, gpus, labels)
