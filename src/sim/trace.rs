@@ -419,6 +419,10 @@ struct Source<'a> {
     /// The byte offset of every line but the first. A line ends at `\n`, `\r\n` or a lone
     /// `\r`, as for the CSV reader.
     line_starts: Vec<usize>,
+    /// Where the header starts: past the lines of nothing but spaces and tabs before it
+    /// (the CSV reader skips empty lines there, and would read one of spaces as a header
+    /// of one empty column). The reader's byte positions count from here.
+    start: usize,
 }
 
 impl<'a> Source<'a> {
@@ -434,11 +438,20 @@ impl<'a> Source<'a> {
                 _ => false,
             })
             .map(|i| i + 1)
-            .collect();
+            .collect::<Vec<usize>>();
+        let starts = std::iter::once(0).chain(line_starts.iter().copied());
+        let ends = line_starts
+            .iter()
+            .copied()
+            .chain(std::iter::once(text.len()));
+        let start = (starts.zip(ends))
+            .find(|&(from, to)| !text[from..to].iter().all(|b| b" \t\r\n".contains(b)))
+            .map_or(text.len(), |(from, _)| from);
         Ok(Self {
             name,
             text,
             line_starts,
+            start,
         })
     }
 
@@ -446,7 +459,12 @@ impl<'a> Source<'a> {
         csv::ReaderBuilder::new()
             .has_headers(true)
             .trim(csv::Trim::All)
-            .from_reader(&self.text[..])
+            .from_reader(&self.text[self.start..])
+    }
+
+    /// The 1-based line the header is on.
+    fn header_line(&self) -> u64 {
+        self.line_of_byte(self.start)
     }
 
     /// Reads the next record into `record`; `false` at the end of the file. A line of
@@ -483,7 +501,8 @@ impl<'a> Source<'a> {
         let mut error = self.csv_error(e);
         // A quote left open runs its row on over the lines after it, which then read as
         // one field: the row's own line looks right.
-        let end = usize::try_from(csv.position().byte()).unwrap_or(usize::MAX);
+        let end = usize::try_from(csv.position().byte())
+            .map_or(usize::MAX, |b| b.saturating_add(self.start));
         let last_line = self.line_of_byte(end.saturating_sub(1));
         if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
             error.message.push_str(&format!(
@@ -496,8 +515,8 @@ impl<'a> Source<'a> {
     /// The byte a record starts at, from its position: past the blank lines at its byte
     /// offset.
     fn record_start(&self, position: &csv::Position) -> usize {
-        let offset =
-            usize::try_from(position.byte()).map_or(self.text.len(), |b| b.min(self.text.len()));
+        let offset = usize::try_from(position.byte())
+            .map_or(self.text.len(), |b| (self.start + b).min(self.text.len()));
         let blank = self.text[offset..]
             .iter()
             .take_while(|&&b| b == b'\n' || b == b'\r')
@@ -551,7 +570,7 @@ struct Header<'a> {
 impl<'a> Header<'a> {
     fn read(source: &'a Source<'a>, csv: &mut csv::Reader<&[u8]>) -> Result<Self, TraceError> {
         let record = csv.headers().map_err(|e| source.csv_error(&e))?;
-        let line = source.line(record.position());
+        let line = source.header_line();
         let names = record
             .iter()
             .enumerate()
@@ -623,7 +642,7 @@ impl<'a> Header<'a> {
                     );
                 }
                 self.source.error(
-                    0,
+                    self.line,
                     format!(
                         "missing column {column} (the header has {}; required: {})",
                         self.names.join(","),
@@ -1393,18 +1412,18 @@ mod tests {
     }
 
     #[test]
-    fn missing_columns_are_file_level_errors() {
+    fn missing_columns_are_named_on_the_header_line() {
         let err = parse_nodes(
             "nodes.csv",
             "node_id,gpu_model,cpu_milli,memory_mib\n".as_bytes(),
             &options(),
         )
         .unwrap_err();
-        assert_error(err, 0, &["nodes.csv", "missing column gpus"]);
+        assert_error(err, 1, &["nodes.csv", "missing column gpus"]);
         let header = JOBS_HEADER.replace(",priority", "");
         let err =
             parse_jobs("jobs.csv", header.as_bytes(), &small_cluster(), &options()).unwrap_err();
-        assert_error(err, 0, &["jobs.csv", "missing column priority"]);
+        assert_error(err, 1, &["jobs.csv", "missing column priority"]);
         let err = parse_nodes("empty.csv", "".as_bytes(), &options()).unwrap_err();
         assert_error(err, 0, &["empty.csv", "the file is empty: no header"]);
     }
@@ -1475,6 +1494,17 @@ mod tests {
             jobs("a,,0,10,1,1,,,\n  \n c \n").unwrap_err(),
             4,
             &["the row has 1 field, the header has 9"],
+        );
+        // Before the header too: the header is the first line with text.
+        let text = format!(" \t\n  \r\n{JOBS_HEADER}a,,0,10,1,1,,,\nb,,x,10,1,1,,,\n");
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 5, &["field submit_s"]);
+        let text = format!("  \n{}", JOBS_HEADER.replace(",priority", ""));
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(
+            err.unwrap_err(),
+            2,
+            &["missing column priority (the header has job_id,"],
         );
     }
 
