@@ -69,9 +69,10 @@ pub struct ShardClaim {
 
 impl ShardClaim {
     fn annotations(&self) -> BTreeMap<String, String> {
-        let models = match self.gpu_models.is_empty() {
-            true => "*".to_owned(),
-            false => self.gpu_models.join(","),
+        let models = if self.gpu_models.is_empty() {
+            "*".to_owned()
+        } else {
+            self.gpu_models.join(",")
         };
         BTreeMap::from([
             (
@@ -104,7 +105,7 @@ impl ShardClaim {
     /// What this shard and `other` both schedule, in words: their GPU models in common (all
     /// of one's where the other takes every model), and the pods that name none where both
     /// take them. Empty where they share nothing.
-    pub fn overlap(&self, other: &ShardClaim) -> Vec<String> {
+    fn overlap(&self, other: &ShardClaim) -> Vec<String> {
         if self.scheduler_name != other.scheduler_name {
             return Vec::new();
         }

@@ -89,7 +89,7 @@ impl Nodes {
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
                     let facts = self.keeping_unlisted_devices(&key, listed);
-                    self.entry_of(facts, options)
+                    entry_of(facts, options)
                 }
                 Err(e) => NodeEntry::Invalid(e.to_string()),
             };
@@ -113,7 +113,7 @@ impl Nodes {
         let mut left_other_shards = Vec::new();
         for name in released {
             if let Some(listed) = self.shrunk.remove(&name) {
-                let entry = self.entry_of(listed, options);
+                let entry = entry_of(listed, options);
                 self.settle(name, entry, &mut left_other_shards);
             }
         }
@@ -141,15 +141,6 @@ impl Nodes {
         kept.unlisted_unhealthy += known.row.gpus - listed.row.gpus;
         self.shrunk.insert(name.to_owned(), listed);
         kept
-    }
-
-    /// What a node of these facts is to this replica: a CPU-only node is every shard's,
-    /// for the launchers of its gangs (a node selector may keep them off GPU nodes).
-    fn entry_of(&self, facts: NodeFacts, options: &WorldOptions) -> NodeEntry {
-        match facts.row.gpu_model {
-            Some(model) if !options.owns_model(&model) => NodeEntry::OtherShard(model),
-            _ => NodeEntry::Usable(Box::new(facts)),
-        }
     }
 
     /// Records what a node now is; adds it to `left_other_shards` when it was another
@@ -319,6 +310,15 @@ impl World {
                 }
             }
         }
+    }
+}
+
+/// What a node of these facts is to this replica: a CPU-only node is every shard's,
+/// for the launchers of its gangs (a node selector may keep them off GPU nodes).
+fn entry_of(facts: NodeFacts, options: &WorldOptions) -> NodeEntry {
+    match facts.row.gpu_model {
+        Some(model) if !options.owns_model(&model) => NodeEntry::OtherShard(model),
+        _ => NodeEntry::Usable(Box::new(facts)),
     }
 }
 
