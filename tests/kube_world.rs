@@ -930,6 +930,58 @@ fn a_pod_of_another_shard_on_a_cpu_only_node_is_not_counted_as_this_shards_job()
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }
 
+/// A node of another shard's GPU model lists no GPU for a moment when its kubelet restarts
+/// before the device plugin registers again. It is still that shard's node, not a CPU-only
+/// one every shard uses: its GPU pods cannot be counted here (the node lists no GPU), so a
+/// launcher of this shard placed there would go beside pods holding all its CPU.
+#[test]
+fn another_shards_node_listing_no_gpu_for_a_moment_is_left_alone() {
+    let asking = |gpus: &str, cpu: &str| {
+        json!({"spec": {"containers": [{"name": "c",
+            "resources": {"limits": {"nvidia.com/gpu": gpus, "cpu": cpu}}}]}})
+    };
+    let a1 = |gpus: u32| {
+        let labels = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
+        node_with("a1", gpus, labels)
+    };
+    let h1 = node_with("h1", 8, json!({"status": {"allocatable": {"cpu": "1"}}}));
+    let mut runs = asking("8", "64");
+    merge(
+        &mut runs,
+        json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "A100"}, "nodeName": "a1"},
+               "status": {"phase": "Running"}}),
+    );
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[h1, a1(8)],
+        &[pod("a100-job", 8, runs)],
+    );
+    world.round(T0);
+    // a1's kubelet restarts: for a moment it lists no GPU.
+    apply_node(&mut world, &a1(0), T0 + 1);
+    world.round(T0 + 1);
+    world.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 2)))),
+        T0 + 1,
+    );
+    let mut worker = asking("8", "1");
+    merge(
+        &mut worker,
+        json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}}),
+    );
+    apply_pod(
+        &mut world,
+        &member("launcher", 0, "mpi", asking("0", "1")),
+        T0 + 1,
+    );
+    apply_pod(&mut world, &member("worker", 8, "mpi", worker), T0 + 1);
+    let out = run_until(&mut world, T0 + 1, T0 + 10_000);
+    let on_a1: Vec<_> = (bindings(&out).into_iter())
+        .filter(|(_, node, _)| node == "a1")
+        .collect();
+    assert!(on_a1.is_empty(), "bound to another shard's node: {on_a1:?}");
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, MAX_POOLS, PoolId, bits};
 
-use super::super::convert::{NodeConverter, NodeFacts};
+use super::super::convert::{GPU_PRODUCT_LABEL, NodeConverter, NodeFacts};
 use super::resync::Change;
 use super::{World, WorldOptions};
 
@@ -29,8 +29,9 @@ use super::{World, WorldOptions};
 enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
-    /// Of another shard's GPU model: this one.
-    OtherShard(String),
+    /// Of another shard's GPU model: this one (`None`: labelled with it, but listing no GPU
+    /// for now, so carrying none).
+    OtherShard(Option<String>),
     /// Its description is invalid: the reason, logged once.
     Invalid(String),
 }
@@ -89,7 +90,7 @@ impl Nodes {
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
                     let facts = self.keeping_unlisted_devices(&key, listed);
-                    entry_of(facts, options)
+                    entry_of(facts, self.known.get(&key), options)
                 }
                 Err(e) => NodeEntry::Invalid(e.to_string()),
             };
@@ -113,7 +114,7 @@ impl Nodes {
         let mut left_other_shards = Vec::new();
         for name in released {
             if let Some(listed) = self.shrunk.remove(&name) {
-                let entry = entry_of(listed, options);
+                let entry = entry_of(listed, self.known.get(&name), options);
                 self.settle(name, entry, &mut left_other_shards);
             }
         }
@@ -184,7 +185,7 @@ impl Nodes {
     fn count_model(&mut self, entry: Option<&NodeEntry>, by: i32) {
         let model = match entry {
             Some(NodeEntry::Usable(facts)) => facts.row.gpu_model.as_ref(),
-            Some(NodeEntry::OtherShard(model)) => Some(model),
+            Some(NodeEntry::OtherShard(model)) => model.as_ref(),
             _ => None,
         };
         let Some(model) = model else {
@@ -313,11 +314,21 @@ impl World {
     }
 }
 
-/// What a node of these facts is to this replica: a CPU-only node is every shard's,
-/// for the launchers of its gangs (a node selector may keep them off GPU nodes).
-fn entry_of(facts: NodeFacts, options: &WorldOptions) -> NodeEntry {
+/// What a node of these facts is to this replica (`known`: what it was): a CPU-only node
+/// is every shard's, for the launchers of its gangs (a node selector may keep them off GPU
+/// nodes). A node of another shard that comes to list no GPU (a kubelet restarting before
+/// its device plugin registers again) stays that shard's while its label still names a
+/// model of another shard: its GPU pods could not be counted here, and this shard's pods
+/// would be placed beside them.
+fn entry_of(facts: NodeFacts, known: Option<&NodeEntry>, options: &WorldOptions) -> NodeEntry {
+    let labelled = (facts.row.labels.get(GPU_PRODUCT_LABEL)).filter(|m| !m.is_empty());
     match facts.row.gpu_model {
-        Some(model) if !options.owns_model(&model) => NodeEntry::OtherShard(model),
+        Some(model) if !options.owns_model(&model) => NodeEntry::OtherShard(Some(model)),
+        None if matches!(known, Some(NodeEntry::OtherShard(_)))
+            && labelled.is_some_and(|m| !options.owns_model(m)) =>
+        {
+            NodeEntry::OtherShard(None)
+        }
         _ => NodeEntry::Usable(Box::new(facts)),
     }
 }
