@@ -982,6 +982,45 @@ fn another_shards_node_listing_no_gpu_for_a_moment_is_left_alone() {
     assert!(on_a1.is_empty(), "bound to another shard's node: {on_a1:?}");
 }
 
+/// The pods every shard finds on a CPU-only node, another scheduler's or another shard's,
+/// are in the `default` tenant but are no shard's jobs: a Queue `default` (configuring that
+/// tenant) does not count them among this shard's running jobs, or every shard would add
+/// them to its sum.
+#[test]
+fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
+    let cpu_node = node_with(
+        "c1",
+        0,
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
+    );
+    let running_on_c1 = json!({"spec": {"nodeName": "c1"}, "status": {"phase": "Running"}});
+    // The --default-shard replica's pod, naming no GPU model nor Queue.
+    let web = pod("web", 0, running_on_c1.clone());
+    let mut dns = running_on_c1;
+    dns["spec"]["schedulerName"] = json!("default-scheduler");
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[node("n1", 8), cpu_node],
+        &[web, pod("dns", 0, dns)],
+    );
+    world.apply(
+        Input::Queue(Box::new(Event::Apply(queue("default", 8)))),
+        T0,
+    );
+    let out = run_until(&mut world, T0, T0 + 10_000);
+    let running: Vec<Value> = (out.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { name, status } if name == "default" => {
+                Some(serde_json::to_value(status).unwrap())
+            }
+            _ => None,
+        })
+        .map(|status| status["shards"]["h100"]["running"].clone())
+        .collect();
+    assert!(!running.is_empty(), "{out:?}");
+    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

@@ -267,6 +267,10 @@ pub(super) struct JobEntry {
     pub started_ms: u64,
     /// What the metrics count as one workload: the PodGroup or the lone pod.
     pub workload: String,
+    /// A job of this shard. False for pods of another scheduler or another shard found
+    /// bound (on a CPU-only node, which every shard uses): they hold what they hold, but
+    /// are no Queue's running job here, or each shard would count them.
+    pub own: bool,
 }
 
 /// The metrics' name of a PodGroup's workload.
@@ -305,6 +309,7 @@ impl JobEntry {
             landed,
             started_ms,
             workload,
+            own: true,
         }
     }
 
@@ -1605,7 +1610,8 @@ impl World {
             .flatten()
             .map(|p| Place::of(p, spec))
             .collect();
-        let entry = JobEntry::new(job, uids, group, queue, JobPhase::Running, places, started);
+        let mut entry = JobEntry::new(job, uids, group, queue, JobPhase::Running, places, started);
+        entry.own = ours;
         // A workload found running was submitted and placed before: the metrics count
         // neither again, nor, for a gang found part bound, the rest when it is placed.
         self.pods.submitted_workloads.insert(entry.workload.clone());

@@ -335,8 +335,12 @@ impl World {
         let tenants = self.scheduler.tenants();
         let spec = self.scheduler.state().spec();
         let mut running: HashMap<usize, i64> = HashMap::new();
-        for job in self.scheduler.running().values() {
-            *running.entry(job.tenant).or_default() += 1;
+        // Pods of other schedulers and other shards are no Queue's jobs here.
+        let this_shards = |id: &JobId| self.pods.jobs.get(id).is_none_or(|e| e.own);
+        for (id, job) in self.scheduler.running() {
+            if this_shards(id) {
+                *running.entry(job.tenant).or_default() += 1;
+            }
         }
         let mut depths = Vec::new();
         for tenant in 0..tenants.len() {
