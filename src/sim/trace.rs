@@ -419,9 +419,10 @@ struct Source<'a> {
     /// The byte offset of every line but the first. A line ends at `\n`, `\r\n` or a lone
     /// `\r`, as for the CSV reader.
     line_starts: Vec<usize>,
-    /// Where the header starts: past the lines of nothing but spaces and tabs before it
-    /// (the CSV reader skips empty lines there, and would read one of spaces as a header
-    /// of one empty column). The reader's byte positions count from here.
+    /// Where the header starts: past the lines of nothing but spaces and tabs (and a
+    /// byte-order mark) before it (the CSV reader skips empty lines there, and would read
+    /// one of spaces as a header of one empty column). The reader's byte positions count
+    /// from here.
     start: usize,
 }
 
@@ -444,8 +445,19 @@ impl<'a> Source<'a> {
             .iter()
             .copied()
             .chain(std::iter::once(text.len()));
+        // A UTF-8 byte-order mark is no text either: before a line of spaces, the reader
+        // would read that line as the header.
+        let bom = if text.starts_with(b"\xef\xbb\xbf") {
+            3
+        } else {
+            0
+        };
         let start = (starts.zip(ends))
-            .find(|&(from, to)| !text[from..to].iter().all(|b| b" \t\r\n".contains(b)))
+            .find(|&(from, to)| {
+                !text[from.max(bom)..to]
+                    .iter()
+                    .all(|b| b" \t\r\n".contains(b))
+            })
             .map_or(text.len(), |(from, _)| from);
         Ok(Self {
             name,
@@ -1506,6 +1518,13 @@ mod tests {
             2,
             &["missing column priority (the header has job_id,"],
         );
+        // A UTF-8 byte-order mark (some editors write one) is no text either.
+        let text = format!("\u{feff}  \n{JOBS_HEADER}a,,0,10,1,1,,,\nb,,x,10,1,1,,,\n");
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 4, &["field submit_s"]);
+        let text = format!("\u{feff}\n\n{}", JOBS_HEADER.replace(",priority", ""));
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(err.unwrap_err(), 3, &["missing column priority"]);
     }
 
     #[test]
