@@ -1021,6 +1021,41 @@ fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }
 
+/// A pod of this scheduler found on a CPU-only node whose scheduling fields no longer parse
+/// (relabelled `kant.io/workload`) names no GPU model anyone can read: it is the
+/// `--default-shard` replica's, as it was, and not among the running jobs of every other
+/// shard too (each would count it in its entry of the Queue's status).
+#[test]
+fn an_unreadable_pod_on_a_cpu_only_node_is_not_counted_by_every_shard() {
+    let cpu_node = node_with(
+        "c1",
+        0,
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
+    );
+    let web = pod(
+        "web",
+        0,
+        json!({"metadata": {"labels": {"kant.io/queue": "team", "kant.io/workload": "batch"}},
+               "spec": {"nodeName": "c1"}, "status": {"phase": "Running"}}),
+    );
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[node("n1", 8), cpu_node],
+        &[web],
+    );
+    world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
+    let out = run_until(&mut world, T0, T0 + 10_000);
+    let running: Vec<Value> = (out.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { status, .. } => Some(serde_json::to_value(status).unwrap()),
+            _ => None,
+        })
+        .map(|status| status["shards"]["h100"]["running"].clone())
+        .collect();
+    assert!(!running.is_empty(), "{out:?}");
+    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

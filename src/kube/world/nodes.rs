@@ -279,6 +279,11 @@ impl Nodes {
         })
     }
 
+    /// Whether the node is a usable one without GPUs (every shard uses those).
+    pub fn is_cpu_only(&self, node: &str) -> bool {
+        matches!(self.known.get(node), Some(NodeEntry::Usable(facts)) if facts.row.gpu_model.is_none())
+    }
+
     /// Whether the node is this replica's (`Some(true)`), another shard's
     /// (`Some(false)`), or not known to be either (`None`: unknown, or its description is
     /// invalid for now).

@@ -1625,14 +1625,25 @@ impl World {
 
     /// Whether bound pods (a PodGroup's, or one alone) are this shard's. Pods of other
     /// schedulers, and those whose facts cannot be read, count as this shard's: only
-    /// another shard's own pods are left to it.
+    /// another shard's own pods are left to it. On a CPU-only node, which every shard uses,
+    /// a pod whose facts cannot be read names no GPU model anyone can read: it is the
+    /// `--default-shard` replica's, or every shard would count it.
     fn bound_in_shard(&self, uids: &[String], group: Option<&GroupKey>) -> bool {
-        match group.and_then(|g| self.gang_template(g)) {
-            Some(template) => self.in_shard(template),
-            None => (uids.iter())
-                .filter_map(|uid| self.pods.entries.get(uid)?.facts.as_ref())
-                .all(|facts| self.in_shard(facts)),
+        if let Some(template) = group.and_then(|g| self.gang_template(g)) {
+            return self.in_shard(template);
         }
+        uids.iter().all(|uid| {
+            let Some(entry) = self.pods.entries.get(uid) else {
+                return true;
+            };
+            match &entry.facts {
+                Some(facts) => self.in_shard(facts),
+                None => {
+                    self.options.default_shard
+                        || !(entry.bound.as_ref()).is_some_and(|b| self.nodes.is_cpu_only(&b.node))
+                }
+            }
+        })
     }
 
     /// A bound pod that could not be adopted. One whose resources cannot be read is left
