@@ -1056,6 +1056,42 @@ fn an_unreadable_pod_on_a_cpu_only_node_is_not_counted_by_every_shard() {
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }
 
+/// A pod naming A100 then H100 was placed by the H100 shard while no node carried A100 (an
+/// autoscaled A100 group at zero, say). Once a node carries A100, such a pod is the A100
+/// shard's to place, but the one found running on an H100 node, after a restart, is still
+/// the H100 shard's: only it sees that node. It is charged to its Queue and counted among
+/// its running jobs, not left to a shard that cannot see it.
+#[test]
+fn a_pod_found_on_this_shards_gpu_node_is_this_shards_whatever_models_it_names() {
+    let term = json!({"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100", "H100"]}]});
+    let runs = pod(
+        "runs",
+        8,
+        json!({"metadata": {"labels": {"kant.io/queue": "team"},
+                            "annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
+               "spec": {"nodeName": "h1", "affinity": {"nodeAffinity":
+                   {"requiredDuringSchedulingIgnoredDuringExecution":
+                       {"nodeSelectorTerms": [term]}}}},
+               "status": {"phase": "Running"}}),
+    );
+    let mut world = sync(
+        world_with(&plain(), h100_shard()),
+        &[node("h1", 8), a100_node("a1", 8)],
+        &[runs],
+    );
+    world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
+    let out = run_until(&mut world, T0, T0 + 10_000);
+    let status = (out.iter().rev())
+        .find_map(|o| match o {
+            Output::QueueStatus { status, .. } => Some(serde_json::to_value(status).unwrap()),
+            _ => None,
+        })
+        .expect("a Queue status");
+    assert_eq!(status["allocated"]["H100"], json!("8"), "{status}");
+    assert_eq!(status["shards"]["h100"]["running"], json!(1), "{status}");
+}
+
 /// Each shard's replica writes only its own figures: the status of the PodGroups whose
 /// gangs it schedules, and a Queue's GPUs of its own models (the replica of the other
 /// model writes those, and the merge patches of the two must not overwrite each other).

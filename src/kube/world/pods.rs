@@ -1623,12 +1623,21 @@ impl World {
         true
     }
 
-    /// Whether bound pods (a PodGroup's, or one alone) are this shard's. Pods of other
-    /// schedulers, and those whose facts cannot be read, count as this shard's: only
-    /// another shard's own pods are left to it. On a CPU-only node, which every shard uses,
-    /// a pod whose facts cannot be read names no GPU model anyone can read: it is the
-    /// `--default-shard` replica's, or every shard would count it.
+    /// Whether bound pods (a PodGroup's, or one alone) are this shard's to charge, count
+    /// and preempt. Pods on a GPU node of this shard are: no other shard sees them (the
+    /// models a pod names may have come to be another shard's since it was placed). On the
+    /// CPU-only nodes, which every shard uses, their gang's or their own GPU models say; a
+    /// pod whose facts cannot be read (another scheduler's too) names none anyone can read
+    /// and is the `--default-shard` replica's, or every shard would count it.
     fn bound_in_shard(&self, uids: &[String], group: Option<&GroupKey>) -> bool {
+        let on_cpu_only_node = |uid: &String| {
+            (self.pods.entries.get(uid))
+                .and_then(|e| e.bound.as_ref())
+                .is_some_and(|b| self.nodes.is_cpu_only(&b.node))
+        };
+        if !uids.iter().all(on_cpu_only_node) {
+            return true;
+        }
         if let Some(template) = group.and_then(|g| self.gang_template(g)) {
             return self.in_shard(template);
         }
@@ -1638,10 +1647,7 @@ impl World {
             };
             match &entry.facts {
                 Some(facts) => self.in_shard(facts),
-                None => {
-                    self.options.default_shard
-                        || !(entry.bound.as_ref()).is_some_and(|b| self.nodes.is_cpu_only(&b.node))
-                }
+                None => self.options.default_shard,
             }
         })
     }
