@@ -44,6 +44,23 @@ fn messages(outputs: &[Output]) -> Vec<String> {
         .collect()
 }
 
+/// The field at `path` of every Queue status written (of the Queue `queue` only, when
+/// named), in order.
+fn queue_status_fields(outputs: &[Output], queue: Option<&str>, path: &[&str]) -> Vec<Value> {
+    (outputs.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { name, status } if queue.is_none_or(|q| q == name) => {
+                let mut value = serde_json::to_value(status).unwrap();
+                for key in path {
+                    value = value[*key].take();
+                }
+                Some(value)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn nothing_is_placed_before_every_watch_listed() {
     let mut world = world(&plain());
@@ -919,13 +936,7 @@ fn a_pod_of_another_shard_on_a_cpu_only_node_is_not_counted_as_this_shards_job()
     apply_pod(&mut world, &member("worker", 8, "mpi", on_h100), T0);
     let out = run_until(&mut world, T0, T0 + 10_000);
     assert!(binds(&out).is_empty(), "c1 is full: {out:?}");
-    let running: Vec<Value> = (out.iter())
-        .filter_map(|o| match o {
-            Output::QueueStatus { status, .. } => Some(serde_json::to_value(status).unwrap()),
-            _ => None,
-        })
-        .map(|status| status["shards"]["h100"]["running"].clone())
-        .collect();
+    let running = queue_status_fields(&out, None, &["shards", "h100", "running"]);
     assert!(!running.is_empty(), "{out:?}");
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }
@@ -1008,15 +1019,7 @@ fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
         T0,
     );
     let out = run_until(&mut world, T0, T0 + 10_000);
-    let running: Vec<Value> = (out.iter())
-        .filter_map(|o| match o {
-            Output::QueueStatus { name, status } if name == "default" => {
-                Some(serde_json::to_value(status).unwrap())
-            }
-            _ => None,
-        })
-        .map(|status| status["shards"]["h100"]["running"].clone())
-        .collect();
+    let running = queue_status_fields(&out, Some("default"), &["shards", "h100", "running"]);
     assert!(!running.is_empty(), "{out:?}");
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }
@@ -1045,13 +1048,29 @@ fn an_unreadable_pod_on_a_cpu_only_node_is_not_counted_by_every_shard() {
     );
     world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
     let out = run_until(&mut world, T0, T0 + 10_000);
-    let running: Vec<Value> = (out.iter())
-        .filter_map(|o| match o {
-            Output::QueueStatus { status, .. } => Some(serde_json::to_value(status).unwrap()),
-            _ => None,
-        })
-        .map(|status| status["shards"]["h100"]["running"].clone())
-        .collect();
+    let running = queue_status_fields(&out, None, &["shards", "h100", "running"]);
+    assert!(!running.is_empty(), "{out:?}");
+    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+}
+
+/// A pod found terminating on start (an earlier leader's victim, a pod being deleted)
+/// holds its devices until it is gone, charged to no Queue: nor is it among its Queue's
+/// running jobs.
+#[test]
+fn a_pod_found_terminating_is_no_running_job_of_its_queue() {
+    let going = pod(
+        "going",
+        2,
+        json!({"metadata": {"labels": {"kant.io/queue": "team"},
+                            "annotations": {"kant.io/gpu-ids": "0,1"},
+                            "deletionTimestamp": "2023-11-14T22:13:20Z"},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let mut world = synced_with(&plain(), &[node("n1", 8)], &[going]);
+    world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
+    let out = run_until(&mut world, T0, T0 + 10_000);
+    assert_eq!(free_gpus(&world), 6, "it holds its devices");
+    let running = queue_status_fields(&out, Some("team"), &["running"]);
     assert!(!running.is_empty(), "{out:?}");
     assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
 }

@@ -267,9 +267,10 @@ pub(super) struct JobEntry {
     pub started_ms: u64,
     /// What the metrics count as one workload: the PodGroup or the lone pod.
     pub workload: String,
-    /// A job of this shard. False for pods of another scheduler or another shard found
-    /// bound (on a CPU-only node, which every shard uses): they hold what they hold, but
-    /// are no Queue's running job here, or each shard would count them.
+    /// A job of this shard, counted among its Queue's running jobs. False for pods of
+    /// another scheduler or another shard found bound (on a CPU-only node, which every
+    /// shard uses: each would count them), and for pods found on their way out (charged
+    /// to no Queue); they hold what they hold all the same.
     pub own: bool,
 }
 
@@ -1611,7 +1612,7 @@ impl World {
             .map(|p| Place::of(p, spec))
             .collect();
         let mut entry = JobEntry::new(job, uids, group, queue, JobPhase::Running, places, started);
-        entry.own = ours;
+        entry.own = ours && !deleting;
         // A workload found running was submitted and placed before: the metrics count
         // neither again, nor, for a gang found part bound, the rest when it is placed.
         self.pods.submitted_workloads.insert(entry.workload.clone());
