@@ -292,11 +292,10 @@ fn pods_found_bound_keep_their_devices_across_a_restart() {
         Input::Pod(Box::new(Event::InitApply(old))),
         Input::Pod(Box::new(Event::InitApply(pod("new", 6, json!({}))))),
         Input::Pod(Box::new(Event::InitDone)),
-        Input::PodGroup(Box::new(Event::Init)),
-        Input::PodGroup(Box::new(Event::InitDone)),
-        Input::Queue(Box::new(Event::Init)),
-        Input::Queue(Box::new(Event::InitDone)),
-    ] {
+    ]
+    .into_iter()
+    .chain(empty_listings())
+    {
         world.apply(input, T0);
     }
     world.round(T0);

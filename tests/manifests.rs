@@ -334,6 +334,10 @@ fn rbac_is_least_privilege_and_explained() {
         ("kant.io", "queues", "watch"),
         ("kant.io", "queues/status", "patch"),
         ("events.k8s.io", "events", "create"),
+        ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumeclaims", "patch"),
+        ("", "persistentvolumes", "watch"),
+        ("storage.k8s.io", "storageclasses", "watch"),
     ];
     for (group, resource, verb) in needed {
         assert!(

@@ -325,6 +325,9 @@ pub struct PodFacts {
     pub topology: Option<TopologyNeed>,
     /// Scheduling fields the pod sets that Kant does not honour, to report once.
     pub ignored: Vec<&'static str>,
+    /// The PersistentVolumeClaims its volumes use, in its namespace: those it names, and
+    /// those its ephemeral volumes make (`<pod>-<volume>`).
+    pub claims: Vec<String>,
 }
 
 /// How errors name a pod.
@@ -418,7 +421,21 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
         kind,
         topology,
         ignored,
+        claims: claims(pod),
     })
+}
+
+/// The PersistentVolumeClaims a pod's volumes use (see [`PodFacts::claims`]).
+fn claims(pod: &Pod) -> Vec<String> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    volumes
+        .filter_map(|v| match (&v.persistent_volume_claim, &v.ephemeral) {
+            (Some(claim), _) => Some(claim.claim_name.clone()),
+            (None, Some(_)) => Some(format!("{name}-{}", v.name)),
+            (None, None) => None,
+        })
+        .collect()
 }
 
 /// What a bound pod holds, from its resources alone: whatever else is wrong with the pod
@@ -676,7 +693,7 @@ fn no_node() -> Requirement {
 }
 
 /// One node selector term, as written (an empty one is the caller's to judge).
-fn selector_term(
+pub(super) fn selector_term(
     object: &str,
     path: &str,
     term: &NodeSelectorTerm,
@@ -850,6 +867,7 @@ fn constraints(
         tolerations,
         preferred,
         extended,
+        volumes: Vec::new(),
     });
     Ok((constraints, gpu_models))
 }

@@ -1,9 +1,12 @@
-//! The watch streams: pods, nodes, PodGroups and Queues, each a kube-rs watcher (list,
-//! then watch from the list's resourceVersion with bookmarks; relist on 410 Gone) whose
-//! events are forwarded to the scheduling loop. A stream that fails is retried with
-//! backoff; the loop never waits on it.
+//! The watch streams: pods, nodes, PodGroups, Queues, and the PersistentVolumeClaims,
+//! PersistentVolumes and StorageClasses that say where pods' volumes let them run; each a
+//! kube-rs watcher (list, then watch from the list's resourceVersion with bookmarks;
+//! relist on 410 Gone) whose events are forwarded to the scheduling loop. A stream that
+//! fails is retried with backoff; the loop never waits on it.
 //!
-//! Pods and nodes are forwarded unchanged. PodGroups and Queues are watched untyped and
+//! Pods, nodes and the volume kinds are forwarded unchanged (a volume kind this replica
+//! may not read counts as empty, as a missing custom resource does: its pods wait, saying
+//! which claim they miss). PodGroups and Queues are watched untyped and
 //! read one by one ([`crd::read`]), so that one object that cannot be read never fails a
 //! whole listing (which would keep the caches from syncing, and so stop all scheduling):
 //! it is logged, naming it, and counts as absent.
@@ -12,7 +15,8 @@ use std::fmt::Debug;
 use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -53,6 +57,27 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             "Queue",
             inputs.clone(),
             |e| read_event(e).map(|e| Input::Queue(Box::new(e))),
+            true,
+        ),
+        spawn(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            "PersistentVolumeClaim",
+            inputs.clone(),
+            |e| Some(Input::Claim(Box::new(e))),
+            true,
+        ),
+        spawn(
+            Api::<PersistentVolume>::all(client.clone()),
+            "PersistentVolume",
+            inputs.clone(),
+            |e| Some(Input::Volume(Box::new(e))),
+            true,
+        ),
+        spawn(
+            Api::<StorageClass>::all(client.clone()),
+            "StorageClass",
+            inputs.clone(),
+            |e| Some(Input::StorageClass(Box::new(e))),
             true,
         ),
     ]

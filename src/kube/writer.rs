@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
@@ -36,7 +36,9 @@ use tokio::sync::{Semaphore, mpsc};
 use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
 use super::run::RunOptions;
-use super::world::{Condition, Input, Output, PodRef, Unwritten, WriteError};
+use super::world::{
+    Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
+};
 
 /// Where the loop sends its outputs.
 #[derive(Clone)]
@@ -102,6 +104,7 @@ impl Writer {
                 target,
                 node,
                 annotations,
+                claims,
             } => {
                 // Why the pod waited is stale now: its binding sets its condition.
                 let _ = self.status.send(StatusWork::Forget(target.clone()));
@@ -114,7 +117,12 @@ impl Writer {
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
                     let outcome = match still_leading(&leading) {
-                        Ok(()) => bind(client, &target, &node, annotations, timeout).await,
+                        Ok(()) => {
+                            match select_node(&client, &target, &claims, &node, timeout).await {
+                                Ok(()) => bind(client, &target, &node, annotations, timeout).await,
+                                Err(e) => Err(e),
+                            }
+                        }
                         Err(e) => Err(e),
                     };
                     let _ = inputs.send(Input::Bound {
@@ -214,6 +222,31 @@ async fn within<T>(
             message: format!("no answer within {timeout:?}"),
         }),
     }
+}
+
+/// Asks for each claim's volume on `node`: the claim, in the pod's namespace, is annotated
+/// `volume.kubernetes.io/selected-node`, which its class's provisioner waits for (as
+/// kube-scheduler's `VolumeBinding` does before it binds the pod). A claim that cannot be
+/// annotated fails the binding, so that the pod is placed again.
+async fn select_node(
+    client: &Client,
+    target: &PodRef,
+    claims: &[String],
+    node: &str,
+    timeout: Duration,
+) -> Result<(), WriteError> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &target.namespace);
+    let patch =
+        Patch::Merge(json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}));
+    let params = PatchParams::default();
+    for claim in claims {
+        let call = api.patch(claim, &params, &patch);
+        within(timeout, call).await.map_err(|e| WriteError {
+            message: format!("persistentvolumeclaim {claim}: {}", e.message),
+            ..e
+        })?;
+    }
+    Ok(())
 }
 
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;

@@ -1,7 +1,8 @@
 //! Where a pod may go beyond its resources, in Kubernetes' terms: a node's labels and
 //! taints, a job's node selector, required node affinity and tolerations, and the
 //! required inter-pod affinity and anti-affinity between pods, and the extended resources
-//! (device-plugin resources, hugepages) a node must list for a job's pods. The simulator's
+//! (device-plugin resources, hugepages) a node must list for a job's pods, and where a
+//! pod's persistent volumes let it run. The simulator's
 //! nodes and jobs have none; the Kubernetes world reads them from nodes and pods. Matching
 //! follows kube-scheduler's `NodeAffinity`, `TaintToleration` and `InterPodAffinity`
 //! plugins, and `NodeResourcesFit` for the extended resources (what placed pods hold of
@@ -157,6 +158,23 @@ impl SelectorTerm {
     }
 }
 
+/// Where one of a pod's persistent volumes lets the pod run: on a node that meets one of
+/// `terms` (a bound volume's node affinity, or the topologies its storage class may
+/// provision a volume in).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct VolumeTopology {
+    pub terms: Vec<SelectorTerm>,
+    /// The volume is to be provisioned for the node the pod goes to (its claim is not
+    /// bound yet); otherwise it exists, bound to the claim.
+    pub to_provision: bool,
+}
+
+impl VolumeTopology {
+    fn allows(&self, name: &str, labels: &Labels) -> bool {
+        self.terms.iter().any(|t| t.matches(name, labels))
+    }
+}
+
 /// A preference: a term and its weight (1 to 100).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Weighted<T> {
@@ -194,15 +212,24 @@ pub struct NodeConstraints {
     /// each in its allocatable (a node that does not list one has none), less what the
     /// pods placed there hold.
     pub extended: ExtendedResources,
+    /// Where its persistent volumes let it run: a node must meet each.
+    pub volumes: Vec<VolumeTopology>,
 }
 
 impl NodeConstraints {
-    /// Whether the node's name and labels satisfy the selector and the affinity.
+    /// Whether the node's name and labels satisfy the selector, the affinity and the
+    /// volumes.
     pub fn selects(&self, name: &str, labels: &Labels) -> bool {
         self.node_selector
             .iter()
             .all(|(k, v)| labels.get(k) == Some(v))
             && (self.affinity.is_empty() || self.affinity.iter().any(|t| t.matches(name, labels)))
+            && self.volume_refusing(name, labels).is_none()
+    }
+
+    /// The first of the pod's volumes that keeps it off the node.
+    pub fn volume_refusing(&self, name: &str, labels: &Labels) -> Option<&VolumeTopology> {
+        self.volumes.iter().find(|v| !v.allows(name, labels))
     }
 
     /// How well the node meets the preferred node affinity, 0 to 100.

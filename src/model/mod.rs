@@ -20,7 +20,8 @@ pub use cluster::{
 pub use constraints::{
     ExtendedResources, Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules,
     Requirement, SelectorOp, SelectorTerm, SpreadConstraint, Taint, TaintEffect, Toleration,
-    UNSCHEDULABLE_TAINT, Weighted, preference_score, untolerated, untolerated_preferences,
+    UNSCHEDULABLE_TAINT, VolumeTopology, Weighted, preference_score, untolerated,
+    untolerated_preferences,
 };
 pub use ids::{GroupId, JobId, LeafId, NodeId, PoolId, TenantId};
 pub use job::{Job, JobKind, JobShape, PodRequest, PodWidths, Tier, TopologyNeed};

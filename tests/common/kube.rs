@@ -256,16 +256,28 @@ pub fn sync(mut w: World, nodes: &[Node], pods: &[Pod]) -> World {
         w.apply(Input::Pod(Box::new(Event::InitApply(p.clone()))), T0);
     }
     w.apply(Input::Pod(Box::new(Event::InitDone)), T0);
-    for input in [
-        Input::PodGroup(Box::new(Event::Init)),
-        Input::PodGroup(Box::new(Event::InitDone)),
-        Input::Queue(Box::new(Event::Init)),
-        Input::Queue(Box::new(Event::InitDone)),
-    ] {
+    for input in empty_listings() {
         w.apply(input, T0);
     }
     assert!(w.synced());
     w
+}
+
+/// The listings of every kind but pods and nodes, empty: PodGroups, Queues and the volume
+/// kinds.
+pub fn empty_listings() -> Vec<Input> {
+    vec![
+        Input::PodGroup(Box::new(Event::Init)),
+        Input::PodGroup(Box::new(Event::InitDone)),
+        Input::Queue(Box::new(Event::Init)),
+        Input::Queue(Box::new(Event::InitDone)),
+        Input::Claim(Box::new(Event::Init)),
+        Input::Claim(Box::new(Event::InitDone)),
+        Input::Volume(Box::new(Event::Init)),
+        Input::Volume(Box::new(Event::InitDone)),
+        Input::StorageClass(Box::new(Event::Init)),
+        Input::StorageClass(Box::new(Event::InitDone)),
+    ]
 }
 
 pub fn synced(config: &Config, nodes: &[Node]) -> World {
@@ -296,6 +308,8 @@ pub struct Bind {
     pub name: String,
     pub node: String,
     pub annotations: BTreeMap<String, String>,
+    /// The claims annotated with the node before the binding.
+    pub claims: Vec<String>,
 }
 
 pub fn binds(outputs: &[Output]) -> Vec<Bind> {
@@ -309,6 +323,7 @@ pub fn binds(outputs: &[Output]) -> Vec<Bind> {
                 target,
                 node,
                 annotations,
+                claims,
             } => Some(Bind {
                 job: *job,
                 pod: *pod,
@@ -316,6 +331,7 @@ pub fn binds(outputs: &[Output]) -> Vec<Bind> {
                 name: target.name.clone(),
                 node: node.clone(),
                 annotations: annotations.clone(),
+                claims: claims.clone(),
             }),
             _ => None,
         })

@@ -17,11 +17,13 @@ mod outcomes;
 mod pods;
 mod report;
 mod resync;
+mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::watcher;
 
 use crate::config::Config;
@@ -34,11 +36,13 @@ use super::convert::{NodeConverter, TopologyKeys};
 use super::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus};
 
 pub use pods::PodRef;
+pub use volumes::SELECTED_NODE_ANNOTATION;
 
 use nodes::Nodes;
 use pods::Pods;
 use report::Reporter;
 use resync::{Change, Resync};
+use volumes::Volumes;
 
 /// How this replica takes part in the cluster.
 #[derive(Debug, Clone)]
@@ -89,6 +93,9 @@ pub enum Input {
     Node(Box<watcher::Event<Node>>),
     PodGroup(Box<watcher::Event<PodGroup>>),
     Queue(Box<watcher::Event<Queue>>),
+    Claim(Box<watcher::Event<PersistentVolumeClaim>>),
+    Volume(Box<watcher::Event<PersistentVolume>>),
+    StorageClass(Box<watcher::Event<StorageClass>>),
     /// A binding of one pod was answered (`round`: the job's binding round it was sent in).
     Bound {
         job: JobId,
@@ -139,7 +146,8 @@ impl std::fmt::Display for WriteError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// Bind the pod to the node through `pods/binding`, with the device annotations;
-    /// `round` tells the answer from those of the job's earlier placements.
+    /// `round` tells the answer from those of the job's earlier placements. The claims to
+    /// provision for the node (in the pod's namespace) are annotated with it first.
     Bind {
         job: JobId,
         pod: u32,
@@ -147,6 +155,7 @@ pub enum Output {
         target: PodRef,
         node: String,
         annotations: BTreeMap<String, String>,
+        claims: Vec<String>,
     },
     /// Evict the pod through the Eviction API (disruption budgets hold).
     Evict {
@@ -220,6 +229,9 @@ struct Synced {
     nodes: bool,
     groups: bool,
     queues: bool,
+    claims: bool,
+    volumes: bool,
+    classes: bool,
 }
 
 /// The state machine. See the module documentation.
@@ -230,11 +242,15 @@ pub struct World {
     pods: Pods,
     groups: HashMap<(String, String), PodGroup>,
     queues: BTreeMap<String, Queue>,
+    volumes: Volumes,
     tenants_dirty: bool,
     pod_resync: Resync<Pod>,
     node_resync: Resync<Node>,
     group_resync: Resync<PodGroup>,
     queue_resync: Resync<Queue>,
+    claim_resync: Resync<PersistentVolumeClaim>,
+    volume_resync: Resync<PersistentVolume>,
+    class_resync: Resync<StorageClass>,
     synced: Synced,
     reporter: Reporter,
     metrics: Arc<LiveMetrics>,
@@ -287,11 +303,15 @@ impl World {
             pods: Pods::default(),
             groups: HashMap::new(),
             queues: BTreeMap::new(),
+            volumes: Volumes::default(),
             tenants_dirty: false,
             pod_resync: Resync::default(),
             node_resync: Resync::default(),
             group_resync: Resync::default(),
             queue_resync: Resync::default(),
+            claim_resync: Resync::default(),
+            volume_resync: Resync::default(),
+            class_resync: Resync::default(),
             synced: Synced::default(),
             reporter: Reporter::new(options.diagnose_every_ms, options.diagnoses_per_round),
             metrics,
@@ -306,7 +326,7 @@ impl World {
     /// known before it could be given again).
     pub fn synced(&self) -> bool {
         let s = self.synced;
-        s.pods && s.nodes && s.groups && s.queues
+        s.pods && s.nodes && s.groups && s.queues && s.claims && s.volumes && s.classes
     }
 
     pub fn scheduler(&self) -> &Scheduler {
@@ -349,6 +369,33 @@ impl World {
                 self.synced.queues |= self.queue_resync.synced();
                 if let Some(change) = change {
                     self.apply_queues(change);
+                }
+            }
+            Input::Claim(event) => {
+                let change = self.claim_resync.feed(*event);
+                self.synced.claims |= self.claim_resync.synced();
+                if let Some(change) = change
+                    && self.volumes.apply_claims(change)
+                {
+                    self.pods.volumes_changed();
+                }
+            }
+            Input::Volume(event) => {
+                let change = self.volume_resync.feed(*event);
+                self.synced.volumes |= self.volume_resync.synced();
+                if let Some(change) = change
+                    && self.volumes.apply_volumes(change)
+                {
+                    self.pods.volumes_changed();
+                }
+            }
+            Input::StorageClass(event) => {
+                let change = self.class_resync.feed(*event);
+                self.synced.classes |= self.class_resync.synced();
+                if let Some(change) = change
+                    && self.volumes.apply_classes(change)
+                {
+                    self.pods.volumes_changed();
                 }
             }
             Input::Bound {

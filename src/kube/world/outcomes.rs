@@ -128,6 +128,7 @@ impl World {
                 None => Default::default(),
             };
             outstanding += 1;
+            let claims = self.claims_to_provision(&target);
             binds.push(Output::Bind {
                 job,
                 pod: index,
@@ -135,6 +136,7 @@ impl World {
                 target,
                 node: place.node.clone(),
                 annotations,
+                claims,
             });
         }
         self.outputs.extend(binds);
@@ -145,6 +147,18 @@ impl World {
                 failed: Vec::new(),
             };
         }
+    }
+
+    /// The pod's claims whose volumes are provisioned for the node it is bound to (see
+    /// `volumes`), as they are now.
+    fn claims_to_provision(&self, target: &PodRef) -> Vec<String> {
+        let Some(facts) = (self.pods.entries.get(&target.uid)).and_then(|e| e.facts.as_ref())
+        else {
+            return Vec::new();
+        };
+        (self.volumes.plan(&target.namespace, &facts.claims))
+            .map(|plan| plan.to_provision)
+            .unwrap_or_default()
     }
 
     /// Sets (or clears) `status.nominatedNodeName` on a job's pods: where they go once

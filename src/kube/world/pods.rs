@@ -67,6 +67,9 @@ pub(super) enum Hold {
     Gated,
     /// Its `kant.io/queue` names no usable Queue: the reason.
     UnknownQueue(String),
+    /// A PersistentVolumeClaim of its keeps it from every node for now (missing, unbound,
+    /// being deleted): the reason.
+    Volume(String),
     /// Its PodGroup does not exist (yet).
     NoGroup(String),
     /// Its gang lacks members: fewer than `needed` wait. (A message counting them would be
@@ -80,7 +83,9 @@ pub(super) enum Hold {
 impl Hold {
     pub fn message(&self) -> String {
         match self {
-            Hold::Invalid(reason) | Hold::UnknownQueue(reason) => reason.clone(),
+            Hold::Invalid(reason) | Hold::UnknownQueue(reason) | Hold::Volume(reason) => {
+                reason.clone()
+            }
             Hold::Gated => "the pod has scheduling gates".into(),
             Hold::NoGroup(group) => format!("pod group {group} does not exist"),
             Hold::GangIncomplete { group, needed } => format!(
@@ -374,6 +379,8 @@ pub(super) struct Pods {
     told_uncarried: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
     held_on_queue: BTreeSet<String>,
+    /// Pods held for their volumes, re-examined when claims, volumes or classes change.
+    held_on_volume: BTreeSet<String>,
     next_job: u32,
     /// The last binding round started, over all jobs.
     pub bind_rounds: u64,
@@ -413,6 +420,12 @@ impl Pods {
     /// Queues changed: pods held for an unknown queue are examined again.
     pub fn queues_changed(&mut self) {
         let held = std::mem::take(&mut self.held_on_queue);
+        self.forming.extend(held);
+    }
+
+    /// Claims, volumes or classes changed: pods held for their volumes are examined again.
+    pub fn volumes_changed(&mut self) {
+        let held = std::mem::take(&mut self.held_on_volume);
         self.forming.extend(held);
     }
 
@@ -926,6 +939,7 @@ impl World {
     fn forget_pod(&mut self, uid: &str) {
         let pods = &mut self.pods;
         pods.held_on_queue.remove(uid);
+        pods.held_on_volume.remove(uid);
         pods.held.remove(uid);
         pods.warned.remove(uid);
         pods.told_differing.remove(uid);
@@ -981,10 +995,13 @@ impl World {
         }
     }
 
-    /// Whether a waiting pod may enter a queue now, or why not.
-    fn eligibility(&self, facts: &PodFacts) -> Result<(), Hold> {
+    /// Whether a waiting pod of `namespace` may enter a queue now, or why not.
+    fn eligibility(&self, facts: &PodFacts, namespace: &str) -> Result<(), Hold> {
         if facts.gated {
             return Err(Hold::Gated);
+        }
+        if let Err(reason) = self.volumes.plan(namespace, &facts.claims) {
+            return Err(Hold::Volume(reason));
         }
         if let Some(queue) = &facts.queue
             && self.scheduler.tenants().index(queue).is_none()
@@ -1134,10 +1151,12 @@ impl World {
                 self.set_state(&uid, PodState::OtherShard);
                 continue;
             }
-            if let Err(hold) = self.eligibility(&facts) {
-                if matches!(hold, Hold::UnknownQueue(_)) {
-                    self.pods.held_on_queue.insert(uid.clone());
-                }
+            if let Err(hold) = self.eligibility(&facts, &entry.target.namespace) {
+                match hold {
+                    Hold::UnknownQueue(_) => self.pods.held_on_queue.insert(uid.clone()),
+                    Hold::Volume(_) => self.pods.held_on_volume.insert(uid.clone()),
+                    _ => false,
+                };
                 self.set_state(&uid, PodState::Held(hold));
                 continue;
             }
@@ -1401,7 +1420,9 @@ impl World {
             submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
             duration_ms: None,
             topology: template.topology,
-            constraints: shared(facts.iter().map(|(f, _, _)| f.constraints.clone())),
+            constraints: shared(
+                (facts.iter()).map(|(f, _, pod)| self.with_volumes(f, &pod.namespace)),
+            ),
             pod_rules: Some(template.pod_rules.clone()),
             may_preempt: may_preempt && going_where_nominated.is_none(),
         };
@@ -1425,6 +1446,20 @@ impl World {
         );
         self.record_job(entry);
         Some(job)
+    }
+
+    /// A pod's node constraints with where its volumes let it run (as it entered its
+    /// queue; its claims are looked at again as it is bound).
+    fn with_volumes(&self, facts: &PodFacts, namespace: &str) -> Option<NodeConstraints> {
+        let topology = (self.volumes.plan(namespace, &facts.claims))
+            .map(|plan| plan.topology)
+            .unwrap_or_default();
+        if topology.is_empty() {
+            return facts.constraints.clone();
+        }
+        let mut constraints = facts.constraints.clone().unwrap_or_default();
+        constraints.volumes = topology;
+        Some(constraints)
     }
 
     /// Tells each member of a PodGroup whose GPU models or Queue differ from the template

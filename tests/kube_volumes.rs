@@ -1,0 +1,261 @@
+//! The Kubernetes world and pods' persistent volumes, driven directly (no API server): a
+//! bound volume's node affinity keeps its pods on its nodes, a claim to provision on first
+//! use is annotated with the node its pod goes to, and a claim that cannot be used yet
+//! keeps its pods waiting, saying why, in kube-scheduler's words.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kant::kube::world::{Input, Output, World};
+use kube::runtime::watcher::Event;
+use serde_json::{Value, json};
+
+mod common;
+use common::kube::*;
+
+/// A pod of `gpus` GPUs whose volume uses the claim `claim`.
+fn using(name: &str, gpus: u32, claim: &str) -> Pod {
+    pod(
+        name,
+        gpus,
+        json!({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}}),
+    )
+}
+
+/// A claim in the pods' namespace: bound to `volume`, of `class`, with more (annotations,
+/// a deletion timestamp) merged in.
+fn claim(
+    name: &str,
+    volume: Option<&str>,
+    class: Option<&str>,
+    extra: Value,
+) -> PersistentVolumeClaim {
+    let mut value = json!({
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    });
+    if let Some(volume) = volume {
+        value["spec"]["volumeName"] = json!(volume);
+    }
+    if let Some(class) = class {
+        value["spec"]["storageClassName"] = json!(class);
+    }
+    merge(&mut value, extra);
+    serde_json::from_value(value).unwrap()
+}
+
+/// A volume that only the node `host` can use (a local disk, say).
+fn volume_on(name: &str, host: &str) -> PersistentVolume {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}
+        ]}}}
+    }))
+    .unwrap()
+}
+
+/// A storage class binding `mode`, by `provisioner`, in the `zones` (none: anywhere).
+fn class(name: &str, mode: &str, provisioner: &str, zones: &[&str]) -> StorageClass {
+    let mut value = json!({
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    });
+    if !zones.is_empty() {
+        value["allowedTopologies"] = json!([{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": zones}
+        ]}]);
+    }
+    serde_json::from_value(value).unwrap()
+}
+
+fn in_zone(name: &str, zone: &str) -> k8s_openapi::api::core::v1::Node {
+    node_with(
+        name,
+        8,
+        json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}}),
+    )
+}
+
+fn apply_claim(w: &mut World, claim: &PersistentVolumeClaim, now: u64) {
+    w.apply(Input::Claim(Box::new(Event::Apply(claim.clone()))), now);
+}
+
+/// Why each pod waits, as its `PodScheduled` condition says.
+fn waiting(outputs: &[Output]) -> Vec<(String, String)> {
+    (outputs.iter())
+        .filter_map(|o| match o {
+            Output::PodCondition {
+                target, condition, ..
+            } if !condition.status => Some((target.name.clone(), condition.message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_pod_waits_for_its_claim_then_goes_where_its_volume_is() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty());
+    assert_eq!(
+        waiting(&out),
+        [(
+            "p".into(),
+            "persistentvolumeclaim \"data\" not found".into()
+        )]
+    );
+    w.apply(
+        Input::Volume(Box::new(Event::Apply(volume_on("pv-1", "n2")))),
+        T0 + 1,
+    );
+    apply_claim(
+        &mut w,
+        &claim("data", Some("pv-1"), None, json!({})),
+        T0 + 1,
+    );
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].node, "n2", "where its volume is");
+    assert!(b[0].claims.is_empty(), "a bound claim is not provisioned");
+}
+
+#[test]
+fn no_node_its_volume_allows_is_a_volume_node_affinity_conflict() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    w.apply(
+        Input::Volume(Box::new(Event::Apply(volume_on("pv-1", "gone")))),
+        T0,
+    );
+    apply_claim(&mut w, &claim("data", Some("pv-1"), None, json!({})), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty());
+    let why = waiting(&out);
+    assert_eq!(why.len(), 1, "{out:?}");
+    assert!(
+        why[0]
+            .1
+            .contains("1 node(s) had volume node affinity conflict"),
+        "{why:?}"
+    );
+}
+
+#[test]
+fn an_unbound_claim_of_an_immediate_class_keeps_its_pod_waiting_until_bound() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let fast = class("fast", "Immediate", "ebs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(fast))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("fast"), json!({})), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty());
+    assert_eq!(
+        waiting(&out),
+        [(
+            "p".into(),
+            "pod has unbound immediate PersistentVolumeClaims".into()
+        )]
+    );
+    // The volume controller binds it: the pod is placed.
+    w.apply(
+        Input::Volume(Box::new(Event::Apply(volume_on("pv-1", "n1")))),
+        T0 + 1,
+    );
+    apply_claim(
+        &mut w,
+        &claim("data", Some("pv-1"), Some("fast"), json!({})),
+        T0 + 1,
+    );
+    w.round(T0 + 1);
+    assert_eq!(binds(&w.take_outputs()).len(), 1);
+}
+
+/// A claim whose class binds on first use is provisioned where its pod goes, within the
+/// class's zones: the binding names it, so that it is annotated with the node first. A
+/// second pod of the claim, annotated and not bound yet, follows it to that node.
+#[test]
+fn a_claim_bound_on_first_use_is_provisioned_for_its_pods_node() {
+    let nodes = [in_zone("a1", "zone-a"), in_zone("b1", "zone-b")];
+    let mut w = synced(&plain(), &nodes);
+    let zonal = class(
+        "zonal",
+        "WaitForFirstConsumer",
+        "ebs.csi.aws.com",
+        &["zone-b"],
+    );
+    w.apply(Input::StorageClass(Box::new(Event::Apply(zonal))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("zonal"), json!({})), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].node, "b1", "the class provisions in zone-b only");
+    assert_eq!(b[0].claims, ["data"]);
+
+    let annotated =
+        json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "b1"}}});
+    apply_claim(
+        &mut w,
+        &claim("data", None, Some("zonal"), annotated),
+        T0 + 1,
+    );
+    apply_pod(&mut w, &using("q", 1, "data"), T0 + 1);
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!((b[0].node.as_str(), b[0].claims.len()), ("b1", 0));
+}
+
+#[test]
+fn a_claim_no_pod_can_use_yet_says_why() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let local = class(
+        "local",
+        "WaitForFirstConsumer",
+        "kubernetes.io/no-provisioner",
+        &[],
+    );
+    w.apply(Input::StorageClass(Box::new(Event::Apply(local))), T0);
+    let deleting = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:20Z",
+                                       "finalizers": ["kubernetes.io/pvc-protection"]}});
+    for c in [
+        claim("local-data", None, Some("local"), json!({})),
+        claim("no-class", None, Some("missing"), json!({})),
+        claim("going", Some("pv-1"), None, deleting),
+        claim("lost", Some("pv-gone"), None, json!({})),
+    ] {
+        apply_claim(&mut w, &c, T0);
+    }
+    for (pod, claim) in [
+        ("p-local", "local-data"),
+        ("p-class", "no-class"),
+        ("p-going", "going"),
+        ("p-lost", "lost"),
+    ] {
+        apply_pod(&mut w, &using(pod, 1, claim), T0);
+    }
+    w.round(T0);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty());
+    let mut why = waiting(&out);
+    why.sort();
+    let reasons: Vec<&str> = why.iter().map(|(_, r)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "storageclass.storage.k8s.io \"missing\" not found",
+            "persistentvolumeclaim \"going\" is being deleted",
+            "persistentvolumeclaim \"local-data\" waits for a volume of storage class local, \
+             which has no provisioner: Kant does not bind pre-made volumes; bind the claim to \
+             one beforehand",
+            "persistentvolumeclaim \"lost\" is bound to persistentvolume \"pv-gone\", which \
+             does not exist",
+        ]
+    );
+}
