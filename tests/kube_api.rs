@@ -146,6 +146,64 @@ async fn a_thousand_pods_on_a_hundred_nodes_are_bound_once_with_valid_devices() 
     kant.stop().await;
 }
 
+/// A pod whose claim binds on first use: over HTTP, the claim is annotated with the node
+/// the pod is bound to (in the class's zone), which the class's provisioner waits for; a
+/// pod whose claim does not exist waits and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_bound_on_first_use_is_annotated_with_its_pods_node() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let server = ApiServer::start().await;
+    for (name, zone) in [("node-a", "zone-a"), ("node-b", "zone-b")] {
+        let mut n = node(name, 8);
+        (n.metadata.labels.get_or_insert_with(BTreeMap::new))
+            .insert("topology.kubernetes.io/zone".into(), zone.into());
+        server.create(&n);
+    }
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "zonal"}, "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowedTopologies": [{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": ["zone-b"]}]}]
+    }))
+    .unwrap();
+    server.create(&class);
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "namespace": "ml"},
+        "spec": {"storageClassName": "zonal", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "10Gi"}}}
+    }))
+    .unwrap();
+    server.create(&claim);
+    let kant = Kant::start(&server, Config::embedded()).await;
+    let using = |name: &str, claim: &str| {
+        let mut p = gpu_pod(name, 1);
+        let volume = json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+        p.spec.as_mut().unwrap().volumes = serde_json::from_value(volume).unwrap();
+        p
+    };
+    server.create(&using("p", "data"));
+    server.create(&using("q", "absent"));
+    eventually("p is bound", || bound_pods(&server).len() == 1).await;
+    let bound = bound_pods(&server);
+    assert_eq!(
+        bound[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("node-b")
+    );
+    let claim = server
+        .get::<PersistentVolumeClaim>(Some("ml"), "data")
+        .unwrap();
+    let selected = (claim.metadata.annotations.as_ref())
+        .and_then(|a| a.get("volume.kubernetes.io/selected-node"))
+        .cloned();
+    assert_eq!(selected.as_deref(), Some("node-b"));
+    eventually("q says why it waits", || {
+        told_waits(&server, "q", "persistentvolumeclaim \"absent\" not found")
+    })
+    .await;
+    kant.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_all_or_nothing() {
     let server = ApiServer::start().await;

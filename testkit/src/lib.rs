@@ -101,6 +101,9 @@
 //! - **Eviction**: PDB status is not maintained; budgets are computed live with Running
 //!   standing in for Ready, and the number of matching pods as the expected count unless
 //!   the PDB's `status.expectedPods` is set (see the `pods` module). Pending, Succeeded and Failed pods are always evictable (real rule).
+//! - **Volumes**: PersistentVolumeClaims, PersistentVolumes and StorageClasses are plain
+//!   stored objects: no volume controller binds a claim and no provisioner makes a volume
+//!   (a test does either by writing the objects).
 //! - Core v1 `events` and `events.k8s.io/v1` `events` are stored separately (the real
 //!   server stores them once); `dryRun` is refused with 400; no authentication,
 //!   authorization, protobuf, CBOR, YAML bodies, table output or `/metrics`.
