@@ -259,3 +259,38 @@ fn a_claim_no_pod_can_use_yet_says_why() {
         ]
     );
 }
+
+/// Until the claim shows the node its first pod's binding annotates it with, its other
+/// pods follow that node all the same, and only one binding annotates it (as
+/// kube-scheduler's assume cache keeps it); once that binding fails, the claim is free
+/// again.
+#[test]
+fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
+    let nodes = [in_zone("b1", "zone-b"), in_zone("b2", "zone-b")];
+    let mut w = synced(&plain(), &nodes);
+    let shared = class("shared", "WaitForFirstConsumer", "efs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(shared))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("shared"), json!({})), T0);
+    // Seven GPUs on the first node it takes: the next pod would go to the other by itself.
+    apply_pod(&mut w, &using("p", 7, "data"), T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first[0].claims, ["data"]);
+    apply_pod(&mut w, &using("q", 1, "data"), T0 + 1);
+    w.round(T0 + 1);
+    let second = binds(&w.take_outputs());
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].node, first[0].node, "q follows p's claim");
+    assert!(second[0].claims.is_empty(), "the claim is annotated once");
+
+    answer(&mut w, &first[0], refused(Some(403), "forbidden"), T0 + 2);
+    apply_pod(&mut w, &using("r", 7, "data"), T0 + 3);
+    w.round(T0 + 3);
+    let third = binds(&w.take_outputs());
+    assert_eq!(third.len(), 1, "r goes where seven GPUs are free");
+    assert_eq!(
+        third[0].claims,
+        ["data"],
+        "p's binding failed: the claim is r's to annotate"
+    );
+}

@@ -129,6 +129,9 @@ impl World {
             };
             outstanding += 1;
             let claims = self.claims_to_provision(&target);
+            for claim in &claims {
+                (self.volumes).assume_selected(&target.namespace, claim, &place.node, job);
+            }
             binds.push(Output::Bind {
                 job,
                 pod: index,
@@ -150,7 +153,7 @@ impl World {
     }
 
     /// The pod's claims whose volumes are provisioned for the node it is bound to (see
-    /// `volumes`), as they are now.
+    /// `volumes`), as they are now: none another pod's binding is annotating already.
     fn claims_to_provision(&self, target: &PodRef) -> Vec<String> {
         let Some(facts) = (self.pods.entries.get(&target.uid)).and_then(|e| e.facts.as_ref())
         else {
@@ -349,6 +352,7 @@ impl World {
     /// undone) and are recorded as running, the others form a job again after the backoff.
     fn binding_failed(&mut self, job: JobId, failed: Vec<(u32, String)>, now_ms: u64) {
         let retry_at = self.scheduler.bind_failed(job, now_ms).unwrap_or(now_ms);
+        self.volumes.forget_assumed(job);
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };

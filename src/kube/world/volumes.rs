@@ -7,7 +7,9 @@
 //!   provisioned for the node its pod is placed on, within the class's allowed
 //!   topologies: the claim is annotated `volume.kubernetes.io/selected-node` just before
 //!   the pod is bound, and the class's provisioner makes the volume there. A claim
-//!   annotated so and not bound yet keeps its other pods to that node.
+//!   annotated so and not bound yet keeps its other pods to that node, and so does one
+//!   this replica is annotating (as kube-scheduler's assume cache keeps it), until the
+//!   claim shows it or the binding fails.
 //! - Any other unbound claim (its class binds at once, or it has none), a claim missing or
 //!   being deleted, and a class without a provisioner (pre-provisioned local volumes,
 //!   which only a scheduler choosing one of them binds: Kant does not) keep its pods
@@ -21,7 +23,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::model::{Requirement, SelectorOp, SelectorTerm, VolumeTopology};
+use crate::model::{JobId, Requirement, SelectorOp, SelectorTerm, VolumeTopology};
 
 use super::super::convert::selector_term;
 use super::resync::Change;
@@ -70,6 +72,9 @@ pub(super) struct Volumes {
     /// A volume's required node affinity (none: any node), or why it cannot be read.
     volumes: HashMap<String, Result<Vec<SelectorTerm>, String>>,
     classes: HashMap<String, Class>,
+    /// Claims this replica is annotating with a node, by namespace and name: the node, and
+    /// the job whose binding does it.
+    assumed: HashMap<(String, String), (String, JobId)>,
 }
 
 impl Volumes {
@@ -80,7 +85,26 @@ impl Volumes {
             let namespace = meta.namespace.clone().unwrap_or_default();
             (namespace, meta.name.clone().unwrap_or_default())
         };
-        apply(&mut self.claims, change, key, claim)
+        let changed = apply(&mut self.claims, change, key, claim);
+        // A claim that shows its node (or is bound, or gone) is assumed no longer.
+        let claims = &self.claims;
+        (self.assumed).retain(|key, _| {
+            claims
+                .get(key)
+                .is_some_and(|c| c.selected_node.is_none() && c.volume.is_none())
+        });
+        changed
+    }
+
+    /// `job`'s binding annotates the claim with `node`: the claim's other pods follow.
+    pub fn assume_selected(&mut self, namespace: &str, claim: &str, node: &str, job: JobId) {
+        let key = (namespace.to_owned(), claim.to_owned());
+        self.assumed.insert(key, (node.to_owned(), job));
+    }
+
+    /// `job`'s binding failed: the claims it was annotating may not show their node.
+    pub fn forget_assumed(&mut self, job: JobId) {
+        self.assumed.retain(|_, (_, by)| *by != job);
     }
 
     /// Takes in a change to the volumes; returns whether anything placement reads changed.
@@ -132,7 +156,8 @@ impl Volumes {
             if !class.waits_for_first_consumer {
                 return Err("pod has unbound immediate PersistentVolumeClaims".into());
             }
-            if let Some(node) = &claim.selected_node {
+            let assumed = self.assumed.get(&key).map(|(node, _)| node);
+            if let Some(node) = claim.selected_node.as_ref().or(assumed) {
                 // Being provisioned there: its other pods follow it.
                 plan.topology.push(VolumeTopology {
                     terms: vec![named_node(node)],
