@@ -81,6 +81,14 @@ fn apply_claim(w: &mut World, claim: &PersistentVolumeClaim, now: u64) {
     w.apply(Input::Claim(Box::new(Event::Apply(claim.clone()))), now);
 }
 
+/// What a round at `now` binds nothing and says of the pods that wait.
+fn waits_at(w: &mut World, now: u64) -> Vec<(String, String)> {
+    w.round(now);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty(), "{out:?}");
+    waiting(&out)
+}
+
 /// Why each pod waits, as its `PodScheduled` condition says.
 fn waiting(outputs: &[Output]) -> Vec<(String, String)> {
     (outputs.iter())
@@ -97,11 +105,8 @@ fn waiting(outputs: &[Output]) -> Vec<(String, String)> {
 fn a_pod_waits_for_its_claim_then_goes_where_its_volume_is() {
     let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
     apply_pod(&mut w, &using("p", 1, "data"), T0);
-    w.round(T0);
-    let out = w.take_outputs();
-    assert!(binds(&out).is_empty());
     assert_eq!(
-        waiting(&out),
+        waits_at(&mut w, T0),
         [(
             "p".into(),
             "persistentvolumeclaim \"data\" not found".into()
@@ -152,11 +157,8 @@ fn an_unbound_claim_of_an_immediate_class_keeps_its_pod_waiting_until_bound() {
     w.apply(Input::StorageClass(Box::new(Event::Apply(fast))), T0);
     apply_claim(&mut w, &claim("data", None, Some("fast"), json!({})), T0);
     apply_pod(&mut w, &using("p", 1, "data"), T0);
-    w.round(T0);
-    let out = w.take_outputs();
-    assert!(binds(&out).is_empty());
     assert_eq!(
-        waiting(&out),
+        waits_at(&mut w, T0),
         [(
             "p".into(),
             "pod has unbound immediate PersistentVolumeClaims".into()

@@ -61,6 +61,21 @@ fn queue_status_fields(outputs: &[Output], queue: Option<&str>, path: &[&str]) -
         .collect()
 }
 
+/// Every Queue status written (of `queue` only, when named) counts no running job at
+/// `path`, and one was written.
+fn assert_no_running_job(outputs: &[Output], queue: Option<&str>, path: &[&str]) {
+    let running = queue_status_fields(outputs, queue, path);
+    assert!(!running.is_empty(), "{outputs:?}");
+    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+}
+
+/// A node without GPUs (its GPU model label dropped) named `name`, with `extra` merged in.
+fn cpu_node(name: &str, extra: Value) -> k8s_openapi::api::core::v1::Node {
+    let mut no_model = json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}});
+    merge(&mut no_model, extra);
+    node_with(name, 0, no_model)
+}
+
 #[test]
 fn nothing_is_placed_before_every_watch_listed() {
     let mut world = world(&plain());
@@ -858,11 +873,7 @@ fn a_gangs_launcher_follows_its_workers_shard() {
 /// uses CPU-only nodes, not only the `--default-shard` one.
 #[test]
 fn a_shards_gang_takes_its_launcher_to_a_cpu_only_node() {
-    let cpu_node = node_with(
-        "c1",
-        0,
-        json!({"metadata": {"labels": {"node-role": "cpu"}}}),
-    );
+    let cpu_node = cpu_node("c1", json!({"metadata": {"labels": {"node-role": "cpu"}}}));
     let nodes = [node("n1", 8), cpu_node];
     let mut world = sync(world_with(&plain(), h100_shard()), &nodes, &[]);
     world.apply(
@@ -902,9 +913,8 @@ fn a_shards_gang_takes_its_launcher_to_a_cpu_only_node() {
 /// the running jobs this shard counts for its Queue.
 #[test]
 fn a_pod_of_another_shard_on_a_cpu_only_node_is_not_counted_as_this_shards_job() {
-    let cpu_node = node_with(
+    let cpu_node = cpu_node(
         "c1",
-        0,
         json!({"metadata": {"labels": {"node-role": "cpu"}}, "status": {"allocatable": {"cpu": "4"}}}),
     );
     let asking_cpu = |cpu: &str| json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": cpu}}}]}});
@@ -935,9 +945,7 @@ fn a_pod_of_another_shard_on_a_cpu_only_node_is_not_counted_as_this_shards_job()
     apply_pod(&mut world, &member("worker", 8, "mpi", on_h100), T0);
     let out = run_until(&mut world, T0, T0 + 10_000);
     assert!(binds(&out).is_empty(), "c1 is full: {out:?}");
-    let running = queue_status_fields(&out, None, &["shards", "h100", "running"]);
-    assert!(!running.is_empty(), "{out:?}");
-    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+    assert_no_running_job(&out, None, &["shards", "h100", "running"]);
 }
 
 /// A node of another shard's GPU model lists no GPU for a moment when its kubelet restarts
@@ -998,11 +1006,7 @@ fn another_shards_node_listing_no_gpu_for_a_moment_is_left_alone() {
 /// them to its sum.
 #[test]
 fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
-    let cpu_node = node_with(
-        "c1",
-        0,
-        json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
-    );
+    let cpu_node = cpu_node("c1", json!({}));
     let running_on_c1 = json!({"spec": {"nodeName": "c1"}, "status": {"phase": "Running"}});
     // The --default-shard replica's pod, naming no GPU model nor Queue.
     let web = pod("web", 0, running_on_c1.clone());
@@ -1018,9 +1022,7 @@ fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
         T0,
     );
     let out = run_until(&mut world, T0, T0 + 10_000);
-    let running = queue_status_fields(&out, Some("default"), &["shards", "h100", "running"]);
-    assert!(!running.is_empty(), "{out:?}");
-    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+    assert_no_running_job(&out, Some("default"), &["shards", "h100", "running"]);
 }
 
 /// A pod of this scheduler found on a CPU-only node whose scheduling fields no longer parse
@@ -1029,11 +1031,7 @@ fn pods_found_on_a_cpu_only_node_are_not_running_jobs_of_the_default_queue() {
 /// shard too (each would count it in its entry of the Queue's status).
 #[test]
 fn an_unreadable_pod_on_a_cpu_only_node_is_not_counted_by_every_shard() {
-    let cpu_node = node_with(
-        "c1",
-        0,
-        json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
-    );
+    let cpu_node = cpu_node("c1", json!({}));
     let web = pod(
         "web",
         0,
@@ -1047,9 +1045,7 @@ fn an_unreadable_pod_on_a_cpu_only_node_is_not_counted_by_every_shard() {
     );
     world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
     let out = run_until(&mut world, T0, T0 + 10_000);
-    let running = queue_status_fields(&out, None, &["shards", "h100", "running"]);
-    assert!(!running.is_empty(), "{out:?}");
-    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+    assert_no_running_job(&out, None, &["shards", "h100", "running"]);
 }
 
 /// A pod found terminating on start (an earlier leader's victim, a pod being deleted)
@@ -1069,9 +1065,7 @@ fn a_pod_found_terminating_is_no_running_job_of_its_queue() {
     world.apply(Input::Queue(Box::new(Event::Apply(queue("team", 8)))), T0);
     let out = run_until(&mut world, T0, T0 + 10_000);
     assert_eq!(free_gpus(&world), 6, "it holds its devices");
-    let running = queue_status_fields(&out, Some("team"), &["running"]);
-    assert!(!running.is_empty(), "{out:?}");
-    assert!(running.iter().all(|r| *r == json!(0)), "{running:?}");
+    assert_no_running_job(&out, Some("team"), &["running"]);
 }
 
 /// A pod naming A100 then H100 was placed by the H100 shard while no node carried A100 (an
