@@ -296,3 +296,50 @@ fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
         "p's binding failed: the claim is r's to annotate"
     );
 }
+
+/// Two pods of one claim placed in the same round, each alone on a node: the first one's
+/// binding annotates the claim with its node, and the second, which would go elsewhere,
+/// is not bound there (its volume is provisioned on the first one's node); it waits to go
+/// there, as kube-scheduler's assume cache keeps it.
+#[test]
+fn pods_of_one_claim_placed_in_one_round_go_to_the_node_it_is_provisioned_for() {
+    let nodes = [in_zone("a1", "zone-a"), in_zone("b1", "zone-b")];
+    let mut w = synced(&plain(), &nodes);
+    let zonal = class("zonal", "WaitForFirstConsumer", "ebs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(zonal))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("zonal"), json!({})), T0);
+    apply_pod(&mut w, &using("p", 7, "data"), T0);
+    apply_pod(&mut w, &using("q", 7, "data"), T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1, "one node takes seven GPUs once: {b:?}");
+    assert_eq!(b[0].claims, ["data"]);
+    let out = run_until(&mut w, T0 + 1, T0 + 20_000);
+    assert!(binds(&out).is_empty(), "{:?}", binds(&out));
+}
+
+/// A gang member whose claim went away while it waited for the rest of its gang is not
+/// bound without it: the gang waits for the claim.
+#[test]
+fn a_gang_member_whose_claim_went_away_meanwhile_is_not_bound() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    let shared = class("shared", "WaitForFirstConsumer", "efs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(shared))), T0);
+    let data = claim("data", None, Some("shared"), json!({}));
+    apply_claim(&mut w, &data, T0);
+    let volume = json!({"spec": {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}});
+    apply_pod(&mut w, &member("w0", 4, "g", volume), T0);
+    w.round(T0);
+    assert!(
+        binds(&w.take_outputs()).is_empty(),
+        "the gang lacks a member"
+    );
+    w.apply(Input::Claim(Box::new(Event::Delete(data))), T0 + 1);
+    apply_pod(&mut w, &member("w1", 4, "g", json!({})), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 5_000);
+    assert!(binds(&out).is_empty(), "{:?}", binds(&out));
+}

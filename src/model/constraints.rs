@@ -170,7 +170,8 @@ pub struct VolumeTopology {
 }
 
 impl VolumeTopology {
-    fn allows(&self, name: &str, labels: &Labels) -> bool {
+    /// Whether the node of this name and labels meets one of the terms.
+    pub fn allows(&self, name: &str, labels: &Labels) -> bool {
         self.terms.iter().any(|t| t.matches(name, labels))
     }
 }

@@ -46,7 +46,7 @@ impl World {
                         .filter(|v| self.pods.jobs.contains_key(v))
                         .collect();
                     if victims.is_empty() {
-                        self.start_binding(job);
+                        self.start_binding(job, now_ms);
                     } else {
                         self.nominate(job, true);
                         let until_ms = now_ms.saturating_add(VICTIM_PATIENCE_MS);
@@ -116,8 +116,16 @@ impl World {
             .collect()
     }
 
-    /// Sends one binding per pod of a placed job.
-    fn start_binding(&mut self, job: JobId) {
+    /// Sends one binding per pod of a placed job. A job one of whose pods' claims no
+    /// longer lets it go where it was placed (another job's binding, earlier in this round
+    /// maybe, is provisioning a claim of its for another node; a claim went away) forms
+    /// again instead, as its claims are now.
+    fn start_binding(&mut self, job: JobId, now_ms: u64) {
+        if !self.volumes_allow(job) {
+            self.scheduler.bind_failed(job, now_ms);
+            self.withdraw_and_dissolve(job, now_ms);
+            return;
+        }
         self.pods.bind_rounds += 1;
         let round = self.pods.bind_rounds;
         let mut outstanding = 0;
@@ -152,6 +160,32 @@ impl World {
         }
     }
 
+    /// Whether the claims of each pod of a placed job, as they are now, let it go where it
+    /// was placed.
+    fn volumes_allow(&self, job: JobId) -> bool {
+        let Some(entry) = self.pods.jobs.get(&job) else {
+            return true;
+        };
+        let spec = self.scheduler.state().spec();
+        entry.alive().all(|(index, uid)| {
+            let pod = self.pods.entries.get(uid);
+            let Some((pod, facts)) = pod.and_then(|p| Some((p, p.facts.as_ref()?))) else {
+                return true;
+            };
+            if facts.claims.is_empty() {
+                return true;
+            }
+            let Ok(plan) = self.volumes.plan(&pod.target.namespace, &facts.claims) else {
+                return false;
+            };
+            let node = (entry.place(index)).and_then(|p| spec.node_id(&p.node));
+            let Some(node) = node.map(|id| spec.node(id)) else {
+                return true;
+            };
+            (plan.topology.iter()).all(|v| v.allows(&node.name, &node.labels))
+        })
+    }
+
     /// The pod's claims whose volumes are provisioned for the node it is bound to (see
     /// `volumes`), as they are now: none another pod's binding is annotating already.
     fn claims_to_provision(&self, target: &PodRef) -> Vec<String> {
@@ -176,7 +210,7 @@ impl World {
     }
 
     /// A victim's last pod is gone: its preemptor is bound once all its victims are.
-    pub(super) fn victim_gone(&mut self, by: JobId, victim: JobId, _now_ms: u64) {
+    pub(super) fn victim_gone(&mut self, by: JobId, victim: JobId, now_ms: u64) {
         let Some(entry) = self.pods.jobs.get_mut(&by) else {
             return;
         };
@@ -186,7 +220,7 @@ impl World {
         victims.retain(|v| *v != victim);
         if victims.is_empty() {
             self.nominate(by, false);
-            self.start_binding(by);
+            self.start_binding(by, now_ms);
         }
     }
 
