@@ -343,3 +343,37 @@ fn a_gang_member_whose_claim_went_away_meanwhile_is_not_bound() {
     let out = run_until(&mut w, T0 + 1, T0 + 5_000);
     assert!(binds(&out).is_empty(), "{:?}", binds(&out));
 }
+
+/// A pod queued for the node its claim is being provisioned for, where it does not fit,
+/// follows the claim once the provisioner gives that node up (it takes the annotation off,
+/// to have the volume provisioned elsewhere): it is placed where it fits, and the claim
+/// annotated with that node.
+#[test]
+fn a_queued_pod_follows_its_claim_when_the_node_it_waits_for_is_given_up() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let shared = class("shared", "WaitForFirstConsumer", "efs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(shared))), T0);
+    let on_n1 = json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "n1"}}});
+    apply_claim(&mut w, &claim("data", None, Some("shared"), on_n1), T0);
+    let big = pod(
+        "big",
+        8,
+        json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}}),
+    );
+    place(&mut w, &big, T0);
+    apply_pod(&mut w, &using("q", 1, "data"), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 5_000);
+    assert!(binds(&out).is_empty(), "n1 is full");
+
+    apply_claim(
+        &mut w,
+        &claim("data", None, Some("shared"), json!({})),
+        T0 + 6_000,
+    );
+    let b = binds(&run_until(&mut w, T0 + 6_000, T0 + 30_000));
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(
+        (b[0].node.as_str(), b[0].claims.clone()),
+        ("n2", vec!["data".to_string()])
+    );
+}

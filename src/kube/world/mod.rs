@@ -435,6 +435,7 @@ impl World {
         self.adopt_parked(now_ms);
         self.give_up_on_lingering_victims(now_ms);
         self.end_going_waits(now_ms);
+        self.reform_on_volumes(now_ms);
         let jobs = self.form_jobs(now_ms);
         // A job may name a GPU model no node has yet: its empty pool must exist first.
         self.rebuild_cluster(now_ms);

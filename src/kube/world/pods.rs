@@ -381,6 +381,9 @@ pub(super) struct Pods {
     held_on_queue: BTreeSet<String>,
     /// Pods held for their volumes, re-examined when claims, volumes or classes change.
     held_on_volume: BTreeSet<String>,
+    /// Claims, volumes or classes changed since queued jobs were last checked against
+    /// them.
+    volumes_changed: bool,
     next_job: u32,
     /// The last binding round started, over all jobs.
     pub bind_rounds: u64,
@@ -423,10 +426,12 @@ impl Pods {
         self.forming.extend(held);
     }
 
-    /// Claims, volumes or classes changed: pods held for their volumes are examined again.
+    /// Claims, volumes or classes changed: pods held for their volumes are examined again,
+    /// and so are queued jobs of pods with claims.
     pub fn volumes_changed(&mut self) {
         let held = std::mem::take(&mut self.held_on_volume);
         self.forming.extend(held);
+        self.volumes_changed = true;
     }
 
     pub fn group_changed(&mut self, group: &GroupKey) {
@@ -1446,6 +1451,43 @@ impl World {
         );
         self.record_job(entry);
         Some(job)
+    }
+
+    /// Queued jobs some of whose pods' claims no longer say what they did as the job formed
+    /// (a claim given a node, or freed of one; bound; gone) come apart, to form again as
+    /// their claims say now: a pod waiting for a node its claim no longer names would wait
+    /// for good.
+    pub(super) fn reform_on_volumes(&mut self, now_ms: u64) {
+        if !std::mem::take(&mut self.pods.volumes_changed) {
+            return;
+        }
+        let outdated: Vec<JobId> = (self.pods.jobs.iter())
+            .filter(|(_, e)| e.phase == JobPhase::Queued)
+            .filter(|(_, e)| {
+                (e.alive()).any(|(index, uid)| self.volumes_outdated(&e.job, index, uid))
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for job in outdated {
+            self.withdraw_and_dissolve(job, now_ms);
+        }
+    }
+
+    /// Whether pod `index` of `job` (`uid`) has claims that let it run elsewhere than the
+    /// job says, or not at all.
+    fn volumes_outdated(&self, job: &Job, index: u32, uid: &str) -> bool {
+        let Some(entry) = self.pods.entries.get(uid) else {
+            return false;
+        };
+        let Some(facts) = entry.facts.as_ref().filter(|f| !f.claims.is_empty()) else {
+            return false;
+        };
+        let now =
+            (self.volumes.plan(&entry.target.namespace, &facts.claims)).map(|plan| plan.topology);
+        let then = job
+            .constraints_of(index)
+            .map_or(&[][..], |c| &c.volumes[..]);
+        now.as_deref() != Ok(then)
     }
 
     /// A pod's node constraints with where its volumes let it run (as it entered its
