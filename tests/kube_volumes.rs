@@ -377,3 +377,21 @@ fn a_queued_pod_follows_its_claim_when_the_node_it_waits_for_is_given_up() {
         ("n2", vec!["data".to_string()])
     );
 }
+
+/// A claim naming its class by the beta annotation (older charts still write it), which
+/// Kubernetes reads before `spec.storageClassName`, is of that class.
+#[test]
+fn a_claim_naming_its_class_by_the_beta_annotation_is_of_that_class() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let zonal = class("zonal", "WaitForFirstConsumer", "ebs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(zonal))), T0);
+    let beta =
+        json!({"metadata": {"annotations": {"volume.beta.kubernetes.io/storage-class": "zonal"}}});
+    apply_claim(&mut w, &claim("data", None, None, beta), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    let b = binds(&out);
+    assert_eq!(b.len(), 1, "{:?}", waiting(&out));
+    assert_eq!(b[0].claims, ["data"]);
+}

@@ -31,6 +31,9 @@ use super::resync::Change;
 /// The annotation that asks a class's provisioner for a volume on a node.
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 
+/// The class of a claim, read before `spec.storageClassName` (deprecated, still honoured).
+const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
+
 /// The provisioner of classes whose volumes are made by hand (local volumes).
 const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
@@ -211,9 +214,14 @@ fn claim(c: &PersistentVolumeClaim) -> Claim {
     let spec = c.spec.as_ref();
     let non_empty = |s: Option<&String>| s.filter(|s| !s.is_empty()).cloned();
     let annotations = c.metadata.annotations.as_ref();
+    // As Kubernetes reads it (`GetPersistentVolumeClaimClass`): the beta annotation first.
+    let class = match annotations.and_then(|a| a.get(BETA_CLASS_ANNOTATION)) {
+        Some(class) => non_empty(Some(class)),
+        None => non_empty(spec.and_then(|s| s.storage_class_name.as_ref())),
+    };
     Claim {
         volume: non_empty(spec.and_then(|s| s.volume_name.as_ref())),
-        class: non_empty(spec.and_then(|s| s.storage_class_name.as_ref())),
+        class,
         selected_node: non_empty(annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION))),
         deleting: c.metadata.deletion_timestamp.is_some(),
     }
