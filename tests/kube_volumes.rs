@@ -395,3 +395,49 @@ fn a_claim_naming_its_class_by_the_beta_annotation_is_of_that_class() {
     assert_eq!(b.len(), 1, "{:?}", waiting(&out));
     assert_eq!(b[0].claims, ["data"]);
 }
+
+/// A pod deleted while its binding, which was to annotate its claim, is in flight, and
+/// whose claim could not be annotated, leaves the claim free: the next pod of the claim
+/// annotates it.
+#[test]
+fn a_claim_left_unannotated_by_a_pod_deleted_while_binding_is_free() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let shared = class("shared", "WaitForFirstConsumer", "efs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(shared))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("shared"), json!({})), T0);
+    let p = using("p", 7, "data");
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first[0].claims, ["data"]);
+    delete_pod(&mut w, &p, T0 + 1);
+    answer(&mut w, &first[0], refused(Some(503), "unavailable"), T0 + 1);
+    apply_pod(&mut w, &using("q", 7, "data"), T0 + 2);
+    w.round(T0 + 2);
+    let second = binds(&w.take_outputs());
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].claims, ["data"], "the claim was never annotated");
+}
+
+/// A pod whose node goes away while its binding, which was to annotate its claim, is in
+/// flight is placed again; the claim, which could not be annotated, is its to annotate
+/// with its new node.
+#[test]
+fn a_pod_placed_again_as_its_node_went_away_while_binding_annotates_its_claim() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let shared = class("shared", "WaitForFirstConsumer", "efs.csi.aws.com", &[]);
+    w.apply(Input::StorageClass(Box::new(Event::Apply(shared))), T0);
+    apply_claim(&mut w, &claim("data", None, Some("shared"), json!({})), T0);
+    apply_pod(&mut w, &using("p", 7, "data"), T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first[0].claims, ["data"]);
+    delete_node(&mut w, &node(&first[0].node, 8), T0 + 1);
+    w.round(T0 + 1);
+    w.take_outputs();
+    answer(&mut w, &first[0], refused(Some(503), "unavailable"), T0 + 2);
+    let b = binds(&run_until(&mut w, T0 + 2, T0 + 30_000));
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_ne!(b[0].node, first[0].node);
+    assert_eq!(b[0].claims, ["data"], "the claim was never annotated");
+}

@@ -263,8 +263,11 @@ impl World {
         }
         let failed = std::mem::take(failed);
         if entry.alive().next().is_none() {
-            // Every pod was deleted, or placed elsewhere, while it was being bound.
+            // Every pod was deleted, or placed elsewhere, while it was being bound: the
+            // claims its bindings were annotating may not show their node (the watch
+            // shows those that do).
             self.pods.jobs.remove(&job);
+            self.volumes.forget_assumed(job);
             return;
         }
         if failed.is_empty() {
@@ -633,6 +636,10 @@ impl World {
     /// does not exist waits for it.
     fn requeue(&mut self, job: JobId, now_ms: u64) -> Option<JobPhase> {
         let left = self.pods.requeue(job)?;
+        // The claims its bindings, if any, were annotating may not show their node: the
+        // watch shows those that do. (A binding's answer of the round it left is not
+        // awaited.)
+        self.volumes.forget_assumed(job);
         let tenants = self.scheduler.tenants();
         let queue_gone = (self.pods.jobs.get(&job))
             .and_then(|e| e.queue.as_deref())
