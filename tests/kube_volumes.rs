@@ -441,3 +441,32 @@ fn a_pod_placed_again_as_its_node_went_away_while_binding_annotates_its_claim() 
     assert_ne!(b[0].node, first[0].node);
     assert_eq!(b[0].claims, ["data"], "the claim was never annotated");
 }
+
+/// A volume whose node affinity has an empty term: Kubernetes matches no node with it, so
+/// its pods go only where its other terms allow.
+#[test]
+fn an_empty_term_of_a_volumes_node_affinity_matches_no_node() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let volume = serde_json::from_value(json!({
+        "metadata": {"name": "pv-1"},
+        "spec": {"capacity": {"storage": "1Gi"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+            {},
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]}
+        ]}}}
+    }))
+    .unwrap();
+    w.apply(Input::Volume(Box::new(Event::Apply(volume))), T0);
+    apply_claim(&mut w, &claim("data", Some("pv-1"), None, json!({})), T0);
+    // A pod on n1 first: p would join it there by itself.
+    let filler = pod(
+        "filler",
+        1,
+        json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}}),
+    );
+    place(&mut w, &filler, T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0 + 1);
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].node, "n2");
+}

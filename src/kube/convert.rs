@@ -684,7 +684,7 @@ const PREFERRED_AFFINITY: &str =
     "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
 
 /// A requirement on the node's name that no node meets.
-fn no_node() -> Requirement {
+pub(super) fn no_node() -> Requirement {
     Requirement {
         key: NODE_NAME_FIELD.to_owned(),
         op: SelectorOp::In,

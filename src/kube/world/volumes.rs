@@ -25,7 +25,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 
 use crate::model::{JobId, Requirement, SelectorOp, SelectorTerm, VolumeTopology};
 
-use super::super::convert::selector_term;
+use super::super::convert::{ConvertError, no_node, selector_term};
 use super::resync::Change;
 
 /// The annotation that asks a class's provisioner for a volume on a node.
@@ -239,7 +239,14 @@ fn node_affinity(v: &PersistentVolume) -> Result<Vec<SelectorTerm>, String> {
     };
     let path = "spec.nodeAffinity.required.nodeSelectorTerms";
     let terms = (required.node_selector_terms.iter().enumerate())
-        .map(|(i, term)| selector_term(&object, &format!("{path}[{i}]"), term))
+        .map(|(i, term)| {
+            let mut term = selector_term(&object, &format!("{path}[{i}]"), term)?;
+            if term.match_expressions.is_empty() && term.match_fields.is_empty() {
+                // Kubernetes: an empty term matches no node (the model's, every node).
+                term.match_fields.push(no_node());
+            }
+            Ok::<_, ConvertError>(term)
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
     if terms.is_empty() {
