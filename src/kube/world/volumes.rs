@@ -143,11 +143,11 @@ impl Volumes {
                     Some(read) => read.clone()?,
                 };
                 if !terms.is_empty() {
-                    let to_provision = false;
-                    plan.topology.push(VolumeTopology {
+                    let bound = VolumeTopology {
                         terms,
-                        to_provision,
-                    });
+                        to_provision: false,
+                    };
+                    plan.topology.push(bound);
                 }
                 continue;
             }
