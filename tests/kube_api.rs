@@ -146,13 +146,16 @@ async fn a_thousand_pods_on_a_hundred_nodes_are_bound_once_with_valid_devices() 
     kant.stop().await;
 }
 
-/// A pod whose claim binds on first use: over HTTP, the claim is annotated with the node
-/// the pod is bound to (in the class's zone), which the class's provisioner waits for; a
-/// pod whose claim does not exist waits and says so.
+/// A pod whose claim binds on first use, over HTTP: the claim is annotated with the node
+/// chosen for the pod (in the class's zone), which the class's provisioner waits for, and
+/// the pod is bound once the claim is (this test plays the provisioner). A provisioner
+/// that gives the node up (the annotation taken off) has the pod placed again. A pod whose
+/// claim does not exist waits and says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_bound_on_first_use_is_annotated_with_its_pods_node() {
+async fn a_pod_of_a_claim_bound_on_first_use_is_bound_once_its_volume_is_provisioned() {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
     use k8s_openapi::api::storage::v1::StorageClass;
+    const SELECTED: &str = "volume.kubernetes.io/selected-node";
     let server = ApiServer::start().await;
     for (name, zone) in [("node-a", "zone-a"), ("node-b", "zone-b")] {
         let mut n = node(name, 8);
@@ -175,7 +178,7 @@ async fn a_claim_bound_on_first_use_is_annotated_with_its_pods_node() {
     }))
     .unwrap();
     server.create(&claim);
-    let kant = Kant::start(&server, Config::embedded()).await;
+    let kant = Kant::start(&server, common::kube::plain()).await;
     let using = |name: &str, claim: &str| {
         let mut p = gpu_pod(name, 1);
         let volume = json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
@@ -184,19 +187,43 @@ async fn a_claim_bound_on_first_use_is_annotated_with_its_pods_node() {
     };
     server.create(&using("p", "data"));
     server.create(&using("q", "absent"));
+    let data = || {
+        server
+            .get::<PersistentVolumeClaim>(Some("ml"), "data")
+            .unwrap()
+    };
+    let selected = |c: &PersistentVolumeClaim| {
+        (c.metadata.annotations.as_ref()).and_then(|a| a.get(SELECTED).cloned())
+    };
+    eventually("the claim is annotated", || selected(&data()).is_some()).await;
+    assert_eq!(selected(&data()).as_deref(), Some("node-b"));
+    // The provisioner gives the node up: the pod is placed again, the claim annotated anew.
+    let mut given_up = data();
+    given_up
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(SELECTED);
+    server.update(&given_up);
+    eventually("the claim is annotated again", || {
+        selected(&data()).is_some()
+    })
+    .await;
+    assert!(
+        bound_pods(&server).is_empty(),
+        "bound before its volume exists"
+    );
+    // The provisioner makes the volume and the claim is bound: so is the pod.
+    let mut provisioned = data();
+    provisioned.spec.as_mut().unwrap().volume_name = Some("pv-data".into());
+    server.update(&provisioned);
     eventually("p is bound", || bound_pods(&server).len() == 1).await;
     let bound = bound_pods(&server);
     assert_eq!(
         bound[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some("node-b")
     );
-    let claim = server
-        .get::<PersistentVolumeClaim>(Some("ml"), "data")
-        .unwrap();
-    let selected = (claim.metadata.annotations.as_ref())
-        .and_then(|a| a.get("volume.kubernetes.io/selected-node"))
-        .cloned();
-    assert_eq!(selected.as_deref(), Some("node-b"));
     eventually("q says why it waits", || {
         told_waits(&server, "q", "persistentvolumeclaim \"absent\" not found")
     })

@@ -211,7 +211,12 @@ fn a_claim_bound_on_first_use_is_provisioned_for_its_pods_node() {
     w.round(T0 + 1);
     let b = binds(&w.take_outputs());
     assert_eq!(b.len(), 1);
-    assert_eq!((b[0].node.as_str(), b[0].claims.len()), ("b1", 0));
+    assert_eq!(b[0].node, "b1", "where the claim is provisioned");
+    assert_eq!(
+        b[0].claims,
+        ["data"],
+        "its binding waits for the volume too"
+    );
 }
 
 #[test]
@@ -263,8 +268,8 @@ fn a_claim_no_pod_can_use_yet_says_why() {
 }
 
 /// Until the claim shows the node its first pod's binding annotates it with, its other
-/// pods follow that node all the same, and only one binding annotates it (as
-/// kube-scheduler's assume cache keeps it); once that binding fails, the claim is free
+/// pods follow that node all the same (as kube-scheduler's assume cache keeps it), their
+/// bindings waiting for the same volume; once those bindings fail, the claim is free
 /// again.
 #[test]
 fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
@@ -283,9 +288,11 @@ fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
     let second = binds(&w.take_outputs());
     assert_eq!(second.len(), 1);
     assert_eq!(second[0].node, first[0].node, "q follows p's claim");
-    assert!(second[0].claims.is_empty(), "the claim is annotated once");
+    assert_eq!(second[0].claims, ["data"], "and waits for its volume");
 
-    answer(&mut w, &first[0], refused(Some(403), "forbidden"), T0 + 2);
+    for bind in [&first[0], &second[0]] {
+        answer(&mut w, bind, refused(Some(403), "forbidden"), T0 + 2);
+    }
     apply_pod(&mut w, &using("r", 7, "data"), T0 + 3);
     w.round(T0 + 3);
     let third = binds(&w.take_outputs());
@@ -293,7 +300,7 @@ fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
     assert_eq!(
         third[0].claims,
         ["data"],
-        "p's binding failed: the claim is r's to annotate"
+        "p's and q's bindings failed: the claim is r's to annotate"
     );
 }
 

@@ -1,7 +1,9 @@
 //! Carries the world's outputs to the API server, off the scheduling loop.
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
-//!   goes back to the loop as an input.
+//!   goes back to the loop as an input. A binding whose pod has claims to provision first
+//!   annotates them with its node, then waits for them to be bound, holding no slot
+//!   meanwhile (see [`Provision`]).
 //! - A binding, eviction or status write still waiting for its turn when this replica
 //!   stops leading is not sent: another replica may lead by the time its turn comes.
 //! - Every call is bounded by a timeout: an API server that takes a request and never
@@ -114,15 +116,17 @@ impl Writer {
                 let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
                     let _in_flight = in_flight;
+                    let volumes = Provision {
+                        client: &client,
+                        slots: &slots,
+                        leading: &leading,
+                        timeout,
+                    };
+                    let provisioned = volumes.run(&target, &claims, &node).await;
                     let _slot = slots.acquire_owned().await;
                     let started = Instant::now();
-                    let outcome = match still_leading(&leading) {
-                        Ok(()) => {
-                            match select_node(&client, &target, &claims, &node, timeout).await {
-                                Ok(()) => bind(client, &target, &node, annotations, timeout).await,
-                                Err(e) => Err(e),
-                            }
-                        }
+                    let outcome = match provisioned.and_then(|()| still_leading(&leading)) {
+                        Ok(()) => bind(client, &target, &node, annotations, timeout).await,
                         Err(e) => Err(e),
                     };
                     let _ = inputs.send(Input::Bound {
@@ -224,29 +228,88 @@ async fn within<T>(
     }
 }
 
-/// Asks for each claim's volume on `node`: the claim, in the pod's namespace, is annotated
-/// `volume.kubernetes.io/selected-node`, which its class's provisioner waits for (as
-/// kube-scheduler's `VolumeBinding` does before it binds the pod). A claim that cannot be
-/// annotated fails the binding, so that the pod is placed again.
-async fn select_node(
-    client: &Client,
-    target: &PodRef,
-    claims: &[String],
-    node: &str,
+/// The longest a binding waits for the volumes provisioned for its node, as
+/// kube-scheduler's `bindTimeoutSeconds` (600 s).
+const PROVISION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How often a claim being provisioned is read.
+const PROVISION_POLL: Duration = Duration::from_secs(1);
+
+/// Has the volumes of a pod's claims provisioned for its node before it is bound, as
+/// kube-scheduler's `VolumeBinding` does in PreBind.
+struct Provision<'a> {
+    client: &'a Client,
+    slots: &'a Semaphore,
+    leading: &'a AtomicBool,
     timeout: Duration,
-) -> Result<(), WriteError> {
-    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &target.namespace);
-    let patch =
-        Patch::Merge(json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}));
-    let params = PatchParams::default();
-    for claim in claims {
-        let call = api.patch(claim, &params, &patch);
-        within(timeout, call).await.map_err(|e| WriteError {
-            message: format!("persistentvolumeclaim {claim}: {}", e.message),
-            ..e
-        })?;
+}
+
+impl Provision<'_> {
+    /// Annotates each claim (in the pod's namespace) `volume.kubernetes.io/selected-node`
+    /// with `node`, which its class's provisioner waits for, using a slot while this
+    /// replica leads; then waits, holding none, until every claim is bound. A claim that
+    /// cannot be annotated or read, a node the provisioner gives up (the annotation gone,
+    /// or another node's), or no volume within [`PROVISION_TIMEOUT`] fails the binding,
+    /// and the pod is placed again.
+    async fn run(&self, target: &PodRef, claims: &[String], node: &str) -> Result<(), WriteError> {
+        if claims.is_empty() {
+            return Ok(());
+        }
+        let api: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &target.namespace);
+        {
+            let _slot = self.slots.acquire().await;
+            still_leading(self.leading)?;
+            let annotation = json!({SELECTED_NODE_ANNOTATION: node});
+            let patch = Patch::Merge(json!({"metadata": {"annotations": annotation}}));
+            let params = PatchParams::default();
+            for claim in claims {
+                let call = api.patch(claim, &params, &patch);
+                within(self.timeout, call)
+                    .await
+                    .map_err(|e| about(claim, e))?;
+            }
+        }
+        let deadline = Instant::now() + PROVISION_TIMEOUT;
+        for claim in claims {
+            loop {
+                still_leading(self.leading)?;
+                let read = within(self.timeout, api.get(claim)).await;
+                let read = read.map_err(|e| about(claim, e))?;
+                let volume = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+                if volume.is_some_and(|v| !v.is_empty()) {
+                    break;
+                }
+                let annotations = read.metadata.annotations.as_ref();
+                let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+                let refused = |message| {
+                    about(
+                        claim,
+                        WriteError {
+                            code: None,
+                            message,
+                        },
+                    )
+                };
+                if selected.map(String::as_str) != Some(node) {
+                    return Err(refused(format!("its provisioner gave node {node} up")));
+                }
+                if Instant::now() >= deadline {
+                    return Err(refused(format!("no volume within {PROVISION_TIMEOUT:?}")));
+                }
+                tokio::time::sleep(PROVISION_POLL).await;
+            }
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// An error about one claim of a pod being bound.
+fn about(claim: &str, e: WriteError) -> WriteError {
+    WriteError {
+        message: format!("persistentvolumeclaim {claim}: {}", e.message),
+        ..e
+    }
 }
 
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;

@@ -5,11 +5,12 @@
 //!   allows (anywhere, for a volume without one).
 //! - An unbound claim whose storage class binds on first use (`WaitForFirstConsumer`) is
 //!   provisioned for the node its pod is placed on, within the class's allowed
-//!   topologies: the claim is annotated `volume.kubernetes.io/selected-node` just before
-//!   the pod is bound, and the class's provisioner makes the volume there. A claim
-//!   annotated so and not bound yet keeps its other pods to that node, and so does one
-//!   this replica is annotating (as kube-scheduler's assume cache keeps it), until the
-//!   claim shows it or the binding fails.
+//!   topologies: the claim is annotated `volume.kubernetes.io/selected-node`, the class's
+//!   provisioner makes the volume there, and the pod is bound once the claim is (the
+//!   writer waits for it). A claim annotated so and not bound yet keeps its other pods to
+//!   that node, and so does one this replica is annotating (as kube-scheduler's assume
+//!   cache keeps it), until the claim shows it or the binding fails; their bindings wait
+//!   for it too.
 //! - Any other unbound claim (its class binds at once, or it has none), a claim missing or
 //!   being deleted, and a class without a provisioner (pre-provisioned local volumes,
 //!   which only a scheduler choosing one of them binds: Kant does not) keep its pods
@@ -64,7 +65,8 @@ struct Class {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct ClaimsPlan {
     pub topology: Vec<VolumeTopology>,
-    /// The claims to annotate with the pod's node as it is bound.
+    /// The claims not bound yet whose volumes are provisioned for the pod's node:
+    /// annotated with it (again) and waited for before the pod is bound.
     pub to_provision: Vec<String>,
 }
 
@@ -161,11 +163,12 @@ impl Volumes {
             }
             let assumed = self.assumed.get(&key).map(|(node, _)| node);
             if let Some(node) = claim.selected_node.as_ref().or(assumed) {
-                // Being provisioned there: its other pods follow it.
+                // Being provisioned there: its other pods follow it, and wait for it.
                 plan.topology.push(VolumeTopology {
                     terms: vec![named_node(node)],
                     to_provision: true,
                 });
+                plan.to_provision.push(name.clone());
                 continue;
             }
             if class.no_provisioner {
