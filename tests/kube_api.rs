@@ -231,6 +231,99 @@ async fn a_pod_of_a_claim_bound_on_first_use_is_bound_once_its_volume_is_provisi
     kant.stop().await;
 }
 
+/// A pod whose claim is to be bound on first use to a volume made by hand (a local
+/// disk), over HTTP: the volume on a node the pod can go to is bound to the claim (its
+/// `claimRef` names the claim and its uid), as kube-scheduler binds it, and the pod is
+/// bound once the volume controller (played by this test) has bound the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_of_a_claim_of_local_volumes_is_bound_once_a_volume_on_its_node_is() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::StorageClass;
+    let server = ApiServer::start().await;
+    for name in ["node-a", "node-b"] {
+        let mut n = node(name, 8);
+        (n.metadata.labels.get_or_insert_with(BTreeMap::new))
+            .insert("kubernetes.io/hostname".into(), name.into());
+        server.create(&n);
+    }
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer"
+    }))
+    .unwrap();
+    server.create(&class);
+    for (name, host, claim_ref) in [
+        (
+            "pv-a",
+            "node-a",
+            json!({"namespace": "ml", "name": "someone-else"}),
+        ),
+        ("pv-b", "node-b", json!(null)),
+    ] {
+        let volume: PersistentVolume = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": "local", "claimRef": claim_ref,
+                     "local": {"path": "/mnt/disks/ssd1"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}},
+            "status": {"phase": "Available"}
+        }))
+        .unwrap();
+        server.create(&volume);
+    }
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "scratch", "namespace": "ml"},
+        "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "50Gi"}}}
+    }))
+    .unwrap();
+    let claim = server.create(&claim);
+    let kant = Kant::start(&server, common::kube::plain()).await;
+    let mut p = gpu_pod("p", 1);
+    let volume = json!([{"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}}]);
+    p.spec.as_mut().unwrap().volumes = serde_json::from_value(volume).unwrap();
+    server.create(&p);
+    let pv_b = || server.get::<PersistentVolume>(None, "pv-b").unwrap();
+    let claim_ref = |v: &PersistentVolume| v.spec.as_ref().and_then(|s| s.claim_ref.clone());
+    eventually("pv-b is bound to the claim", || {
+        claim_ref(&pv_b()).is_some()
+    })
+    .await;
+    let bound_to = claim_ref(&pv_b()).unwrap();
+    assert_eq!(
+        (bound_to.namespace, bound_to.name, bound_to.uid),
+        (
+            Some("ml".into()),
+            Some("scratch".into()),
+            claim.metadata.uid
+        )
+    );
+    let annotations = pv_b().metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("pv.kubernetes.io/bound-by-controller")
+            .map(String::as_str),
+        Some("yes")
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(bound_pods(&server).is_empty(), "bound before its claim is");
+    // The volume controller finishes: the claim names the volume.
+    let mut finished = server
+        .get::<PersistentVolumeClaim>(Some("ml"), "scratch")
+        .unwrap();
+    finished.spec.as_mut().unwrap().volume_name = Some("pv-b".into());
+    server.update(&finished);
+    eventually("p is bound", || bound_pods(&server).len() == 1).await;
+    let bound = bound_pods(&server);
+    assert_eq!(
+        bound[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("node-b"),
+        "where its volume is"
+    );
+    kant.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_all_or_nothing() {
     let server = ApiServer::start().await;

@@ -77,6 +77,21 @@ fn in_zone(name: &str, zone: &str) -> k8s_openapi::api::core::v1::Node {
     )
 }
 
+/// Nodes `a1` in zone-a and `b1` in zone-b, and a class of this name provisioning on
+/// first use in zone-b only.
+fn provisioning_in_zone_b(class_name: &str) -> World {
+    let nodes = [in_zone("a1", "zone-a"), in_zone("b1", "zone-b")];
+    let mut w = synced(&plain(), &nodes);
+    let zonal = class(
+        class_name,
+        "WaitForFirstConsumer",
+        "ebs.csi.aws.com",
+        &["zone-b"],
+    );
+    w.apply(Input::StorageClass(Box::new(Event::Apply(zonal))), T0);
+    w
+}
+
 fn apply_claim(w: &mut World, claim: &PersistentVolumeClaim, now: u64) {
     w.apply(Input::Claim(Box::new(Event::Apply(claim.clone()))), now);
 }
@@ -183,15 +198,7 @@ fn an_unbound_claim_of_an_immediate_class_keeps_its_pod_waiting_until_bound() {
 /// second pod of the claim, annotated and not bound yet, follows it to that node.
 #[test]
 fn a_claim_bound_on_first_use_is_provisioned_for_its_pods_node() {
-    let nodes = [in_zone("a1", "zone-a"), in_zone("b1", "zone-b")];
-    let mut w = synced(&plain(), &nodes);
-    let zonal = class(
-        "zonal",
-        "WaitForFirstConsumer",
-        "ebs.csi.aws.com",
-        &["zone-b"],
-    );
-    w.apply(Input::StorageClass(Box::new(Event::Apply(zonal))), T0);
+    let mut w = provisioning_in_zone_b("zonal");
     apply_claim(&mut w, &claim("data", None, Some("zonal"), json!({})), T0);
     apply_pod(&mut w, &using("p", 1, "data"), T0);
     w.round(T0);
@@ -222,13 +229,7 @@ fn a_claim_bound_on_first_use_is_provisioned_for_its_pods_node() {
 #[test]
 fn a_claim_no_pod_can_use_yet_says_why() {
     let mut w = synced(&plain(), &[node("n1", 8)]);
-    let local = class(
-        "local",
-        "WaitForFirstConsumer",
-        "kubernetes.io/no-provisioner",
-        &[],
-    );
-    w.apply(Input::StorageClass(Box::new(Event::Apply(local))), T0);
+    with_local_class(&mut w);
     let deleting = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:20Z",
                                        "finalizers": ["kubernetes.io/pvc-protection"]}});
     for c in [
@@ -258,9 +259,8 @@ fn a_claim_no_pod_can_use_yet_says_why() {
         [
             "storageclass.storage.k8s.io \"missing\" not found",
             "persistentvolumeclaim \"going\" is being deleted",
-            "persistentvolumeclaim \"local-data\" waits for a volume of storage class local, \
-             which has no provisioner: Kant does not bind pre-made volumes; bind the claim to \
-             one beforehand",
+            "persistentvolumeclaim \"local-data\" waits for a persistentvolume of storage class \
+             local that fits it: none is available, and the class has no provisioner",
             "persistentvolumeclaim \"lost\" is bound to persistentvolume \"pv-gone\", which \
              does not exist",
         ]
@@ -296,7 +296,11 @@ fn a_claim_being_annotated_keeps_its_other_pods_to_that_node() {
     apply_pod(&mut w, &using("r", 7, "data"), T0 + 3);
     w.round(T0 + 3);
     let third = binds(&w.take_outputs());
-    assert_eq!(third.len(), 1, "r goes where seven GPUs are free");
+    assert_eq!(
+        third.len(),
+        1,
+        "r goes where seven GPUs are free: {third:?}"
+    );
     assert_eq!(
         third[0].claims,
         ["data"],
@@ -476,4 +480,181 @@ fn an_empty_term_of_a_volumes_node_affinity_matches_no_node() {
     let b = binds(&w.take_outputs());
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].node, "n2");
+}
+
+/// A free local volume of class `local` on the node `host`, of `size`, with more merged in.
+fn local_volume(name: &str, host: &str, size: &str, extra: Value) -> PersistentVolume {
+    let mut value = serde_json::to_value(volume_on(name, host)).unwrap();
+    merge(
+        &mut value,
+        json!({
+            "spec": {"capacity": {"storage": size}, "storageClassName": "local",
+                     "accessModes": ["ReadWriteOnce"]},
+            "status": {"phase": "Available"}
+        }),
+    );
+    merge(&mut value, extra);
+    serde_json::from_value(value).unwrap()
+}
+
+fn apply_volume(w: &mut World, volume: PersistentVolume, now: u64) {
+    w.apply(Input::Volume(Box::new(Event::Apply(volume))), now);
+}
+
+/// `local` binds on first use, to volumes made by hand.
+fn with_local_class(w: &mut World) {
+    let local = class(
+        "local",
+        "WaitForFirstConsumer",
+        "kubernetes.io/no-provisioner",
+        &[],
+    );
+    w.apply(Input::StorageClass(Box::new(Event::Apply(local))), T0);
+}
+
+/// A claim of `local` asking for `size`.
+fn local_claim(name: &str, size: &str) -> PersistentVolumeClaim {
+    let asks = json!({"spec": {"resources": {"requests": {"storage": size}}}});
+    claim(name, None, Some("local"), asks)
+}
+
+/// Pre-made local volumes, as kube-scheduler binds them: a claim of a class binding on
+/// first use goes where a free volume fits it, and its binding first binds the smallest
+/// that fits on its pod's node. That volume is no other claim's meanwhile; once none is
+/// left, a claim waits, saying why.
+#[test]
+fn a_claim_of_local_volumes_is_bound_to_the_smallest_free_one_on_its_pods_node() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("pv-big", "n1", "10Gi", json!({})), T0);
+    apply_volume(&mut w, local_volume("pv-small", "n1", "2Gi", json!({})), T0);
+    apply_volume(&mut w, local_volume("pv-n2", "n2", "1Gi", json!({})), T0);
+    for name in ["a", "b", "c"] {
+        apply_claim(&mut w, &local_claim(name, "2Gi"), T0);
+    }
+    // n2's volume is too small: every pod must go to n1.
+    apply_pod(&mut w, &using("p", 1, "a"), T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].node, "n1");
+    assert_eq!(first[0].volumes, [("a".into(), "pv-small".into())]);
+    assert!(first[0].claims.is_empty(), "nothing is provisioned");
+
+    apply_pod(&mut w, &using("q", 1, "b"), T0 + 1);
+    w.round(T0 + 1);
+    let second = binds(&w.take_outputs());
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        (second[0].node.as_str(), second[0].volumes.clone()),
+        ("n1", vec![("b".to_string(), "pv-big".to_string())]),
+        "pv-small is a's"
+    );
+
+    apply_pod(&mut w, &using("r", 1, "c"), T0 + 2);
+    assert_eq!(
+        waits_at(&mut w, T0 + 2),
+        [(
+            "r".into(),
+            "persistentvolumeclaim \"c\" waits for a persistentvolume of storage class local \
+             that fits it: none is available, and the class has no provisioner"
+                .into()
+        )]
+    );
+
+    // a's binding failed: pv-small is free again, and c takes it.
+    answer(&mut w, &first[0], refused(Some(409), "conflict"), T0 + 3);
+    let b = binds(&run_until(&mut w, T0 + 3, T0 + 30_000));
+    let c = b.iter().find(|b| b.name == "r").expect("r is bound");
+    assert_eq!(c.volumes, [("c".into(), "pv-small".into())]);
+}
+
+/// A volume fits a claim only when it is available, of the claim's class, big enough, of
+/// its access modes and volume mode, and labelled as its selector asks; one pre-bound to
+/// a claim (its `claimRef` set by hand) is that claim's alone, wherever its node is.
+#[test]
+fn a_volume_fits_a_claim_only_as_kubernetes_matches_them() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8), node("n3", 8)]);
+    with_local_class(&mut w);
+    let misfits = [
+        ("released", json!({"status": {"phase": "Released"}})),
+        ("other-class", json!({"spec": {"storageClassName": "fast"}})),
+        ("small", json!({"spec": {"capacity": {"storage": "1Gi"}}})),
+        (
+            "read-only",
+            json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+        ),
+        ("block", json!({"spec": {"volumeMode": "Block"}})),
+        (
+            "unlabelled",
+            json!({"metadata": {"labels": {"disk": "hdd"}}}),
+        ),
+        (
+            "taken",
+            json!({"spec": {"claimRef": {"namespace": "ml", "name": "other"}}}),
+        ),
+        (
+            "deleting",
+            json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:20Z",
+                                "finalizers": ["kubernetes.io/pv-protection"]}}),
+        ),
+    ];
+    for (name, extra) in misfits {
+        apply_volume(&mut w, local_volume(name, "n1", "4Gi", extra), T0);
+    }
+    let fits = json!({"metadata": {"labels": {"disk": "nvme"}}});
+    apply_volume(&mut w, local_volume("fits", "n2", "4Gi", fits.clone()), T0);
+    let nvme = json!({"spec": {"resources": {"requests": {"storage": "2Gi"}},
+                               "selector": {"matchLabels": {"disk": "nvme"}}}});
+    apply_claim(&mut w, &claim("data", None, Some("local"), nvme), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(
+        (b[0].node.as_str(), b[0].volumes.clone()),
+        ("n2", vec![("data".to_string(), "fits".to_string())])
+    );
+
+    // Pre-bound by hand to "mine": it goes there, though "fits" would fit it too.
+    let pre_bound = json!({"spec": {"claimRef": {"namespace": "ml", "name": "mine"}}});
+    apply_volume(
+        &mut w,
+        local_volume("reserved", "n3", "4Gi", pre_bound),
+        T0 + 1,
+    );
+    apply_volume(&mut w, local_volume("fits-2", "n2", "4Gi", fits), T0 + 1);
+    apply_claim(&mut w, &local_claim("mine", "2Gi"), T0 + 1);
+    apply_pod(&mut w, &using("q", 1, "mine"), T0 + 1);
+    w.round(T0 + 1);
+    let b = binds(&w.take_outputs());
+    assert_eq!(b.len(), 1);
+    assert_eq!(
+        (b[0].node.as_str(), b[0].volumes.clone()),
+        ("n3", vec![("mine".to_string(), "reserved".to_string())])
+    );
+}
+
+/// A class with a provisioner binds a claim to an existing volume where one fits on the
+/// pod's node, and provisions a new one elsewhere, as kube-scheduler does.
+#[test]
+fn a_provisioning_class_uses_a_fitting_volume_before_provisioning_one() {
+    let mut w = provisioning_in_zone_b("local");
+    // A volume left on a1, outside the zones the class provisions in.
+    apply_volume(&mut w, local_volume("pv-a1", "a1", "4Gi", json!({})), T0);
+    apply_claim(&mut w, &local_claim("old", "2Gi"), T0);
+    apply_claim(&mut w, &local_claim("new", "2Gi"), T0);
+    // Seven GPUs each: one pod per node.
+    apply_pod(&mut w, &using("p", 7, "old"), T0);
+    apply_pod(&mut w, &using("q", 7, "new"), T0);
+    w.round(T0);
+    let mut b = binds(&w.take_outputs());
+    b.sort_by(|x, y| x.node.cmp(&y.node));
+    assert_eq!(b.len(), 2, "{b:?}");
+    assert_eq!(b[0].node, "a1", "where the volume is");
+    assert_eq!(b[0].volumes.len(), 1);
+    assert!(b[0].claims.is_empty());
+    assert_eq!(b[1].node, "b1", "where the class provisions");
+    assert_eq!(b[1].claims.len(), 1);
+    assert!(b[1].volumes.is_empty());
 }

@@ -335,8 +335,11 @@ fn rbac_is_least_privilege_and_explained() {
         ("kant.io", "queues/status", "patch"),
         ("events.k8s.io", "events", "create"),
         ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumeclaims", "get"),
         ("", "persistentvolumeclaims", "patch"),
         ("", "persistentvolumes", "watch"),
+        ("", "persistentvolumes", "get"),
+        ("", "persistentvolumes", "patch"),
         ("storage.k8s.io", "storageclasses", "watch"),
     ];
     for (group, resource, verb) in needed {

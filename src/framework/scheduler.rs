@@ -178,6 +178,11 @@ impl Scheduler {
         self.queues.waiting()
     }
 
+    /// The time before which a pending job is not tried (its binding failed).
+    pub fn not_before(&self, job: JobId) -> Option<u64> {
+        self.queues.not_before(job)
+    }
+
     /// Takes a pending job out of its queue (its pods were deleted or placed elsewhere).
     pub fn withdraw(&mut self, job: JobId) -> Option<Arc<Job>> {
         let (job, _) = self.queues.remove(job)?;

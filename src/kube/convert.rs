@@ -1173,21 +1173,8 @@ fn pod_selector(
     let Some(selector) = selector else {
         return Ok(None);
     };
-    let mut requirements: Vec<Requirement> = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .map(|(key, value)| Requirement {
-            key: key.clone(),
-            op: SelectorOp::In,
-            values: vec![value.clone()],
-        })
-        .collect();
-    for (j, r) in selector.match_expressions.iter().flatten().enumerate() {
-        let path = format!("{path}.labelSelector.matchExpressions[{j}]");
-        let fields = (r.key.as_str(), r.operator.as_str(), &r.values);
-        requirements.push(selector_requirement(object, &path, fields, false)?);
-    }
+    let path = format!("{path}.labelSelector");
+    let mut requirements = label_selector(object, &path, selector)?;
     for (keys, op) in own_keys {
         for key in keys.iter().flatten() {
             if let Some(value) = pod.labels.get(key) {
@@ -1200,6 +1187,27 @@ fn pod_selector(
         }
     }
     Ok(Some(requirements))
+}
+
+/// The requirements of a label selector at `path` of `object`: every one must hold.
+pub(super) fn label_selector(
+    object: &str,
+    path: &str,
+    selector: &LabelSelector,
+) -> Result<Vec<Requirement>, ConvertError> {
+    let mut requirements: Vec<Requirement> = (selector.match_labels.iter().flatten())
+        .map(|(key, value)| Requirement {
+            key: key.clone(),
+            op: SelectorOp::In,
+            values: vec![value.clone()],
+        })
+        .collect();
+    for (j, r) in selector.match_expressions.iter().flatten().enumerate() {
+        let path = format!("{path}.matchExpressions[{j}]");
+        let fields = (r.key.as_str(), r.operator.as_str(), &r.values);
+        requirements.push(selector_requirement(object, &path, fields, false)?);
+    }
+    Ok(requirements)
 }
 
 // ----------------------------------------------------------------------------------------

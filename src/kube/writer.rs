@@ -1,9 +1,10 @@
 //! Carries the world's outputs to the API server, off the scheduling loop.
 //!
 //! - Bindings and evictions run concurrently, at most `max_in_flight` at once; each answer
-//!   goes back to the loop as an input. A binding whose pod has claims to provision first
-//!   annotates them with its node, then waits for them to be bound, holding no slot
-//!   meanwhile (see [`Provision`]).
+//!   goes back to the loop as an input. A binding whose pod has claims not bound yet first
+//!   has them bound (annotated with its node for their provisioner, or an existing volume
+//!   bound to each), then waits for the volume controller to finish, holding no slot
+//!   meanwhile (see [`VolumeBinding`]).
 //! - A binding, eviction or status write still waiting for its turn when this replica
 //!   stops leading is not sent: another replica may lead by the time its turn comes.
 //! - Every call is bounded by a timeout: an API server that takes a request and never
@@ -28,7 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client};
@@ -39,7 +40,7 @@ use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
 use super::run::RunOptions;
 use super::world::{
-    Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
+    ClaimBinding, Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
 };
 
 /// Where the loop sends its outputs.
@@ -116,7 +117,7 @@ impl Writer {
                 let in_flight = InFlight::new(&self.in_flight);
                 self.runtime.spawn(async move {
                     let _in_flight = in_flight;
-                    let volumes = Provision {
+                    let volumes = VolumeBinding {
                         client: &client,
                         slots: &slots,
                         leading: &leading,
@@ -228,80 +229,168 @@ async fn within<T>(
     }
 }
 
-/// The longest a binding waits for the volumes provisioned for its node, as
-/// kube-scheduler's `bindTimeoutSeconds` (600 s).
-const PROVISION_TIMEOUT: Duration = Duration::from_secs(600);
+/// The longest a binding waits for its pod's claims to be bound, as kube-scheduler's
+/// `bindTimeoutSeconds` (600 s).
+const CLAIMS_BOUND_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How often a claim being provisioned is read.
-const PROVISION_POLL: Duration = Duration::from_secs(1);
+/// How often a claim being bound is read.
+const CLAIM_POLL: Duration = Duration::from_secs(1);
 
-/// Has the volumes of a pod's claims provisioned for its node before it is bound, as
-/// kube-scheduler's `VolumeBinding` does in PreBind.
-struct Provision<'a> {
+/// The annotation the volume controller (and kube-scheduler) sets on a volume whose
+/// `claimRef` it set.
+const BOUND_BY_CONTROLLER_ANNOTATION: &str = "pv.kubernetes.io/bound-by-controller";
+
+/// Has a pod's claims bound before the pod is, as kube-scheduler's `VolumeBinding` does in
+/// PreBind.
+struct VolumeBinding<'a> {
     client: &'a Client,
     slots: &'a Semaphore,
     leading: &'a AtomicBool,
     timeout: Duration,
 }
 
-impl Provision<'_> {
-    /// Annotates each claim (in the pod's namespace) `volume.kubernetes.io/selected-node`
-    /// with `node`, which its class's provisioner waits for, using a slot while this
-    /// replica leads; then waits, holding none, until every claim is bound. A claim that
-    /// cannot be annotated or read, a node the provisioner gives up (the annotation gone,
-    /// or another node's), or no volume within [`PROVISION_TIMEOUT`] fails the binding,
-    /// and the pod is placed again.
-    async fn run(&self, target: &PodRef, claims: &[String], node: &str) -> Result<(), WriteError> {
+impl VolumeBinding<'_> {
+    /// Using a slot while this replica leads: annotates each claim to provision
+    /// `volume.kubernetes.io/selected-node` with `node`, which its class's provisioner
+    /// waits for, and binds each volume chosen to its claim (its `claimRef`, guarded by
+    /// its resourceVersion), which the volume controller finishes. Then waits, holding
+    /// none, until every claim is bound. A claim or volume that cannot be written or read,
+    /// a node the provisioner gives up (the annotation gone, or another node's), a volume
+    /// bound to another claim, or a claim not bound within [`CLAIMS_BOUND_TIMEOUT`] fails
+    /// the binding, and the pod is placed again.
+    async fn run(
+        &self,
+        target: &PodRef,
+        claims: &[ClaimBinding],
+        node: &str,
+    ) -> Result<(), WriteError> {
         if claims.is_empty() {
             return Ok(());
         }
-        let api: Api<PersistentVolumeClaim> =
+        let claim_api: Api<PersistentVolumeClaim> =
             Api::namespaced(self.client.clone(), &target.namespace);
+        let volume_api: Api<PersistentVolume> = Api::all(self.client.clone());
         {
             let _slot = self.slots.acquire().await;
             still_leading(self.leading)?;
-            let annotation = json!({SELECTED_NODE_ANNOTATION: node});
-            let patch = Patch::Merge(json!({"metadata": {"annotations": annotation}}));
-            let params = PatchParams::default();
-            for claim in claims {
-                let call = api.patch(claim, &params, &patch);
-                within(self.timeout, call)
-                    .await
-                    .map_err(|e| about(claim, e))?;
+            for binding in claims {
+                let claim = binding.claim();
+                match binding {
+                    ClaimBinding::Provision { .. } => {
+                        let annotation = json!({SELECTED_NODE_ANNOTATION: node});
+                        let patch = Patch::Merge(json!({"metadata": {"annotations": annotation}}));
+                        let params = PatchParams::default();
+                        let call = claim_api.patch(claim, &params, &patch);
+                        within(self.timeout, call)
+                            .await
+                            .map_err(|e| about(claim, e))?;
+                    }
+                    ClaimBinding::Volume { volume, .. } => {
+                        self.bind_volume(&claim_api, &volume_api, claim, volume)
+                            .await
+                            .map_err(|e| about(claim, e))?;
+                    }
+                }
             }
         }
-        let deadline = Instant::now() + PROVISION_TIMEOUT;
-        for claim in claims {
+        let deadline = Instant::now() + CLAIMS_BOUND_TIMEOUT;
+        for binding in claims {
+            let claim = binding.claim();
             loop {
                 still_leading(self.leading)?;
-                let read = within(self.timeout, api.get(claim)).await;
+                let read = within(self.timeout, claim_api.get(claim)).await;
                 let read = read.map_err(|e| about(claim, e))?;
-                let volume = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
-                if volume.is_some_and(|v| !v.is_empty()) {
+                let volume_name = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+                if volume_name.is_some_and(|v| !v.is_empty()) {
                     break;
                 }
-                let annotations = read.metadata.annotations.as_ref();
-                let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
-                let refused = |message| {
-                    about(
-                        claim,
-                        WriteError {
-                            code: None,
-                            message,
-                        },
-                    )
+                let given_up = match binding {
+                    ClaimBinding::Provision { .. } => {
+                        let annotations = read.metadata.annotations.as_ref();
+                        let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+                        (selected.map(String::as_str) != Some(node))
+                            .then(|| format!("its provisioner gave node {node} up"))
+                    }
+                    ClaimBinding::Volume { volume, .. } => {
+                        let bound = within(self.timeout, volume_api.get(volume)).await;
+                        let bound = bound.map_err(|e| about(claim, e))?;
+                        (!names_claim(&bound, &read))
+                            .then(|| format!("persistentvolume {volume} is no longer bound to it"))
+                    }
                 };
-                if selected.map(String::as_str) != Some(node) {
-                    return Err(refused(format!("its provisioner gave node {node} up")));
+                let refused = |message| {
+                    let code = None;
+                    about(claim, WriteError { code, message })
+                };
+                if let Some(message) = given_up {
+                    return Err(refused(message));
                 }
                 if Instant::now() >= deadline {
-                    return Err(refused(format!("no volume within {PROVISION_TIMEOUT:?}")));
+                    return Err(refused(format!(
+                        "not bound within {CLAIMS_BOUND_TIMEOUT:?}"
+                    )));
                 }
-                tokio::time::sleep(PROVISION_POLL).await;
+                tokio::time::sleep(CLAIM_POLL).await;
             }
         }
         Ok(())
     }
+
+    /// Binds `volume` to `claim` as kube-scheduler does: its `claimRef` names the claim,
+    /// patched with the volume's resourceVersion, so that a volume another claim took
+    /// meanwhile refuses it (409). A volume already bound to the claim is left as it is.
+    async fn bind_volume(
+        &self,
+        claim_api: &Api<PersistentVolumeClaim>,
+        volume_api: &Api<PersistentVolume>,
+        claim: &str,
+        volume: &str,
+    ) -> Result<(), WriteError> {
+        let read_claim = within(self.timeout, claim_api.get(claim)).await?;
+        let read = within(self.timeout, volume_api.get(volume)).await?;
+        if names_claim(&read, &read_claim) {
+            return Ok(());
+        }
+        let other = read.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+        if other.is_some() {
+            return Err(WriteError {
+                code: None,
+                message: format!("persistentvolume {volume} is bound to another claim"),
+            });
+        }
+        let patch = Patch::Merge(json!({
+            "metadata": {
+                "resourceVersion": read.metadata.resource_version,
+                "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
+            },
+            "spec": {"claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": read_claim.metadata.namespace,
+                "name": claim,
+                "uid": read_claim.metadata.uid,
+                "resourceVersion": read_claim.metadata.resource_version,
+            }},
+        }));
+        let params = PatchParams::default();
+        let call = volume_api.patch(volume, &params, &patch);
+        let patched = within(self.timeout, call).await;
+        patched.map(drop).map_err(|e| WriteError {
+            message: format!("persistentvolume {volume}: {}", e.message),
+            ..e
+        })
+    }
+}
+
+/// Whether the volume's `claimRef` names the claim (`IsVolumeBoundToClaim`).
+fn names_claim(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+    let claim_ref = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
+    claim_ref.is_some_and(|r| {
+        let uid = r.uid.as_deref().unwrap_or_default();
+        r.name == claim.metadata.name
+            && r.namespace == claim.metadata.namespace
+            && (uid.is_empty() || Some(uid) == claim.metadata.uid.as_deref())
+    })
 }
 
 /// An error about one claim of a pod being bound.

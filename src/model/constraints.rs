@@ -147,7 +147,8 @@ pub struct SelectorTerm {
 }
 
 impl SelectorTerm {
-    fn matches(&self, name: &str, labels: &Labels) -> bool {
+    /// Whether the node of this name and labels meets every requirement.
+    pub fn matches(&self, name: &str, labels: &Labels) -> bool {
         self.match_expressions
             .iter()
             .all(|r| r.matches(labels.get(&r.key).map(String::as_str)))
@@ -159,14 +160,16 @@ impl SelectorTerm {
 }
 
 /// Where one of a pod's persistent volumes lets the pod run: on a node that meets one of
-/// `terms` (a bound volume's node affinity, or the topologies its storage class may
-/// provision a volume in).
+/// `terms` (a bound volume's node affinity; for a claim not bound yet, those of the
+/// volumes it could be bound to and the topologies its storage class may provision a
+/// volume in).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct VolumeTopology {
     pub terms: Vec<SelectorTerm>,
-    /// The volume is to be provisioned for the node the pod goes to (its claim is not
-    /// bound yet); otherwise it exists, bound to the claim.
-    pub to_provision: bool,
+    /// Its claim is not bound yet: the terms say where a volume could be bound to it (an
+    /// existing one, or one provisioned for the pod's node); otherwise they are those of
+    /// the volume bound to it.
+    pub unbound: bool,
 }
 
 impl VolumeTopology {

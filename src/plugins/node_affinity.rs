@@ -33,7 +33,7 @@ impl Filter for NodeAffinity {
         };
         let (name, labels) = (&node.spec.name, &node.spec.labels);
         match c.volume_refusing(name, labels) {
-            Some(volume) if volume.to_provision => {
+            Some(volume) if volume.unbound => {
                 Status::unresolvable("node(s) didn't find available persistent volumes to bind")
             }
             Some(_) => Status::unresolvable("node(s) had volume node affinity conflict"),

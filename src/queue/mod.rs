@@ -270,6 +270,14 @@ impl Queues {
             .find_map(|(tenant, queue)| Some((queue.remove(job)?.job, tenant)))
     }
 
+    /// The time before which a pending job is not tried (its backoff, after a binding
+    /// failed).
+    pub fn not_before(&self, job: JobId) -> Option<u64> {
+        (self.queues.iter())
+            .find_map(|queue| queue.iter().find(|p| p.job.id == job))
+            .map(|p| p.not_before)
+    }
+
     /// The cluster or the tenants changed shape: what the jobs learned from failing no
     /// longer holds (a job could have become impossible, or possible), so each is offered
     /// in full again.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kant::config::{Config, PluginConfig};
 use kant::kube::crd::{PodGroup, Queue};
-use kant::kube::world::{Input, Output, World, WorldOptions, WriteError};
+use kant::kube::world::{ClaimBinding, Input, Output, World, WorldOptions, WriteError};
 use kant::kube::{RunOptions, Serving, run_with_config};
 use kant::metrics::live::LiveMetrics;
 use kant::model::JobId;
@@ -308,8 +308,10 @@ pub struct Bind {
     pub name: String,
     pub node: String,
     pub annotations: BTreeMap<String, String>,
-    /// The claims annotated with the node before the binding.
+    /// The claims annotated with the node before the binding, to be provisioned there.
     pub claims: Vec<String>,
+    /// The claims bound to existing volumes before the binding: claim and volume.
+    pub volumes: Vec<(String, String)>,
 }
 
 pub fn binds(outputs: &[Output]) -> Vec<Bind> {
@@ -331,7 +333,20 @@ pub fn binds(outputs: &[Output]) -> Vec<Bind> {
                 name: target.name.clone(),
                 node: node.clone(),
                 annotations: annotations.clone(),
-                claims: claims.clone(),
+                claims: (claims.iter())
+                    .filter_map(|c| match c {
+                        ClaimBinding::Provision { claim } => Some(claim.clone()),
+                        ClaimBinding::Volume { .. } => None,
+                    })
+                    .collect(),
+                volumes: (claims.iter())
+                    .filter_map(|c| match c {
+                        ClaimBinding::Volume { claim, volume } => {
+                            Some((claim.clone(), volume.clone()))
+                        }
+                        ClaimBinding::Provision { .. } => None,
+                    })
+                    .collect(),
             }),
             _ => None,
         })

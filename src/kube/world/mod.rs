@@ -36,7 +36,7 @@ use super::convert::{NodeConverter, TopologyKeys};
 use super::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus};
 
 pub use pods::PodRef;
-pub use volumes::SELECTED_NODE_ANNOTATION;
+pub use volumes::{ClaimBinding, SELECTED_NODE_ANNOTATION};
 
 use nodes::Nodes;
 use pods::Pods;
@@ -146,8 +146,8 @@ impl std::fmt::Display for WriteError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// Bind the pod to the node through `pods/binding`, with the device annotations;
-    /// `round` tells the answer from those of the job's earlier placements. The claims to
-    /// provision for the node (in the pod's namespace) are annotated with it first.
+    /// `round` tells the answer from those of the job's earlier placements. Its claims
+    /// not bound yet (in the pod's namespace) are bound first, as `claims` says.
     Bind {
         job: JobId,
         pod: u32,
@@ -155,7 +155,7 @@ pub enum Output {
         target: PodRef,
         node: String,
         annotations: BTreeMap<String, String>,
-        claims: Vec<String>,
+        claims: Vec<ClaimBinding>,
     },
     /// Evict the pod through the Eviction API (disruption budgets hold).
     Evict {

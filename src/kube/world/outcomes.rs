@@ -13,6 +13,7 @@ use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
 use super::pods::{JobEntry, JobPhase, Place, PodRef};
+use super::volumes::ClaimBinding;
 use super::{Output, World, WriteError};
 
 /// The longest a preemptor waits for its victims' pods to go (longer than graceful
@@ -121,11 +122,16 @@ impl World {
     /// maybe, is provisioning a claim of its for another node; a claim went away) forms
     /// again instead, as its claims are now.
     fn start_binding(&mut self, job: JobId, now_ms: u64) {
-        if !self.volumes_allow(job) {
+        let bindings = match self.volumes_allow(job) {
+            true => self.bind_claims(job),
+            false => None,
+        };
+        let Some(mut bindings) = bindings else {
+            self.forget_claims_assumed(job);
             self.scheduler.bind_failed(job, now_ms);
             self.withdraw_and_dissolve(job, now_ms);
             return;
-        }
+        };
         self.pods.bind_rounds += 1;
         let round = self.pods.bind_rounds;
         let mut outstanding = 0;
@@ -136,10 +142,7 @@ impl World {
                 None => Default::default(),
             };
             outstanding += 1;
-            let claims = self.claims_to_provision(&target);
-            for claim in &claims {
-                (self.volumes).assume_selected(&target.namespace, claim, &place.node, job);
-            }
+            let claims = bindings.remove(&index).unwrap_or_default();
             binds.push(Output::Bind {
                 job,
                 pod: index,
@@ -175,27 +178,55 @@ impl World {
             if facts.claims.is_empty() {
                 return true;
             }
-            let Ok(plan) = self.volumes.plan(&pod.target.namespace, &facts.claims) else {
+            let Ok(topology) = self.volumes.plan(&pod.target.namespace, &facts.claims) else {
                 return false;
             };
             let node = (entry.place(index)).and_then(|p| spec.node_id(&p.node));
             let Some(node) = node.map(|id| spec.node(id)) else {
                 return true;
             };
-            (plan.topology.iter()).all(|v| v.allows(&node.name, &node.labels))
+            (topology.iter()).all(|v| v.allows(&node.name, &node.labels))
         })
     }
 
-    /// The pod's claims whose volumes are provisioned for the node it is bound to (see
-    /// `volumes`), as they are now: none another pod's binding is annotating already.
-    fn claims_to_provision(&self, target: &PodRef) -> Vec<String> {
-        let Some(facts) = (self.pods.entries.get(&target.uid)).and_then(|e| e.facts.as_ref())
-        else {
-            return Vec::new();
-        };
-        (self.volumes.plan(&target.namespace, &facts.claims))
-            .map(|plan| plan.to_provision)
-            .unwrap_or_default()
+    /// `job`'s binding failed, or was given up: the claims it was binding may not show
+    /// it, and the pods waiting for their volumes are looked at again.
+    fn forget_claims_assumed(&mut self, job: JobId) {
+        if self.volumes.forget_assumed(job) {
+            self.pods.volumes_changed();
+        }
+    }
+
+    /// How the claims of each pod of a placed job not bound yet are bound on the node it
+    /// was placed on, by pod, each assumed so (see `volumes`); none when one cannot be
+    /// there (the volumes it could have are another pod's now).
+    fn bind_claims(&mut self, job: JobId) -> Option<HashMap<u32, Vec<ClaimBinding>>> {
+        let mut bindings = HashMap::new();
+        let spec = self.scheduler.state().spec();
+        for (index, target, place) in self.placed_pods(job) {
+            let pod = self.pods.entries.get(&target.uid);
+            let Some(facts) = pod.and_then(|p| p.facts.as_ref()) else {
+                continue;
+            };
+            let node = spec.node_id(&place.node).map(|id| spec.node(id));
+            let (Some(node), false) = (node, facts.claims.is_empty()) else {
+                continue;
+            };
+            let claims = (self.volumes)
+                .bind(
+                    &target.namespace,
+                    &facts.claims,
+                    (&node.name, &node.labels),
+                    job,
+                )
+                .ok()?;
+            if !claims.is_empty() {
+                // Others' claims may no longer have the volumes these take.
+                self.pods.volumes_changed();
+            }
+            bindings.insert(index, claims);
+        }
+        Some(bindings)
     }
 
     /// Sets (or clears) `status.nominatedNodeName` on a job's pods: where they go once
@@ -267,7 +298,7 @@ impl World {
             // claims its bindings were annotating may not show their node (the watch
             // shows those that do).
             self.pods.jobs.remove(&job);
-            self.volumes.forget_assumed(job);
+            self.forget_claims_assumed(job);
             return;
         }
         if failed.is_empty() {
@@ -389,7 +420,7 @@ impl World {
     /// undone) and are recorded as running, the others form a job again after the backoff.
     fn binding_failed(&mut self, job: JobId, failed: Vec<(u32, String)>, now_ms: u64) {
         let retry_at = self.scheduler.bind_failed(job, now_ms).unwrap_or(now_ms);
-        self.volumes.forget_assumed(job);
+        self.forget_claims_assumed(job);
         let Some(entry) = self.pods.jobs.get(&job) else {
             return;
         };
@@ -639,7 +670,7 @@ impl World {
         // The claims its bindings, if any, were annotating may not show their node: the
         // watch shows those that do. (A binding's answer of the round it left is not
         // awaited.)
-        self.volumes.forget_assumed(job);
+        self.forget_claims_assumed(job);
         let tenants = self.scheduler.tenants();
         let queue_gone = (self.pods.jobs.get(&job))
             .and_then(|e| e.queue.as_deref())

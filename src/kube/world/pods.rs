@@ -975,10 +975,12 @@ impl World {
     }
 
     /// A job the scheduler holds (queued, or placed and not bound) leaves it and comes
-    /// apart (see [`World::dissolve`]).
+    /// apart (see [`World::dissolve`]), from `not_before` or the end of its backoff.
     pub(super) fn withdraw_and_dissolve(&mut self, job: JobId, not_before: u64) {
+        // A job in its backoff stays in it as it forms again.
+        let backoff = self.scheduler.not_before(job).unwrap_or(0);
         self.scheduler.withdraw(job);
-        self.dissolve(job, not_before);
+        self.dissolve(job, not_before.max(backoff));
     }
 
     /// A job comes apart: its remaining unbound pods wait to form a job again from
@@ -1482,8 +1484,7 @@ impl World {
         let Some(facts) = entry.facts.as_ref().filter(|f| !f.claims.is_empty()) else {
             return false;
         };
-        let now =
-            (self.volumes.plan(&entry.target.namespace, &facts.claims)).map(|plan| plan.topology);
+        let now = self.volumes.plan(&entry.target.namespace, &facts.claims);
         let then = job
             .constraints_of(index)
             .map_or(&[][..], |c| &c.volumes[..]);
@@ -1493,9 +1494,7 @@ impl World {
     /// A pod's node constraints with where its volumes let it run (as it entered its
     /// queue; its claims are looked at again as it is bound).
     fn with_volumes(&self, facts: &PodFacts, namespace: &str) -> Option<NodeConstraints> {
-        let topology = (self.volumes.plan(namespace, &facts.claims))
-            .map(|plan| plan.topology)
-            .unwrap_or_default();
+        let topology = (self.volumes.plan(namespace, &facts.claims)).unwrap_or_default();
         if topology.is_empty() {
             return facts.constraints.clone();
         }

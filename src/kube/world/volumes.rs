@@ -4,39 +4,53 @@
 //! - A claim bound to a volume keeps its pods on the nodes the volume's node affinity
 //!   allows (anywhere, for a volume without one).
 //! - An unbound claim whose storage class binds on first use (`WaitForFirstConsumer`) is
-//!   provisioned for the node its pod is placed on, within the class's allowed
-//!   topologies: the claim is annotated `volume.kubernetes.io/selected-node`, the class's
-//!   provisioner makes the volume there, and the pod is bound once the claim is (the
-//!   writer waits for it). A claim annotated so and not bound yet keeps its other pods to
-//!   that node, and so does one this replica is annotating (as kube-scheduler's assume
-//!   cache keeps it), until the claim shows it or the binding fails; their bindings wait
-//!   for it too.
+//!   bound as its pod is placed, in kube-scheduler's order:
+//!   - a claim annotated `volume.kubernetes.io/selected-node` is being provisioned on that
+//!     node: its pods go there;
+//!   - otherwise an existing volume of its class is bound to it (its `claimRef` set, for
+//!     the volume controller to finish): one pre-bound to it if any, else the smallest
+//!     available one that fits it (capacity, access modes, volume mode, the claim's
+//!     selector) and the pod's node;
+//!   - otherwise, where the class has a provisioner and allows the node
+//!     (`allowedTopologies`), the claim is annotated with the node and its volume
+//!     provisioned there.
+//!
+//!   A pod may go where one of those can happen; the pod is bound once the claim is (the
+//!   writer waits for it). A claim being annotated, or a volume being bound to a claim, by
+//!   this replica keeps the claim's other pods to it (as kube-scheduler's assume cache
+//!   does) until the objects show it or the binding fails, and keeps the volume from
+//!   other claims.
 //! - Any other unbound claim (its class binds at once, or it has none), a claim missing or
-//!   being deleted, and a class without a provisioner (pre-provisioned local volumes,
-//!   which only a scheduler choosing one of them binds: Kant does not) keep its pods
-//!   waiting, each saying why.
+//!   being deleted, and one of a class without a provisioner that no available volume fits
+//!   keep its pods waiting, each saying why.
 //!
 //! It keeps only what placement reads of the claims, volumes and classes, and performs no
 //! I/O.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 
-use crate::model::{JobId, Requirement, SelectorOp, SelectorTerm, VolumeTopology};
+use crate::model::{JobId, Labels, Requirement, SelectorOp, SelectorTerm, VolumeTopology};
 
-use super::super::convert::{ConvertError, no_node, selector_term};
+use super::super::convert::{
+    ConvertError, label_selector, no_node, parse_quantity_nano, selector_term,
+};
 use super::resync::Change;
 
 /// The annotation that asks a class's provisioner for a volume on a node.
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 
-/// The class of a claim, read before `spec.storageClassName` (deprecated, still honoured).
+/// The class of a claim or volume, read before `spec.storageClassName` (deprecated, still
+/// honoured).
 const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 
 /// The provisioner of classes whose volumes are made by hand (local volumes).
 const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// A claim, by namespace and name.
+type ClaimKey = (String, String);
 
 /// What placement reads of a PersistentVolumeClaim.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +61,65 @@ struct Claim {
     /// The node a volume is being provisioned for.
     selected_node: Option<String>,
     deleting: bool,
+    /// What a volume must offer to be bound to it, or why its spec cannot be read.
+    wants: Result<Wants, String>,
+}
+
+/// What a claim asks of a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wants {
+    uid: String,
+    /// `resources.requests.storage`, in billionths of a byte.
+    storage: u128,
+    access_modes: Vec<String>,
+    /// `volumeMode: Block` (otherwise `Filesystem`).
+    block: bool,
+    /// Its `selector` on volumes' labels: every requirement must hold.
+    selector: Vec<Requirement>,
+}
+
+/// What placement reads of a PersistentVolume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Volume {
+    /// Its required node affinity (none: any node), or why it cannot be read.
+    terms: Result<Vec<SelectorTerm>, String>,
+    class: Option<String>,
+    /// `capacity.storage`, in billionths of a byte; none when it cannot be read.
+    capacity: Option<u128>,
+    access_modes: Vec<String>,
+    block: bool,
+    labels: Labels,
+    /// `status.phase` is `Available`: bound to no claim.
+    available: bool,
+    /// The claim it is bound (or pre-bound) to: namespace, name and uid (empty: any).
+    claim_ref: Option<(String, String, String)>,
+    deleting: bool,
+}
+
+impl Volume {
+    /// Whether it is bound, or pre-bound, to this claim (`IsVolumeBoundToClaim`).
+    fn bound_to(&self, (namespace, name): &ClaimKey, uid: &str) -> bool {
+        self.claim_ref
+            .as_ref()
+            .is_some_and(|(ns, n, u)| ns == namespace && n == name && (u.is_empty() || u == uid))
+    }
+
+    /// Whether it is free and fits what a claim asks (`FindMatchingVolume`, the node aside).
+    fn fits(&self, wants: &Wants) -> bool {
+        self.claim_ref.is_none()
+            && self.available
+            && !self.deleting
+            && self.capacity.is_some_and(|c| c >= wants.storage)
+            && self.block == wants.block
+            && (wants.access_modes.iter()).all(|m| self.access_modes.contains(m))
+            && (wants.selector.iter())
+                .all(|r| r.matches(self.labels.get(&r.key).map(String::as_str)))
+    }
+
+    /// Whether the node of this name and labels may use it.
+    fn allows(&self, name: &str, labels: &Labels) -> bool {
+        (self.terms.as_ref()).is_ok_and(|t| t.is_empty() || allowed(t, name, labels))
+    }
 }
 
 /// What placement reads of a StorageClass.
@@ -61,25 +134,48 @@ struct Class {
     topologies: Vec<SelectorTerm>,
 }
 
-/// Where a pod's claims let it run, and which of them to provision for its node.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct ClaimsPlan {
-    pub topology: Vec<VolumeTopology>,
-    /// The claims not bound yet whose volumes are provisioned for the pod's node:
-    /// annotated with it (again) and waited for before the pod is bound.
-    pub to_provision: Vec<String>,
+/// How a claim not bound yet is bound once its pod's node is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimBinding {
+    /// Its volume is provisioned for the node: the claim is annotated with it.
+    Provision { claim: String },
+    /// It is bound to this existing volume: the volume's `claimRef` is set to it.
+    Volume { claim: String, volume: String },
+}
+
+impl ClaimBinding {
+    pub fn claim(&self) -> &str {
+        match self {
+            ClaimBinding::Provision { claim } | ClaimBinding::Volume { claim, .. } => claim,
+        }
+    }
+}
+
+/// How an unbound claim of a class binding on first use gets its volume.
+enum Unbound<'a> {
+    /// Being provisioned for this node.
+    Selected(&'a str),
+    /// Bound, or pre-bound, to this volume, which its binding is to finish.
+    PreBound(&'a str, &'a Volume),
+    /// Any of these free volumes, or a new one where `provision` allows it (none: the
+    /// class has no provisioner).
+    Open {
+        volumes: Vec<(&'a str, &'a Volume)>,
+        provision: Option<&'a [SelectorTerm]>,
+    },
 }
 
 #[derive(Debug, Default)]
 pub(super) struct Volumes {
-    /// By namespace and name.
-    claims: HashMap<(String, String), Claim>,
-    /// A volume's required node affinity (none: any node), or why it cannot be read.
-    volumes: HashMap<String, Result<Vec<SelectorTerm>, String>>,
+    claims: HashMap<ClaimKey, Claim>,
+    volumes: HashMap<String, Volume>,
     classes: HashMap<String, Class>,
-    /// Claims this replica is annotating with a node, by namespace and name: the node, and
-    /// the job whose binding does it.
-    assumed: HashMap<(String, String), (String, JobId)>,
+    /// Claims this replica is annotating with a node: the node, and the job whose binding
+    /// does it.
+    assumed_nodes: HashMap<ClaimKey, (String, JobId)>,
+    /// Volumes this replica is binding to a claim: the claim, and the job whose binding
+    /// does it.
+    assumed_volumes: HashMap<String, (ClaimKey, JobId)>,
 }
 
 impl Volumes {
@@ -91,31 +187,16 @@ impl Volumes {
             (namespace, meta.name.clone().unwrap_or_default())
         };
         let changed = apply(&mut self.claims, change, key, claim);
-        // A claim that shows its node (or is bound, or gone) is assumed no longer.
-        let claims = &self.claims;
-        (self.assumed).retain(|key, _| {
-            claims
-                .get(key)
-                .is_some_and(|c| c.selected_node.is_none() && c.volume.is_none())
-        });
+        self.forget_shown();
         changed
-    }
-
-    /// `job`'s binding annotates the claim with `node`: the claim's other pods follow.
-    pub fn assume_selected(&mut self, namespace: &str, claim: &str, node: &str, job: JobId) {
-        let key = (namespace.to_owned(), claim.to_owned());
-        self.assumed.insert(key, (node.to_owned(), job));
-    }
-
-    /// `job`'s binding failed: the claims it was annotating may not show their node.
-    pub fn forget_assumed(&mut self, job: JobId) {
-        self.assumed.retain(|_, (_, by)| *by != job);
     }
 
     /// Takes in a change to the volumes; returns whether anything placement reads changed.
     pub fn apply_volumes(&mut self, change: Change<PersistentVolume>) -> bool {
         let key = |v: &PersistentVolume| v.metadata.name.clone().unwrap_or_default();
-        apply(&mut self.volumes, change, key, node_affinity)
+        let changed = apply(&mut self.volumes, change, key, volume);
+        self.forget_shown();
+        changed
     }
 
     /// Takes in a change to the classes; returns whether anything placement reads changed.
@@ -124,16 +205,34 @@ impl Volumes {
         apply(&mut self.classes, change, key, class)
     }
 
+    /// Assumed no longer: a claim that shows its node, is bound or gone; a volume that
+    /// shows its claim, or is gone, or whose claim is bound or gone.
+    fn forget_shown(&mut self) {
+        let (claims, volumes) = (&self.claims, &self.volumes);
+        let unbound = |key: &ClaimKey| claims.get(key).is_some_and(|c| c.volume.is_none());
+        (self.assumed_nodes).retain(|key, _| {
+            unbound(key) && claims.get(key).is_some_and(|c| c.selected_node.is_none())
+        });
+        (self.assumed_volumes).retain(|volume, (key, _)| {
+            unbound(key) && volumes.get(volume).is_some_and(|v| v.claim_ref.is_none())
+        });
+    }
+
+    /// `job`'s binding failed: the claims it was binding may not show it. Whether any
+    /// assumption was forgotten.
+    pub fn forget_assumed(&mut self, job: JobId) -> bool {
+        let before = self.assumed_nodes.len() + self.assumed_volumes.len();
+        self.assumed_nodes.retain(|_, (_, by)| *by != job);
+        self.assumed_volumes.retain(|_, (_, by)| *by != job);
+        self.assumed_nodes.len() + self.assumed_volumes.len() != before
+    }
+
     /// Where the claims of a pod of `namespace` let it run, or why it must wait.
-    pub fn plan(&self, namespace: &str, claims: &[String]) -> Result<ClaimsPlan, String> {
-        let mut plan = ClaimsPlan::default();
+    pub fn plan(&self, namespace: &str, claims: &[String]) -> Result<Vec<VolumeTopology>, String> {
+        let mut topology = Vec::new();
         for name in claims {
             let key = (namespace.to_owned(), name.clone());
-            let claim = (self.claims.get(&key))
-                .ok_or_else(|| format!("persistentvolumeclaim \"{name}\" not found"))?;
-            if claim.deleting {
-                return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
-            }
+            let claim = self.usable(&key)?;
             if let Some(volume) = &claim.volume {
                 let terms = match self.volumes.get(volume) {
                     None => {
@@ -142,52 +241,180 @@ impl Volumes {
                              \"{volume}\", which does not exist"
                         ));
                     }
-                    Some(read) => read.clone()?,
+                    Some(v) => v.terms.clone()?,
                 };
                 if !terms.is_empty() {
-                    let bound = VolumeTopology {
-                        terms,
-                        to_provision: false,
-                    };
-                    plan.topology.push(bound);
+                    let unbound = false;
+                    topology.push(VolumeTopology { terms, unbound });
                 }
                 continue;
             }
-            let Some(class_name) = &claim.class else {
-                return Err("pod has unbound immediate PersistentVolumeClaims".into());
+            let terms = match self.unbound(&key, claim)? {
+                Unbound::Selected(node) => vec![named_node(node)],
+                Unbound::PreBound(_, volume) => volume.terms.clone()?,
+                Unbound::Open { volumes, provision } => open_terms(&volumes, provision)
+                    .ok_or_else(|| {
+                        let class = claim.class.as_deref().unwrap_or_default();
+                        format!(
+                            "persistentvolumeclaim \"{name}\" waits for a persistentvolume of \
+                             storage class {class} that fits it: none is available, and the \
+                             class has no provisioner"
+                        )
+                    })?,
             };
-            let class = (self.classes.get(class_name))
-                .ok_or_else(|| format!("storageclass.storage.k8s.io \"{class_name}\" not found"))?;
-            if !class.waits_for_first_consumer {
-                return Err("pod has unbound immediate PersistentVolumeClaims".into());
+            if !terms.is_empty() {
+                let unbound = true;
+                topology.push(VolumeTopology { terms, unbound });
             }
-            let assumed = self.assumed.get(&key).map(|(node, _)| node);
-            if let Some(node) = claim.selected_node.as_ref().or(assumed) {
-                // Being provisioned there: its other pods follow it, and wait for it.
-                plan.topology.push(VolumeTopology {
-                    terms: vec![named_node(node)],
-                    to_provision: true,
-                });
-                plan.to_provision.push(name.clone());
+        }
+        Ok(topology)
+    }
+
+    /// How each claim of a pod of `namespace` placed on the node `node` (with `labels`)
+    /// not bound yet is bound, each assumed so for `job`; or why it cannot be, there.
+    /// A volume is bound to one claim only, among these and those assumed before.
+    pub fn bind(
+        &mut self,
+        namespace: &str,
+        claims: &[String],
+        (node, labels): (&str, &Labels),
+        job: JobId,
+    ) -> Result<Vec<ClaimBinding>, String> {
+        let mut bindings = Vec::new();
+        for name in claims {
+            let key = (namespace.to_owned(), name.clone());
+            let claim = self.usable(&key)?;
+            if claim.volume.is_some() {
                 continue;
             }
-            if class.no_provisioner {
-                return Err(format!(
-                    "persistentvolumeclaim \"{name}\" waits for a volume of storage class \
-                     {class_name}, which has no provisioner: Kant does not bind pre-made \
-                     volumes; bind the claim to one beforehand"
-                ));
+            let claim_name = name.clone();
+            let binding = match self.unbound(&key, claim)? {
+                Unbound::Selected(selected) if selected == node => {
+                    ClaimBinding::Provision { claim: claim_name }
+                }
+                Unbound::PreBound(volume, v) if v.allows(node, labels) => ClaimBinding::Volume {
+                    claim: claim_name,
+                    volume: volume.to_owned(),
+                },
+                Unbound::Open { volumes, provision } => {
+                    let smallest = (volumes.iter())
+                        .filter(|(_, v)| v.allows(node, labels))
+                        .min_by_key(|(name, v)| (v.capacity, *name));
+                    match (smallest, provision) {
+                        (Some((volume, _)), _) => ClaimBinding::Volume {
+                            claim: claim_name,
+                            volume: (*volume).to_owned(),
+                        },
+                        (None, Some(terms)) if terms.is_empty() || allowed(terms, node, labels) => {
+                            ClaimBinding::Provision { claim: claim_name }
+                        }
+                        (None, _) => {
+                            return Err(format!(
+                                "persistentvolumeclaim \"{name}\": node {node} has no \
+                                 persistentvolume left to bind it to"
+                            ));
+                        }
+                    }
+                }
+                Unbound::Selected(_) | Unbound::PreBound(..) => {
+                    return Err(format!(
+                        "persistentvolumeclaim \"{name}\" may no longer go to node {node}"
+                    ));
+                }
+            };
+            match &binding {
+                ClaimBinding::Provision { .. } => {
+                    (self.assumed_nodes).insert(key, (node.to_owned(), job));
+                }
+                ClaimBinding::Volume { volume, .. } => {
+                    (self.assumed_volumes).insert(volume.clone(), (key, job));
+                }
             }
-            if !class.topologies.is_empty() {
-                plan.topology.push(VolumeTopology {
-                    terms: class.topologies.clone(),
-                    to_provision: true,
-                });
-            }
-            plan.to_provision.push(name.clone());
+            bindings.push(binding);
         }
-        Ok(plan)
+        Ok(bindings)
     }
+
+    /// A claim that exists and is not being deleted.
+    fn usable(&self, key: &ClaimKey) -> Result<&Claim, String> {
+        let name = &key.1;
+        let claim = (self.claims.get(key))
+            .ok_or_else(|| format!("persistentvolumeclaim \"{name}\" not found"))?;
+        if claim.deleting {
+            return Err(format!("persistentvolumeclaim \"{name}\" is being deleted"));
+        }
+        Ok(claim)
+    }
+
+    /// How an unbound claim gets its volume, or why it cannot yet.
+    fn unbound<'a>(&'a self, key: &ClaimKey, claim: &'a Claim) -> Result<Unbound<'a>, String> {
+        let Some(class_name) = &claim.class else {
+            return Err("pod has unbound immediate PersistentVolumeClaims".into());
+        };
+        let class = (self.classes.get(class_name))
+            .ok_or_else(|| format!("storageclass.storage.k8s.io \"{class_name}\" not found"))?;
+        if !class.waits_for_first_consumer {
+            return Err("pod has unbound immediate PersistentVolumeClaims".into());
+        }
+        let assumed = self.assumed_nodes.get(key).map(|(node, _)| node);
+        if let Some(node) = claim.selected_node.as_ref().or(assumed) {
+            return Ok(Unbound::Selected(node));
+        }
+        let wants = (claim.wants.as_ref())
+            .map_err(|e| format!("persistentvolumeclaim \"{}\": {e}", key.1))?;
+        let assumed_for = |volume: &str| self.assumed_volumes.get(volume).map(|(k, _)| k);
+        let of_class = (self.volumes.iter())
+            .filter(|(_, v)| v.class.as_ref() == Some(class_name))
+            .map(|(name, v)| (name.as_str(), v));
+        let mut free = Vec::new();
+        for (name, volume) in of_class {
+            if volume.bound_to(key, &wants.uid) || assumed_for(name) == Some(key) {
+                return Ok(Unbound::PreBound(name, volume));
+            }
+            if assumed_for(name).is_none() && volume.fits(wants) && volume.terms.is_ok() {
+                free.push((name, volume));
+            }
+        }
+        free.sort_unstable_by_key(|(name, _)| *name);
+        let provision = (!class.no_provisioner).then_some(&class.topologies[..]);
+        Ok(Unbound::Open {
+            volumes: free,
+            provision,
+        })
+    }
+}
+
+/// The terms of the nodes where one of the free volumes, or a volume provisioned within
+/// `provision`, could be bound (empty: any node); none when no node could.
+fn open_terms(
+    volumes: &[(&str, &Volume)],
+    provision: Option<&[SelectorTerm]>,
+) -> Option<Vec<SelectorTerm>> {
+    if provision.is_some_and(<[_]>::is_empty) {
+        return Some(Vec::new());
+    }
+    let mut seen = HashSet::new();
+    let mut terms = Vec::new();
+    for (_, volume) in volumes {
+        let Ok(volume_terms) = &volume.terms else {
+            continue;
+        };
+        if volume_terms.is_empty() {
+            return Some(Vec::new());
+        }
+        for term in volume_terms {
+            if seen.insert(term) {
+                terms.push(term.clone());
+            }
+        }
+    }
+    terms.extend(provision.into_iter().flatten().cloned());
+    (!terms.is_empty()).then_some(terms)
+}
+
+/// Whether the node of this name and labels meets one of the terms.
+fn allowed(terms: &[SelectorTerm], node: &str, labels: &Labels) -> bool {
+    terms.iter().any(|t| t.matches(node, labels))
 }
 
 /// Applies a change to one kind's store, each object read by `read`; whether what the
@@ -215,18 +442,86 @@ fn apply<K, Key: Ord + Clone + std::hash::Hash, V: PartialEq>(
 
 fn claim(c: &PersistentVolumeClaim) -> Claim {
     let spec = c.spec.as_ref();
-    let non_empty = |s: Option<&String>| s.filter(|s| !s.is_empty()).cloned();
     let annotations = c.metadata.annotations.as_ref();
-    // As Kubernetes reads it (`GetPersistentVolumeClaimClass`): the beta annotation first.
-    let class = match annotations.and_then(|a| a.get(BETA_CLASS_ANNOTATION)) {
-        Some(class) => non_empty(Some(class)),
-        None => non_empty(spec.and_then(|s| s.storage_class_name.as_ref())),
-    };
     Claim {
         volume: non_empty(spec.and_then(|s| s.volume_name.as_ref())),
-        class,
+        class: class_of(
+            annotations,
+            spec.and_then(|s| s.storage_class_name.as_ref()),
+        ),
         selected_node: non_empty(annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION))),
         deleting: c.metadata.deletion_timestamp.is_some(),
+        wants: wants(c),
+    }
+}
+
+fn non_empty(s: Option<&String>) -> Option<String> {
+    s.filter(|s| !s.is_empty()).cloned()
+}
+
+/// The class of a claim or volume, as Kubernetes reads it (`GetPersistentVolumeClass`):
+/// the beta annotation first.
+fn class_of(
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    spec_class: Option<&String>,
+) -> Option<String> {
+    match annotations.and_then(|a| a.get(BETA_CLASS_ANNOTATION)) {
+        Some(class) => non_empty(Some(class)),
+        None => non_empty(spec_class),
+    }
+}
+
+/// What a claim asks of a volume, or why its spec cannot be read.
+fn wants(c: &PersistentVolumeClaim) -> Result<Wants, String> {
+    let spec = c.spec.as_ref();
+    let storage = (spec.and_then(|s| s.resources.as_ref()))
+        .and_then(|r| r.requests.as_ref())
+        .and_then(|r| r.get("storage"))
+        .ok_or("spec.resources.requests.storage is missing")?;
+    let storage = parse_quantity_nano(&storage.0)
+        .and_then(|n| u128::try_from(n).map_err(|_| format!("{:?} is negative", storage.0)))
+        .map_err(|e| format!("spec.resources.requests.storage: {e}"))?;
+    let selector = match spec.and_then(|s| s.selector.as_ref()) {
+        Some(selector) => label_selector("", "spec.selector", selector)
+            .map_err(|e| format!("{}: {}", e.field, e.message))?,
+        None => Vec::new(),
+    };
+    Ok(Wants {
+        uid: c.metadata.uid.clone().unwrap_or_default(),
+        storage,
+        access_modes: spec
+            .and_then(|s| s.access_modes.clone())
+            .unwrap_or_default(),
+        block: spec.and_then(|s| s.volume_mode.as_deref()) == Some("Block"),
+        selector,
+    })
+}
+
+fn volume(v: &PersistentVolume) -> Volume {
+    let spec = v.spec.as_ref();
+    let capacity = (spec.and_then(|s| s.capacity.as_ref()))
+        .and_then(|c| c.get("storage"))
+        .and_then(|q| u128::try_from(parse_quantity_nano(&q.0).ok()?).ok());
+    let claim_ref = spec.and_then(|s| s.claim_ref.as_ref()).map(|r| {
+        let field = |f: &Option<String>| f.clone().unwrap_or_default();
+        (field(&r.namespace), field(&r.name), field(&r.uid))
+    });
+    let phase = v.status.as_ref().and_then(|s| s.phase.as_deref());
+    Volume {
+        terms: node_affinity(v),
+        class: class_of(
+            v.metadata.annotations.as_ref(),
+            spec.and_then(|s| s.storage_class_name.as_ref()),
+        ),
+        capacity,
+        access_modes: spec
+            .and_then(|s| s.access_modes.clone())
+            .unwrap_or_default(),
+        block: spec.and_then(|s| s.volume_mode.as_deref()) == Some("Block"),
+        labels: v.metadata.labels.clone().unwrap_or_default(),
+        available: phase == Some("Available"),
+        claim_ref,
+        deleting: v.metadata.deletion_timestamp.is_some(),
     }
 }
 
