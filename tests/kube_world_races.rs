@@ -983,6 +983,8 @@ fn only_evictions_that_land_count_as_preemptions() {
 // ----------------------------------------------------------------------------------------
 // Against the in-process API server
 
+/// A binding answered late, after its job was placed again, is not the current
+/// binding's answer: the current one's devices stay reserved.
 #[test]
 fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
     let mut w = on_nodes(2);
@@ -991,21 +993,22 @@ fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
     w.round(T0);
     let first = binds(&w.take_outputs());
     assert_eq!(first.len(), 1);
-    // The reserved node leaves while the binding is in flight; past the backoff, the pod
-    // is placed again on the other node.
+    // The reserved node leaves while the binding is in flight; the binding times out and,
+    // past the backoff, the pod is placed again on the other node.
     delete_node(&mut w, &node(&first[0].node, 8), T0 + 10);
-    let out = run_until(&mut w, T0 + 10, T0 + 5_000);
-    let second = binds(&out);
-    assert_eq!(second.len(), 1, "{out:?}");
-    assert_ne!(second[0].node, first[0].node);
-    // The first binding's answer comes now: it timed out. The second is still in flight,
-    // so its devices stay reserved: another 8-GPU pod finds no room.
     answer(
         &mut w,
         &first[0],
         refused(None, "no answer within 30s"),
-        T0 + 5_001,
+        T0 + 20,
     );
+    let out = run_until(&mut w, T0 + 20, T0 + 5_000);
+    let second = binds(&out);
+    assert_eq!(second.len(), 1, "{out:?}");
+    assert_ne!(second[0].node, first[0].node);
+    // The first binding's answer comes again, late (a retry of it landed): the second is
+    // still in flight, so its devices stay reserved and another 8-GPU pod finds no room.
+    answer(&mut w, &first[0], Ok(()), T0 + 5_001);
     apply_pod(&mut w, &pod("q", 8, json!({})), T0 + 5_002);
     let out = run_until(&mut w, T0 + 5_002, T0 + 5_100);
     assert!(
@@ -1014,6 +1017,57 @@ fn a_late_answer_to_a_binding_given_up_is_not_the_current_bindings() {
     );
     bind_ok(&mut w, &p, &second[0], 3, T0 + 5_200);
     assert_eq!(free_gpus(&w), 0);
+}
+
+/// A node deleted while a binding to it is in flight keeps the binding's devices, taking
+/// no new pod, as kube-scheduler's cache keeps a deleted node's pods: registered again
+/// under its name before the answer comes (the API server binds to a node it does not
+/// have), it gives those devices to no other pod, and the binding that lands runs there.
+/// Once its pods go, a deleted node goes too.
+#[test]
+fn a_node_deleted_while_a_binding_to_it_is_in_flight_keeps_its_devices() {
+    let mut w = on_nodes(1);
+    let p = pod("p", 6, json!({}));
+    apply_pod(&mut w, &p, T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first.len(), 1);
+    delete_node(&mut w, &node("n1", 8), T0 + 10);
+    apply_pod(&mut w, &pod("q", 1, json!({})), T0 + 10);
+    let out = run_until(&mut w, T0 + 10, T0 + 5_000);
+    assert!(
+        binds(&out).is_empty(),
+        "nothing goes to a deleted node: {out:?}"
+    );
+    // The kubelet registers the node again; p's binding is still in flight.
+    apply_node(&mut w, &node("n1", 8), T0 + 5_001);
+    apply_pod(&mut w, &pod("r", 4, json!({})), T0 + 5_001);
+    let out = run_until(&mut w, T0 + 5_001, T0 + 10_000);
+    let q_bind = binds(&out);
+    let names: Vec<&str> = q_bind.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["q"], "r does not fit beside p's six GPUs: {out:?}");
+    let p_bound = bind_ok(&mut w, &p, &first[0], 3, T0 + 10_001);
+    let q_bound = bind_ok(&mut w, &pod("q", 1, json!({})), &q_bind[0], 4, T0 + 10_001);
+    w.round(T0 + 10_001);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty(), "p was not placed again: {out:?}");
+    assert_eq!(free_gpus(&w), 1, "p's six and q's one are held");
+
+    // Deleted again, with p and q running there: kept while one of them is.
+    delete_node(&mut w, &node("n1", 8), T0 + 10_002);
+    w.round(T0 + 10_002);
+    assert_eq!(free_gpus(&w), 0, "a deleted node takes no new pod");
+    delete_pod(&mut w, &p_bound, T0 + 10_003);
+    w.round(T0 + 10_003);
+    assert!(w.scheduler().state().spec().node_id("n1").is_some());
+    delete_pod(&mut w, &q_bound, T0 + 10_004);
+    w.round(T0 + 10_004);
+    w.round(T0 + 10_005);
+    assert_eq!(
+        w.scheduler().state().spec().node_id("n1"),
+        None,
+        "n1 is gone"
+    );
 }
 
 #[test]

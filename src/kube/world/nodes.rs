@@ -14,12 +14,21 @@
 //! lists, as reported unhealthy, for as long as a pod holds one of them, bound or with its
 //! binding in flight: they take no new pod, and no pod on them loses its reservation. A
 //! reservation dropped there would be given again while its binding could still land.
+//!
+//! A node deleted while this replica's pods hold some of its GPU devices (bound, or with
+//! their bindings in flight) is kept likewise, as kube-scheduler's cache keeps a deleted
+//! node's pods: every device unhealthy, cordoned and full, until no pod holds one. A
+//! binding in flight to it is answered as any other (the API server does not check that
+//! the node exists), and a node registering again under its name keeps what is held there.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::model::{ClusterSpec, ClusterSpecBuilder, LinkMatrix, MAX_POOLS, PoolId, bits};
+use crate::model::{
+    ClusterSpec, ClusterSpecBuilder, LinkMatrix, MAX_POOLS, PoolId, Taint, TaintEffect,
+    UNSCHEDULABLE_TAINT, bits, node_device_mask,
+};
 
 use super::super::convert::{GPU_PRODUCT_LABEL, NodeConverter, NodeFacts};
 use super::resync::Change;
@@ -29,6 +38,9 @@ use super::{World, WorldOptions};
 enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
+    /// Deleted, and kept while pods hold its devices (see the module documentation): its
+    /// facts as last listed, made to take no new pod.
+    Deleted(Box<NodeFacts>),
     /// Of another shard's GPU model: this one (`None`: labelled with it, but listing no GPU
     /// for now, so carrying none).
     OtherShard(Option<String>),
@@ -51,6 +63,8 @@ pub(super) struct Nodes {
     /// The nodes kept with devices they no longer list (see the module documentation),
     /// with their facts as listed, taken up once no pod holds a device beyond them.
     shrunk: HashMap<String, NodeFacts>,
+    /// The nodes kept after their deletion (see the module documentation).
+    deleted: HashSet<String>,
     dirty: bool,
 }
 
@@ -64,6 +78,7 @@ impl Nodes {
             carried: HashMap::new(),
             carried_changed: false,
             shrunk: HashMap::new(),
+            deleted: HashSet::new(),
             dirty: false,
         }
     }
@@ -79,7 +94,18 @@ impl Nodes {
             let entry = self.known.remove(&key);
             self.count_model(entry.as_ref(), -1);
             match entry {
-                Some(NodeEntry::Usable(_)) => self.dirty = true,
+                Some(NodeEntry::Usable(facts)) => {
+                    self.dirty = true;
+                    if facts.row.gpus > 0 {
+                        let kept = NodeEntry::Deleted(Box::new(taking_no_pod(*facts)));
+                        self.known.insert(key.clone(), kept);
+                        self.deleted.insert(key);
+                    }
+                }
+                // A relist does not show it, as it did not before.
+                Some(deleted @ NodeEntry::Deleted(_)) => {
+                    self.known.insert(key, deleted);
+                }
                 Some(NodeEntry::OtherShard(_)) => left_other_shards.push(key),
                 _ => {}
             }
@@ -87,6 +113,7 @@ impl Nodes {
         for node in applied {
             let key = name(&node);
             self.shrunk.remove(&key);
+            self.deleted.remove(&key);
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
                     let facts = self.keeping_unlisted_devices(&key, listed);
@@ -100,13 +127,23 @@ impl Nodes {
     }
 
     /// Nodes kept with devices they no longer list go back to their facts as listed once
-    /// `holds_unlisted(node, listed GPUs)` says no pod holds a device beyond those; returns
-    /// the nodes that were another shard's and no longer are, as [`Nodes::apply`] does.
+    /// `holds_unlisted(node, listed GPUs)` says no pod holds a device beyond those, and
+    /// deleted nodes kept go once no pod holds one of their devices; returns the nodes
+    /// that were another shard's and no longer are, as [`Nodes::apply`] does.
     pub fn take_up_listed(
         &mut self,
         options: &WorldOptions,
         holds_unlisted: impl Fn(&str, usize) -> bool,
     ) -> Vec<String> {
+        let deleted: Vec<String> = (self.deleted.iter())
+            .filter(|name| !holds_unlisted(name, 0))
+            .cloned()
+            .collect();
+        for name in deleted {
+            self.deleted.remove(&name);
+            self.known.remove(&name);
+            self.dirty = true;
+        }
         let released: Vec<String> = (self.shrunk.iter())
             .filter(|(name, listed)| !holds_unlisted(name, listed.row.gpus))
             .map(|(name, _)| name.clone())
@@ -125,7 +162,9 @@ impl Nodes {
     /// with, of the same GPU model or none, the known devices kept (see the module
     /// documentation): the listing is then remembered in `shrunk`.
     fn keeping_unlisted_devices(&mut self, name: &str, listed: NodeFacts) -> NodeFacts {
-        let Some(NodeEntry::Usable(known)) = self.known.get(name) else {
+        let (Some(NodeEntry::Usable(known)) | Some(NodeEntry::Deleted(known))) =
+            self.known.get(name)
+        else {
             return listed;
         };
         let model = &known.row.gpu_model;
@@ -168,7 +207,7 @@ impl Nodes {
                     );
                 }
             }
-            NodeEntry::OtherShard(_) => {}
+            NodeEntry::OtherShard(_) | NodeEntry::Deleted(_) => {}
         }
         let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
         self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
@@ -237,27 +276,28 @@ impl Nodes {
     /// The spec of the usable nodes, pools in registration order (nodes' models are
     /// registered as they come).
     pub fn build_spec(&mut self) -> ClusterSpec {
-        let models: Vec<Option<String>> = self
-            .known
-            .values()
-            .filter_map(|e| match e {
-                NodeEntry::Usable(facts) => Some(facts.row.gpu_model.clone()),
-                _ => None,
-            })
+        let models: Vec<Option<String>> = (self.in_spec())
+            .map(|(_, facts)| facts.row.gpu_model.clone())
             .collect();
         for model in &models {
             self.register_model(model.as_deref());
         }
         self.dirty = false;
         let mut builder = ClusterSpecBuilder::with_pools(&self.models);
-        for (name, entry) in &self.known {
-            if let NodeEntry::Usable(facts) = entry
-                && let Err(e) = builder.add_with_links(facts.row.clone(), facts.links.clone())
-            {
+        for (name, facts) in self.in_spec() {
+            if let Err(e) = builder.add_with_links(facts.row.clone(), facts.links.clone()) {
                 tracing::warn!("node {name}: {e}; left out of the cluster");
             }
         }
         builder.build()
+    }
+
+    /// The nodes of the cluster spec: those usable, and those deleted kept.
+    fn in_spec(&self) -> impl Iterator<Item = (&String, &NodeFacts)> {
+        self.known.iter().filter_map(|(name, entry)| match entry {
+            NodeEntry::Usable(facts) | NodeEntry::Deleted(facts) => Some((name, &**facts)),
+            _ => None,
+        })
     }
 
     /// The RDMA NIC names and the link matrix of a usable node.
@@ -289,7 +329,7 @@ impl Nodes {
     /// invalid for now).
     pub fn is_ours(&self, node: &str) -> Option<bool> {
         match self.known.get(node)? {
-            NodeEntry::Usable(_) => Some(true),
+            NodeEntry::Usable(_) | NodeEntry::Deleted(_) => Some(true),
             NodeEntry::OtherShard(_) => Some(false),
             NodeEntry::Invalid(_) => None,
         }
@@ -355,4 +395,20 @@ fn highest(mut mask: u32, count: usize) -> u32 {
         mask &= !top;
     }
     chosen
+}
+
+/// A deleted node's facts, made to take no new pod (see the module documentation): every
+/// device unhealthy, cordoned, and room for no pod. What its pods hold stays theirs.
+fn taking_no_pod(mut facts: NodeFacts) -> NodeFacts {
+    facts.row.unhealthy = node_device_mask(facts.row.gpus);
+    facts.unlisted_unhealthy = 0;
+    facts.row.max_pods = Some(0);
+    if !facts.row.taints.iter().any(Taint::is_cordon) {
+        facts.row.taints.push(Taint {
+            key: UNSCHEDULABLE_TAINT.to_owned(),
+            value: String::new(),
+            effect: TaintEffect::NoSchedule,
+        });
+    }
+    facts
 }
