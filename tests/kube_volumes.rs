@@ -658,3 +658,144 @@ fn a_provisioning_class_uses_a_fitting_volume_before_provisioning_one() {
     assert_eq!(b[1].claims.len(), 1);
     assert!(b[1].volumes.is_empty());
 }
+
+/// A pod whose volumes use the claims named.
+fn using_all(name: &str, gpus: u32, claims: &[&str]) -> Pod {
+    let volumes: Vec<Value> = (claims.iter())
+        .map(|c| json!({"name": c, "persistentVolumeClaim": {"claimName": c}}))
+        .collect();
+    pod(name, gpus, json!({"spec": {"volumes": volumes}}))
+}
+
+/// A pod bound: its name, its node, and the volumes bound to its claims (claim, volume).
+type BoundWithVolumes = (String, String, Vec<(String, String)>);
+
+/// The pods bound among `outputs`, by name.
+fn bound_with_volumes(outputs: &[Output]) -> Vec<BoundWithVolumes> {
+    let mut b: Vec<_> = (binds(outputs).into_iter())
+        .map(|b| (b.name, b.node, b.volumes))
+        .collect();
+    b.sort();
+    b
+}
+
+/// A pod of two claims of local volumes, where one node has one volume and the other
+/// two: a node counts for each claim alone, so the pod may be placed where one volume is
+/// left for two claims. Its binding is not sent, it is told why, and it is placed again,
+/// kept off that node, where both claims find a volume.
+#[test]
+fn a_pod_of_two_local_claims_goes_where_two_volumes_are() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
+    apply_volume(&mut w, local_volume("n2-a", "n2", "2Gi", json!({})), T0);
+    apply_volume(&mut w, local_volume("n2-b", "n2", "2Gi", json!({})), T0);
+    // A pod on n1 first: p, packed, would go beside it.
+    let filler = pod(
+        "filler",
+        1,
+        json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "n1"}}}),
+    );
+    place(&mut w, &filler, T0);
+    for name in ["a", "b"] {
+        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
+    }
+    apply_pod(&mut w, &using_all("p", 1, &["a", "b"]), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 60_000);
+    let told = (out.iter()).any(|o| {
+        matches!(o, Output::Event { message, .. }
+            if message.contains("node n1 has no persistentvolume left to bind it to"))
+    });
+    assert!(told, "{out:?}");
+    assert_eq!(
+        bound_with_volumes(&out),
+        [(
+            "p".to_string(),
+            "n2".to_string(),
+            vec![
+                ("a".to_string(), "n2-a".to_string()),
+                ("b".to_string(), "n2-b".to_string())
+            ]
+        )]
+    );
+}
+
+/// A gang whose two members each have a claim of local volumes, one volume on each node:
+/// packed on one node at first, it is placed again with the member that found no volume
+/// kept off that node, and both are bound, each with its node's volume.
+#[test]
+fn a_gang_of_local_claims_spreads_to_the_nodes_of_its_volumes() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    with_local_class(&mut w);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("g", 2)))),
+        T0,
+    );
+    for n in ["n1", "n2"] {
+        apply_volume(
+            &mut w,
+            local_volume(&format!("{n}-disk"), n, "2Gi", json!({})),
+            T0,
+        );
+    }
+    for (member_name, claim_name) in [("w0", "c0"), ("w1", "c1")] {
+        apply_claim(&mut w, &local_claim(claim_name, "1Gi"), T0);
+        let volume = json!({"spec": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}]}});
+        apply_pod(&mut w, &member(member_name, 2, "g", volume), T0);
+    }
+    let out = run_until(&mut w, T0, T0 + 60_000);
+    let bound = bound_with_volumes(&out);
+    assert_eq!(bound.len(), 2, "{out:?}");
+    assert_ne!(bound[0].1, bound[1].1, "one member per node: {bound:?}");
+    for (_, node, volumes) in &bound {
+        assert_eq!(volumes.len(), 1);
+        assert_eq!(volumes[0].1, format!("{node}-disk"));
+    }
+}
+
+/// A volume pre-bound to a claim that it cannot hold (too small) is not chosen for it, as
+/// `FindMatchingVolume` skips it: the claim takes a free volume that fits.
+#[test]
+fn a_volume_pre_bound_to_a_claim_it_cannot_hold_is_passed_over() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    with_local_class(&mut w);
+    let pre_bound = json!({"spec": {"claimRef": {"namespace": "ml", "name": "data"}}});
+    apply_volume(&mut w, local_volume("tiny", "n1", "1Gi", pre_bound), T0);
+    apply_volume(&mut w, local_volume("fits", "n2", "4Gi", json!({})), T0);
+    apply_claim(&mut w, &local_claim("data", "2Gi"), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    w.round(T0);
+    assert_eq!(
+        bound_with_volumes(&w.take_outputs()),
+        [(
+            "p".to_string(),
+            "n2".to_string(),
+            vec![("data".to_string(), "fits".to_string())]
+        )]
+    );
+}
+
+/// The claims' and volumes' watches are apart: a claim may show itself bound to the volume
+/// its pod's binding bound before the volume shows its claim. Until the volume does, it is
+/// still this claim's, given to no other.
+#[test]
+fn a_volume_bound_is_no_other_claims_before_its_watch_shows_it() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("pv", "n1", "2Gi", json!({})), T0);
+    apply_claim(&mut w, &local_claim("a", "1Gi"), T0);
+    apply_claim(&mut w, &local_claim("b", "1Gi"), T0);
+    apply_pod(&mut w, &using("p", 1, "a"), T0);
+    w.round(T0);
+    let first = binds(&w.take_outputs());
+    assert_eq!(first[0].volumes, [("a".into(), "pv".into())]);
+    // The claim's watch shows it bound; the volume's has not shown its claim yet.
+    let bound = local_claim("a", "1Gi");
+    let mut bound = serde_json::to_value(bound).unwrap();
+    bound["spec"]["volumeName"] = json!("pv");
+    apply_claim(&mut w, &serde_json::from_value(bound).unwrap(), T0 + 1);
+    apply_pod(&mut w, &using("q", 1, "b"), T0 + 1);
+    let why = waits_at(&mut w, T0 + 1);
+    assert_eq!(why.len(), 1, "{why:?}");
+    assert!(why[0].1.contains("none is available"), "{why:?}");
+}

@@ -283,12 +283,12 @@ impl VolumeBinding<'_> {
                         let call = claim_api.patch(claim, &params, &patch);
                         within(self.timeout, call)
                             .await
-                            .map_err(|e| about(claim, e))?;
+                            .map_err(|e| about_claim(claim, e))?;
                     }
                     ClaimBinding::Volume { volume, .. } => {
                         self.bind_volume(&claim_api, &volume_api, claim, volume)
                             .await
-                            .map_err(|e| about(claim, e))?;
+                            .map_err(|e| about_claim(claim, e))?;
                     }
                 }
             }
@@ -299,7 +299,7 @@ impl VolumeBinding<'_> {
             loop {
                 still_leading(self.leading)?;
                 let read = within(self.timeout, claim_api.get(claim)).await;
-                let read = read.map_err(|e| about(claim, e))?;
+                let read = read.map_err(|e| about_claim(claim, e))?;
                 let volume_name = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
                 if volume_name.is_some_and(|v| !v.is_empty()) {
                     break;
@@ -313,14 +313,15 @@ impl VolumeBinding<'_> {
                     }
                     ClaimBinding::Volume { volume, .. } => {
                         let bound = within(self.timeout, volume_api.get(volume)).await;
-                        let bound = bound.map_err(|e| about(claim, e))?;
+                        let bound =
+                            bound.map_err(|e| about_claim(claim, about_volume(volume, e)))?;
                         (!names_claim(&bound, &read))
                             .then(|| format!("persistentvolume {volume} is no longer bound to it"))
                     }
                 };
                 let refused = |message| {
                     let code = None;
-                    about(claim, WriteError { code, message })
+                    about_claim(claim, WriteError { code, message })
                 };
                 if let Some(message) = given_up {
                     return Err(refused(message));
@@ -347,7 +348,8 @@ impl VolumeBinding<'_> {
         volume: &str,
     ) -> Result<(), WriteError> {
         let read_claim = within(self.timeout, claim_api.get(claim)).await?;
-        let read = within(self.timeout, volume_api.get(volume)).await?;
+        let read = within(self.timeout, volume_api.get(volume)).await;
+        let read = read.map_err(|e| about_volume(volume, e))?;
         if names_claim(&read, &read_claim) {
             return Ok(());
         }
@@ -375,10 +377,7 @@ impl VolumeBinding<'_> {
         let params = PatchParams::default();
         let call = volume_api.patch(volume, &params, &patch);
         let patched = within(self.timeout, call).await;
-        patched.map(drop).map_err(|e| WriteError {
-            message: format!("persistentvolume {volume}: {}", e.message),
-            ..e
-        })
+        patched.map(drop).map_err(|e| about_volume(volume, e))
     }
 }
 
@@ -393,12 +392,22 @@ fn names_claim(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool
     })
 }
 
-/// An error about one claim of a pod being bound.
-fn about(claim: &str, e: WriteError) -> WriteError {
+/// An error about one object (`kind` and name) a pod's binding writes or reads.
+fn about(kind: &str, name: &str, e: WriteError) -> WriteError {
     WriteError {
-        message: format!("persistentvolumeclaim {claim}: {}", e.message),
+        message: format!("{kind} {name}: {}", e.message),
         ..e
     }
+}
+
+/// An error about one claim of a pod being bound.
+fn about_claim(claim: &str, e: WriteError) -> WriteError {
+    about("persistentvolumeclaim", claim, e)
+}
+
+/// An error about the volume chosen for a claim.
+fn about_volume(volume: &str, e: WriteError) -> WriteError {
+    about("persistentvolume", volume, e)
 }
 
 /// `pods/binding` with the device annotations, which the API server copies onto the pod;

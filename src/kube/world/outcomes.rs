@@ -124,13 +124,23 @@ impl World {
     fn start_binding(&mut self, job: JobId, now_ms: u64) {
         let bindings = match self.volumes_allow(job) {
             true => self.bind_claims(job),
-            false => None,
+            false => Err(None),
         };
-        let Some(mut bindings) = bindings else {
-            self.forget_claims_assumed(job);
-            self.scheduler.bind_failed(job, now_ms);
-            self.withdraw_and_dissolve(job, now_ms);
-            return;
+        let mut bindings = match bindings {
+            Ok(bindings) => bindings,
+            Err(why) => {
+                // Only what this attempt took is freed: others find no more room than
+                // before it.
+                self.volumes.forget_assumed(job);
+                self.pods.volumes_changed();
+                if let Some(why) = why {
+                    let message = format!("{why}; placed again");
+                    self.tell_pods(job, true, "FailedScheduling", &message);
+                }
+                self.scheduler.bind_failed(job, now_ms);
+                self.withdraw_and_dissolve(job, now_ms);
+                return;
+            }
         };
         self.pods.bind_rounds += 1;
         let round = self.pods.bind_rounds;
@@ -193,14 +203,18 @@ impl World {
     /// it, and the pods waiting for their volumes are looked at again.
     fn forget_claims_assumed(&mut self, job: JobId) {
         if self.volumes.forget_assumed(job) {
+            self.volumes.forget_refused();
             self.pods.volumes_changed();
         }
     }
 
     /// How the claims of each pod of a placed job not bound yet are bound on the node it
-    /// was placed on, by pod, each assumed so (see `volumes`); none when one cannot be
-    /// there (the volumes it could have are another pod's now).
-    fn bind_claims(&mut self, job: JobId) -> Option<HashMap<u32, Vec<ClaimBinding>>> {
+    /// was placed on, by pod, each assumed so (see `volumes`); or why one cannot be there
+    /// (the volumes it could have are another pod's now).
+    fn bind_claims(
+        &mut self,
+        job: JobId,
+    ) -> Result<HashMap<u32, Vec<ClaimBinding>>, Option<String>> {
         let mut bindings = HashMap::new();
         let spec = self.scheduler.state().spec();
         for (index, target, place) in self.placed_pods(job) {
@@ -219,14 +233,14 @@ impl World {
                     (&node.name, &node.labels),
                     job,
                 )
-                .ok()?;
+                .map_err(Some)?;
             if !claims.is_empty() {
                 // Others' claims may no longer have the volumes these take.
                 self.pods.volumes_changed();
             }
             bindings.insert(index, claims);
         }
-        Some(bindings)
+        Ok(bindings)
     }
 
     /// Sets (or clears) `status.nominatedNodeName` on a job's pods: where they go once

@@ -27,7 +27,7 @@
 //! It keeps only what placement reads of the claims, volumes and classes, and performs no
 //! I/O.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -104,13 +104,20 @@ impl Volume {
             .is_some_and(|(ns, n, u)| ns == namespace && n == name && (u.is_empty() || u == uid))
     }
 
+    /// Whether it could hold what a claim asks, bound to it or not: not being deleted,
+    /// big enough, of its volume mode (`FindMatchingVolume` checks this of every volume).
+    fn could_hold(&self, wants: &Wants) -> bool {
+        !self.deleting
+            && self.capacity.is_some_and(|c| c >= wants.storage)
+            && self.block == wants.block
+    }
+
     /// Whether it is free and fits what a claim asks (`FindMatchingVolume`, the node aside).
     fn fits(&self, wants: &Wants) -> bool {
         self.claim_ref.is_none()
             && self.available
-            && !self.deleting
-            && self.capacity.is_some_and(|c| c >= wants.storage)
-            && self.block == wants.block
+            && self.could_hold(wants)
+            && self.terms.is_ok()
             && (wants.access_modes.iter()).all(|m| self.access_modes.contains(m))
             && (wants.selector.iter())
                 .all(|r| r.matches(self.labels.get(&r.key).map(String::as_str)))
@@ -170,12 +177,38 @@ pub(super) struct Volumes {
     claims: HashMap<ClaimKey, Claim>,
     volumes: HashMap<String, Volume>,
     classes: HashMap<String, Class>,
-    /// Claims this replica is annotating with a node: the node, and the job whose binding
-    /// does it.
-    assumed_nodes: HashMap<ClaimKey, (String, JobId)>,
-    /// Volumes this replica is binding to a claim: the claim, and the job whose binding
-    /// does it.
-    assumed_volumes: HashMap<String, (ClaimKey, JobId)>,
+    /// Claims this replica is annotating with a node: the node, and the jobs whose
+    /// bindings do it.
+    assumed_nodes: Assumed<ClaimKey, String>,
+    /// Volumes this replica is binding to a claim: the claim, and the jobs whose bindings
+    /// do it.
+    assumed_volumes: Assumed<String, ClaimKey>,
+    /// Nodes where a claim found no volume left as its pod was being bound (the pod's
+    /// other claims, or its gang's other pods, took those there): its pods keep off them
+    /// until a volume of its class, or an assumption, changes.
+    refused: HashMap<ClaimKey, BTreeSet<String>>,
+}
+
+/// What this replica's bindings are binding, as kube-scheduler's assume cache keeps it:
+/// by object, what it is bound to, and the jobs whose bindings do it.
+type Assumed<K, V> = HashMap<K, (V, BTreeSet<JobId>)>;
+
+/// Records that `job`'s binding binds `key` to `value`.
+fn assume<K: Eq + std::hash::Hash, V>(assumed: &mut Assumed<K, V>, key: K, value: V, job: JobId) {
+    let (_, jobs) = assumed
+        .entry(key)
+        .or_insert_with(|| (value, BTreeSet::new()));
+    jobs.insert(job);
+}
+
+/// `job`'s binding binds nothing more; whether an object was freed of every binding.
+fn unassume<K, V>(assumed: &mut Assumed<K, V>, job: JobId) -> bool {
+    let before = assumed.len();
+    for (_, jobs) in assumed.values_mut() {
+        jobs.remove(&job);
+    }
+    assumed.retain(|_, (_, jobs)| !jobs.is_empty());
+    assumed.len() != before
 }
 
 impl Volumes {
@@ -186,7 +219,7 @@ impl Volumes {
             let namespace = meta.namespace.clone().unwrap_or_default();
             (namespace, meta.name.clone().unwrap_or_default())
         };
-        let changed = apply(&mut self.claims, change, key, claim);
+        let changed = !apply(&mut self.claims, change, key, claim).is_empty();
         self.forget_shown();
         changed
     }
@@ -195,36 +228,53 @@ impl Volumes {
     pub fn apply_volumes(&mut self, change: Change<PersistentVolume>) -> bool {
         let key = |v: &PersistentVolume| v.metadata.name.clone().unwrap_or_default();
         let changed = apply(&mut self.volumes, change, key, volume);
+        // A volume of a class changed: its claims may find room where they did not.
+        let classes: HashSet<&String> = (changed.iter())
+            .filter_map(|name| self.volumes.get(name)?.class.as_ref())
+            .collect();
+        let claims = &self.claims;
+        (self.refused).retain(|key, _| {
+            (claims.get(key)).is_some_and(|c| c.class.as_ref().is_none_or(|k| !classes.contains(k)))
+        });
         self.forget_shown();
-        changed
+        !changed.is_empty()
     }
 
     /// Takes in a change to the classes; returns whether anything placement reads changed.
     pub fn apply_classes(&mut self, change: Change<StorageClass>) -> bool {
         let key = |c: &StorageClass| c.metadata.name.clone().unwrap_or_default();
-        apply(&mut self.classes, change, key, class)
+        !apply(&mut self.classes, change, key, class).is_empty()
     }
 
-    /// Assumed no longer: a claim that shows its node, is bound or gone; a volume that
-    /// shows its claim, or is gone, or whose claim is bound or gone.
+    /// Assumed no longer, as the watches show it: a claim that shows its node, is bound or
+    /// gone; a volume that shows a claim, or is gone, or whose claim is gone or bound to
+    /// another (the claim's and the volume's watches are apart: a claim may show itself
+    /// bound to the volume before the volume shows it).
     fn forget_shown(&mut self) {
         let (claims, volumes) = (&self.claims, &self.volumes);
-        let unbound = |key: &ClaimKey| claims.get(key).is_some_and(|c| c.volume.is_none());
         (self.assumed_nodes).retain(|key, _| {
-            unbound(key) && claims.get(key).is_some_and(|c| c.selected_node.is_none())
+            (claims.get(key)).is_some_and(|c| c.volume.is_none() && c.selected_node.is_none())
         });
         (self.assumed_volumes).retain(|volume, (key, _)| {
-            unbound(key) && volumes.get(volume).is_some_and(|v| v.claim_ref.is_none())
+            let claim = claims.get(key);
+            claim.is_some_and(|c| c.volume.as_ref().is_none_or(|v| v == volume))
+                && volumes.get(volume).is_some_and(|v| v.claim_ref.is_none())
         });
+        self.refused
+            .retain(|key, _| claims.get(key).is_some_and(|c| c.volume.is_none()));
     }
 
-    /// `job`'s binding failed: the claims it was binding may not show it. Whether any
-    /// assumption was forgotten.
+    /// `job`'s binding failed, or was given up: the claims it was binding may not show it.
+    /// Whether an object was freed of every binding.
     pub fn forget_assumed(&mut self, job: JobId) -> bool {
-        let before = self.assumed_nodes.len() + self.assumed_volumes.len();
-        self.assumed_nodes.retain(|_, (_, by)| *by != job);
-        self.assumed_volumes.retain(|_, (_, by)| *by != job);
-        self.assumed_nodes.len() + self.assumed_volumes.len() != before
+        let nodes = unassume(&mut self.assumed_nodes, job);
+        let volumes = unassume(&mut self.assumed_volumes, job);
+        nodes || volumes
+    }
+
+    /// Volumes were freed of a binding: claims may find room where they found none.
+    pub fn forget_refused(&mut self) {
+        self.refused.clear();
     }
 
     /// Where the claims of a pod of `namespace` let it run, or why it must wait.
@@ -250,17 +300,23 @@ impl Volumes {
                 continue;
             }
             let terms = match self.unbound(&key, claim)? {
-                Unbound::Selected(node) => vec![named_node(node)],
+                Unbound::Selected(node) => vec![named_node([node], SelectorOp::In)],
                 Unbound::PreBound(_, volume) => volume.terms.clone()?,
-                Unbound::Open { volumes, provision } => open_terms(&volumes, provision)
-                    .ok_or_else(|| {
+                Unbound::Open { volumes, provision } => {
+                    if let Some(nodes) = self.refused.get(&key) {
+                        let refused = named_node(nodes.iter().cloned(), SelectorOp::NotIn);
+                        let (terms, unbound) = (vec![refused], true);
+                        topology.push(VolumeTopology { terms, unbound });
+                    }
+                    open_terms(&volumes, provision).ok_or_else(|| {
                         let class = claim.class.as_deref().unwrap_or_default();
                         format!(
                             "persistentvolumeclaim \"{name}\" waits for a persistentvolume of \
                              storage class {class} that fits it: none is available, and the \
                              class has no provisioner"
                         )
-                    })?,
+                    })?
+                }
             };
             if !terms.is_empty() {
                 let unbound = true;
@@ -309,6 +365,8 @@ impl Volumes {
                             ClaimBinding::Provision { claim: claim_name }
                         }
                         (None, _) => {
+                            let refused = self.refused.entry(key).or_default();
+                            refused.insert(node.to_owned());
                             return Err(format!(
                                 "persistentvolumeclaim \"{name}\": node {node} has no \
                                  persistentvolume left to bind it to"
@@ -324,10 +382,10 @@ impl Volumes {
             };
             match &binding {
                 ClaimBinding::Provision { .. } => {
-                    (self.assumed_nodes).insert(key, (node.to_owned(), job));
+                    assume(&mut self.assumed_nodes, key, node.to_owned(), job);
                 }
                 ClaimBinding::Volume { volume, .. } => {
-                    (self.assumed_volumes).insert(volume.clone(), (key, job));
+                    assume(&mut self.assumed_volumes, volume.clone(), key, job);
                 }
             }
             bindings.push(binding);
@@ -363,19 +421,20 @@ impl Volumes {
         let wants = (claim.wants.as_ref())
             .map_err(|e| format!("persistentvolumeclaim \"{}\": {e}", key.1))?;
         let assumed_for = |volume: &str| self.assumed_volumes.get(volume).map(|(k, _)| k);
-        let of_class = (self.volumes.iter())
-            .filter(|(_, v)| v.class.as_ref() == Some(class_name))
-            .map(|(name, v)| (name.as_str(), v));
+        let mut of_class: Vec<(&str, &Volume)> = (self.volumes.iter())
+            .filter(|(_, v)| v.class.as_ref() == Some(class_name) && v.could_hold(wants))
+            .map(|(name, v)| (name.as_str(), v))
+            .collect();
+        of_class.sort_unstable_by_key(|(name, _)| *name);
         let mut free = Vec::new();
         for (name, volume) in of_class {
             if volume.bound_to(key, &wants.uid) || assumed_for(name) == Some(key) {
                 return Ok(Unbound::PreBound(name, volume));
             }
-            if assumed_for(name).is_none() && volume.fits(wants) && volume.terms.is_ok() {
+            if assumed_for(name).is_none() && volume.fits(wants) {
                 free.push((name, volume));
             }
         }
-        free.sort_unstable_by_key(|(name, _)| *name);
         let provision = (!class.no_provisioner).then_some(&class.topologies[..]);
         Ok(Unbound::Open {
             volumes: free,
@@ -417,24 +476,26 @@ fn allowed(terms: &[SelectorTerm], node: &str, labels: &Labels) -> bool {
     terms.iter().any(|t| t.matches(node, labels))
 }
 
-/// Applies a change to one kind's store, each object read by `read`; whether what the
-/// store holds changed.
+/// Applies a change to one kind's store, each object read by `read`; the keys of the
+/// objects whose reading changed (or that are gone).
 fn apply<K, Key: Ord + Clone + std::hash::Hash, V: PartialEq>(
     store: &mut HashMap<Key, V>,
     change: Change<K>,
     key: impl Fn(&K) -> Key,
     read: impl Fn(&K) -> V,
-) -> bool {
+) -> Vec<Key> {
     let (applied, gone) = change.split(&key, store.keys().cloned());
-    let mut changed = false;
+    let mut changed = Vec::new();
     for key in gone {
-        changed |= store.remove(&key).is_some();
+        if store.remove(&key).is_some() {
+            changed.push(key);
+        }
     }
     for object in applied {
         let (key, value) = (key(&object), read(&object));
         if store.get(&key) != Some(&value) {
-            store.insert(key, value);
-            changed = true;
+            store.insert(key.clone(), value);
+            changed.push(key);
         }
     }
     changed
@@ -575,14 +636,15 @@ fn class(c: &StorageClass) -> Class {
     }
 }
 
-/// The term that holds on the node of this name alone.
-fn named_node(node: &str) -> SelectorTerm {
+/// The term on the names of nodes: `In` holds on the nodes named alone, `NotIn` on every
+/// other.
+fn named_node<N: Into<String>>(nodes: impl IntoIterator<Item = N>, op: SelectorOp) -> SelectorTerm {
     SelectorTerm {
         match_expressions: Vec::new(),
         match_fields: vec![Requirement {
             key: "metadata.name".into(),
-            op: SelectorOp::In,
-            values: vec![node.to_owned()],
+            op,
+            values: nodes.into_iter().map(Into::into).collect(),
         }],
     }
 }
