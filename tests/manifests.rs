@@ -8,13 +8,16 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kant::config::Config;
 use kant::kube::RunOptions;
 use kant::kube::crd::{POD_GROUP_LABEL, PodGroup, Queue, QueueMode, crd_manifests};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+mod common;
+use common::rbac::grants;
 
 fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
@@ -291,16 +294,6 @@ fn deployment_runs_locked_down_with_known_flags() {
         "true"
     );
     assert_eq!(service["spec"]["ports"][0]["port"], 9090);
-}
-
-fn grants(rule: &PolicyRule, group: &str, resource: &str, verb: &str) -> bool {
-    let any = |list: &Option<Vec<String>>, item: &str| {
-        list.as_ref()
-            .is_some_and(|l| l.iter().any(|x| x == item || x == "*"))
-    };
-    any(&rule.api_groups, group)
-        && any(&rule.resources, resource)
-        && (rule.verbs.iter().any(|v| v == verb || v == "*"))
 }
 
 #[test]

@@ -13,6 +13,8 @@ use kant::kube::{RunOptions, Serving, run_with_config};
 use kant::metrics::live::LiveMetrics;
 use kant::model::JobId;
 use kant_testkit::ApiServer;
+
+use super::rbac::Grants;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -42,6 +44,9 @@ pub struct Kant {
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), kant::kube::RunError>>,
     pub serving: Serving,
+    /// The server, and the first of its requests the scheduler made.
+    server: ApiServer,
+    first_request: u64,
 }
 
 impl Kant {
@@ -57,6 +62,7 @@ impl Kant {
     pub async fn start_with(server: &ApiServer, options: RunOptions) -> Kant {
         let (stop, stopped) = oneshot::channel::<()>();
         let (tx, rx) = oneshot::channel();
+        let first_request = server.requests().last().map_or(0, |r| r.seq + 1);
         let config = server.config();
         let task = tokio::spawn(async move {
             run_with_config(
@@ -74,6 +80,8 @@ impl Kant {
             stop: Some(stop),
             task,
             serving,
+            server: server.clone(),
+            first_request,
         }
     }
 
@@ -97,6 +105,15 @@ impl Kant {
             .await
             .expect("the scheduler stops");
         result.expect("no panic").expect("a clean stop");
+        let requests = self.server.requests();
+        let made: Vec<_> = (requests.into_iter())
+            .filter(|r| r.seq >= self.first_request)
+            .collect();
+        let refused = Grants::of_manifests().refused(&made);
+        assert!(
+            refused.is_empty(),
+            "manifests/rbac.yaml would refuse the scheduler: {refused:?}"
+        );
     }
 }
 

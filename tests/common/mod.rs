@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test crate uses its own subset
 
 pub mod kube;
+pub mod rbac;
 
 use std::sync::Arc;
 
