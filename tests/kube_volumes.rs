@@ -799,3 +799,30 @@ fn a_volume_bound_is_no_other_claims_before_its_watch_shows_it() {
     assert_eq!(why.len(), 1, "{why:?}");
     assert!(why[0].1.contains("none is available"), "{why:?}");
 }
+
+/// A claim kept off a node because one pod's other claim took the last volume there is
+/// kept off it for that pod alone: another pod of the claim may go there.
+#[test]
+fn a_claim_kept_off_a_node_for_one_pod_is_not_kept_off_it_for_others() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
+    for name in ["a", "b"] {
+        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
+    }
+    let p = using_all("p", 1, &["a", "b"]);
+    apply_pod(&mut w, &p, T0);
+    let out = run_until(&mut w, T0, T0 + 30_000);
+    assert!(binds(&out).is_empty(), "one volume for two claims: {out:?}");
+    delete_pod(&mut w, &p, T0 + 30_001);
+    apply_pod(&mut w, &using("q", 1, "b"), T0 + 30_001);
+    let out = run_until(&mut w, T0 + 30_001, T0 + 60_000);
+    assert_eq!(
+        bound_with_volumes(&out),
+        [(
+            "q".to_string(),
+            "n1".to_string(),
+            vec![("b".to_string(), "n1-a".to_string())]
+        )]
+    );
+}

@@ -1070,6 +1070,53 @@ fn a_node_deleted_while_a_binding_to_it_is_in_flight_keeps_its_devices() {
     );
 }
 
+/// A gang's launcher bound to a CPU-only node that is deleted while the bindings are in
+/// flight: the node is kept as any other, so the gang's worker keeps its GPUs until its
+/// binding is answered.
+#[test]
+fn a_cpu_node_deleted_while_a_gangs_launcher_binds_there_keeps_the_gang_whole() {
+    let on = |pool: &str| json!({"spec": {"nodeSelector": {"pool": pool}}});
+    let labelled = |name: &str, gpus: u32, pool: &str| {
+        node_with(name, gpus, json!({"metadata": {"labels": {"pool": pool}}}))
+    };
+    let cpu = labelled("c1", 0, "cpu");
+    let mut w = synced(&plain(), &[cpu.clone(), labelled("n1", 8, "gpu")]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("mpi", 2)))),
+        T0,
+    );
+    apply_pod(&mut w, &member("launcher", 0, "mpi", on("cpu")), T0);
+    apply_pod(&mut w, &member("worker", 8, "mpi", on("gpu")), T0);
+    w.round(T0);
+    assert_eq!(binds(&w.take_outputs()).len(), 2);
+    delete_node(&mut w, &cpu, T0 + 1);
+    apply_pod(&mut w, &pod("q", 8, json!({})), T0 + 1);
+    let out = run_until(&mut w, T0 + 1, T0 + 30_000);
+    assert!(
+        binds(&out).is_empty(),
+        "q bound onto the worker's GPUs while its binding is in flight: {out:?}"
+    );
+}
+
+/// A preemptor waiting for its victims on a node that is then deleted is not bound there
+/// once they go: it is placed again, elsewhere.
+#[test]
+fn a_preemptor_whose_node_is_deleted_is_placed_again() {
+    let mut w = synced(&preempting(), &[node("n1", 8)]);
+    let low = place(&mut w, &with_priority("low", 8, 0), T0);
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 1);
+    w.round(T0 + 1);
+    let out = w.take_outputs();
+    assert_eq!(evictions(&out).len(), 1, "{out:?}");
+    assert!(binds(&out).is_empty());
+    apply_node(&mut w, &node("n2", 8), T0 + 2);
+    delete_node(&mut w, &node("n1", 8), T0 + 2);
+    delete_pod(&mut w, &low, T0 + 3);
+    let out = run_until(&mut w, T0 + 2, T0 + 60_000);
+    let placed: Vec<(String, String)> = binds(&out).into_iter().map(|b| (b.name, b.node)).collect();
+    assert_eq!(placed, [("high".to_string(), "n2".to_string())]);
+}
+
 #[test]
 fn a_preemptor_whose_victim_never_goes_is_queued_again_and_placed_elsewhere() {
     let mut w = synced(&preempting(), &[node("n1", 8)]);

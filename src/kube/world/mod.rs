@@ -429,6 +429,9 @@ impl World {
         }
         self.take_up_listed_nodes(now_ms);
         self.rebuild_cluster(now_ms);
+        if self.nodes.take_newly_deleted() {
+            self.requeue_awaiting_on_deleted_nodes(now_ms);
+        }
         if std::mem::take(&mut self.tenants_dirty) {
             self.rebuild_tenants(now_ms);
         }
@@ -462,14 +465,18 @@ impl World {
     }
 
     /// Nodes kept with GPU devices they no longer list take up their listing once no pod
-    /// holds one of those devices (see `nodes`).
+    /// holds one of those devices, and deleted nodes kept go once no pod is placed there
+    /// (see `nodes`).
     fn take_up_listed_nodes(&mut self, now_ms: u64) {
         let state = self.scheduler.state();
         let holds_unlisted = |name: &str, listed: usize| {
             (state.spec().node_id(name))
                 .is_some_and(|node| state.node(node).busy() & !node_device_mask(listed) != 0)
         };
-        let left_other_shards = self.nodes.take_up_listed(&self.options, holds_unlisted);
+        let holds_pods =
+            |name: &str| (state.spec().node_id(name)).is_some_and(|node| state.node(node).pods > 0);
+        let left_other_shards =
+            (self.nodes).take_up_listed(&self.options, holds_unlisted, holds_pods);
         self.nodes_changed(left_other_shards, now_ms);
     }
 

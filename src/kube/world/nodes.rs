@@ -15,11 +15,12 @@
 //! binding in flight: they take no new pod, and no pod on them loses its reservation. A
 //! reservation dropped there would be given again while its binding could still land.
 //!
-//! A node deleted while this replica's pods hold some of its GPU devices (bound, or with
-//! their bindings in flight) is kept likewise, as kube-scheduler's cache keeps a deleted
-//! node's pods: every device unhealthy, cordoned and full, until no pod holds one. A
-//! binding in flight to it is answered as any other (the API server does not check that
-//! the node exists), and a node registering again under its name keeps what is held there.
+//! A node deleted while pods are placed on it (bound, or with their bindings in flight)
+//! is kept likewise, as kube-scheduler's cache keeps a deleted node's pods: every device
+//! unhealthy, cordoned and full, until no pod is placed there. A binding in flight to it
+//! is answered as any other (the API server does not check that the node exists), no new
+//! binding is sent to it, and a node registering again under its name keeps what is held
+//! there.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -65,6 +66,8 @@ pub(super) struct Nodes {
     shrunk: HashMap<String, NodeFacts>,
     /// The nodes kept after their deletion (see the module documentation).
     deleted: HashSet<String>,
+    /// Whether a node came to be kept so since last asked.
+    newly_deleted: bool,
     dirty: bool,
 }
 
@@ -79,6 +82,7 @@ impl Nodes {
             carried_changed: false,
             shrunk: HashMap::new(),
             deleted: HashSet::new(),
+            newly_deleted: false,
             dirty: false,
         }
     }
@@ -96,11 +100,10 @@ impl Nodes {
             match entry {
                 Some(NodeEntry::Usable(facts)) => {
                     self.dirty = true;
-                    if facts.row.gpus > 0 {
-                        let kept = NodeEntry::Deleted(Box::new(taking_no_pod(*facts)));
-                        self.known.insert(key.clone(), kept);
-                        self.deleted.insert(key);
-                    }
+                    let kept = NodeEntry::Deleted(Box::new(taking_no_pod(*facts)));
+                    self.known.insert(key.clone(), kept);
+                    self.deleted.insert(key);
+                    self.newly_deleted = true;
                 }
                 // A relist does not show it, as it did not before.
                 Some(deleted @ NodeEntry::Deleted(_)) => {
@@ -128,15 +131,16 @@ impl Nodes {
 
     /// Nodes kept with devices they no longer list go back to their facts as listed once
     /// `holds_unlisted(node, listed GPUs)` says no pod holds a device beyond those, and
-    /// deleted nodes kept go once no pod holds one of their devices; returns the nodes
-    /// that were another shard's and no longer are, as [`Nodes::apply`] does.
+    /// deleted nodes kept go once `holds_pods(node)` says no pod is placed there; returns
+    /// the nodes that were another shard's and no longer are, as [`Nodes::apply`] does.
     pub fn take_up_listed(
         &mut self,
         options: &WorldOptions,
         holds_unlisted: impl Fn(&str, usize) -> bool,
+        holds_pods: impl Fn(&str) -> bool,
     ) -> Vec<String> {
         let deleted: Vec<String> = (self.deleted.iter())
-            .filter(|name| !holds_unlisted(name, 0))
+            .filter(|name| !holds_pods(name))
             .cloned()
             .collect();
         for name in deleted {
@@ -209,7 +213,10 @@ impl Nodes {
             }
             NodeEntry::OtherShard(_) | NodeEntry::Deleted(_) => {}
         }
-        let was_usable = matches!(self.known.get(&key), Some(NodeEntry::Usable(_)));
+        let was_usable = matches!(
+            self.known.get(&key),
+            Some(NodeEntry::Usable(_) | NodeEntry::Deleted(_))
+        );
         self.dirty |= was_usable || matches!(entry, NodeEntry::Usable(_));
         let was_other_shards = matches!(self.known.get(&key), Some(NodeEntry::OtherShard(_)));
         if was_other_shards && !matches!(entry, NodeEntry::OtherShard(_)) {
@@ -237,6 +244,16 @@ impl Nodes {
         if *count == 0 {
             self.carried.remove(model);
         }
+    }
+
+    /// Whether a node was deleted, and kept, since the last call.
+    pub fn take_newly_deleted(&mut self) -> bool {
+        std::mem::take(&mut self.newly_deleted)
+    }
+
+    /// Whether the node is one kept after its deletion: no binding goes there.
+    pub fn is_deleted(&self, node: &str) -> bool {
+        self.deleted.contains(node)
     }
 
     /// Whether a GPU model came to be carried by some node, or stopped being, since the

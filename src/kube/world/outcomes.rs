@@ -117,14 +117,17 @@ impl World {
             .collect()
     }
 
-    /// Sends one binding per pod of a placed job. A job one of whose pods' claims no
-    /// longer lets it go where it was placed (another job's binding, earlier in this round
-    /// maybe, is provisioning a claim of its for another node; a claim went away) forms
-    /// again instead, as its claims are now.
+    /// Sends one binding per pod of a placed job. A job one of whose pods was placed on a
+    /// node since deleted, or whose claims no longer let it go where it was placed
+    /// (another job's binding, earlier in this round maybe, is provisioning a claim of its
+    /// for another node; a claim went away), forms again instead, after its backoff.
     fn start_binding(&mut self, job: JobId, now_ms: u64) {
-        let bindings = match self.volumes_allow(job) {
-            true => self.bind_claims(job),
-            false => Err(None),
+        let on_deleted = (self.placed_pods(job).into_iter())
+            .find(|(_, _, place)| self.nodes.is_deleted(&place.node));
+        let bindings = match (on_deleted, self.volumes_allow(job)) {
+            (Some((_, _, place)), _) => Err(Some(format!("node {} was deleted", place.node))),
+            (None, true) => self.bind_claims(job),
+            (None, false) => Err(None),
         };
         let mut bindings = match bindings {
             Ok(bindings) => bindings,
@@ -188,7 +191,7 @@ impl World {
             if facts.claims.is_empty() {
                 return true;
             }
-            let Ok(topology) = self.volumes.plan(&pod.target.namespace, &facts.claims) else {
+            let Ok(topology) = self.volumes.plan(&pod.target, &facts.claims) else {
                 return false;
             };
             let node = (entry.place(index)).and_then(|p| spec.node_id(&p.node));
@@ -227,12 +230,7 @@ impl World {
                 continue;
             };
             let claims = (self.volumes)
-                .bind(
-                    &target.namespace,
-                    &facts.claims,
-                    (&node.name, &node.labels),
-                    job,
-                )
+                .bind(&target, &facts.claims, (&node.name, &node.labels), job)
                 .map_err(Some)?;
             if !claims.is_empty() {
                 // Others' claims may no longer have the volumes these take.
@@ -727,6 +725,24 @@ impl World {
                 );
                 self.stop_awaiting_victims(by, &why, now_ms);
             }
+        }
+    }
+
+    /// Preemptors placed on a node since deleted (kept while pods are placed there) wait
+    /// for their victims no more: they are placed again.
+    pub(super) fn requeue_awaiting_on_deleted_nodes(&mut self, now_ms: u64) {
+        let on_deleted: Vec<(JobId, String)> = (self.pods.jobs.iter())
+            .filter(|(_, e)| matches!(e.phase, JobPhase::AwaitingVictims { .. }))
+            .filter_map(|(&job, e)| {
+                let node = (e.alive())
+                    .filter_map(|(index, _)| e.place(index))
+                    .find(|place| self.nodes.is_deleted(&place.node))?;
+                Some((job, node.node.clone()))
+            })
+            .collect();
+        for (job, node) in on_deleted {
+            let why = format!("node {node} was deleted; placing again");
+            self.stop_awaiting_victims(job, &why, now_ms);
         }
     }
 

@@ -1002,12 +1002,12 @@ impl World {
         }
     }
 
-    /// Whether a waiting pod of `namespace` may enter a queue now, or why not.
-    fn eligibility(&self, facts: &PodFacts, namespace: &str) -> Result<(), Hold> {
+    /// Whether a waiting pod may enter a queue now, or why not.
+    fn eligibility(&self, facts: &PodFacts, pod: &PodRef) -> Result<(), Hold> {
         if facts.gated {
             return Err(Hold::Gated);
         }
-        if let Err(reason) = self.volumes.plan(namespace, &facts.claims) {
+        if let Err(reason) = self.volumes.plan(pod, &facts.claims) {
             return Err(Hold::Volume(reason));
         }
         if let Some(queue) = &facts.queue
@@ -1158,7 +1158,7 @@ impl World {
                 self.set_state(&uid, PodState::OtherShard);
                 continue;
             }
-            if let Err(hold) = self.eligibility(&facts, &entry.target.namespace) {
+            if let Err(hold) = self.eligibility(&facts, &entry.target) {
                 match hold {
                     Hold::UnknownQueue(_) => self.pods.held_on_queue.insert(uid.clone()),
                     Hold::Volume(_) => self.pods.held_on_volume.insert(uid.clone()),
@@ -1427,9 +1427,7 @@ impl World {
             submit_ms: facts.iter().map(|(_, c, _)| *c).min().unwrap_or(now_ms),
             duration_ms: None,
             topology: template.topology,
-            constraints: shared(
-                (facts.iter()).map(|(f, _, pod)| self.with_volumes(f, &pod.namespace)),
-            ),
+            constraints: shared((facts.iter()).map(|(f, _, pod)| self.with_volumes(f, pod))),
             pod_rules: Some(template.pod_rules.clone()),
             may_preempt: may_preempt && going_where_nominated.is_none(),
         };
@@ -1484,7 +1482,7 @@ impl World {
         let Some(facts) = entry.facts.as_ref().filter(|f| !f.claims.is_empty()) else {
             return false;
         };
-        let now = self.volumes.plan(&entry.target.namespace, &facts.claims);
+        let now = self.volumes.plan(&entry.target, &facts.claims);
         let then = job
             .constraints_of(index)
             .map_or(&[][..], |c| &c.volumes[..]);
@@ -1493,8 +1491,8 @@ impl World {
 
     /// A pod's node constraints with where its volumes let it run (as it entered its
     /// queue; its claims are looked at again as it is bound).
-    fn with_volumes(&self, facts: &PodFacts, namespace: &str) -> Option<NodeConstraints> {
-        let topology = (self.volumes.plan(namespace, &facts.claims)).unwrap_or_default();
+    fn with_volumes(&self, facts: &PodFacts, pod: &PodRef) -> Option<NodeConstraints> {
+        let topology = (self.volumes.plan(pod, &facts.claims)).unwrap_or_default();
         if topology.is_empty() {
             return facts.constraints.clone();
         }

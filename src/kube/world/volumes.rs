@@ -37,6 +37,7 @@ use crate::model::{JobId, Labels, Requirement, SelectorOp, SelectorTerm, VolumeT
 use super::super::convert::{
     ConvertError, label_selector, no_node, parse_quantity_nano, selector_term,
 };
+use super::pods::PodRef;
 use super::resync::Change;
 
 /// The annotation that asks a class's provisioner for a volume on a node.
@@ -183,10 +184,10 @@ pub(super) struct Volumes {
     /// Volumes this replica is binding to a claim: the claim, and the jobs whose bindings
     /// do it.
     assumed_volumes: Assumed<String, ClaimKey>,
-    /// Nodes where a claim found no volume left as its pod was being bound (the pod's
-    /// other claims, or its gang's other pods, took those there): its pods keep off them
-    /// until a volume of its class, or an assumption, changes.
-    refused: HashMap<ClaimKey, BTreeSet<String>>,
+    /// Nodes where a claim found no volume left as a pod of it was being bound (the pod's
+    /// other claims, or its gang's other pods, took those there), by pod uid: that pod
+    /// keeps off them until a volume of the claim's class, or an assumption, changes.
+    refused: HashMap<ClaimKey, HashMap<String, BTreeSet<String>>>,
 }
 
 /// What this replica's bindings are binding, as kube-scheduler's assume cache keeps it:
@@ -277,11 +278,11 @@ impl Volumes {
         self.refused.clear();
     }
 
-    /// Where the claims of a pod of `namespace` let it run, or why it must wait.
-    pub fn plan(&self, namespace: &str, claims: &[String]) -> Result<Vec<VolumeTopology>, String> {
+    /// Where the claims of the pod let it run, or why it must wait.
+    pub fn plan(&self, pod: &PodRef, claims: &[String]) -> Result<Vec<VolumeTopology>, String> {
         let mut topology = Vec::new();
         for name in claims {
-            let key = (namespace.to_owned(), name.clone());
+            let key = (pod.namespace.clone(), name.clone());
             let claim = self.usable(&key)?;
             if let Some(volume) = &claim.volume {
                 let terms = match self.volumes.get(volume) {
@@ -303,7 +304,8 @@ impl Volumes {
                 Unbound::Selected(node) => vec![named_node([node], SelectorOp::In)],
                 Unbound::PreBound(_, volume) => volume.terms.clone()?,
                 Unbound::Open { volumes, provision } => {
-                    if let Some(nodes) = self.refused.get(&key) {
+                    let refused = self.refused.get(&key).and_then(|by| by.get(&pod.uid));
+                    if let Some(nodes) = refused {
                         let refused = named_node(nodes.iter().cloned(), SelectorOp::NotIn);
                         let (terms, unbound) = (vec![refused], true);
                         topology.push(VolumeTopology { terms, unbound });
@@ -326,19 +328,19 @@ impl Volumes {
         Ok(topology)
     }
 
-    /// How each claim of a pod of `namespace` placed on the node `node` (with `labels`)
-    /// not bound yet is bound, each assumed so for `job`; or why it cannot be, there.
-    /// A volume is bound to one claim only, among these and those assumed before.
+    /// How each claim of the pod placed on the node `node` (with `labels`) not bound yet
+    /// is bound, each assumed so for `job`; or why it cannot be, there. A volume is bound
+    /// to one claim only, among these and those assumed before.
     pub fn bind(
         &mut self,
-        namespace: &str,
+        pod: &PodRef,
         claims: &[String],
         (node, labels): (&str, &Labels),
         job: JobId,
     ) -> Result<Vec<ClaimBinding>, String> {
         let mut bindings = Vec::new();
         for name in claims {
-            let key = (namespace.to_owned(), name.clone());
+            let key = (pod.namespace.clone(), name.clone());
             let claim = self.usable(&key)?;
             if claim.volume.is_some() {
                 continue;
@@ -365,8 +367,11 @@ impl Volumes {
                             ClaimBinding::Provision { claim: claim_name }
                         }
                         (None, _) => {
-                            let refused = self.refused.entry(key).or_default();
-                            refused.insert(node.to_owned());
+                            let by_pod = self.refused.entry(key).or_default();
+                            by_pod
+                                .entry(pod.uid.clone())
+                                .or_default()
+                                .insert(node.to_owned());
                             return Err(format!(
                                 "persistentvolumeclaim \"{name}\": node {node} has no \
                                  persistentvolume left to bind it to"
