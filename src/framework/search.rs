@@ -10,7 +10,6 @@
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -26,16 +25,11 @@ use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// The pools a job may use: the ones it names, or every pool (for a GPU job, every pool
 /// with GPUs).
-pub fn pools_for<'a>(job: &'a Job, snapshot: &ClusterState) -> Cow<'a, [PoolId]> {
+pub fn pools_for<'a>(job: &'a Job, snapshot: &'a ClusterState) -> &'a [PoolId] {
     if !job.pools.is_empty() {
-        return Cow::Borrowed(&job.pools);
+        return &job.pools;
     }
-    let needs_gpu = job.total_milli() > 0;
-    let spec = snapshot.spec();
-    (0..spec.pools.len())
-        .map(|i| PoolId(i as u16))
-        .filter(|&p| !needs_gpu || spec.pool(p).gpus_per_node > 0)
-        .collect()
+    snapshot.spec().pools_for_any(job.total_milli() > 0)
 }
 
 /// A feasible placement of the whole job, with the state it leaves.
@@ -66,7 +60,7 @@ pub fn place_job(
                     .find_map(|&p| try_nodes(profile, job, snapshot, state, &[nodes(p)]))
             }
         }
-        SearchMode::TwoLevel => two_level(profile, job, snapshot, state, &pools),
+        SearchMode::TwoLevel => two_level(profile, job, snapshot, state, pools),
     }
 }
 
@@ -331,7 +325,7 @@ pub struct HeldGroups(pub Vec<GroupId>);
 pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
-    let tier = tightest_tier(job, snapshot, &pools, state);
+    let tier = tightest_tier(job, snapshot, pools, state);
     let usable = state
         .read::<ReachOf>()
         .and_then(|ReachOf(reach)| reach.usable.as_ref());
@@ -339,7 +333,7 @@ pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState
         .topology
         .is_some_and(|need| need.tier == Tier::Hbd && need.required)
     {
-        return hbd_reservation(job, snapshot, &pools, usable);
+        return hbd_reservation(job, snapshot, pools, usable);
     }
     // (pool, domain, group, free)
     let mut members: Vec<(PoolId, u64, GroupId, u64)> = pools

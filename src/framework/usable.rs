@@ -62,9 +62,9 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         .iter()
         .filter(|f| f.judges_spec(job, spec, cycle))
         .collect();
-    let judged = (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, &pools, &judges));
+    let judged = (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, pools, &judges));
     let may_use = judged.as_ref().map(|(may_use, _)| may_use.as_slice());
-    let usable = UsableGpus::of(spec, &pools, may_use, alike_gpu_pods(job));
+    let usable = UsableGpus::of(spec, pools, may_use, alike_gpu_pods(job));
     let tightest = match gang {
         true => pools
             .iter()
@@ -90,7 +90,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     };
     // Their GPUs first, then what else each node holds of the pods, then a required tier.
     let gpus_never_fit =
-        UsableGpus::of(spec, &pools, may_use, None).is_some_and(|gpus| !fits_some_pool(&gpus));
+        UsableGpus::of(spec, pools, may_use, None).is_some_and(|gpus| !fits_some_pool(&gpus));
     let never = match gpus_never_fit {
         true if gang => Some(explained(
             "the nodes its pods may use can never hold the whole gang",
@@ -100,10 +100,10 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     };
     let required = job.topology.filter(|need| need.required && gang);
     let never = never
-        .or_else(|| gang.then(|| packing_shortfall(job, spec, &pools, may_use)).flatten())
+        .or_else(|| gang.then(|| packing_shortfall(job, spec, pools, may_use)).flatten())
         .or_else(|| {
             let (need, usable) = required.zip(usable.as_ref())?;
-            (!some_domain_could_hold(&shape, snapshot, &pools, need.tier, Some(usable))).then(|| {
+            (!some_domain_could_hold(&shape, snapshot, pools, need.tier, Some(usable))).then(|| {
                 explained("no one domain of its required tier, of the nodes its pods may use, can ever hold the gang")
             })
         });

@@ -120,6 +120,10 @@ pub struct ClusterSpec {
     pub node_group: Vec<GroupId>,
     node_by_name: HashMap<String, NodeId>,
     pool_by_model: HashMap<Option<String>, PoolId>,
+    /// Every pool, and the pools whose nodes have GPUs: those a job accepting any pool
+    /// may use, read per attempt.
+    all_pools: Vec<PoolId>,
+    gpu_pools: Vec<PoolId>,
 }
 
 impl ClusterSpec {
@@ -129,6 +133,15 @@ impl ClusterSpec {
 
     pub fn node_id(&self, name: &str) -> Option<NodeId> {
         self.node_by_name.get(name).copied()
+    }
+
+    /// The pools a job accepting any pool may use: those with GPUs when it asks for GPUs.
+    pub fn pools_for_any(&self, needs_gpu: bool) -> &[PoolId] {
+        if needs_gpu {
+            &self.gpu_pools
+        } else {
+            &self.all_pools
+        }
     }
 
     /// The pool of a GPU model (`None`: the CPU-only pool).
@@ -455,6 +468,11 @@ impl ClusterSpecBuilder {
                 pool.largest_allocatable = pool.largest_allocatable.max(Allocatable::of(node));
             }
         }
+        let pools = || (0..spec.pools.len()).map(|i| PoolId(i as u16));
+        spec.all_pools = pools().collect();
+        spec.gpu_pools = pools()
+            .filter(|&p| spec.pools[p.index()].gpus_per_node > 0)
+            .collect();
         self.spec
     }
 }

@@ -41,7 +41,7 @@ impl PreFilter for NodePool {
             ));
         }
         match job.topology.filter(|need| need.required) {
-            Some(need) if !some_domain_could_hold(&shape, snapshot, &pools, need.tier, None) => {
+            Some(need) if !some_domain_could_hold(&shape, snapshot, pools, need.tier, None) => {
                 Status::unresolvable(format!(
                     "no {} of the job's node pools can ever hold its {} GPUs (required:{})",
                     need.tier.name(),

@@ -60,7 +60,7 @@ impl PreFilter for ResourceFit {
                 ));
             }
         }
-        if let Some(resource) = short_on_every_node(job, snapshot, &pools) {
+        if let Some(resource) = short_on_every_node(job, snapshot, pools) {
             return Status::unresolvable(format!(
                 "no node a pod of the job may go to allocates the {resource} it asks"
             ));
