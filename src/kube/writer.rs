@@ -251,8 +251,8 @@ struct VolumeBinding<'a> {
 
 impl VolumeBinding<'_> {
     /// Using a slot while this replica leads: annotates each claim to provision
-    /// `volume.kubernetes.io/selected-node` with `node`, which its class's provisioner
-    /// waits for, and binds each volume chosen to its claim (its `claimRef`, guarded by
+    /// `volume.kubernetes.io/selected-node` with `node` (guarded by its resourceVersion),
+    /// which its class's provisioner waits for, and binds each volume chosen to its claim (its `claimRef`, guarded by
     /// its resourceVersion), which the volume controller finishes. Then waits, holding
     /// none, until every claim is bound. A claim or volume that cannot be written or read,
     /// a node the provisioner gives up (the annotation gone, or another node's), a volume
@@ -277,11 +277,7 @@ impl VolumeBinding<'_> {
                 let claim = binding.claim();
                 match binding {
                     ClaimBinding::Provision { .. } => {
-                        let annotation = json!({SELECTED_NODE_ANNOTATION: node});
-                        let patch = Patch::Merge(json!({"metadata": {"annotations": annotation}}));
-                        let params = PatchParams::default();
-                        let call = claim_api.patch(claim, &params, &patch);
-                        within(self.timeout, call)
+                        self.select_node(&claim_api, claim, node)
                             .await
                             .map_err(|e| about_claim(claim, e))?;
                     }
@@ -335,6 +331,40 @@ impl VolumeBinding<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Annotates `claim` `volume.kubernetes.io/selected-node` with `node`, patched with
+    /// the claim's resourceVersion, so that a claim another scheduler annotated or bound
+    /// meanwhile refuses it (409). A claim bound already, or annotated with `node`, is
+    /// left as it is; one annotated with another node fails the binding.
+    async fn select_node(
+        &self,
+        claim_api: &Api<PersistentVolumeClaim>,
+        claim: &str,
+        node: &str,
+    ) -> Result<(), WriteError> {
+        let read = within(self.timeout, claim_api.get(claim)).await?;
+        let bound = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+        let annotations = read.metadata.annotations.as_ref();
+        let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+        match selected.map(String::as_str) {
+            _ if bound.is_some_and(|v| !v.is_empty()) => return Ok(()),
+            Some(selected) if selected == node => return Ok(()),
+            Some(other) => {
+                return Err(WriteError {
+                    code: None,
+                    message: format!("selected for node {other} meanwhile"),
+                });
+            }
+            None => {}
+        }
+        let patch = Patch::Merge(json!({"metadata": {
+            "resourceVersion": read.metadata.resource_version,
+            "annotations": {SELECTED_NODE_ANNOTATION: node},
+        }}));
+        let params = PatchParams::default();
+        let call = claim_api.patch(claim, &params, &patch);
+        within(self.timeout, call).await.map(drop)
     }
 
     /// Binds `volume` to `claim` as kube-scheduler does: its `claimRef` names the claim,
