@@ -826,3 +826,28 @@ fn a_claim_kept_off_a_node_for_one_pod_is_not_kept_off_it_for_others() {
         )]
     );
 }
+
+/// A claim is kept off a node for a minute, not for good: a pod that can only go there
+/// (its other claims' volumes are there, or they came to be meanwhile) is tried there
+/// again once the minute ends, though nothing changed.
+#[test]
+fn a_claim_is_kept_off_a_node_for_a_minute_only() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
+    for name in ["a", "b"] {
+        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
+    }
+    apply_pod(&mut w, &using_all("p", 1, &["a", "b"]), T0);
+    let out = run_until(&mut w, T0, T0 + 150_000);
+    let tries = (out.iter())
+        .filter(|o| {
+            matches!(o, Output::Event { message, .. }
+                if message.contains("node n1 has no persistentvolume left to bind it to"))
+        })
+        .count();
+    assert!(
+        (2..=4).contains(&tries),
+        "tried once, then again after each minute: {tries}"
+    );
+}

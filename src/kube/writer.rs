@@ -315,10 +315,7 @@ impl VolumeBinding<'_> {
                             .then(|| format!("persistentvolume {volume} is no longer bound to it"))
                     }
                 };
-                let refused = |message| {
-                    let code = None;
-                    about_claim(claim, WriteError { code, message })
-                };
+                let refused = |message| about_claim(claim, refusal(message));
                 if let Some(message) = given_up {
                     return Err(refused(message));
                 }
@@ -334,42 +331,47 @@ impl VolumeBinding<'_> {
     }
 
     /// Annotates `claim` `volume.kubernetes.io/selected-node` with `node`, patched with
-    /// the claim's resourceVersion, so that a claim another scheduler annotated or bound
-    /// meanwhile refuses it (409). A claim bound already, or annotated with `node`, is
-    /// left as it is; one annotated with another node fails the binding.
+    /// the claim's resourceVersion, so that a claim changed meanwhile refuses it (409) and
+    /// is read again: one annotated with `node` by then (another pod of the claim bound
+    /// alongside) is left as it is; one annotated with another node, or bound without
+    /// being annotated with `node`, fails the binding (the pod is placed again, as the
+    /// claim is now).
     async fn select_node(
         &self,
         claim_api: &Api<PersistentVolumeClaim>,
         claim: &str,
         node: &str,
     ) -> Result<(), WriteError> {
-        let read = within(self.timeout, claim_api.get(claim)).await?;
-        let bound = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
-        let annotations = read.metadata.annotations.as_ref();
-        let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
-        match selected.map(String::as_str) {
-            _ if bound.is_some_and(|v| !v.is_empty()) => return Ok(()),
-            Some(selected) if selected == node => return Ok(()),
-            Some(other) => {
-                return Err(WriteError {
-                    code: None,
-                    message: format!("selected for node {other} meanwhile"),
-                });
+        self.write_after_reading(|| async {
+            let read = within(self.timeout, claim_api.get(claim)).await?;
+            let bound = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+            let annotations = read.metadata.annotations.as_ref();
+            let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+            match selected.map(String::as_str) {
+                Some(selected) if selected == node => return Ok(None),
+                _ if bound.is_some_and(|v| !v.is_empty()) => {
+                    return Err(refusal("bound meanwhile".into()));
+                }
+                Some(other) => return Err(refusal(format!("selected for node {other} meanwhile"))),
+                None => {}
             }
-            None => {}
-        }
-        let patch = Patch::Merge(json!({"metadata": {
-            "resourceVersion": read.metadata.resource_version,
-            "annotations": {SELECTED_NODE_ANNOTATION: node},
-        }}));
-        let params = PatchParams::default();
-        let call = claim_api.patch(claim, &params, &patch);
-        within(self.timeout, call).await.map(drop)
+            let patch = Patch::Merge(json!({"metadata": {
+                "resourceVersion": read.metadata.resource_version,
+                "annotations": {SELECTED_NODE_ANNOTATION: node},
+            }}));
+            let params = PatchParams::default();
+            Ok(Some(
+                within(self.timeout, claim_api.patch(claim, &params, &patch)).await,
+            ))
+        })
+        .await
     }
 
     /// Binds `volume` to `claim` as kube-scheduler does: its `claimRef` names the claim,
-    /// patched with the volume's resourceVersion, so that a volume another claim took
-    /// meanwhile refuses it (409). A volume already bound to the claim is left as it is.
+    /// patched with the volume's resourceVersion, so that a volume changed meanwhile
+    /// refuses it (409) and is read again. A volume bound to the claim by then is left as
+    /// it is; one bound to another claim, or a claim bound to another volume, fails the
+    /// binding.
     async fn bind_volume(
         &self,
         claim_api: &Api<PersistentVolumeClaim>,
@@ -377,37 +379,79 @@ impl VolumeBinding<'_> {
         claim: &str,
         volume: &str,
     ) -> Result<(), WriteError> {
-        let read_claim = within(self.timeout, claim_api.get(claim)).await?;
-        let read = within(self.timeout, volume_api.get(volume)).await;
-        let read = read.map_err(|e| about_volume(volume, e))?;
-        if names_claim(&read, &read_claim) {
-            return Ok(());
+        self.write_after_reading(|| async {
+            let read_claim = within(self.timeout, claim_api.get(claim)).await?;
+            let read = within(self.timeout, volume_api.get(volume)).await;
+            let read = read.map_err(|e| about_volume(volume, e))?;
+            if names_claim(&read, &read_claim) {
+                return Ok(None);
+            }
+            let claim_volume = read_claim
+                .spec
+                .as_ref()
+                .and_then(|s| s.volume_name.as_deref());
+            if let Some(other) = claim_volume.filter(|v| !v.is_empty()) {
+                return Err(refusal(format!(
+                    "bound to persistentvolume {other} meanwhile"
+                )));
+            }
+            if read
+                .spec
+                .as_ref()
+                .and_then(|s| s.claim_ref.as_ref())
+                .is_some()
+            {
+                let message = format!("persistentvolume {volume} is bound to another claim");
+                return Err(refusal(message));
+            }
+            let patch = Patch::Merge(json!({
+                "metadata": {
+                    "resourceVersion": read.metadata.resource_version,
+                    "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
+                },
+                "spec": {"claimRef": {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "namespace": read_claim.metadata.namespace,
+                    "name": claim,
+                    "uid": read_claim.metadata.uid,
+                    "resourceVersion": read_claim.metadata.resource_version,
+                }},
+            }));
+            let params = PatchParams::default();
+            let patched = within(self.timeout, volume_api.patch(volume, &params, &patch)).await;
+            Ok(Some(patched.map_err(|e| about_volume(volume, e))))
+        })
+        .await
+    }
+
+    /// Runs `attempt` (a read, and the write it decides on, guarded by what it read) until
+    /// the write is not refused as stale (409), at most [`STALE_WRITES`] times: `None`
+    /// from the attempt is nothing to write.
+    async fn write_after_reading<T, F>(&self, attempt: impl Fn() -> F) -> Result<(), WriteError>
+    where
+        F: Future<Output = Result<Option<Result<T, WriteError>>, WriteError>>,
+    {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match attempt().await? {
+                None | Some(Ok(_)) => return Ok(()),
+                Some(Err(e)) if e.code == Some(409) && tries < STALE_WRITES => continue,
+                Some(Err(e)) => return Err(e),
+            }
         }
-        let other = read.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
-        if other.is_some() {
-            return Err(WriteError {
-                code: None,
-                message: format!("persistentvolume {volume} is bound to another claim"),
-            });
-        }
-        let patch = Patch::Merge(json!({
-            "metadata": {
-                "resourceVersion": read.metadata.resource_version,
-                "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
-            },
-            "spec": {"claimRef": {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "namespace": read_claim.metadata.namespace,
-                "name": claim,
-                "uid": read_claim.metadata.uid,
-                "resourceVersion": read_claim.metadata.resource_version,
-            }},
-        }));
-        let params = PatchParams::default();
-        let call = volume_api.patch(volume, &params, &patch);
-        let patched = within(self.timeout, call).await;
-        patched.map(drop).map_err(|e| about_volume(volume, e))
+    }
+}
+
+/// How many times a write guarded by what was read is tried when it finds that changed.
+const STALE_WRITES: u32 = 3;
+
+/// An error that is the binding's own judgement, not the API server's answer.
+fn refusal(message: String) -> WriteError {
+    WriteError {
+        code: None,
+        message,
     }
 }
 

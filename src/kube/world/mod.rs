@@ -438,6 +438,9 @@ impl World {
         self.adopt_parked(now_ms);
         self.give_up_on_lingering_victims(now_ms);
         self.end_going_waits(now_ms);
+        if self.volumes.expire_refused(now_ms) {
+            self.pods.volumes_changed();
+        }
         self.reform_on_volumes(now_ms);
         let jobs = self.form_jobs(now_ms);
         // A job may name a GPU model no node has yet: its empty pool must exist first.
@@ -502,7 +505,8 @@ impl World {
     }
 
     /// When a round is next due although no event comes: a retry the scheduler asked for,
-    /// a pod whose backoff ends, or a wait for victims that ends.
+    /// a pod whose backoff ends, a wait for victims that ends, or a claim's refusal of a
+    /// node (see `volumes`) that ends.
     pub fn next_wakeup(&self, now_ms: u64) -> Option<u64> {
         [
             self.scheduler.next_retry_ms(now_ms),
@@ -512,6 +516,7 @@ impl World {
                 .first()
                 .map(|&(until_ms, _)| until_ms),
             (self.pods.going_waits.values()).map(|w| w.until_ms).min(),
+            self.volumes.next_refusal_end(),
         ]
         .into_iter()
         .flatten()

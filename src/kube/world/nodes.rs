@@ -336,9 +336,13 @@ impl Nodes {
         })
     }
 
-    /// Whether the node is a usable one without GPUs (every shard uses those).
+    /// Whether the node is a usable one without GPUs (every shard uses those), or was one
+    /// and is kept after its deletion.
     pub fn is_cpu_only(&self, node: &str) -> bool {
-        matches!(self.known.get(node), Some(NodeEntry::Usable(facts)) if facts.row.gpu_model.is_none())
+        matches!(
+            self.known.get(node),
+            Some(NodeEntry::Usable(facts) | NodeEntry::Deleted(facts)) if facts.row.gpu_model.is_none()
+        )
     }
 
     /// Whether the node is this replica's (`Some(true)`), another shard's

@@ -126,7 +126,7 @@ impl World {
             .find(|(_, _, place)| self.nodes.is_deleted(&place.node));
         let bindings = match (on_deleted, self.volumes_allow(job)) {
             (Some((_, _, place)), _) => Err(Some(format!("node {} was deleted", place.node))),
-            (None, true) => self.bind_claims(job),
+            (None, true) => self.bind_claims(job, now_ms),
             (None, false) => Err(None),
         };
         let mut bindings = match bindings {
@@ -217,6 +217,7 @@ impl World {
     fn bind_claims(
         &mut self,
         job: JobId,
+        now_ms: u64,
     ) -> Result<HashMap<u32, Vec<ClaimBinding>>, Option<String>> {
         let mut bindings = HashMap::new();
         let spec = self.scheduler.state().spec();
@@ -230,7 +231,12 @@ impl World {
                 continue;
             };
             let claims = (self.volumes)
-                .bind(&target, &facts.claims, (&node.name, &node.labels), job)
+                .bind(
+                    &target,
+                    &facts.claims,
+                    (&node.name, &node.labels),
+                    (job, now_ms),
+                )
                 .map_err(Some)?;
             if !claims.is_empty() {
                 // Others' claims may no longer have the volumes these take.

@@ -186,8 +186,21 @@ pub(super) struct Volumes {
     assumed_volumes: Assumed<String, ClaimKey>,
     /// Nodes where a claim found no volume left as a pod of it was being bound (the pod's
     /// other claims, or its gang's other pods, took those there), by pod uid: that pod
-    /// keeps off them until a volume of the claim's class, or an assumption, changes.
-    refused: HashMap<ClaimKey, HashMap<String, BTreeSet<String>>>,
+    /// keeps off them for [`REFUSAL_MS`], or until a volume of the claim's class, or an
+    /// assumption, changes.
+    refused: HashMap<ClaimKey, HashMap<String, Refusal>>,
+}
+
+/// How long a pod is kept off the nodes where its claim found no volume left: long
+/// enough to be placed elsewhere, short enough that a placement which needs that node
+/// (another claim of the pod is bound there) is tried again.
+const REFUSAL_MS: u64 = 60_000;
+
+/// The nodes a claim found no volume left on for one pod, until when.
+#[derive(Debug, Default)]
+struct Refusal {
+    nodes: BTreeSet<String>,
+    until_ms: u64,
 }
 
 /// What this replica's bindings are binding, as kube-scheduler's assume cache keeps it:
@@ -278,6 +291,23 @@ impl Volumes {
         self.refused.clear();
     }
 
+    /// Refusals past their time are forgotten; whether any was.
+    pub fn expire_refused(&mut self, now_ms: u64) -> bool {
+        let before: usize = self.refused.values().map(HashMap::len).sum();
+        for by_pod in self.refused.values_mut() {
+            by_pod.retain(|_, refusal| refusal.until_ms > now_ms);
+        }
+        self.refused.retain(|_, by_pod| !by_pod.is_empty());
+        self.refused.values().map(HashMap::len).sum::<usize>() != before
+    }
+
+    /// When the first refusal ends.
+    pub fn next_refusal_end(&self) -> Option<u64> {
+        (self.refused.values().flat_map(HashMap::values))
+            .map(|refusal| refusal.until_ms)
+            .min()
+    }
+
     /// Where the claims of the pod let it run, or why it must wait.
     pub fn plan(&self, pod: &PodRef, claims: &[String]) -> Result<Vec<VolumeTopology>, String> {
         let mut topology = Vec::new();
@@ -305,8 +335,8 @@ impl Volumes {
                 Unbound::PreBound(_, volume) => volume.terms.clone()?,
                 Unbound::Open { volumes, provision } => {
                     let refused = self.refused.get(&key).and_then(|by| by.get(&pod.uid));
-                    if let Some(nodes) = refused {
-                        let refused = named_node(nodes.iter().cloned(), SelectorOp::NotIn);
+                    if let Some(refusal) = refused {
+                        let refused = named_node(refusal.nodes.iter().cloned(), SelectorOp::NotIn);
                         let (terms, unbound) = (vec![refused], true);
                         topology.push(VolumeTopology { terms, unbound });
                     }
@@ -329,14 +359,14 @@ impl Volumes {
     }
 
     /// How each claim of the pod placed on the node `node` (with `labels`) not bound yet
-    /// is bound, each assumed so for `job`; or why it cannot be, there. A volume is bound
-    /// to one claim only, among these and those assumed before.
+    /// is bound, each assumed so for `job`; or why it cannot be, there (at `now_ms`). A
+    /// volume is bound to one claim only, among these and those assumed before.
     pub fn bind(
         &mut self,
         pod: &PodRef,
         claims: &[String],
         (node, labels): (&str, &Labels),
-        job: JobId,
+        (job, now_ms): (JobId, u64),
     ) -> Result<Vec<ClaimBinding>, String> {
         let mut bindings = Vec::new();
         for name in claims {
@@ -368,10 +398,9 @@ impl Volumes {
                         }
                         (None, _) => {
                             let by_pod = self.refused.entry(key).or_default();
-                            by_pod
-                                .entry(pod.uid.clone())
-                                .or_default()
-                                .insert(node.to_owned());
+                            let refusal = by_pod.entry(pod.uid.clone()).or_default();
+                            refusal.nodes.insert(node.to_owned());
+                            refusal.until_ms = now_ms.saturating_add(REFUSAL_MS);
                             return Err(format!(
                                 "persistentvolumeclaim \"{name}\": node {node} has no \
                                  persistentvolume left to bind it to"
