@@ -15,11 +15,13 @@
 //!     (`allowedTopologies`), the claim is annotated with the node and its volume
 //!     provisioned there.
 //!
-//!   A pod may go where one of those can happen; the pod is bound once the claim is (the
-//!   writer waits for it). A claim being annotated, or a volume being bound to a claim, by
-//!   this replica keeps the claim's other pods to it (as kube-scheduler's assume cache
-//!   does) until the objects show it or the binding fails, and keeps the volume from
-//!   other claims.
+//!   A pod may go where one of those can happen, judged claim by claim; the pod is bound
+//!   once the claim is (the writer waits for it). A claim being annotated, or a volume
+//!   being bound to a claim, by this replica keeps the claim's other pods to it (as
+//!   kube-scheduler's assume cache does) until the objects show it or the binding fails,
+//!   and keeps the volume from other claims. A claim that finds no volume left on its
+//!   pod's node as the pod is bound (the pod's other claims, or its gang's other pods,
+//!   took them) keeps that pod off the node for a while.
 //! - Any other unbound claim (its class binds at once, or it has none), a claim missing or
 //!   being deleted, and one of a class without a provisioner that no available volume fits
 //!   keep its pods waiting, each saying why.
@@ -152,6 +154,7 @@ pub enum ClaimBinding {
 }
 
 impl ClaimBinding {
+    /// The claim it binds.
     pub fn claim(&self) -> &str {
         match self {
             ClaimBinding::Provision { claim } | ClaimBinding::Volume { claim, .. } => claim,
