@@ -851,3 +851,29 @@ fn a_claim_is_kept_off_a_node_for_a_minute_only() {
         "tried once, then again after each minute: {tries}"
     );
 }
+
+/// A volume that another claim takes is no longer this claim's to take, and one freed
+/// again (released and made available) is, as the volumes' watch shows them.
+#[test]
+fn a_volume_taken_and_freed_again_is_followed() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    with_local_class(&mut w);
+    let taken = json!({"spec": {"claimRef": {"namespace": "ml", "name": "other"}},
+                       "status": {"phase": "Bound"}});
+    apply_volume(&mut w, local_volume("pv", "n1", "2Gi", json!({})), T0);
+    apply_volume(&mut w, local_volume("pv", "n1", "2Gi", taken), T0);
+    apply_claim(&mut w, &local_claim("data", "1Gi"), T0);
+    apply_pod(&mut w, &using("p", 1, "data"), T0);
+    let why = waits_at(&mut w, T0);
+    assert!(why[0].1.contains("none is available"), "{why:?}");
+    apply_volume(&mut w, local_volume("pv", "n1", "2Gi", json!({})), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(
+        bound_with_volumes(&w.take_outputs()),
+        [(
+            "p".to_string(),
+            "n1".to_string(),
+            vec![("data".to_string(), "pv".to_string())]
+        )]
+    );
+}

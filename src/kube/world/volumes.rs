@@ -100,6 +100,16 @@ struct Volume {
 }
 
 impl Volume {
+    /// Its class, when it is bound to no claim.
+    fn free_class(&self) -> Option<&String> {
+        self.class.as_ref().filter(|_| self.claim_ref.is_none())
+    }
+
+    /// The claim its `claimRef` names, uid aside.
+    fn claim_key(&self) -> Option<ClaimKey> {
+        (self.claim_ref.as_ref()).map(|(namespace, name, _)| (namespace.clone(), name.clone()))
+    }
+
     /// Whether it is bound, or pre-bound, to this claim (`IsVolumeBoundToClaim`).
     fn bound_to(&self, (namespace, name): &ClaimKey, uid: &str) -> bool {
         self.claim_ref
@@ -180,6 +190,7 @@ enum Unbound<'a> {
 pub(super) struct Volumes {
     claims: HashMap<ClaimKey, Claim>,
     volumes: HashMap<String, Volume>,
+    index: VolumeIndex,
     classes: HashMap<String, Class>,
     /// Claims this replica is annotating with a node: the node, and the jobs whose
     /// bindings do it.
@@ -204,6 +215,55 @@ const REFUSAL_MS: u64 = 60_000;
 struct Refusal {
     nodes: BTreeSet<String>,
     until_ms: u64,
+}
+
+/// The volumes a claim could be bound to, found without reading every volume (most are
+/// bound to their claims): the free ones by class, in name order, and those whose
+/// `claimRef` names a claim, by that claim.
+#[derive(Debug, Default)]
+struct VolumeIndex {
+    free_by_class: HashMap<String, BTreeSet<String>>,
+    by_claim: HashMap<ClaimKey, BTreeSet<String>>,
+}
+
+impl VolumeIndex {
+    /// The volume `name` was `old` and is `new` (`None`: absent).
+    fn update(&mut self, name: &str, old: Option<&Volume>, new: Option<&Volume>) {
+        if let Some(old) = old {
+            if let Some(class) = old.free_class() {
+                remove_from(&mut self.free_by_class, class, name);
+            }
+            if let Some(claim) = old.claim_key() {
+                remove_from(&mut self.by_claim, &claim, name);
+            }
+        }
+        if let Some(new) = new {
+            if let Some(class) = new.free_class() {
+                let names = self.free_by_class.entry(class.clone()).or_default();
+                names.insert(name.to_owned());
+            }
+            if let Some(claim) = new.claim_key() {
+                self.by_claim
+                    .entry(claim)
+                    .or_default()
+                    .insert(name.to_owned());
+            }
+        }
+    }
+}
+
+/// Takes `name` out of the set at `key`, and the set once empty.
+fn remove_from<K: Eq + std::hash::Hash>(
+    sets: &mut HashMap<K, BTreeSet<String>>,
+    key: &K,
+    name: &str,
+) {
+    if let Some(names) = sets.get_mut(key) {
+        names.remove(name);
+        if names.is_empty() {
+            sets.remove(key);
+        }
+    }
 }
 
 /// What this replica's bindings are binding, as kube-scheduler's assume cache keeps it:
@@ -236,7 +296,7 @@ impl Volumes {
             let namespace = meta.namespace.clone().unwrap_or_default();
             (namespace, meta.name.clone().unwrap_or_default())
         };
-        let changed = !apply(&mut self.claims, change, key, claim).is_empty();
+        let changed = !apply(&mut self.claims, change, (key, claim), |_, _, _| {}).is_empty();
         self.forget_shown();
         changed
     }
@@ -244,7 +304,15 @@ impl Volumes {
     /// Takes in a change to the volumes; returns whether anything placement reads changed.
     pub fn apply_volumes(&mut self, change: Change<PersistentVolume>) -> bool {
         let key = |v: &PersistentVolume| v.metadata.name.clone().unwrap_or_default();
-        let changed = apply(&mut self.volumes, change, key, volume);
+        let index = &mut self.index;
+        let changed = apply(
+            &mut self.volumes,
+            change,
+            (key, volume),
+            |name, old, new| {
+                index.update(name, old, new);
+            },
+        );
         // A volume of a class changed: its claims may find room where they did not.
         let classes: HashSet<&String> = (changed.iter())
             .filter_map(|name| self.volumes.get(name)?.class.as_ref())
@@ -260,7 +328,7 @@ impl Volumes {
     /// Takes in a change to the classes; returns whether anything placement reads changed.
     pub fn apply_classes(&mut self, change: Change<StorageClass>) -> bool {
         let key = |c: &StorageClass| c.metadata.name.clone().unwrap_or_default();
-        !apply(&mut self.classes, change, key, class).is_empty()
+        !apply(&mut self.classes, change, (key, class), |_, _, _| {}).is_empty()
     }
 
     /// Assumed no longer, as the watches show it: a claim that shows its node, is bound or
@@ -458,20 +526,33 @@ impl Volumes {
         let wants = (claim.wants.as_ref())
             .map_err(|e| format!("persistentvolumeclaim \"{}\": {e}", key.1))?;
         let assumed_for = |volume: &str| self.assumed_volumes.get(volume).map(|(k, _)| k);
-        let mut of_class: Vec<(&str, &Volume)> = (self.volumes.iter())
-            .filter(|(_, v)| v.class.as_ref() == Some(class_name) && v.could_hold(wants))
-            .map(|(name, v)| (name.as_str(), v))
-            .collect();
-        of_class.sort_unstable_by_key(|(name, _)| *name);
-        let mut free = Vec::new();
-        for (name, volume) in of_class {
-            if volume.bound_to(key, &wants.uid) || assumed_for(name) == Some(key) {
-                return Ok(Unbound::PreBound(name, volume));
-            }
-            if assumed_for(name).is_none() && volume.fits(wants) {
-                free.push((name, volume));
-            }
+        let of_class = |name: &'a String| {
+            let volume = self.volumes.get(name)?;
+            let usable = volume.class.as_ref() == Some(class_name) && volume.could_hold(wants);
+            usable.then_some((name.as_str(), volume))
+        };
+        // Pre-bound: a volume naming the claim, or one this replica is binding to it.
+        let named = self.index.by_claim.get(key).into_iter().flatten();
+        let assumed = (self.assumed_volumes.iter())
+            .filter(|(_, (claim, _))| claim == key)
+            .map(|(name, _)| name);
+        let mut pre_bound: Vec<(&str, &Volume)> =
+            named.chain(assumed).filter_map(of_class).collect();
+        pre_bound.sort_unstable_by_key(|(name, _)| *name);
+        let pre_bound = (pre_bound.into_iter())
+            .find(|(name, v)| v.bound_to(key, &wants.uid) || assumed_for(name) == Some(key));
+        if let Some((name, volume)) = pre_bound {
+            return Ok(Unbound::PreBound(name, volume));
         }
+        let free_of_class = self
+            .index
+            .free_by_class
+            .get(class_name)
+            .into_iter()
+            .flatten();
+        let free = (free_of_class.filter_map(of_class))
+            .filter(|(name, volume)| assumed_for(name).is_none() && volume.fits(wants))
+            .collect();
         let provision = (!class.no_provisioner).then_some(&class.topologies[..]);
         Ok(Unbound::Open {
             volumes: free,
@@ -513,29 +594,32 @@ fn allowed(terms: &[SelectorTerm], node: &str, labels: &Labels) -> bool {
     terms.iter().any(|t| t.matches(node, labels))
 }
 
-/// Applies a change to one kind's store, each object read by `read`; the keys of the
+/// Applies a change to one kind's store, each object keyed by `key` and read by `read`;
+/// `changed` is told each reading that changed (before, after). Returns the keys of the
 /// objects whose reading changed (or that are gone).
 fn apply<K, Key: Ord + Clone + std::hash::Hash, V: PartialEq>(
     store: &mut HashMap<Key, V>,
     change: Change<K>,
-    key: impl Fn(&K) -> Key,
-    read: impl Fn(&K) -> V,
+    (key, read): (impl Fn(&K) -> Key, impl Fn(&K) -> V),
+    mut changed: impl FnMut(&Key, Option<&V>, Option<&V>),
 ) -> Vec<Key> {
     let (applied, gone) = change.split(&key, store.keys().cloned());
-    let mut changed = Vec::new();
+    let mut keys = Vec::new();
     for key in gone {
-        if store.remove(&key).is_some() {
-            changed.push(key);
+        if let Some(old) = store.remove(&key) {
+            changed(&key, Some(&old), None);
+            keys.push(key);
         }
     }
     for object in applied {
         let (key, value) = (key(&object), read(&object));
         if store.get(&key) != Some(&value) {
-            store.insert(key.clone(), value);
-            changed.push(key);
+            let old = store.insert(key.clone(), value);
+            changed(&key, old.as_ref(), store.get(&key));
+            keys.push(key);
         }
     }
-    changed
+    keys
 }
 
 fn claim(c: &PersistentVolumeClaim) -> Claim {
