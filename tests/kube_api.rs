@@ -279,6 +279,9 @@ async fn a_pod_of_a_claim_of_local_volumes_is_bound_once_a_volume_on_its_node_is
     }))
     .unwrap();
     let claim = server.create(&claim);
+    // The volume's first write finds it changed (another writer's): read, judged and
+    // written again, it is not the binding's failure.
+    server.fail_next("patch", "persistentvolumes", None, Some("pv-b"), 1, 409);
     let kant = Kant::start(&server, common::kube::plain()).await;
     let mut p = gpu_pod("p", 1);
     let volume = json!([{"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}}]);
@@ -320,6 +323,16 @@ async fn a_pod_of_a_claim_of_local_volumes_is_bound_once_a_volume_on_its_node_is
         bound[0].spec.as_ref().and_then(|s| s.node_name.as_deref()),
         Some("node-b"),
         "where its volume is"
+    );
+    assert_eq!(server.request_count("patch", "persistentvolumes"), 2);
+    let notes: Vec<String> = (server
+        .list::<k8s_openapi::api::events::v1::Event>()
+        .into_iter())
+    .filter_map(|e| e.note)
+    .collect();
+    assert!(
+        !notes.iter().any(|n| n.contains("binding rejected")),
+        "{notes:?}"
     );
     kant.stop().await;
 }
