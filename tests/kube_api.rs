@@ -309,7 +309,10 @@ async fn a_pod_of_a_claim_of_local_volumes_is_bound_once_a_volume_on_its_node_is
             .map(String::as_str),
         Some("yes")
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A read of the volume while the binding waits fails for a moment (a 500, which the
+    // client does not retry by itself): it is read again.
+    server.fail_next("get", "persistentvolumes", None, Some("pv-b"), 1, 500);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert!(bound_pods(&server).is_empty(), "bound before its claim is");
     // The volume controller finishes: the claim names the volume.
     let mut finished = server

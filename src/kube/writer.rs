@@ -294,40 +294,62 @@ impl VolumeBinding<'_> {
             let claim = binding.claim();
             loop {
                 still_leading(self.leading)?;
-                let read = within(self.timeout, claim_api.get(claim)).await;
-                let read = read.map_err(|e| about_claim(claim, e))?;
-                let volume_name = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
-                if volume_name.is_some_and(|v| !v.is_empty()) {
-                    break;
-                }
-                let given_up = match binding {
-                    ClaimBinding::Provision { .. } => {
-                        let annotations = read.metadata.annotations.as_ref();
-                        let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
-                        (selected.map(String::as_str) != Some(node))
-                            .then(|| format!("its provisioner gave node {node} up"))
-                    }
-                    ClaimBinding::Volume { volume, .. } => {
-                        let bound = within(self.timeout, volume_api.get(volume)).await;
-                        let bound =
-                            bound.map_err(|e| about_claim(claim, about_volume(volume, e)))?;
-                        (!names_claim(&bound, &read))
-                            .then(|| format!("persistentvolume {volume} is no longer bound to it"))
-                    }
+                let polled = self.poll(&claim_api, &volume_api, binding, node).await;
+                let waits = match polled {
+                    Ok(Claim::Bound) => break,
+                    Ok(Claim::Waits(waits)) => waits,
+                    Ok(Claim::GivenUp(why)) => return Err(about_claim(claim, refusal(why))),
+                    // Read again until the deadline: the API server or the network may
+                    // come back.
+                    Err(e) if transient(&e) => e.message,
+                    Err(e) => return Err(about_claim(claim, e)),
                 };
-                let refused = |message| about_claim(claim, refusal(message));
-                if let Some(message) = given_up {
-                    return Err(refused(message));
-                }
                 if Instant::now() >= deadline {
-                    return Err(refused(format!(
-                        "not bound within {CLAIMS_BOUND_TIMEOUT:?}"
-                    )));
+                    let message = format!("not bound within {CLAIMS_BOUND_TIMEOUT:?} ({waits})");
+                    return Err(about_claim(claim, refusal(message)));
                 }
                 tokio::time::sleep(CLAIM_POLL).await;
             }
         }
         Ok(())
+    }
+
+    /// Reads a claim being bound (and the volume chosen for it), or the error reading it.
+    async fn poll(
+        &self,
+        claim_api: &Api<PersistentVolumeClaim>,
+        volume_api: &Api<PersistentVolume>,
+        binding: &ClaimBinding,
+        node: &str,
+    ) -> Result<Claim, WriteError> {
+        let claim = binding.claim();
+        let read = within(self.timeout, claim_api.get(claim)).await?;
+        let volume_name = read.spec.as_ref().and_then(|s| s.volume_name.as_deref());
+        if volume_name.is_some_and(|v| !v.is_empty()) {
+            return Ok(Claim::Bound);
+        }
+        match binding {
+            ClaimBinding::Provision { .. } => {
+                let annotations = read.metadata.annotations.as_ref();
+                let selected = annotations.and_then(|a| a.get(SELECTED_NODE_ANNOTATION));
+                if selected.map(String::as_str) != Some(node) {
+                    return Ok(Claim::GivenUp(format!(
+                        "its provisioner gave node {node} up"
+                    )));
+                }
+                Ok(Claim::Waits(format!("a volume provisioned on node {node}")))
+            }
+            ClaimBinding::Volume { volume, .. } => {
+                let bound = within(self.timeout, volume_api.get(volume)).await;
+                let bound = bound.map_err(|e| about_volume(volume, e))?;
+                if !names_claim(&bound, &read) {
+                    let why = format!("persistentvolume {volume} is no longer bound to it");
+                    return Ok(Claim::GivenUp(why));
+                }
+                let waits = format!("the volume controller to bind persistentvolume {volume}");
+                Ok(Claim::Waits(waits))
+            }
+        }
     }
 
     /// Annotates `claim` `volume.kubernetes.io/selected-node` with `node`, patched with
@@ -442,6 +464,15 @@ impl VolumeBinding<'_> {
             }
         }
     }
+}
+
+/// A claim being bound, as read.
+enum Claim {
+    Bound,
+    /// Not bound yet: what it waits for.
+    Waits(String),
+    /// It will not be bound as the binding meant: why.
+    GivenUp(String),
 }
 
 /// How many times a write guarded by what was read is tried when it finds that changed.

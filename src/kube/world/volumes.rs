@@ -29,7 +29,7 @@
 //! It keeps only what placement reads of the claims, volumes and classes, and performs no
 //! I/O.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -200,9 +200,9 @@ pub(super) struct Volumes {
     assumed_volumes: Assumed<String, ClaimKey>,
     /// Nodes where a claim found no volume left as a pod of it was being bound (the pod's
     /// other claims, or its gang's other pods, took those there), by pod uid: that pod
-    /// keeps off them for [`REFUSAL_MS`], or until a volume of the claim's class, or an
-    /// assumption, changes.
-    refused: HashMap<ClaimKey, HashMap<String, Refusal>>,
+    /// keeps off each for [`REFUSAL_MS`], or until a volume of the claim's class comes to
+    /// be available or an assumption is given up.
+    refused: HashMap<ClaimKey, HashMap<String, Refused>>,
 }
 
 /// How long a pod is kept off the nodes where its claim found no volume left: long
@@ -210,12 +210,8 @@ pub(super) struct Volumes {
 /// (another claim of the pod is bound there) is tried again.
 const REFUSAL_MS: u64 = 60_000;
 
-/// The nodes a claim found no volume left on for one pod, until when.
-#[derive(Debug, Default)]
-struct Refusal {
-    nodes: BTreeSet<String>,
-    until_ms: u64,
-}
+/// The nodes a claim found no volume left on for one pod, each until when.
+type Refused = BTreeMap<String, u64>;
 
 /// The volumes a claim could be bound to, found without reading every volume (most are
 /// bound to their claims): the free ones by class, in name order, and those whose
@@ -305,21 +301,25 @@ impl Volumes {
     pub fn apply_volumes(&mut self, change: Change<PersistentVolume>) -> bool {
         let key = |v: &PersistentVolume| v.metadata.name.clone().unwrap_or_default();
         let index = &mut self.index;
+        // Classes a volume came to be available in: their claims may find room where
+        // they found none.
+        let mut freed: HashSet<String> = HashSet::new();
         let changed = apply(
             &mut self.volumes,
             change,
             (key, volume),
             |name, old, new| {
                 index.update(name, old, new);
+                let available =
+                    |v: Option<&Volume>| v.filter(|v| v.available)?.free_class().cloned();
+                if let Some(class) = available(new).filter(|_| available(old).is_none()) {
+                    freed.insert(class);
+                }
             },
         );
-        // A volume of a class changed: its claims may find room where they did not.
-        let classes: HashSet<&String> = (changed.iter())
-            .filter_map(|name| self.volumes.get(name)?.class.as_ref())
-            .collect();
         let claims = &self.claims;
         (self.refused).retain(|key, _| {
-            (claims.get(key)).is_some_and(|c| c.class.as_ref().is_none_or(|k| !classes.contains(k)))
+            (claims.get(key)).is_some_and(|c| c.class.as_ref().is_none_or(|k| !freed.contains(k)))
         });
         self.forget_shown();
         !changed.is_empty()
@@ -364,19 +364,23 @@ impl Volumes {
 
     /// Refusals past their time are forgotten; whether any was.
     pub fn expire_refused(&mut self, now_ms: u64) -> bool {
-        let before: usize = self.refused.values().map(HashMap::len).sum();
+        let mut expired = false;
         for by_pod in self.refused.values_mut() {
-            by_pod.retain(|_, refusal| refusal.until_ms > now_ms);
+            for nodes in by_pod.values_mut() {
+                let before = nodes.len();
+                nodes.retain(|_, until_ms| *until_ms > now_ms);
+                expired |= nodes.len() != before;
+            }
+            by_pod.retain(|_, nodes| !nodes.is_empty());
         }
         self.refused.retain(|_, by_pod| !by_pod.is_empty());
-        self.refused.values().map(HashMap::len).sum::<usize>() != before
+        expired
     }
 
     /// When the first refusal ends.
     pub fn next_refusal_end(&self) -> Option<u64> {
-        (self.refused.values().flat_map(HashMap::values))
-            .map(|refusal| refusal.until_ms)
-            .min()
+        let by_pod = self.refused.values().flat_map(HashMap::values);
+        by_pod.flat_map(BTreeMap::values).copied().min()
     }
 
     /// Where the claims of the pod let it run, or why it must wait.
@@ -406,8 +410,8 @@ impl Volumes {
                 Unbound::PreBound(_, volume) => volume.terms.clone()?,
                 Unbound::Open { volumes, provision } => {
                     let refused = self.refused.get(&key).and_then(|by| by.get(&pod.uid));
-                    if let Some(refusal) = refused {
-                        let refused = named_node(refusal.nodes.iter().cloned(), SelectorOp::NotIn);
+                    if let Some(nodes) = refused {
+                        let refused = named_node(nodes.keys().cloned(), SelectorOp::NotIn);
                         let (terms, unbound) = (vec![refused], true);
                         topology.push(VolumeTopology { terms, unbound });
                     }
@@ -469,9 +473,8 @@ impl Volumes {
                         }
                         (None, _) => {
                             let by_pod = self.refused.entry(key).or_default();
-                            let refusal = by_pod.entry(pod.uid.clone()).or_default();
-                            refusal.nodes.insert(node.to_owned());
-                            refusal.until_ms = now_ms.saturating_add(REFUSAL_MS);
+                            let nodes = by_pod.entry(pod.uid.clone()).or_default();
+                            nodes.insert(node.to_owned(), now_ms.saturating_add(REFUSAL_MS));
                             return Err(format!(
                                 "persistentvolumeclaim \"{name}\": node {node} has no \
                                  persistentvolume left to bind it to"
