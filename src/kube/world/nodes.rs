@@ -39,7 +39,7 @@ use super::{World, WorldOptions};
 enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
-    /// Deleted, and kept while pods hold its devices (see the module documentation): its
+    /// Deleted, and kept while pods are placed there (see the module documentation): its
     /// facts as last listed, made to take no new pod.
     Deleted(Box<NodeFacts>),
     /// Of another shard's GPU model: this one (`None`: labelled with it, but listing no GPU
