@@ -679,6 +679,27 @@ fn bound_with_volumes(outputs: &[Output]) -> Vec<BoundWithVolumes> {
     b
 }
 
+/// Asserts that `pod` alone is bound among `outputs`: on `node`, with these volumes bound
+/// to its claims (claim, volume).
+fn assert_bound(outputs: &[Output], pod: &str, node: &str, volumes: &[(&str, &str)]) {
+    let volumes = (volumes.iter())
+        .map(|&(claim, volume)| (claim.to_string(), volume.to_string()))
+        .collect();
+    let expected = (pod.to_string(), node.to_string(), volumes);
+    assert_eq!(bound_with_volumes(outputs), [expected]);
+}
+
+/// Node `n1` with one free local volume, `n1-a`, and claims `a` and `b` of its class.
+fn one_volume_two_claims() -> World {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    with_local_class(&mut w);
+    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
+    for name in ["a", "b"] {
+        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
+    }
+    w
+}
+
 /// A pod of two claims of local volumes, where one node has one volume and the other
 /// two: a node counts for each claim alone, so the pod may be placed where one volume is
 /// left for two claims. Its binding is not sent, it is told why, and it is placed again,
@@ -707,17 +728,7 @@ fn a_pod_of_two_local_claims_goes_where_two_volumes_are() {
             if message.contains("node n1 has no persistentvolume left to bind it to"))
     });
     assert!(told, "{out:?}");
-    assert_eq!(
-        bound_with_volumes(&out),
-        [(
-            "p".to_string(),
-            "n2".to_string(),
-            vec![
-                ("a".to_string(), "n2-a".to_string()),
-                ("b".to_string(), "n2-b".to_string())
-            ]
-        )]
-    );
+    assert_bound(&out, "p", "n2", &[("a", "n2-a"), ("b", "n2-b")]);
 }
 
 /// A gang whose two members each have a claim of local volumes, one volume on each node:
@@ -765,14 +776,7 @@ fn a_volume_pre_bound_to_a_claim_it_cannot_hold_is_passed_over() {
     apply_claim(&mut w, &local_claim("data", "2Gi"), T0);
     apply_pod(&mut w, &using("p", 1, "data"), T0);
     w.round(T0);
-    assert_eq!(
-        bound_with_volumes(&w.take_outputs()),
-        [(
-            "p".to_string(),
-            "n2".to_string(),
-            vec![("data".to_string(), "fits".to_string())]
-        )]
-    );
+    assert_bound(&w.take_outputs(), "p", "n2", &[("data", "fits")]);
 }
 
 /// The claims' and volumes' watches are apart: a claim may show itself bound to the volume
@@ -804,12 +808,7 @@ fn a_volume_bound_is_no_other_claims_before_its_watch_shows_it() {
 /// kept off it for that pod alone: another pod of the claim may go there.
 #[test]
 fn a_claim_kept_off_a_node_for_one_pod_is_not_kept_off_it_for_others() {
-    let mut w = synced(&plain(), &[node("n1", 8)]);
-    with_local_class(&mut w);
-    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
-    for name in ["a", "b"] {
-        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
-    }
+    let mut w = one_volume_two_claims();
     let p = using_all("p", 1, &["a", "b"]);
     apply_pod(&mut w, &p, T0);
     let out = run_until(&mut w, T0, T0 + 30_000);
@@ -817,14 +816,7 @@ fn a_claim_kept_off_a_node_for_one_pod_is_not_kept_off_it_for_others() {
     delete_pod(&mut w, &p, T0 + 30_001);
     apply_pod(&mut w, &using("q", 1, "b"), T0 + 30_001);
     let out = run_until(&mut w, T0 + 30_001, T0 + 60_000);
-    assert_eq!(
-        bound_with_volumes(&out),
-        [(
-            "q".to_string(),
-            "n1".to_string(),
-            vec![("b".to_string(), "n1-a".to_string())]
-        )]
-    );
+    assert_bound(&out, "q", "n1", &[("b", "n1-a")]);
 }
 
 /// A claim is kept off a node for a minute, not for good: a pod that can only go there
@@ -832,12 +824,7 @@ fn a_claim_kept_off_a_node_for_one_pod_is_not_kept_off_it_for_others() {
 /// again once the minute ends, though nothing changed.
 #[test]
 fn a_claim_is_kept_off_a_node_for_a_minute_only() {
-    let mut w = synced(&plain(), &[node("n1", 8)]);
-    with_local_class(&mut w);
-    apply_volume(&mut w, local_volume("n1-a", "n1", "2Gi", json!({})), T0);
-    for name in ["a", "b"] {
-        apply_claim(&mut w, &local_claim(name, "1Gi"), T0);
-    }
+    let mut w = one_volume_two_claims();
     apply_pod(&mut w, &using_all("p", 1, &["a", "b"]), T0);
     let out = run_until(&mut w, T0, T0 + 150_000);
     let tries = (out.iter())
@@ -868,12 +855,5 @@ fn a_volume_taken_and_freed_again_is_followed() {
     assert!(why[0].1.contains("none is available"), "{why:?}");
     apply_volume(&mut w, local_volume("pv", "n1", "2Gi", json!({})), T0 + 1);
     w.round(T0 + 1);
-    assert_eq!(
-        bound_with_volumes(&w.take_outputs()),
-        [(
-            "p".to_string(),
-            "n1".to_string(),
-            vec![("data".to_string(), "pv".to_string())]
-        )]
-    );
+    assert_bound(&w.take_outputs(), "p", "n1", &[("data", "pv")]);
 }

@@ -122,11 +122,11 @@ impl World {
     /// (another job's binding, earlier in this round maybe, is provisioning a claim of its
     /// for another node; a claim went away), forms again instead, after its backoff.
     fn start_binding(&mut self, job: JobId, now_ms: u64) {
-        let on_deleted = (self.placed_pods(job).into_iter())
-            .find(|(_, _, place)| self.nodes.is_deleted(&place.node));
+        let placed = self.placed_pods(job);
+        let on_deleted = (placed.iter()).find(|(_, _, place)| self.nodes.is_deleted(&place.node));
         let bindings = match (on_deleted, self.volumes_allow(job)) {
             (Some((_, _, place)), _) => Err(Some(format!("node {} was deleted", place.node))),
-            (None, true) => self.bind_claims(job, now_ms),
+            (None, true) => self.bind_claims(job, &placed, now_ms),
             (None, false) => Err(None),
         };
         let mut bindings = match bindings {
@@ -149,7 +149,7 @@ impl World {
         let round = self.pods.bind_rounds;
         let mut outstanding = 0;
         let mut binds = Vec::new();
-        for (index, target, place) in self.placed_pods(job) {
+        for (index, target, place) in placed {
             let annotations = match self.nodes.devices_of(&place.node) {
                 Some((nics, links)) => binding_annotations(&place.gpus, links, nics),
                 None => Default::default(),
@@ -217,11 +217,12 @@ impl World {
     fn bind_claims(
         &mut self,
         job: JobId,
+        placed: &[(u32, PodRef, Place)],
         now_ms: u64,
     ) -> Result<HashMap<u32, Vec<ClaimBinding>>, Option<String>> {
         let mut bindings = HashMap::new();
         let spec = self.scheduler.state().spec();
-        for (index, target, place) in self.placed_pods(job) {
+        for (index, target, place) in placed {
             let pod = self.pods.entries.get(&target.uid);
             let Some(facts) = pod.and_then(|p| p.facts.as_ref()) else {
                 continue;
@@ -232,7 +233,7 @@ impl World {
             };
             let claims = (self.volumes)
                 .bind(
-                    &target,
+                    target,
                     &facts.claims,
                     (&node.name, &node.labels),
                     (job, now_ms),
@@ -242,7 +243,7 @@ impl World {
                 // Others' claims may no longer have the volumes these take.
                 self.pods.volumes_changed();
             }
-            bindings.insert(index, claims);
+            bindings.insert(*index, claims);
         }
         Ok(bindings)
     }
