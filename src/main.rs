@@ -98,7 +98,9 @@ struct RunArgs {
     /// Status writes (pod conditions, events, PodGroup and Queue status) per second.
     #[arg(long, value_name = "N", default_value_t = 50)]
     status_qps: u32,
-    /// Seconds a binding, an eviction or a status write waits for the API server's answer.
+    /// Seconds a binding, an eviction or a status write waits for the API server's answer;
+    /// also how long a replica that takes over an expired Lease places nothing, while the
+    /// bindings its leader sent may still land.
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     api_timeout: u64,
     /// Node label of the leaf switch group.

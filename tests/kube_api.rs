@@ -741,7 +741,10 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
         Some("kant-scheduler-all"),
         5,
     );
-    let b = Kant::start_with(&server, replica("replica-b")).await;
+    // B, taking the Lease over, waits for A's bindings for 4 s before placing.
+    let mut options = replica("replica-b");
+    options.api_timeout = Duration::from_secs(4);
+    let b = Kant::start_with(&server, options).await;
     eventually("b takes the lease", || {
         lease_holder(&server).as_deref() == Some("replica-b")
     })
@@ -970,6 +973,53 @@ async fn a_stopping_leader_keeps_its_lease_until_its_bindings_are_answered() {
         .map(|p| p.metadata.name.clone().unwrap_or_default())
         .collect();
     assert_eq!(bound, ["p"], "one pod on node-0's 8 GPUs");
+    b.stop().await;
+}
+
+/// A replica that takes the Lease over from a leader whose record expired (one cut off
+/// from the API server, say) places nothing for `--api-timeout`: a binding that leader
+/// sent just before standing down may still land, onto GPUs the new leader sees free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_taking_an_expired_lease_over_waits_for_the_old_leaders_bindings() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    // replica-a led, sent the binding of p to node-0's 8 GPUs, and was cut off.
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "kant-scheduler-all", "namespace": "kube-system"},
+        "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15,
+                 "renewTime": k8s_openapi::jiff::Timestamp::now()}
+    }))
+    .unwrap();
+    server.create(&lease);
+    server.create(&with_priority(gpu_pod("p", 8), 0, "p"));
+    server.create(&with_priority(gpu_pod("q", 8), 100, "q"));
+    let mut options = replica("replica-b");
+    options.api_timeout = Duration::from_secs(4);
+    let b = Kant::start_with(&server, options).await;
+    eventually("b takes the lease over", || {
+        lease_holder(&server).as_deref() == Some("replica-b")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut p = server.get::<Pod>(Some("ml"), "p").expect("p exists");
+    p.spec.as_mut().unwrap().node_name = Some("node-0".into());
+    (p.metadata.annotations.get_or_insert_with(BTreeMap::new))
+        .insert("kant.io/gpu-ids".into(), "0,1,2,3,4,5,6,7".into());
+    server.update(&p);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        binding_count(&server),
+        0,
+        "b placed before a's binding landed"
+    );
+    assert_eq!(node_of(&server, "q"), None);
+    // B schedules once the wait is over.
+    server.create(&node("node-1", 8));
+    eventually("q is bound beside p", || {
+        node_of(&server, "q").as_deref() == Some("node-1")
+    })
+    .await;
     b.stop().await;
 }
 

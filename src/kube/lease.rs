@@ -8,6 +8,8 @@
 //!   clocks that differ between nodes cannot depose a leader.
 //! - A leader renews every [`RETRY_PERIOD`], and stands down once no renewal has landed
 //!   for [`RENEW_DEADLINE`]: before any other replica can see the Lease expire.
+//! - A replica that takes over an expired Lease is told so ([`Attempt::TookOver`]): the
+//!   leader it replaces stood down unheard, and bindings it sent may still land.
 //!
 //! The Lease also carries what its shard schedules ([`ShardClaim`], as annotations), so
 //! that a leader can find the leaders of other shards configured to schedule the same GPU
@@ -39,8 +41,11 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 /// What one try for the Lease found.
 #[derive(Debug)]
 pub enum Attempt {
-    /// This replica holds it: taken or renewed.
+    /// This replica holds it: renewed, or taken while free.
     Holds,
+    /// This replica took it from the replica named, whose record had expired: that one
+    /// may have sent bindings that are still to land ([`run`](super::run) waits for them).
+    TookOver(String),
     /// Another replica holds it and has renewed it within its duration.
     HeldByOther(String),
     /// The API server did not answer, refused, or another write came in between.
@@ -184,6 +189,7 @@ impl Elector {
                 return Attempt::HeldByOther(other.to_owned());
             }
         }
+        let expired_holder = holder.filter(|_| !mine).map(str::to_owned);
         let record = match mine {
             true => self.record(
                 spec.acquire_time.clone().unwrap_or_else(|| now.clone()),
@@ -208,7 +214,10 @@ impl Elector {
                 .replace(&self.name, &PostParams::default(), &taken),
         )
         .await;
-        self.written(replaced)
+        match (self.written(replaced), expired_holder) {
+            (Attempt::Holds, Some(from)) => Attempt::TookOver(from),
+            (attempt, _) => attempt,
+        }
     }
 
     /// The Leases of other shards of this scheduler, held and renewed within

@@ -284,8 +284,9 @@ struct Election {
 
 /// Leader election on the shard's Lease ([`lease`]): `leader` and `health` follow it. A
 /// leader that loses it, to another replica or by not renewing it in time, says so on
-/// `lost`; one told to stop gives it up. While leading, it looks for other shards
-/// scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
+/// `lost`; one told to stop gives it up. One that takes it over from a leader whose
+/// record expired places nothing for `--api-timeout`. While leading, it looks for other
+/// shards scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
 fn elect(
     client: Client,
     options: &RunOptions,
@@ -302,6 +303,7 @@ fn elect(
         default_shard: options.world.default_shard,
     };
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
+    let api_timeout = options.api_timeout;
     let mut overlaps = OverlapCheck::new(metrics);
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -313,13 +315,14 @@ fn elect(
         // been read once, leadership stays undecided and the replica is not ready, so
         // that a rollout of replicas that can never lead stops.
         let mut last_failure = None;
-        loop {
+        let taken_over_from = loop {
             tokio::select! {
                 _ = &mut stopped => return,
                 _ = tick.tick() => {}
             }
             match elector.try_acquire_or_renew().await {
-                Attempt::Holds => break,
+                Attempt::Holds => break None,
+                Attempt::TookOver(from) => break Some(from),
                 Attempt::HeldByOther(_) => {
                     health.set_leader(false);
                     last_failure = None;
@@ -330,11 +333,28 @@ fn elect(
                 }
                 Attempt::Failed(_) => {}
             }
-        }
-        leader.store(true, Ordering::Release);
+        };
         health.set_leader(true);
-        tracing::info!("leading lease {}: scheduling", elector.name());
         let mut renewed = tokio::time::Instant::now();
+        // The leader replaced stood down unheard: a binding it sent just before may land
+        // up to --api-timeout later, onto devices this replica would see free. Nothing is
+        // placed until then, so that the watch shows those bindings first.
+        let mut fenced_until = match taken_over_from {
+            None => {
+                leader.store(true, Ordering::Release);
+                tracing::info!("leading lease {}: scheduling", elector.name());
+                None
+            }
+            Some(from) => {
+                tracing::info!(
+                    "leading lease {}, taken over from {from}, whose record expired: \
+                     placing nothing for {api_timeout:?}, while bindings {from} sent may \
+                     still land",
+                    elector.name()
+                );
+                Some(renewed + api_timeout)
+            }
+        };
         let why = loop {
             let renewal = async {
                 tick.tick().await;
@@ -349,12 +369,21 @@ fn elect(
                 () = tokio::time::sleep_until(renewed + lease::RENEW_DEADLINE) => {
                     break format!("no renewal landed within {:?}", lease::RENEW_DEADLINE);
                 }
+                () = tokio::time::sleep_until(fenced_until.unwrap_or(renewed)),
+                    if fenced_until.is_some() =>
+                {
+                    fenced_until = None;
+                    leader.store(true, Ordering::Release);
+                    tracing::info!("lease {}: scheduling", elector.name());
+                }
                 attempt = renewal => match attempt {
                     Attempt::Holds => {
                         renewed = tokio::time::Instant::now();
                         overlaps.run(&elector).await;
                     }
                     Attempt::HeldByOther(other) => break format!("{other} holds it"),
+                    // Another replica led meanwhile.
+                    Attempt::TookOver(other) => break format!("{other} held it meanwhile"),
                     Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
                 },
             }
