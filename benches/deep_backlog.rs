@@ -25,7 +25,7 @@ use criterion::{
 use kant::framework::SearchMode;
 use kant::model::{JobId, TenantId};
 use kant::queue::Tenants;
-use kant::sim::{EventLog, Workload};
+use kant::sim::{EventLog, ReplayOptions, Workload};
 
 const NODES: usize = 16;
 const DEPTHS: [u32; 2] = [2_000, 8_000];
@@ -80,7 +80,7 @@ fn deep_backlog(c: &mut Criterion) {
                     profile.clone(),
                     tenants,
                     &mut EventLog::disabled(),
-                    false,
+                    ReplayOptions::default(),
                 )
                 .expect("no event log to write");
                 assert!(report.never_placed.is_empty(), "every job fits the cluster");

@@ -24,8 +24,8 @@ use criterion::{
 };
 use kant::framework::SearchMode;
 use kant::queue::Tenants;
-use kant::sim::EventLog;
 use kant::sim::synthetic::{SyntheticOptions, generate_workload};
+use kant::sim::{EventLog, ReplayOptions};
 
 /// Nodes of 8 GPUs: 3,072 and 98,304 GPUs.
 const SIZES: [usize; 2] = [384, 12_288];
@@ -55,7 +55,7 @@ fn replay_at_scale(c: &mut Criterion) {
                     profile.clone(),
                     tenants,
                     &mut EventLog::disabled(),
-                    false,
+                    ReplayOptions::default(),
                 )
                 .expect("no event log to write")
             });

@@ -12,14 +12,16 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kant::config::{Config, Placement};
-use kant::model::ClusterSpec;
+use kant::model::{ClusterSpec, MILLI_PER_GPU};
 use kant::plugins::build_profile;
 use kant::queue::{DEFAULT_TENANT, QueueingPolicy, Tenants};
 use kant::sim::report::{JsonReport, table};
 use kant::sim::synthetic::{
     SyntheticOptions, assign_tenants, default_cluster, default_tenants, generate_workload,
 };
-use kant::sim::{EventLog, TraceOptions, Workload, run, scale_arrivals, trace};
+use kant::sim::{
+    EventLog, ReplayOptions, TraceOptions, Workload, fill_workload, run, scale_arrivals, trace,
+};
 
 #[derive(Parser)]
 #[command(
@@ -148,6 +150,12 @@ struct SimulateArgs {
     /// Divide inter-arrival times by X (2 doubles the offered load).
     #[arg(long, value_name = "X", default_value_t = 1.0)]
     load_factor: f64,
+    /// Fill the cluster, as the FGD paper measures fragmentation: the jobs arrive one
+    /// second apart in submission order, repeated until their GPU demand reaches the
+    /// cluster's GPUs; none finishes, and one that does not fit when it arrives is
+    /// dropped. Reports the GPUs allocated as each tenth of the cluster's GPUs arrives.
+    #[arg(long, conflicts_with = "load_factor")]
+    fill: bool,
     /// Configuration file (YAML); otherwise `KANT_CONFIG` when set and not empty, or
     /// else the embedded default.
     #[arg(long, value_name = "FILE")]
@@ -436,7 +444,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         main_profile.queueing = queueing;
     }
     main_profile.name = run_name(main_name, args.placement, args.queueing);
-    let baseline = match args.baseline.as_str() {
+    let mut baseline = match args.baseline.as_str() {
         "none" => None,
         name if name == main_name && args.placement.is_none() && args.queueing.is_none() => None,
         name => Some(profile_named(
@@ -446,6 +454,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
              another, or --baseline none",
         )?),
     };
+    // Nothing finishes in a fill: a gang waiting for a tighter placement would wait for
+    // good, and is dropped instead.
+    if args.fill {
+        for profile in std::iter::once(&mut main_profile).chain(baseline.as_mut()) {
+            profile.search_options.topology_patience_s = 0;
+        }
+    }
     if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
         return Err(input(format!(
             "--load-factor {} must be a positive number",
@@ -478,6 +493,10 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let tenants = Tenants::resolve(&tenant_configs, &cluster)
         .map_err(|e| input(format!("{declared_in}{e}")))?;
     warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
+    if args.fill {
+        let capacity = cluster.total_gpus() * u64::from(MILLI_PER_GPU);
+        workload = fill_workload(&workload, capacity).map_err(|e| input(format!("--fill: {e}")))?;
+    }
     let cluster = Arc::new(cluster);
 
     // Every output is opened before the replay, so that one that cannot be written fails at
@@ -504,7 +523,10 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         main_profile,
         tenants.clone(),
         &mut events,
-        progress,
+        ReplayOptions {
+            progress,
+            fill: args.fill,
+        },
     )
     .map_err(|e| match &event_output {
         Some(log) => log.failed(e),
@@ -520,7 +542,10 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 profile,
                 tenants,
                 &mut EventLog::disabled(),
-                false,
+                ReplayOptions {
+                    progress: false,
+                    fill: args.fill,
+                },
             )
         })
         .transpose()

@@ -977,3 +977,110 @@ fn a_written_trace_scales_its_skipped_rows_with_the_load_factor() {
         ("1000".into(), "1250".into())
     );
 }
+
+/// A fill: a (6 GPUs) then b (4) arrive, and again, until 16 GPUs of demand have arrived
+/// on the 16 GPUs of the two nodes. a goes to one node; b, which cannot share its 2 free
+/// GPUs, to the other; the copy of a finds 2 and 4 GPUs free and is dropped.
+#[test]
+fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
+    let dir = temp_dir("fill");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         a,,0,100,6,1,H100,0,train\n\
+         b,,500,10,4,1,H100,0,train\n\
+         never-ran,,600,,1,1,H100,0,train\n",
+    );
+    let events = dir.path().join("events.jsonl").display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--format",
+        "json",
+        "--baseline",
+        "none",
+        "--events",
+        &events,
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let fill = &report["fill"];
+    // Tenths 1-3 of 16 GPUs arrive with a (6), 4-6 with b (10), 7-10 with a#2 (16).
+    let allocated: Vec<f64> = (fill["points"].as_array().unwrap().iter())
+        .map(|p| p["allocated"].as_f64().unwrap())
+        .collect();
+    let a_placed = 6.0 / 16.0;
+    let both_placed = 10.0 / 16.0;
+    assert_eq!(
+        allocated,
+        [[a_placed; 3].as_slice(), &[both_placed; 7]].concat()
+    );
+    let fragmented: Vec<f64> = (fill["points"].as_array().unwrap().iter())
+        .map(|p| p["fragmented"].as_f64().unwrap())
+        .collect();
+    assert_eq!(fragmented, [[0.5; 3].as_slice(), &[1.0; 7]].concat());
+    assert_eq!(fill["jobs_dropped"], 1);
+    assert!(close(&fill["gpus_dropped"], 6.0));
+    assert_eq!(report["jobs_placed"], 2);
+    assert_eq!(report["jobs_skipped"], 1);
+    // One second apart, the copy named apart; nothing finishes.
+    let arrivals: Vec<(String, f64)> = (read_events(&events).iter())
+        .filter(|e| e["type"] == "submit")
+        .map(|e| {
+            (
+                e["job"].as_str().unwrap().to_owned(),
+                e["t"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [("a", 0.0), ("b", 1.0), ("a#2", 2.0)].map(|(j, t)| (j.to_owned(), t));
+    assert_eq!(arrivals, expected);
+    assert!(!read_events(&events).iter().any(|e| e["type"] == "finish"));
+
+    // The table shows the points at 50, 80, 90 and 100%.
+    let table = kant(&["simulate", "--nodes", &nodes, "--jobs", &jobs, "--fill"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    let row = (table.lines())
+        .find(|l| l.contains("fill: GPUs allocated"))
+        .expect("the fill row");
+    assert!(row.contains("62.5% / 62.5% / 62.5% / 62.5%"), "{table}");
+}
+
+#[test]
+fn a_fill_refuses_a_load_factor_and_a_workload_without_gpus() {
+    let dir = temp_dir("fill-bad");
+    let unwritten = dir.path().join("out.json");
+    let out = unwritten.display().to_string();
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(dir.path(), "jobs.csv", JOBS);
+    let cpu_only = write(
+        dir.path(),
+        "cpu.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         c,,0,100,0,1,,0,train\n",
+    );
+    let common = ["simulate", "--nodes", &nodes, "--fill", "--out", &out];
+    let args = |jobs: &str, extra: &[&'static str]| {
+        let mut args: Vec<String> = common.iter().map(|s| s.to_string()).collect();
+        args.extend(["--jobs".to_owned(), jobs.to_owned()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let load = args(&jobs, &["--load-factor", "2"]);
+    let load: Vec<&str> = load.iter().map(String::as_str).collect();
+    assert_rejected(&load, "--load-factor", &unwritten);
+    let cpu = args(&cpu_only, &[]);
+    let cpu: Vec<&str> = cpu.iter().map(String::as_str).collect();
+    assert_rejected(
+        &cpu,
+        "--fill: no job of the workload asks for GPUs",
+        &unwritten,
+    );
+}

@@ -2,6 +2,10 @@
 //! job's duration after all its pods are placed, and a scheduling round after each instant's
 //! events. It drives the very same `Scheduler` the Kubernetes world does; the binder
 //! here binds at once.
+//!
+//! A fill replay ([`fill_workload`], `simulate --fill`) measures fragmentation as the FGD
+//! paper does: jobs arrive one by one and never finish, a job that does not fit when it
+//! arrives is dropped, and the GPUs allocated are read as the demand arrived grows.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -22,7 +26,7 @@ use crate::queue::Tenants;
 use super::events::EventLog;
 use super::link_audit::LinkAudit;
 use super::tenant_report::{TenantReport, TenantSeries};
-use super::trace::{MAX_TIME_MS, Workload};
+use super::trace::{MAX_TIME_MS, MAX_TRACE_PODS, Workload};
 
 /// The simulator's binder: a pod is bound the moment it is placed.
 pub(super) struct InstantBinder;
@@ -65,6 +69,69 @@ pub struct RunReport {
     /// The jobs still waiting when the replay ended, each with why it could not be placed
     /// on the cluster as the replay left it.
     pub never_placed: Vec<NeverPlaced>,
+    /// A fill replay's figures; `None` for a timed replay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillReport>,
+}
+
+/// How a replay runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplayOptions {
+    /// Show a progress bar on standard error.
+    pub progress: bool,
+    /// A fill replay: no job finishes, and one that does not fit on arrival is dropped.
+    pub fill: bool,
+}
+
+/// A fill replay's figures: the GPUs allocated as the demand arrived grows.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct FillReport {
+    /// One point each time the GPU demand arrived first reaches another tenth of the
+    /// cluster's GPUs, after the round of the job that reached it.
+    pub points: Vec<FillPoint>,
+    /// Jobs that did not fit when they arrived (or were preempted), and their GPUs.
+    pub jobs_dropped: u64,
+    pub gpus_dropped: f64,
+}
+
+/// The cluster when the GPU demand arrived first reached `arrived`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct FillPoint {
+    /// GPU demand arrived, as a share of the cluster's GPUs: 0.1, 0.2, … 1.0.
+    pub arrived: f64,
+    /// GPUs allocated, as a share of the cluster's GPUs.
+    pub allocated: f64,
+    /// GPU nodes fragmented, as a share of the GPU nodes (GFR then).
+    pub fragmented: f64,
+}
+
+/// The points of a fill replay: every tenth of the cluster's GPUs.
+const FILL_POINTS: u64 = 10;
+
+/// A fill replay's running count.
+struct Fill {
+    capacity_milli: u64,
+    gpu_nodes: usize,
+    arrived_milli: u64,
+    report: FillReport,
+}
+
+impl Fill {
+    /// Records the points the demand arrived has reached since the last call.
+    fn observe(&mut self, used_milli: u64, fragmented_nodes: u32) {
+        let capacity = self.capacity_milli.max(1);
+        loop {
+            let next = self.report.points.len() as u64 + 1;
+            if next > FILL_POINTS || self.arrived_milli * FILL_POINTS < next * capacity {
+                return;
+            }
+            self.report.points.push(FillPoint {
+                arrived: next as f64 / FILL_POINTS as f64,
+                allocated: used_milli as f64 / capacity as f64,
+                fragmented: f64::from(fragmented_nodes) / self.gpu_nodes.max(1) as f64,
+            });
+        }
+    }
 }
 
 /// A job the replay never placed, and why.
@@ -83,12 +150,18 @@ pub fn run(
     profile: Profile,
     tenants: Tenants,
     events: &mut EventLog,
-    progress: bool,
+    options: ReplayOptions,
 ) -> io::Result<RunReport> {
     let started = Instant::now();
     let profile_name = profile.name.clone();
     let mut sim = Simulation::new(cluster, workload, profile, tenants, events);
-    let bar = progress_bar(workload.jobs.len() as u64, progress);
+    sim.fill = options.fill.then(|| Fill {
+        capacity_milli: sim.cluster.total_gpus() * u64::from(MILLI_PER_GPU),
+        gpu_nodes: sim.cluster.gpu_nodes(),
+        arrived_milli: 0,
+        report: FillReport::default(),
+    });
+    let bar = progress_bar(workload.jobs.len() as u64, options.progress);
     while let Some(now) = sim.next_instant() {
         let submitted = sim.step(now)?;
         bar.inc(submitted);
@@ -125,6 +198,7 @@ pub fn run(
         preemptions: sim.preemptions,
         nvlink: sim.nvlink,
         never_placed,
+        fill: sim.fill.map(|f| f.report),
     })
 }
 
@@ -168,6 +242,8 @@ struct Simulation<'w, 'e> {
     /// The scheduler's tenant of each of the workload's tenants.
     tenant_map: Vec<TenantId>,
     jobs_unknown_tenant: u64,
+    /// Set for a fill replay.
+    fill: Option<Fill>,
 }
 
 impl<'w, 'e> Simulation<'w, 'e> {
@@ -216,6 +292,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             tenant_series,
             tenant_map,
             jobs_unknown_tenant: 0,
+            fill: None,
         }
     }
 
@@ -268,6 +345,9 @@ impl<'w, 'e> Simulation<'w, 'e> {
                 .map_or("", String::as_str);
             self.events.submit(now, job, tenant, &self.cluster)?;
             self.metrics.job_submitted(now);
+            if let Some(fill) = &mut self.fill {
+                fill.arrived_milli += job.total_milli();
+            }
             let mut job = job.clone();
             let tenant = self
                 .tenant_map
@@ -313,6 +393,17 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.metrics
             .observe(now, alloc, self.run_milli, total.fragmented_nodes);
         self.tenant_series.observe(now, &self.scheduler);
+        if let Some(fill) = &mut self.fill {
+            fill.observe(total.used_milli, total.fragmented_nodes);
+            // What did not fit on arrival never will: nothing finishes.
+            let waiting: Vec<JobId> = self.scheduler.waiting().map(|w| w.job.id).collect();
+            for id in waiting {
+                if let Some(job) = self.scheduler.withdraw(id) {
+                    fill.report.jobs_dropped += 1;
+                    fill.report.gpus_dropped += job.total_milli() as f64 / 1000.0;
+                }
+            }
+        }
         Ok(submitted)
     }
 
@@ -330,7 +421,10 @@ impl<'w, 'e> Simulation<'w, 'e> {
         // Every simulated job has a duration: rows without one were skipped on reading.
         let end = now.saturating_add(job.duration_ms.unwrap_or(0));
         self.running.insert(id, end);
-        self.completions.push(Reverse((end, id)));
+        // In a fill replay nothing finishes.
+        if self.fill.is_none() {
+            self.completions.push(Reverse((end, id)));
+        }
         Ok(())
     }
 
@@ -415,4 +509,105 @@ pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String
         job.submit_ms = submit;
     }
     Ok(())
+}
+
+/// The workload of a fill replay: its jobs in submission order, then again (named
+/// `name#2`, `name#3`, …) until the GPU demand submitted reaches `capacity_milli`, one
+/// second apart so that each arrives in a round of its own. The skipped rows stay skipped.
+/// Fails when no job asks for GPUs, or when the repeats would pass
+/// [`MAX_TRACE_PODS`].
+pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workload, String> {
+    let demand: u64 = workload.jobs.iter().map(Job::total_milli).sum();
+    if demand == 0 {
+        return Err("no job of the workload asks for GPUs".into());
+    }
+    // How many arrivals reach the capacity, counted before any is made.
+    let (mut arrivals, mut arrived, mut pods) = (0usize, 0u64, 0u64);
+    for job in workload.jobs.iter().cycle() {
+        if arrived >= capacity_milli {
+            break;
+        }
+        pods += job.pods.len() as u64;
+        if pods > MAX_TRACE_PODS {
+            return Err(format!(
+                "its {:.1} GPUs of demand would be repeated past {MAX_TRACE_PODS} pods before \
+                 they reach the cluster's {} GPUs",
+                demand as f64 / f64::from(MILLI_PER_GPU),
+                capacity_milli / u64::from(MILLI_PER_GPU)
+            ));
+        }
+        arrived += job.total_milli();
+        arrivals += 1;
+    }
+    let jobs: Vec<Job> = (0..arrivals)
+        .map(|n| {
+            let job = &workload.jobs[n % workload.jobs.len()];
+            let repeat = n / workload.jobs.len() + 1;
+            Job {
+                id: JobId(n as u32),
+                name: match repeat {
+                    1 => job.name.clone(),
+                    _ => format!("{}#{repeat}", job.name),
+                },
+                submit_ms: n as u64 * 1000,
+                ..job.clone()
+            }
+        })
+        .collect();
+    let skipped = (workload.skipped.iter().enumerate())
+        .map(|(i, job)| Job {
+            id: JobId((jobs.len() + i) as u32),
+            ..job.clone()
+        })
+        .collect();
+    Ok(Workload {
+        jobs,
+        tenants: workload.tenants.clone(),
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{GpuRequest, PodRequest};
+
+    fn workload(gpus: &[GpuRequest]) -> Workload {
+        let jobs = (gpus.iter().enumerate())
+            .map(|(i, &gpu)| Job::new(JobId(i as u32), vec![PodRequest::gpus(gpu)]))
+            .collect();
+        Workload {
+            jobs,
+            tenants: vec!["default".into()],
+            skipped: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_fill_repeats_the_jobs_until_their_demand_reaches_the_capacity() {
+        let filled = fill_workload(&workload(&[GpuRequest::Whole(3)]), 8_000).unwrap();
+        let arrivals: Vec<(&str, u64)> = (filled.jobs.iter())
+            .map(|j| (j.name.as_str(), j.submit_ms))
+            .collect();
+        assert_eq!(
+            arrivals,
+            [("job-0", 0), ("job-0#2", 1000), ("job-0#3", 2000)]
+        );
+        assert!(
+            filled
+                .jobs
+                .iter()
+                .enumerate()
+                .all(|(i, j)| j.id.index() == i)
+        );
+    }
+
+    #[test]
+    fn a_fill_that_would_repeat_past_the_pod_limit_or_has_no_gpus_is_refused() {
+        let thousandth = workload(&[GpuRequest::Fraction(1)]);
+        let err = fill_workload(&thousandth, 20_000_000_000).unwrap_err();
+        assert!(err.contains("16000000 pods"), "{err}");
+        let cpu_only = workload(&[GpuRequest::NONE]);
+        assert!(fill_workload(&cpu_only, 8_000).is_err());
+    }
 }

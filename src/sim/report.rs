@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::metrics::SizeBucket;
 
 use super::RunReport;
+use super::engine::FillPoint;
 
 /// The JSON document: the main run's figures at the top level, the baseline's below.
 #[derive(Serialize)]
@@ -67,6 +68,34 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
     row("GFR mean (fragmented nodes)".into(), &|r| {
         percent(r.metrics.gfr_mean)
     });
+    if runs.iter().any(|r| r.fill.is_some()) {
+        // The points past the knee, where placements differ.
+        const SHOWN: [usize; 4] = [5, 8, 9, 10];
+        let at = |r: &RunReport, value: fn(&FillPoint) -> f64| {
+            let Some(fill) = &r.fill else {
+                return "-".to_owned();
+            };
+            let shown: Vec<String> = SHOWN
+                .iter()
+                .map(|&n| optional(fill.points.get(n - 1).map(value), percent))
+                .collect();
+            shown.join(" / ")
+        };
+        row(
+            "fill: GPUs allocated at 50 / 80 / 90 / 100% arrived".into(),
+            &|r| at(r, |p| p.allocated),
+        );
+        row(
+            "fill: nodes fragmented at 50 / 80 / 90 / 100% arrived".into(),
+            &|r| at(r, |p| p.fragmented),
+        );
+        row("fill: jobs dropped (their GPUs)".into(), &|r| {
+            r.fill.as_ref().map_or_else(
+                || "-".to_owned(),
+                |f| format!("{} ({:.1})", f.jobs_dropped, f.gpus_dropped),
+            )
+        });
+    }
     row("jobs placed / total".into(), &|r| {
         format!("{} / {}", r.metrics.jobs_placed, r.jobs_total)
     });
