@@ -981,26 +981,43 @@ async fn a_stopping_leader_keeps_its_lease_until_its_bindings_are_answered() {
 /// sent just before standing down may still land, onto GPUs the new leader sees free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_taking_an_expired_lease_over_waits_for_the_old_leaders_bindings() {
+    takes_the_lease_from_and_waits_for_its_bindings("replica-a").await;
+}
+
+/// So does a replica finding its own identity's record, an earlier run's (a container
+/// restarted in its pod keeps the pod's name): that run may have left bindings in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_replica_waits_for_the_bindings_of_its_earlier_run() {
+    takes_the_lease_from_and_waits_for_its_bindings("replica-b").await;
+}
+
+/// `holder` led, sent the binding of p to node-0's 8 GPUs and was cut off (or restarted);
+/// replica-b takes the Lease, and p's binding lands a second later. Without the wait, B
+/// would have placed q, of higher priority, on the same GPUs.
+async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
     use k8s_openapi::api::coordination::v1::Lease;
     let server = ApiServer::start().await;
     server.create(&node("node-0", 8));
-    // replica-a led, sent the binding of p to node-0's 8 GPUs, and was cut off.
     let lease: Lease = serde_json::from_value(json!({
         "metadata": {"name": "kant-scheduler-all", "namespace": "kube-system"},
-        "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
                  "renewTime": k8s_openapi::jiff::Timestamp::now()}
     }))
     .unwrap();
-    server.create(&lease);
+    let lease = server.create(&lease);
     server.create(&with_priority(gpu_pod("p", 8), 0, "p"));
     server.create(&with_priority(gpu_pod("q", 8), 100, "q"));
     let mut options = replica("replica-b");
     options.api_timeout = Duration::from_secs(4);
     let b = Kant::start_with(&server, options).await;
-    eventually("b takes the lease over", || {
-        lease_holder(&server).as_deref() == Some("replica-b")
+    eventually("b takes the lease", || {
+        let spec = server
+            .get::<Lease>(Some("kube-system"), "kant-scheduler-all")
+            .and_then(|l| l.spec);
+        spec.and_then(|s| s.renew_time) != lease.spec.as_ref().and_then(|s| s.renew_time.clone())
     })
     .await;
+    assert_eq!(lease_holder(&server).as_deref(), Some("replica-b"));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut p = server.get::<Pod>(Some("ml"), "p").expect("p exists");
     p.spec.as_mut().unwrap().node_name = Some("node-0".into());
@@ -1011,7 +1028,7 @@ async fn a_replica_taking_an_expired_lease_over_waits_for_the_old_leaders_bindin
     assert_eq!(
         binding_count(&server),
         0,
-        "b placed before a's binding landed"
+        "b placed before the binding landed"
     );
     assert_eq!(node_of(&server, "q"), None);
     // B schedules once the wait is over.

@@ -8,8 +8,9 @@
 //!   clocks that differ between nodes cannot depose a leader.
 //! - A leader renews every [`RETRY_PERIOD`], and stands down once no renewal has landed
 //!   for [`RENEW_DEADLINE`]: before any other replica can see the Lease expire.
-//! - A replica that takes over an expired Lease is told so ([`Attempt::TookOver`]): the
-//!   leader it replaces stood down unheard, and bindings it sent may still land.
+//! - A replica that takes over an expired Lease, or its own identity's record left by an
+//!   earlier run, is told so ([`Attempt::TookOver`]): the leader it replaces stood down
+//!   unheard, and bindings it sent may still land.
 //!
 //! The Lease also carries what its shard schedules ([`ShardClaim`], as annotations), so
 //! that a leader can find the leaders of other shards configured to schedule the same GPU
@@ -43,8 +44,10 @@ pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 pub enum Attempt {
     /// This replica holds it: renewed, or taken while free.
     Holds,
-    /// This replica took it from the replica named, whose record had expired: that one
-    /// may have sent bindings that are still to land ([`run`](super::run) waits for them).
+    /// This replica took it from the replica named, whose record had expired, or found
+    /// its own identity's record, written by an earlier run of it (a restarted container):
+    /// that one may have sent bindings that are still to land ([`run`](super::run) waits
+    /// for them).
     TookOver(String),
     /// Another replica holds it and has renewed it within its duration.
     HeldByOther(String),
@@ -140,6 +143,8 @@ pub struct Elector {
     claim: ShardClaim,
     /// The Lease's record as last read, and when it was first seen so.
     observed: Option<(LeaseSpec, Instant)>,
+    /// Whether this replica has written its record since it started.
+    held: bool,
 }
 
 impl Elector {
@@ -150,6 +155,7 @@ impl Elector {
             identity,
             claim,
             observed: None,
+            held: false,
         }
     }
 
@@ -189,7 +195,10 @@ impl Elector {
                 return Attempt::HeldByOther(other.to_owned());
             }
         }
-        let expired_holder = holder.filter(|_| !mine).map(str::to_owned);
+        // A record of this identity that this process never wrote is an earlier run's
+        // (a restarted container keeps its pod's name): that run may have bindings in
+        // flight too.
+        let predecessor = holder.filter(|_| !mine || !self.held).map(str::to_owned);
         let record = match mine {
             true => self.record(
                 spec.acquire_time.clone().unwrap_or_else(|| now.clone()),
@@ -214,7 +223,7 @@ impl Elector {
                 .replace(&self.name, &PostParams::default(), &taken),
         )
         .await;
-        match (self.written(replaced), expired_holder) {
+        match (self.written(replaced), predecessor) {
             (Attempt::Holds, Some(from)) => Attempt::TookOver(from),
             (attempt, _) => attempt,
         }
@@ -302,6 +311,7 @@ impl Elector {
         match written {
             Ok(lease) => {
                 self.observe(&lease.spec.unwrap_or_default());
+                self.held = true;
                 Attempt::Holds
             }
             Err(e) => Attempt::Failed(e),

@@ -285,7 +285,7 @@ struct Election {
 /// Leader election on the shard's Lease ([`lease`]): `leader` and `health` follow it. A
 /// leader that loses it, to another replica or by not renewing it in time, says so on
 /// `lost`; one told to stop gives it up. One that takes it over from a leader whose
-/// record expired places nothing for `--api-timeout`. While leading, it looks for other
+/// record expired, or from an earlier run of itself, places nothing for `--api-timeout`. While leading, it looks for other
 /// shards scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
 fn elect(
     client: Client,
@@ -336,9 +336,10 @@ fn elect(
         };
         health.set_leader(true);
         let mut renewed = tokio::time::Instant::now();
-        // The leader replaced stood down unheard: a binding it sent just before may land
-        // up to --api-timeout later, onto devices this replica would see free. Nothing is
-        // placed until then, so that the watch shows those bindings first.
+        // The leader replaced stood down unheard (or is an earlier run of this replica): a
+        // binding it sent just before may land up to --api-timeout later, onto devices
+        // this replica would see free. Nothing is placed until then, so that the watch
+        // shows those bindings first.
         let mut fenced_until = match taken_over_from {
             None => {
                 leader.store(true, Ordering::Release);
@@ -347,9 +348,9 @@ fn elect(
             }
             Some(from) => {
                 tracing::info!(
-                    "leading lease {}, taken over from {from}, whose record expired: \
-                     placing nothing for {api_timeout:?}, while bindings {from} sent may \
-                     still land",
+                    "leading lease {}, taken over from {from} (whose record expired, or an \
+                     earlier run of this replica): placing nothing for {api_timeout:?}, \
+                     while bindings it sent may still land",
                     elector.name()
                 );
                 Some(renewed + api_timeout)
