@@ -995,28 +995,15 @@ async fn a_restarted_replica_waits_for_the_bindings_of_its_earlier_run() {
 /// replica-b takes the Lease, and p's binding lands a second later. Without the wait, B
 /// would have placed q, of higher priority, on the same GPUs.
 async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
-    use k8s_openapi::api::coordination::v1::Lease;
     let server = ApiServer::start().await;
     server.create(&node("node-0", 8));
-    let lease: Lease = serde_json::from_value(json!({
-        "metadata": {"name": "kant-scheduler-all", "namespace": "kube-system"},
-        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
-                 "renewTime": k8s_openapi::jiff::Timestamp::now()}
-    }))
-    .unwrap();
-    let lease = server.create(&lease);
+    let lease = server.create(&lease_held_by(holder));
     server.create(&with_priority(gpu_pod("p", 8), 0, "p"));
     server.create(&with_priority(gpu_pod("q", 8), 100, "q"));
     let mut options = replica("replica-b");
     options.api_timeout = Duration::from_secs(4);
     let b = Kant::start_with(&server, options).await;
-    eventually("b takes the lease", || {
-        let spec = server
-            .get::<Lease>(Some("kube-system"), "kant-scheduler-all")
-            .and_then(|l| l.spec);
-        spec.and_then(|s| s.renew_time) != lease.spec.as_ref().and_then(|s| s.renew_time.clone())
-    })
-    .await;
+    eventually("b takes the lease", || renewed_since(&server, &lease)).await;
     assert_eq!(lease_holder(&server).as_deref(), Some("replica-b"));
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut p = server.get::<Pod>(Some("ml"), "p").expect("p exists");
@@ -1038,6 +1025,68 @@ async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
     })
     .await;
     b.stop().await;
+}
+
+/// A replica stopped while it waits for the bindings of the leader it took over from
+/// leaves the Lease to expire rather than giving it up: the next replica takes it over,
+/// and waits in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_while_it_waits_after_a_takeover_leaves_the_lease_to_expire() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let lease = lease_held_by("replica-b");
+    server.create(&lease);
+    let mut options = replica("replica-b");
+    options.api_timeout = Duration::from_secs(20);
+    let b = Kant::start_with(&server, options).await;
+    eventually("b takes the lease", || renewed_since(&server, &lease)).await;
+    b.stop().await;
+    assert_eq!(lease_holder(&server).as_deref(), Some("replica-b"));
+}
+
+/// A leader stopping with a binding still unanswered after `--api-timeout` leaves the
+/// Lease to expire: the next leader waits for that binding rather than placing at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopping_with_a_binding_unanswered_leaves_the_lease_to_expire() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    // The binding is never answered, nor the reads that would settle whether it landed.
+    server.hang_next("create", "pods/binding", Some("ml"), None, usize::MAX);
+    server.hang_next("get", "pods", Some("ml"), None, usize::MAX);
+    let mut options = replica("replica-a");
+    options.api_timeout = Duration::from_secs(2);
+    let a = Kant::start_with(&server, options).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    server.create(&gpu_pod("p", 8));
+    eventually("a sends the binding", || binding_count(&server) == 1).await;
+    a.stop().await;
+    assert_eq!(lease_holder(&server).as_deref(), Some("replica-a"));
+}
+
+/// A Lease of the `all` shard held by `holder`, renewed now.
+fn lease_held_by(holder: &str) -> k8s_openapi::api::coordination::v1::Lease {
+    serde_json::from_value(json!({
+        "metadata": {"name": "kant-scheduler-all", "namespace": "kube-system"},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                 "renewTime": k8s_openapi::jiff::Timestamp::now()}
+    }))
+    .unwrap()
+}
+
+/// Whether the `all` shard's Lease was written since `lease`.
+fn renewed_since(server: &ApiServer, lease: &k8s_openapi::api::coordination::v1::Lease) -> bool {
+    let now = server.get::<k8s_openapi::api::coordination::v1::Lease>(
+        Some("kube-system"),
+        "kant-scheduler-all",
+    );
+    let renewed = |l: Option<&k8s_openapi::api::coordination::v1::Lease>| {
+        l.and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.renew_time.clone())
+    };
+    renewed(now.as_ref()) != renewed(Some(lease))
 }
 
 /// A minimal HTTP/1.1 GET.

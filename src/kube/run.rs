@@ -258,12 +258,17 @@ pub async fn run_with_config(
     }
     let writer = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     // Scheduling has stopped, and what it sent has been answered: the Lease is given up,
-    // if held.
+    // if held. What is still unanswered by then is sent no further, and the Lease is left
+    // to expire: the replica that takes it over waits for those bindings.
     if let Some(Election { task, stop }) = election {
-        if let Ok(Ok(writer)) = writer {
-            writer.drained(options.api_timeout).await;
+        let answered = match writer {
+            Ok(Ok(writer)) => writer.drained(options.api_timeout).await,
+            _ => false,
+        };
+        if !answered {
+            leader.store(false, Ordering::Release);
         }
-        let _ = stop.send(());
+        let _ = stop.send(answered);
         let _ = tokio::time::timeout(lease::RETRY_PERIOD * 2, task).await;
     }
     let _ = stop_serving.send(());
@@ -276,15 +281,17 @@ pub async fn run_with_config(
     }
 }
 
-/// The shard's leader election, running: stopping it gives the Lease up.
+/// The shard's leader election, running: stopping it gives the Lease up when told `true`
+/// (what this replica sent has been answered).
 struct Election {
     task: tokio::task::JoinHandle<()>,
-    stop: tokio::sync::oneshot::Sender<()>,
+    stop: tokio::sync::oneshot::Sender<bool>,
 }
 
 /// Leader election on the shard's Lease ([`lease`]): `leader` and `health` follow it. A
 /// leader that loses it, to another replica or by not renewing it in time, says so on
-/// `lost`; one told to stop gives it up. One that takes it over from a leader whose
+/// `lost`; one told to stop gives it up once what it sent is answered. One that takes it
+/// over from a leader whose
 /// record expired, or from an earlier run of itself, places nothing for `--api-timeout`. While leading, it looks for other
 /// shards scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
 fn elect(
@@ -305,7 +312,7 @@ fn elect(
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
     let api_timeout = options.api_timeout;
     let mut overlaps = OverlapCheck::new(metrics);
-    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<bool>();
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -362,9 +369,18 @@ fn elect(
                 elector.try_acquire_or_renew().await
             };
             tokio::select! {
-                _ = &mut stopped => {
-                    // The loop has stopped scheduling: the Lease is free for a standby.
-                    elector.release().await;
+                answered = &mut stopped => {
+                    // The loop has stopped scheduling: the Lease is free for a standby,
+                    // unless bindings this replica or the leader before it sent may
+                    // still land. Left to expire, it is taken over by one that waits.
+                    if answered == Ok(true) && fenced_until.is_none() {
+                        elector.release().await;
+                    } else {
+                        tracing::warn!(
+                            "lease {}: left to expire, as bindings sent may still land",
+                            elector.name()
+                        );
+                    }
                     return;
                 }
                 () = tokio::time::sleep_until(renewed + lease::RENEW_DEADLINE) => {

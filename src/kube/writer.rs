@@ -164,11 +164,18 @@ impl Writer {
     }
 
     /// Waits, at most `within`, until every binding and eviction sent is answered or
-    /// given up: a leader stopping gives its Lease up only then, so that the next leader
-    /// cannot place onto devices a binding of this one is still taking.
-    pub async fn drained(&self, within: Duration) {
+    /// given up; says whether they all were. A leader stopping gives its Lease up only
+    /// then, so that the next leader cannot place onto devices a binding of this one is
+    /// still taking.
+    pub async fn drained(&self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
-        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+        loop {
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
