@@ -444,7 +444,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         main_profile.queueing = queueing;
     }
     main_profile.name = run_name(main_name, args.placement, args.queueing);
-    let mut baseline = match args.baseline.as_str() {
+    let baseline = match args.baseline.as_str() {
         "none" => None,
         name if name == main_name && args.placement.is_none() && args.queueing.is_none() => None,
         name => Some(profile_named(
@@ -454,13 +454,6 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
              another, or --baseline none",
         )?),
     };
-    // Nothing finishes in a fill: a gang waiting for a tighter placement would wait for
-    // good, and is dropped instead.
-    if args.fill {
-        for profile in std::iter::once(&mut main_profile).chain(baseline.as_mut()) {
-            profile.search_options.topology_patience_s = 0;
-        }
-    }
     if !(args.load_factor.is_finite() && args.load_factor > 0.0) {
         return Err(input(format!(
             "--load-factor {} must be a positive number",

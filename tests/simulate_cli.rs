@@ -978,9 +978,10 @@ fn a_written_trace_scales_its_skipped_rows_with_the_load_factor() {
     );
 }
 
-/// A fill: a (6 GPUs) then b (4) arrive, and again, until 16 GPUs of demand have arrived
-/// on the 16 GPUs of the two nodes. a goes to one node; b, which cannot share its 2 free
-/// GPUs, to the other; the copy of a finds 2 and 4 GPUs free and is dropped.
+/// A fill: a (6 GPUs), b (4) and never-ran (1, no duration: a fill needs none) arrive,
+/// and again, until 16 GPUs of demand have arrived on the 16 GPUs of the two nodes. a goes
+/// to one node; b, which does not fit in its 2 free GPUs, to the other; never-ran beside
+/// a; the copy of a finds 1 and 4 GPUs free and is dropped.
 #[test]
 fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
     let dir = temp_dir("fill");
@@ -1012,26 +1013,44 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
     assert!(output.status.success(), "{stderr}");
     let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     let fill = &report["fill"];
-    // Tenths 1-3 of 16 GPUs arrive with a (6), 4-6 with b (10), 7-10 with a#2 (16).
-    let allocated: Vec<f64> = (fill["points"].as_array().unwrap().iter())
-        .map(|p| p["allocated"].as_f64().unwrap())
-        .collect();
-    let a_placed = 6.0 / 16.0;
-    let both_placed = 10.0 / 16.0;
+    let points = |key: &str| -> Vec<f64> {
+        (fill["points"].as_array().unwrap().iter())
+            .map(|p| p[key].as_f64().unwrap())
+            .collect()
+    };
+    let tenths: Vec<f64> = (1..=10).map(|n| f64::from(n) / 10.0).collect();
+    assert_eq!(points("arrived"), tenths);
+    // Tenths 1-3 of 16 GPUs are reached with a (6 arrived), 4-6 with b (10), 7-10 with
+    // a#2 (17: never-ran brought 11, short of 11.2).
+    let by_arrival = |a: f64, b: f64, a2: f64| [[a; 3].as_slice(), &[b; 3], &[a2; 4]].concat();
     assert_eq!(
-        allocated,
-        [[a_placed; 3].as_slice(), &[both_placed; 7]].concat()
+        points("reached"),
+        by_arrival(6.0 / 16.0, 10.0 / 16.0, 17.0 / 16.0)
     );
-    let fragmented: Vec<f64> = (fill["points"].as_array().unwrap().iter())
-        .map(|p| p["fragmented"].as_f64().unwrap())
-        .collect();
-    assert_eq!(fragmented, [[0.5; 3].as_slice(), &[1.0; 7]].concat());
+    assert_eq!(
+        points("allocated"),
+        by_arrival(6.0 / 16.0, 10.0 / 16.0, 11.0 / 16.0)
+    );
+    assert_eq!(points("fragmented"), by_arrival(0.5, 1.0, 1.0));
     assert_eq!(fill["jobs_dropped"], 1);
     assert!(close(&fill["gpus_dropped"], 6.0));
-    assert_eq!(report["jobs_placed"], 2);
-    assert_eq!(report["jobs_skipped"], 1);
-    // One second apart, the copy named apart; nothing finishes.
-    let arrivals: Vec<(String, f64)> = (read_events(&events).iter())
+    assert_eq!(fill["jobs_without_duration"], 1);
+    assert_eq!(report["jobs_placed"], 3);
+    assert_eq!(report["jobs_skipped"], 0);
+    let dropped = report["never_placed"].as_array().unwrap();
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(dropped[0]["job"], "a#2");
+    assert!(
+        dropped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("nvidia.com/gpu"),
+        "{}",
+        dropped[0]
+    );
+    // One second apart, the copy named apart, dropped; nothing finishes.
+    let log = read_events(&events);
+    let arrivals: Vec<(String, f64)> = (log.iter())
         .filter(|e| e["type"] == "submit")
         .map(|e| {
             (
@@ -1040,9 +1059,15 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
             )
         })
         .collect();
-    let expected = [("a", 0.0), ("b", 1.0), ("a#2", 2.0)].map(|(j, t)| (j.to_owned(), t));
-    assert_eq!(arrivals, expected);
-    assert!(!read_events(&events).iter().any(|e| e["type"] == "finish"));
+    let expected = [("a", 0.0), ("b", 1.0), ("never-ran", 2.0), ("a#2", 3.0)];
+    assert_eq!(arrivals, expected.map(|(j, t)| (j.to_owned(), t)));
+    let drops: Vec<&Value> = log.iter().filter(|e| e["type"] == "drop").collect();
+    assert_eq!(drops.len(), 1);
+    assert_eq!(
+        (&drops[0]["job"], &drops[0]["t"]),
+        (&json!("a#2"), &json!(3.0))
+    );
+    assert!(!log.iter().any(|e| e["type"] == "finish"));
 
     // The table shows the points at 50, 80, 90 and 100%.
     let table = kant(&["simulate", "--nodes", &nodes, "--jobs", &jobs, "--fill"]);
@@ -1050,7 +1075,47 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
     let row = (table.lines())
         .find(|l| l.contains("fill: GPUs allocated"))
         .expect("the fill row");
-    assert!(row.contains("62.5% / 62.5% / 62.5% / 62.5%"), "{table}");
+    assert!(row.contains("62.5% / 68.8% / 68.8% / 68.8%"), "{table}");
+}
+
+/// Nothing is preempted in a fill: a victim would never come back. c, of high priority,
+/// finds both nodes taken and is dropped, though the profile preempts.
+#[test]
+fn a_fill_preempts_nothing() {
+    let dir = temp_dir("fill-preempt");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         a,,0,100,8,1,H100,0,train\n\
+         b,,1,100,4,1,H100,0,train\n\
+         c,,2,100,8,1,H100,100,train\n",
+    );
+    let config = include_str!("../src/default_config.yaml")
+        .replacen("      - gang\n", "      - gang\n      - preemption\n", 1)
+        .replace("min_runtime: 10m", "min_runtime: 0s");
+    let config = write(dir.path(), "config.yaml", &config);
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--config",
+        &config,
+        "--format",
+        "json",
+        "--baseline",
+        "none",
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    assert_eq!(report["preemptions"]["priority"]["count"], 0);
+    assert_eq!(report["never_placed"][0]["job"], "c");
+    assert_eq!(report["jobs_placed"], 2);
 }
 
 #[test]

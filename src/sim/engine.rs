@@ -5,7 +5,8 @@
 //!
 //! A fill replay ([`fill_workload`], `simulate --fill`) measures fragmentation as the FGD
 //! paper does: jobs arrive one by one and never finish, a job that does not fit when it
-//! arrives is dropped, and the GPUs allocated are read as the demand arrived grows.
+//! arrives is dropped (nothing is preempted), and the GPUs allocated are read as the
+//! demand arrived grows.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -67,7 +68,8 @@ pub struct RunReport {
     /// Multi-GPU pods off NVLink while an NVLink set was free.
     pub nvlink: LinkAudit,
     /// The jobs still waiting when the replay ended, each with why it could not be placed
-    /// on the cluster as the replay left it.
+    /// on the cluster as the replay left it; in a fill, the jobs dropped, each with why it
+    /// could not be placed when it arrived.
     pub never_placed: Vec<NeverPlaced>,
     /// A fill replay's figures; `None` for a timed replay.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,7 +81,9 @@ pub struct RunReport {
 pub struct ReplayOptions {
     /// Show a progress bar on standard error.
     pub progress: bool,
-    /// A fill replay: no job finishes, and one that does not fit on arrival is dropped.
+    /// A fill replay: no job finishes, one that does not fit on arrival is dropped, no
+    /// gang waits for a tighter placement and nothing is preempted (a victim would never
+    /// come back).
     pub fill: bool,
 }
 
@@ -89,16 +93,22 @@ pub struct FillReport {
     /// One point each time the GPU demand arrived first reaches another tenth of the
     /// cluster's GPUs, after the round of the job that reached it.
     pub points: Vec<FillPoint>,
-    /// Jobs that did not fit when they arrived (or were preempted), and their GPUs.
+    /// Jobs that did not fit when they arrived, and their GPUs.
     pub jobs_dropped: u64,
     pub gpus_dropped: f64,
+    /// Arrivals of rows whose duration the trace leaves empty (they never ran there):
+    /// a fill needs no duration.
+    pub jobs_without_duration: u64,
 }
 
 /// The cluster when the GPU demand arrived first reached `arrived`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct FillPoint {
-    /// GPU demand arrived, as a share of the cluster's GPUs: 0.1, 0.2, … 1.0.
+    /// The tenth of the cluster's GPUs reached: 0.1, 0.2, … 1.0.
     pub arrived: f64,
+    /// The GPU demand arrived then, as a share of the cluster's GPUs: at least `arrived`,
+    /// more where the job that reached it is large.
+    pub reached: f64,
     /// GPUs allocated, as a share of the cluster's GPUs.
     pub allocated: f64,
     /// GPU nodes fragmented, as a share of the GPU nodes (GFR then).
@@ -127,6 +137,7 @@ impl Fill {
             }
             self.report.points.push(FillPoint {
                 arrived: next as f64 / FILL_POINTS as f64,
+                reached: self.arrived_milli as f64 / capacity as f64,
                 allocated: used_milli as f64 / capacity as f64,
                 fragmented: f64::from(fragmented_nodes) / self.gpu_nodes.max(1) as f64,
             });
@@ -154,6 +165,11 @@ pub fn run(
 ) -> io::Result<RunReport> {
     let started = Instant::now();
     let profile_name = profile.name.clone();
+    let mut profile = profile;
+    if options.fill {
+        profile.search_options.topology_patience_s = 0;
+        profile.post_filters.clear();
+    }
     let mut sim = Simulation::new(cluster, workload, profile, tenants, events);
     sim.fill = options.fill.then(|| Fill {
         capacity_milli: sim.cluster.total_gpus() * u64::from(MILLI_PER_GPU),
@@ -171,19 +187,18 @@ pub fn run(
     let wall_s = started.elapsed().as_secs_f64();
     let last = sim.clock_ms;
     let first = workload.jobs.first().map_or(0, |j| j.submit_ms);
-    let tenant_reports = sim.tenant_series.report(&sim.scheduler);
-    let never_placed = sim
+    let waiting: Vec<NeverPlaced> = sim
         .scheduler
         .waiting()
         .filter(|w| !sim.ever_placed.contains(&w.job.id))
         .map(|w| NeverPlaced {
             job: w.job.name.clone(),
-            reason: sim
-                .scheduler
-                .diagnose(w.job.id, last)
-                .map_or_else(String::new, |d| d.message()),
+            reason: sim.why_waiting(w.job.id, last),
         })
         .collect();
+    let mut never_placed = std::mem::take(&mut sim.dropped);
+    never_placed.extend(waiting);
+    let tenant_reports = sim.tenant_series.report(&sim.scheduler);
     Ok(RunReport {
         profile: profile_name,
         tenants: tenant_reports,
@@ -244,6 +259,8 @@ struct Simulation<'w, 'e> {
     jobs_unknown_tenant: u64,
     /// Set for a fill replay.
     fill: Option<Fill>,
+    /// The jobs a fill dropped, with why.
+    dropped: Vec<NeverPlaced>,
 }
 
 impl<'w, 'e> Simulation<'w, 'e> {
@@ -293,6 +310,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             tenant_map,
             jobs_unknown_tenant: 0,
             fill: None,
+            dropped: Vec::new(),
         }
     }
 
@@ -347,6 +365,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.metrics.job_submitted(now);
             if let Some(fill) = &mut self.fill {
                 fill.arrived_milli += job.total_milli();
+                fill.report.jobs_without_duration += u64::from(job.duration_ms.is_none());
             }
             let mut job = job.clone();
             let tenant = self
@@ -381,6 +400,9 @@ impl<'w, 'e> Simulation<'w, 'e> {
                 }
             }
         }
+        if self.fill.is_some() {
+            self.drop_waiting(now)?;
+        }
         self.wakeup = self.scheduler.next_retry_ms(now).filter(|&t| t > now);
         let total = self.scheduler.state().total();
         // Room held for backfill heads counts as allocated, not as running.
@@ -395,16 +417,34 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.tenant_series.observe(now, &self.scheduler);
         if let Some(fill) = &mut self.fill {
             fill.observe(total.used_milli, total.fragmented_nodes);
-            // What did not fit on arrival never will: nothing finishes.
-            let waiting: Vec<JobId> = self.scheduler.waiting().map(|w| w.job.id).collect();
-            for id in waiting {
-                if let Some(job) = self.scheduler.withdraw(id) {
+        }
+        Ok(submitted)
+    }
+
+    /// In a fill, drops the jobs the round could not place: nothing finishes, so what did
+    /// not fit on arrival never will.
+    fn drop_waiting(&mut self, now: u64) -> io::Result<()> {
+        let waiting: Vec<JobId> = self.scheduler.waiting().map(|w| w.job.id).collect();
+        for id in waiting {
+            let reason = self.why_waiting(id, now);
+            if let Some(job) = self.scheduler.withdraw(id) {
+                self.events.drop_job(now, &job, &reason)?;
+                if let Some(fill) = &mut self.fill {
                     fill.report.jobs_dropped += 1;
                     fill.report.gpus_dropped += job.total_milli() as f64 / 1000.0;
                 }
+                self.dropped.push(NeverPlaced {
+                    job: job.name.clone(),
+                    reason,
+                });
             }
         }
-        Ok(submitted)
+        Ok(())
+    }
+
+    /// Why a waiting job cannot be placed now, in kube-scheduler's words.
+    fn why_waiting(&self, job: JobId, now: u64) -> String {
+        (self.scheduler.diagnose(job, now)).map_or_else(String::new, |d| d.message())
     }
 
     fn placed(&mut self, now: u64, id: JobId, plan: &JobPlan) -> io::Result<()> {
@@ -511,19 +551,25 @@ pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String
     Ok(())
 }
 
-/// The workload of a fill replay: its jobs in submission order, then again (named
-/// `name#2`, `name#3`, …) until the GPU demand submitted reaches `capacity_milli`, one
-/// second apart so that each arrives in a round of its own. The skipped rows stay skipped.
-/// Fails when no job asks for GPUs, or when the repeats would pass
-/// [`MAX_TRACE_PODS`].
+/// The workload of a fill replay: its jobs in submission order, the skipped rows (whose
+/// duration is unknown) among them, then again (named `name#2`, `name#3`, …) until the
+/// GPU demand submitted reaches `capacity_milli`, one second apart so that each arrives in
+/// a round of its own. Fails when the cluster or the workload has no GPUs, or when the
+/// repeats would pass [`MAX_TRACE_PODS`].
 pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workload, String> {
-    let demand: u64 = workload.jobs.iter().map(Job::total_milli).sum();
+    if capacity_milli == 0 {
+        return Err("the cluster has no GPUs".into());
+    }
+    // Stable: a tie keeps the jobs' order, and the skipped rows' after them.
+    let mut rows: Vec<&Job> = workload.jobs.iter().chain(&workload.skipped).collect();
+    rows.sort_by_key(|job| job.submit_ms);
+    let demand: u64 = rows.iter().map(|job| job.total_milli()).sum();
     if demand == 0 {
         return Err("no job of the workload asks for GPUs".into());
     }
     // How many arrivals reach the capacity, counted before any is made.
     let (mut arrivals, mut arrived, mut pods) = (0usize, 0u64, 0u64);
-    for job in workload.jobs.iter().cycle() {
+    for job in rows.iter().cycle() {
         if arrived >= capacity_milli {
             break;
         }
@@ -539,10 +585,10 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
         arrived += job.total_milli();
         arrivals += 1;
     }
-    let jobs: Vec<Job> = (0..arrivals)
+    let jobs = (0..arrivals)
         .map(|n| {
-            let job = &workload.jobs[n % workload.jobs.len()];
-            let repeat = n / workload.jobs.len() + 1;
+            let job = rows[n % rows.len()];
+            let repeat = n / rows.len() + 1;
             Job {
                 id: JobId(n as u32),
                 name: match repeat {
@@ -554,16 +600,10 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
             }
         })
         .collect();
-    let skipped = (workload.skipped.iter().enumerate())
-        .map(|(i, job)| Job {
-            id: JobId((jobs.len() + i) as u32),
-            ..job.clone()
-        })
-        .collect();
     Ok(Workload {
         jobs,
         tenants: workload.tenants.clone(),
-        skipped,
+        skipped: Vec::new(),
     })
 }
 

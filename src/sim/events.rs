@@ -61,6 +61,12 @@ enum Event<'a> {
         job: &'a str,
         reason: &'a str,
     },
+    /// A fill dropped the job: it did not fit when it arrived.
+    Drop {
+        t: f64,
+        job: &'a str,
+        reason: &'a str,
+    },
     /// Room held for backfill heads from `t` on, in milli-GPUs: allocated in GAR.
     Held {
         t: f64,
@@ -165,6 +171,14 @@ impl EventLog {
 
     pub fn requeue(&mut self, t_ms: u64, job: &Job, reason: &str) -> io::Result<()> {
         self.write(&Event::Requeue {
+            t: seconds(t_ms),
+            job: &job.name,
+            reason,
+        })
+    }
+
+    pub fn drop_job(&mut self, t_ms: u64, job: &Job, reason: &str) -> io::Result<()> {
+        self.write(&Event::Drop {
             t: seconds(t_ms),
             job: &job.name,
             reason,

@@ -95,6 +95,11 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
                 |f| format!("{} ({:.1})", f.jobs_dropped, f.gpus_dropped),
             )
         });
+        row("fill: arrivals of rows without a duration".into(), &|r| {
+            r.fill
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |f| f.jobs_without_duration.to_string())
+        });
     }
     row("jobs placed / total".into(), &|r| {
         format!("{} / {}", r.metrics.jobs_placed, r.jobs_total)
