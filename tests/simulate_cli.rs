@@ -1118,6 +1118,58 @@ fn a_fill_preempts_nothing() {
     assert_eq!(report["jobs_placed"], 2);
 }
 
+/// No gang waits for a tighter placement in a fill: nothing finishes, so none would come.
+/// g0 and g1 take two nodes of each leaf; g2 could have one leaf only once they finish,
+/// and is spread over the last node of each at once.
+#[test]
+fn a_fill_spreads_a_gang_at_once_rather_than_wait() {
+    let dir = temp_dir("fill-patience");
+    let nodes = write(
+        dir.path(),
+        "nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n\
+         a,H100,8,,,l1,s,ss,\nb,H100,8,,,l1,s,ss,\nc,H100,8,,,l1,s,ss,\n\
+         d,H100,8,,,l2,s,ss,\ne,H100,8,,,l2,s,ss,\nf,H100,8,,,l2,s,ss,\n",
+    );
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         g0,,0,100,8,2,,0,train\ng1,,1,100,8,2,,0,train\ng2,,2,10,8,2,,0,train\n",
+    );
+    let events = dir.path().join("events.jsonl").display().to_string();
+    let output = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--baseline",
+        "none",
+        "--events",
+        &events,
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let nodes_of = |job: &str| -> Vec<String> {
+        let place = (read_events(&events).into_iter())
+            .find(|e| e["type"] == "place" && e["job"] == job)
+            .unwrap_or_else(|| panic!("{job} is placed"));
+        let pods = place["pods"].as_array().unwrap().iter();
+        let mut nodes: Vec<String> = pods.map(|p| p["node"].as_str().unwrap().into()).collect();
+        nodes.sort();
+        nodes
+    };
+    let in_l1 = |nodes: &[String]| nodes.iter().map(|n| n.as_str() < "d").collect::<Vec<_>>();
+    assert_eq!(in_l1(&nodes_of("g0")), [true, true]);
+    assert_eq!(in_l1(&nodes_of("g1")), [false, false]);
+    assert_eq!(in_l1(&nodes_of("g2")), [true, false]);
+}
+
 #[test]
 fn a_fill_refuses_a_load_factor_and_a_workload_without_gpus() {
     let dir = temp_dir("fill-bad");
@@ -1148,4 +1200,13 @@ fn a_fill_refuses_a_load_factor_and_a_workload_without_gpus() {
         "--fill: no job of the workload asks for GPUs",
         &unwritten,
     );
+    let cpu_nodes = write(
+        dir.path(),
+        "cpu-nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nc1,,0,64000,262144\n",
+    );
+    let no_gpus = [
+        "simulate", "--nodes", &cpu_nodes, "--jobs", &cpu_only, "--fill", "--out", &out,
+    ];
+    assert_rejected(&no_gpus, "--fill: the cluster has no GPUs", &unwritten);
 }
