@@ -1734,3 +1734,90 @@ fn a_node_listing_fewer_gpus_keeps_those_its_pods_hold_until_they_go() {
     );
     assert_eq!(free_gpus(&world), 6);
 }
+
+/// A node tainted `dedicated=ml:NoSchedule`.
+fn tainted(name: &str) -> k8s_openapi::api::core::v1::Node {
+    node_with(
+        name,
+        8,
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "ml", "effect": "NoSchedule"}]}}),
+    )
+}
+
+/// A queued pod that waits on a taint gets a toleration (one may be added to a pending
+/// pod): it is placed, as kube-scheduler places a pod whose update makes it fit.
+#[test]
+fn a_toleration_added_to_a_queued_pod_is_seen() {
+    let mut world = synced(&plain(), &[tainted("n1")]);
+    apply_pod(&mut world, &pod("p", 1, json!({})), T0);
+    world.round(T0);
+    assert!(binds(&world.take_outputs()).is_empty());
+    let mut tolerating = pod(
+        "p",
+        1,
+        json!({"spec": {"tolerations": [{"key": "dedicated", "operator": "Exists"}]}}),
+    );
+    tolerating.metadata.resource_version = Some("2".into());
+    apply_pod(&mut world, &tolerating, T0 + 1000);
+    let out = run_until(&mut world, T0 + 1000, T0 + 600_000);
+    assert_eq!(binds(&out).len(), 1, "{out:#?}");
+}
+
+/// A queued pod updated so that it no longer reads is told why.
+#[test]
+fn a_queued_pod_made_malformed_is_told_why() {
+    let mut world = synced(&plain(), &[tainted("n1")]);
+    apply_pod(&mut world, &pod("p", 1, json!({})), T0);
+    world.round(T0);
+    world.take_outputs();
+    let mut bad = pod(
+        "p",
+        1,
+        json!({"metadata": {"annotations": {"kant.io/topology": "bogus"}}}),
+    );
+    bad.metadata.resource_version = Some("2".into());
+    apply_pod(&mut world, &bad, T0 + 1000);
+    let out = run_until(&mut world, T0 + 1000, T0 + 60_000);
+    let told = out.iter().any(|o| {
+        matches!(o, Output::PodCondition { condition, .. }
+            if condition.message.contains("kant.io/topology"))
+    });
+    assert!(told, "{out:#?}");
+}
+
+/// A gang member whose binding was refused waits out its backoff: an update to it (a
+/// label a controller adds, say) does not end the wait.
+#[test]
+fn a_pod_update_does_not_end_a_gang_members_backoff() {
+    let mut w = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    w.apply(
+        Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2)))),
+        T0,
+    );
+    let w0 = member("w0", 8, "train", json!({}));
+    let w1 = member("w1", 8, "train", json!({}));
+    apply_pod(&mut w, &w0, T0);
+    apply_pod(&mut w, &w1, T0);
+    w.round(T0);
+    let sent = binds(&w.take_outputs());
+    assert_eq!(sent.len(), 2);
+    for bind in &sent {
+        match bind.name.as_str() {
+            "w0" => drop(bind_ok(&mut w, &w0, bind, 2, T0)),
+            _ => answer(&mut w, bind, refused(Some(500), "boom"), T0),
+        }
+    }
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    let mut touched = member(
+        "w1",
+        8,
+        "train",
+        json!({"metadata": {"labels": {"x": "y"}}}),
+    );
+    touched.metadata.resource_version = Some("3".into());
+    apply_pod(&mut w, &touched, T0 + 10);
+    w.round(T0 + 10);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty(), "bound again at once: {out:#?}");
+}

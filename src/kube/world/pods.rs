@@ -673,6 +673,7 @@ impl World {
         }
         let previous_group = previous.and_then(|e| e.group.clone());
         let previous_state = previous.map(|e| e.state.clone());
+        let previous_facts = previous.and_then(|e| e.facts.clone());
         let spec = pod.spec.as_ref();
         let node = spec
             .and_then(|s| s.node_name.clone())
@@ -755,13 +756,34 @@ impl World {
             return;
         }
         match previous_state {
-            // Already queued, reserved or running: a change to a pending pod's labels is
-            // taken in when the job forms again.
-            Some(PodState::InJob { .. }) => {}
+            // Reserved or running: kept. Queued: formed again if what the job was made of
+            // changed (tolerations added, labels, annotations); status writes do not count.
+            Some(PodState::InJob { job, .. }) => {
+                let queued =
+                    (self.pods.jobs.get(&job)).is_some_and(|j| j.phase == JobPhase::Queued);
+                let key = |f: &PodFacts| PodFacts {
+                    nominated_node: None,
+                    ..f.clone()
+                };
+                let changed = match (&previous_facts, &facts) {
+                    (Some(old), Some(Ok(new))) => key(old) != key(new),
+                    _ => true,
+                };
+                if queued && changed {
+                    self.withdraw_and_dissolve(job, 0);
+                    if let Some(Err(e)) = facts {
+                        self.set_state(&uid, PodState::Held(Hold::Invalid(e.to_string())));
+                    }
+                }
+            }
             _ => {
+                let kept = match previous_state {
+                    Some(PodState::Waiting { not_before }) => not_before,
+                    _ => 0,
+                };
                 let state = match facts {
                     Some(Err(e)) => PodState::Held(Hold::Invalid(e.to_string())),
-                    _ => PodState::Waiting { not_before: 0 },
+                    _ => PodState::Waiting { not_before: kept },
                 };
                 self.set_state(&uid, state);
                 self.pods.reexamine_gang(&uid);
