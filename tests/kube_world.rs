@@ -1821,3 +1821,75 @@ fn a_pod_update_does_not_end_a_gang_members_backoff() {
     let out = w.take_outputs();
     assert!(binds(&out).is_empty(), "bound again at once: {out:#?}");
 }
+
+/// What makes a pod of `gpus` GPUs ask for host port 23456, as a `hostNetwork` worker
+/// does (the API server defaults its host ports to its container ports).
+fn asks_host_port(gpus: u32) -> Value {
+    json!({"spec": {"hostNetwork": true, "containers": [{"name": "c",
+        "ports": [{"containerPort": 23456, "hostPort": 23456, "protocol": "TCP"}],
+        "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}})
+}
+
+fn nodes_bound(w: &mut World) -> Vec<String> {
+    binds(&w.take_outputs())
+        .into_iter()
+        .map(|b| b.node)
+        .collect()
+}
+
+/// Two pods asking for one host port never share a node, as kube-scheduler's `NodePorts`
+/// keeps them apart (the kubelet would refuse the second): not two lone pods, not two
+/// members of a gang, not a pod beside one another scheduler bound there.
+#[test]
+fn pods_asking_for_one_host_port_take_different_nodes() {
+    let nodes = [node("n1", 8), node("n2", 8)];
+    let mut w = synced(&plain(), &nodes);
+    apply_pod(&mut w, &pod("a", 4, asks_host_port(4)), T0);
+    apply_pod(&mut w, &pod("b", 4, asks_host_port(4)), T0);
+    w.round(T0);
+    let placed = nodes_bound(&mut w);
+    assert_eq!(placed.len(), 2);
+    assert_ne!(placed[0], placed[1]);
+
+    let mut w = synced(&plain(), &nodes);
+    let group = pod_group("train", 2);
+    w.apply(Input::PodGroup(Box::new(Event::Apply(group))), T0);
+    apply_pod(&mut w, &member("w0", 4, "train", asks_host_port(4)), T0);
+    apply_pod(&mut w, &member("w1", 4, "train", asks_host_port(4)), T0);
+    w.round(T0);
+    let placed = nodes_bound(&mut w);
+    assert_eq!(placed.len(), 2);
+    assert_ne!(placed[0], placed[1]);
+
+    // Another scheduler's pod holds the port on n1: ours goes to n2, though n1 is fuller.
+    let mut theirs = asks_host_port(4);
+    common::kube::merge(
+        &mut theirs,
+        json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1"},
+               "status": {"phase": "Running"}}),
+    );
+    let mut w = synced_with(&plain(), &nodes, &[pod("theirs", 4, theirs)]);
+    apply_pod(&mut w, &pod("ours", 4, asks_host_port(4)), T0);
+    w.round(T0);
+    assert_eq!(nodes_bound(&mut w), ["n2"]);
+}
+
+/// A pod asking for devices through dynamic resource allocation (`spec.resourceClaims`)
+/// is told it cannot be scheduled here: bound with its claims never allocated, it would
+/// never start.
+#[test]
+fn a_pod_with_resource_claims_is_told_dra_is_not_supported() {
+    let mut w = synced(&plain(), &[node("n1", 8)]);
+    let dra = json!({"spec": {
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+        "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}});
+    apply_pod(&mut w, &pod("dra", 0, dra), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    assert!(binds(&out).is_empty());
+    let told = out.iter().any(|o| {
+        matches!(o, Output::PodCondition { condition, .. }
+            if condition.message.contains("spec.resourceClaims"))
+    });
+    assert!(told, "{out:#?}");
+}

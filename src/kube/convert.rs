@@ -148,6 +148,12 @@ pub const LEAF_LABEL: &str = "kant.io/leaf";
 /// Default node label of the scale-up (HBD) domain.
 pub const HBD_LABEL: &str = "kant.io/hbd";
 
+/// The label, on a pod's identity only, that says it holds a host port: `<prefix>tcp.8080`.
+const HOST_PORT_LABEL_PREFIX: &str = "kant.io/host-port.";
+
+/// The node label of one node's domain.
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 const CPU: &str = "cpu";
 const MEMORY: &str = "memory";
 const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
@@ -370,6 +376,15 @@ pub fn label_value<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) 
 /// file.
 pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     let (object, spec) = pod_spec(pod)?;
+    // Bound without its claims allocated, such a pod would never start.
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(ConvertError::new(
+            &object,
+            "spec.resourceClaims",
+            "dynamic resource allocation is not supported: ask for GPUs as nvidia.com/gpu \
+             (and kant.io/gpu-fraction), or give the pod to kube-scheduler",
+        ));
+    }
     let empty = BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
@@ -957,7 +972,8 @@ fn selector_requirement(
 }
 
 /// Who the pod is, with its inter-pod affinity and anti-affinity terms and its topology
-/// spread constraints, required and preferred. A term's `matchLabelKeys` and `mismatchLabelKeys`
+/// spread constraints, required and preferred. Host ports are rules too (see
+/// [`host_port_rules`]). A term's `matchLabelKeys` and `mismatchLabelKeys`
 /// become requirements on the pod's own label values, as the API server does. A non-empty
 /// `namespaceSelector` cannot be evaluated (namespaces are not watched): the term is read
 /// as selecting every namespace, which makes anti-affinity stricter and affinity looser,
@@ -1034,6 +1050,7 @@ fn pod_rules(
         }
     }
     ignored.dedup();
+    let (identity, anti_affinity) = host_port_rules(spec, identity, anti_affinity);
     Ok(PodRules {
         identity,
         affinity,
@@ -1043,6 +1060,42 @@ fn pod_rules(
         preferred_affinity,
         preferred_anti_affinity,
     })
+}
+
+/// Two pods asking for one host port cannot share a node (kube-scheduler's `NodePorts`):
+/// each port a container asks for becomes a label on the pod's identity and a required
+/// anti-affinity term, by hostname, against every pod that carries it, in any namespace.
+/// The host IP is not looked at: pods asking for one port on two addresses are kept
+/// apart too. `hostNetwork` pods ask for their container ports as host ports (the API
+/// server defaults them so).
+fn host_port_rules(
+    spec: Option<&PodSpec>,
+    mut identity: PodIdentity,
+    mut anti_affinity: Vec<PodAffinityTerm>,
+) -> (PodIdentity, Vec<PodAffinityTerm>) {
+    let ports = (spec.into_iter())
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|&port| port > 0)?;
+            let protocol = p.protocol.as_deref().unwrap_or("TCP").to_ascii_lowercase();
+            Some(format!("{HOST_PORT_LABEL_PREFIX}{protocol}.{port}"))
+        });
+    for key in ports {
+        if identity.labels.insert(key.clone(), String::new()).is_some() {
+            continue;
+        }
+        anti_affinity.push(PodAffinityTerm {
+            selector: Some(vec![Requirement {
+                key,
+                op: SelectorOp::Exists,
+                values: Vec::new(),
+            }]),
+            namespaces: Namespaces::All,
+            topology_key: HOSTNAME_LABEL.to_owned(),
+        });
+    }
+    (identity, anti_affinity)
 }
 
 fn affinity_term(
