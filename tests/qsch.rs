@@ -2246,3 +2246,69 @@ fn an_isolated_head_asking_for_no_gpu_holds_back_none_of_its_tenants_gpu_jobs() 
     assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[2]));
     check_accounting(&s);
 }
+
+/// A backfill head whose room waits on a backfilled job's minimum runtime is a head again
+/// when that runtime ends: it makes its room then, not once something finishes.
+#[test]
+fn a_backfill_head_makes_room_when_a_victims_minimum_runtime_ends() {
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::Backfill), None),
+        spec,
+    );
+    s.submit(job(0, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(job(1, 1, whole(8), 0, 1)); // the head: the whole node; it blocks at 1 s
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(job(2, 1, whole(4), 0, 2)); // backfilled after it blocked
+    assert_eq!(placed_jobs(&s.schedule(2 * SECOND)), ids(&[2]));
+    s.finish(JobId(0));
+    assert!(placed_jobs(&s.schedule(100 * SECOND)).is_empty());
+    // Backfilled too, just before the threshold: protected until 1,700 s + 10 min.
+    s.submit(job(3, 1, whole(4), 0, 1_700));
+    assert_eq!(placed_jobs(&s.schedule(1_700 * SECOND)), ids(&[3]));
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(preemptions(&s.schedule(overdue)).is_empty());
+    let protected_until = 1_700 * SECOND + MIN_RUNTIME;
+    assert_eq!(s.next_retry_ms(overdue), Some(protected_until));
+    let decisions = s.schedule(protected_until);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2, 3]), JobId(1), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    check_accounting(&s);
+}
+
+/// An owner below its quota reclaims from a borrower whose jobs are all larger than what
+/// the owner is owed, as long as the owner's job fits its quota: a job goes whole.
+#[test]
+fn an_owner_reclaims_a_borrowers_job_larger_than_what_it_is_owed() {
+    let spec = cluster(3, 8, 3, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 0),
+        tenant("c", TenantMode::Shared, 8),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0)); // A: 4 of its 8
+    s.submit(tjob(1, 3, 1, 4, 0, 0)); // C: 4 of its 8
+    s.submit(tjob(2, 2, 1, 8, 0, 0)); // B: borrowed
+    s.submit(tjob(3, 2, 1, 8, 0, 0)); // B: borrowed
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
+    assert_eq!(s.state().total().free_gpus, 0);
+    // A asks for 4 more, within its quota; it is owed 4, and B's jobs have 8 each.
+    s.submit(tjob(4, 1, 1, 4, 0, 60));
+    let decisions = s.schedule(MIN_RUNTIME);
+    let reclaims = preemptions(&decisions);
+    assert_eq!(reclaims.len(), 1, "{decisions:?}");
+    let (victims, by, kind) = &reclaims[0];
+    assert_eq!((*by, *kind), (JobId(4), PreemptionKind::QuotaReclaim));
+    assert!(
+        victims == &ids(&[2]) || victims == &ids(&[3]),
+        "{victims:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[4]));
+    check_accounting(&s);
+}

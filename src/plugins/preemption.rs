@@ -232,7 +232,8 @@ fn spare_where(
 
 /// What quota reclaim may take from each (tenant, pool): never more than that tenant
 /// borrows there, so it keeps its quota and cannot reclaim in turn, and, over all
-/// tenants, never more than the preemptor's tenant is owed there (its idle quota).
+/// tenants, no more victims than it takes to reach what the preemptor's tenant is owed
+/// there (its idle quota): the last may take it past that, as a job goes whole.
 struct ReclaimBudget<'a> {
     context: &'a PreemptionContext<'a>,
     taken: Vec<(usize, PoolId, u64)>,
@@ -262,7 +263,7 @@ impl<'a> ReclaimBudget<'a> {
                 .map(|r| r.2)
                 .sum();
             taken + milli > tenants.borrowed(victim.tenant, pool)
-                || taken_on_pool + milli > owed(pool)
+                || (milli > 0 && taken_on_pool >= owed(pool))
         });
         if over {
             return false;

@@ -395,9 +395,11 @@ impl Queues {
                     now_ms >= since.saturating_add(self.backfill_threshold_ms)
                 });
             head_taken[tenant] |= overdue;
+            // A head whose try for room failed waits for the capacity to change, or for the
+            // retry it asked for (a victim's minimum runtime ending): it is a head then too.
             let backfill_since = entry
                 .blocked_since
-                .filter(|_| overdue && entry.backfill_failed_at != Some(epoch));
+                .filter(|_| overdue && (entry.backfill_failed_at != Some(epoch) || due));
             // A job found unresolvable stays so until the cluster or the tenants change shape
             // (`forget_failures`): what it lacks no placement or completion brings.
             let waiting = now_ms < entry.not_before
