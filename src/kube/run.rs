@@ -291,9 +291,9 @@ struct Election {
 /// Leader election on the shard's Lease ([`lease`]): `leader` and `health` follow it. A
 /// leader that loses it, to another replica or by not renewing it in time, says so on
 /// `lost`; one told to stop gives it up once what it sent is answered. One that takes it
-/// over from a leader whose
-/// record expired, or from an earlier run of itself, places nothing for `--api-timeout`. While leading, it looks for other
-/// shards scheduling its GPU models too ([`OverlapCheck`], into `metrics`).
+/// over from a leader whose record expired, or from an earlier run of itself, places
+/// nothing for `--api-timeout`. While leading, it looks for other shards scheduling its
+/// GPU models too ([`OverlapCheck`], into `metrics`).
 fn elect(
     client: Client,
     options: &RunOptions,

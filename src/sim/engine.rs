@@ -158,14 +158,13 @@ pub struct NeverPlaced {
 pub fn run(
     cluster: Arc<ClusterSpec>,
     workload: &Workload,
-    profile: Profile,
+    mut profile: Profile,
     tenants: Tenants,
     events: &mut EventLog,
     options: ReplayOptions,
 ) -> io::Result<RunReport> {
     let started = Instant::now();
     let profile_name = profile.name.clone();
-    let mut profile = profile;
     if options.fill {
         profile.search_options.topology_patience_s = 0;
         profile.post_filters.clear();
@@ -458,7 +457,8 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.metrics
                 .job_first_placed(now, job.submit_ms, job.total_milli(), spread);
         }
-        // Every simulated job has a duration: rows without one were skipped on reading.
+        // A timed replay's jobs all have a duration (rows without one were skipped); a
+        // fill's may not, and its jobs never end.
         let end = now.saturating_add(job.duration_ms.unwrap_or(0));
         self.running.insert(id, end);
         // In a fill replay nothing finishes.
