@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kant::config::Config;
@@ -624,9 +625,7 @@ async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
         bound_pods(&server).len() == 1
     })
     .await;
-    let lease = server
-        .get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), "kant-scheduler-all")
-        .expect("the shard's lease exists");
+    let lease = shard_lease(&server).expect("the shard's lease exists");
     assert_eq!(
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
         Some("replica-a")
@@ -674,12 +673,13 @@ fn replica(identity: &str) -> RunOptions {
     options
 }
 
+/// The `all` shard's Lease, as the API server has it.
+fn shard_lease(server: &ApiServer) -> Option<Lease> {
+    server.get::<Lease>(Some("kube-system"), "kant-scheduler-all")
+}
+
 fn lease_holder(server: &ApiServer) -> Option<String> {
-    let lease = server.get::<k8s_openapi::api::coordination::v1::Lease>(
-        Some("kube-system"),
-        "kant-scheduler-all",
-    )?;
-    lease.spec?.holder_identity
+    shard_lease(server)?.spec?.holder_identity
 }
 
 /// Two shards configured with a GPU model in common would both place pods on its nodes,
@@ -697,8 +697,7 @@ async fn a_leader_finds_another_shard_scheduling_its_gpu_models() {
         options
     };
     let holder = |lease: &str| {
-        let lease =
-            server.get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), lease)?;
+        let lease = server.get::<Lease>(Some("kube-system"), lease)?;
         lease.spec?.holder_identity
     };
     let a = Kant::start_with(&server, shard("replica-a", "a", &["H100"])).await;
@@ -798,9 +797,7 @@ async fn a_leader_that_lost_its_lease_writes_nothing_more() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     // B takes the Lease over (A was cut off for a while, say): A finds out at its next
     // renewal, before its first binding is given up.
-    let mut lease = server
-        .get::<k8s_openapi::api::coordination::v1::Lease>(Some("kube-system"), "kant-scheduler-all")
-        .expect("the shard's lease exists");
+    let mut lease = shard_lease(&server).expect("the shard's lease exists");
     if let Some(spec) = lease.spec.as_mut() {
         spec.holder_identity = Some("replica-b".into());
     }
@@ -1067,7 +1064,7 @@ async fn a_leader_stopping_with_a_binding_unanswered_leaves_the_lease_to_expire(
 }
 
 /// A Lease of the `all` shard held by `holder`, renewed now.
-fn lease_held_by(holder: &str) -> k8s_openapi::api::coordination::v1::Lease {
+fn lease_held_by(holder: &str) -> Lease {
     serde_json::from_value(json!({
         "metadata": {"name": "kant-scheduler-all", "namespace": "kube-system"},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
@@ -1077,16 +1074,9 @@ fn lease_held_by(holder: &str) -> k8s_openapi::api::coordination::v1::Lease {
 }
 
 /// Whether the `all` shard's Lease was written since `lease`.
-fn renewed_since(server: &ApiServer, lease: &k8s_openapi::api::coordination::v1::Lease) -> bool {
-    let now = server.get::<k8s_openapi::api::coordination::v1::Lease>(
-        Some("kube-system"),
-        "kant-scheduler-all",
-    );
-    let renewed = |l: Option<&k8s_openapi::api::coordination::v1::Lease>| {
-        l.and_then(|l| l.spec.as_ref())
-            .and_then(|s| s.renew_time.clone())
-    };
-    renewed(now.as_ref()) != renewed(Some(lease))
+fn renewed_since(server: &ApiServer, lease: &Lease) -> bool {
+    let renewed = |l: &Lease| l.spec.as_ref().and_then(|s| s.renew_time.clone());
+    shard_lease(server).as_ref().map(renewed) != Some(renewed(lease))
 }
 
 /// A minimal HTTP/1.1 GET.

@@ -23,6 +23,15 @@ fn kant(args: &[&str]) -> Output {
         .expect("the kant binary runs")
 }
 
+/// The JSON report on standard output of a run that must succeed (`args` give
+/// `--format json`).
+fn json_report(args: &[&str]) -> Value {
+    let output = kant(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    serde_json::from_slice(&output.stdout).expect("one JSON object")
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write test file");
@@ -995,7 +1004,7 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
          never-ran,,600,,1,1,H100,0,train\n",
     );
     let events = dir.path().join("events.jsonl").display().to_string();
-    let output = kant(&[
+    let report = json_report(&[
         "simulate",
         "--nodes",
         &nodes,
@@ -1009,9 +1018,6 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
         "--events",
         &events,
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     let fill = &report["fill"];
     let points = |key: &str| -> Vec<f64> {
         (fill["points"].as_array().unwrap().iter())
@@ -1096,7 +1102,7 @@ fn a_fill_preempts_nothing() {
         .replacen("      - gang\n", "      - gang\n      - preemption\n", 1)
         .replace("min_runtime: 10m", "min_runtime: 0s");
     let config = write(dir.path(), "config.yaml", &config);
-    let output = kant(&[
+    let report = json_report(&[
         "simulate",
         "--nodes",
         &nodes,
@@ -1110,9 +1116,6 @@ fn a_fill_preempts_nothing() {
         "--baseline",
         "none",
     ]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let report: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
     assert_eq!(report["preemptions"]["priority"]["count"], 0);
     assert_eq!(report["never_placed"][0]["job"], "c");
     assert_eq!(report["jobs_placed"], 2);
@@ -1183,18 +1186,22 @@ fn a_fill_refuses_a_load_factor_and_a_workload_without_gpus() {
         "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
          c,,0,100,0,1,,0,train\n",
     );
-    let common = ["simulate", "--nodes", &nodes, "--fill", "--out", &out];
-    let args = |jobs: &str, extra: &[&'static str]| {
-        let mut args: Vec<String> = common.iter().map(|s| s.to_string()).collect();
-        args.extend(["--jobs".to_owned(), jobs.to_owned()]);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    };
-    let load = args(&jobs, &["--load-factor", "2"]);
-    let load: Vec<&str> = load.iter().map(String::as_str).collect();
+    let load = [
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--out",
+        &out,
+        "--load-factor",
+        "2",
+    ];
     assert_rejected(&load, "--load-factor", &unwritten);
-    let cpu = args(&cpu_only, &[]);
-    let cpu: Vec<&str> = cpu.iter().map(String::as_str).collect();
+    let cpu = [
+        "simulate", "--nodes", &nodes, "--jobs", &cpu_only, "--fill", "--out", &out,
+    ];
     assert_rejected(
         &cpu,
         "--fill: no job of the workload asks for GPUs",
