@@ -12,7 +12,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use kant::config::{Config, Placement};
-use kant::model::{ClusterSpec, MILLI_PER_GPU};
+use kant::model::ClusterSpec;
 use kant::plugins::build_profile;
 use kant::queue::{DEFAULT_TENANT, QueueingPolicy, Tenants};
 use kant::sim::report::{JsonReport, table};
@@ -487,8 +487,8 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         .map_err(|e| input(format!("{declared_in}{e}")))?;
     warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
     if args.fill {
-        let capacity = cluster.total_gpus() * u64::from(MILLI_PER_GPU);
-        workload = fill_workload(&workload, capacity).map_err(|e| input(format!("--fill: {e}")))?;
+        workload = fill_workload(&workload, cluster.total_milli())
+            .map_err(|e| input(format!("--fill: {e}")))?;
     }
     let cluster = Arc::new(cluster);
 

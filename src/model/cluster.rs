@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{
     ExtendedResources, GroupId, Labels, LeafId, LinkMatrix, LinkProfile, MAX_GPUS_PER_NODE,
-    ModelError, NodeId, NodeSpec, NodeTopology, PodRequest, PoolId, Taint, Tier,
+    MILLI_PER_GPU, ModelError, NodeId, NodeSpec, NodeTopology, PodRequest, PoolId, Taint, Tier,
 };
 
 /// Nodes of a pool that have no leaf group are searched in blocks of this many nodes, so a
@@ -193,6 +193,11 @@ impl ClusterSpec {
     /// GPUs of GPU nodes in all.
     pub fn total_gpus(&self) -> u64 {
         self.nodes.iter().map(|n| n.gpus() as u64).sum()
+    }
+
+    /// [`ClusterSpec::total_gpus`] in milli-GPUs.
+    pub fn total_milli(&self) -> u64 {
+        self.total_gpus() * u64::from(MILLI_PER_GPU)
     }
 
     /// Number of nodes that carry at least one GPU.

@@ -171,7 +171,7 @@ pub fn run(
     }
     let mut sim = Simulation::new(cluster, workload, profile, tenants, events);
     sim.fill = options.fill.then(|| Fill {
-        capacity_milli: sim.cluster.total_gpus() * u64::from(MILLI_PER_GPU),
+        capacity_milli: sim.cluster.total_milli(),
         gpu_nodes: sim.cluster.gpu_nodes(),
         arrived_milli: 0,
         report: FillReport::default(),
@@ -279,7 +279,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             .map(|name| TenantId(tenants.index(name).unwrap_or(0) as u16))
             .collect();
         let metrics = MetricsCollector::new(
-            cluster.total_gpus() * u64::from(MILLI_PER_GPU),
+            cluster.total_milli(),
             cluster.gpu_nodes() as u32,
             window_end,
         );
