@@ -485,6 +485,12 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     };
     let tenants = Tenants::resolve(&tenant_configs, &cluster)
         .map_err(|e| input(format!("{declared_in}{e}")))?;
+    // A replay cannot hold every isolated quota: its isolated tenants would not be.
+    let oversubscribed = tenants.isolated_oversubscription(&cluster);
+    if !oversubscribed.is_empty() {
+        let lines: Vec<String> = oversubscribed.iter().map(|o| o.to_string()).collect();
+        return Err(input(format!("{declared_in}{}", lines.join("; "))));
+    }
     warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
     if args.fill {
         workload = fill_workload(&workload, cluster.total_milli())

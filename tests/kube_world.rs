@@ -727,6 +727,29 @@ fn a_queue_made_again_takes_back_its_running_jobs() {
     assert!(binds(&out).is_empty(), "past its isolated quota: {out:?}");
 }
 
+/// Isolated Queues whose quotas come to add up past their GPU model's GPUs (a node gone)
+/// are exported, by how many GPUs, until the GPUs are back.
+#[test]
+fn isolated_quotas_past_the_gpus_are_exported() {
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    let w = world_reporting(&plain(), WorldOptions::default(), metrics.clone());
+    let mut world = sync(w, &[node("n1", 8), node("n2", 8)], &[]);
+    for name in ["team-a", "team-b"] {
+        let mut isolated = queue(name, 8);
+        isolated.spec.mode = kant::kube::crd::QueueMode::Isolated;
+        world.apply(Input::Queue(Box::new(Event::Apply(isolated))), T0);
+    }
+    let series = "kant_isolated_quota_excess_gpus{gpu_model=\"H100\"}";
+    world.round(T0);
+    assert_eq!(metric(&metrics, series), None);
+    delete_node(&mut world, &node("n2", 8), T0 + 1_000);
+    world.round(T0 + 1_000);
+    assert_eq!(metric(&metrics, series), Some(8.0));
+    apply_node(&mut world, &node("n2", 8), T0 + 2_000);
+    world.round(T0 + 2_000);
+    assert_eq!(metric(&metrics, series), None);
+}
+
 /// A node annotation that stops parsing (a 1-based device number in
 /// `kant.io/unhealthy-gpus`) closes the node's GPUs but keeps what it runs counted: an
 /// isolated Queue's job there still holds its quota.

@@ -400,6 +400,36 @@ fn isolated_tenant_at_quota_does_not_preempt_its_way_past_it() {
     assert!(is_running(&s, 1), "{decisions:?}");
 }
 
+/// Isolated quotas adding up past the pool (8 and 16 of 16 GPUs): `b`, within its quota,
+/// has a job of higher priority than `a`'s and of `b`'s own running one, and no room. It
+/// waits: evicting `a`'s job, within `a`'s quota too, would take from an isolated tenant
+/// what is its alone.
+#[test]
+fn an_isolated_tenants_job_is_not_evicted_for_another_isolated_tenant() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Isolated, 8),
+        tenant("b", TenantMode::Isolated, 16),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 8, 9, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    s.submit(tjob(2, 2, 1, 8, 5, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 0), "{decisions:?}");
+    check_accounting(&s);
+    // Its own job of lower priority is still its to evict.
+    s.submit(tjob(3, 2, 1, 8, 10, 120));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME + SECOND);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1]), JobId(3), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+}
+
 // 2. Shared borrowing and the owner's reclaim --------------------------------------------
 
 /// Tenants A (1) and B (2), shared, 8 H100 each, on 16 GPUs. B runs job 10 from t=0 (its

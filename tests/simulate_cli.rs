@@ -419,6 +419,31 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
         "quota.yaml: tenant a: quota for unknown GPU model B200",
         &out_path,
     );
+    // The embedded cluster has 2,048 H100.
+    let past = write(
+        dir.path(),
+        "past.yaml",
+        &format!(
+            "{}tenants:\n  - {{name: a, mode: isolated, quota: {{H100: 2000}}}}\n  \
+             - {{name: b, mode: isolated, quota: {{H100: 100}}}}\n",
+            kant::config::DEFAULT_CONFIG
+        ),
+    );
+    let args = [
+        "simulate",
+        "--config",
+        &past,
+        "--synthetic-jobs",
+        "10",
+        "--out",
+        &out,
+    ];
+    assert_rejected(
+        &args,
+        "past.yaml: the isolated quotas for H100 add up to 2100 GPUs (a 2000, b 100), more \
+         than the 2048 GPUs its nodes have",
+        &out_path,
+    );
     assert_rejected(&["config", "check", &config], "kant.yaml", &out_path);
     let no_native = write(
         dir.path(),

@@ -131,6 +131,7 @@ impl LiveMetrics {
             report: collector.report(0),
             queues: BTreeMap::new(),
             shard_overlaps: Vec::new(),
+            isolated_quota_excess: BTreeMap::new(),
             preemptions: PREEMPTION_KINDS
                 .iter()
                 .map(|&kind| (kind.to_owned(), Preempted::default()))
@@ -328,6 +329,12 @@ impl LiveMetrics {
         lock(&self.shared).shard_overlaps = leases.into_iter().collect();
     }
 
+    /// The GPU models whose isolated quotas add up past their GPUs, with the excess in
+    /// GPUs (all of them at once: those not named disappear).
+    pub fn set_isolated_quota_excess(&self, excess: impl IntoIterator<Item = (String, u64)>) {
+        lock(&self.shared).isolated_quota_excess = excess.into_iter().collect();
+    }
+
     /// The text exposition: `# HELP` and `# TYPE` per family, ending with `# EOF`. Serve it
     /// with [`CONTENT_TYPE`]. Fails only if a metric cannot be written (a bug, not a state).
     pub fn encode(&self) -> Result<String, fmt::Error> {
@@ -457,6 +464,8 @@ struct Shared {
     queues: BTreeMap<String, u64>,
     /// Other shards' Leases whose leaders schedule this shard's GPU models too.
     shard_overlaps: Vec<String>,
+    /// GPUs by which the isolated quotas exceed the pool, per GPU model where they do.
+    isolated_quota_excess: BTreeMap<String, u64>,
     /// Per kind.
     preemptions: BTreeMap<String, Preempted>,
 }
@@ -653,6 +662,15 @@ impl Shared {
             self.shard_overlaps
                 .iter()
                 .map(|lease| (lease.as_str(), 1u64)),
+        )?;
+        labelled_gauges(
+            encoder,
+            "kant_isolated_quota_excess_gpus",
+            "GPUs by which the isolated queues' quotas exceed a GPU model's GPUs, where they \
+             do: those quotas cannot all be held, and an isolated queue within its quota may \
+             wait.",
+            "gpu_model",
+            (self.isolated_quota_excess.iter()).map(|(model, &gpus)| (model.as_str(), gpus)),
         )?;
         labelled_counters(
             encoder,

@@ -7,6 +7,9 @@
 //!   its quota without them (only borrowed room is taken back, so reclaims never cascade).
 //! - Priority: jobs of strictly lower priority.
 //!
+//! An isolated tenant's jobs are evicted for its own jobs only, and a shared tenant's for
+//! an isolated tenant's job only when its quota admitted that job.
+//!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago (so preemption cannot cascade). For a backfill head, the jobs backfilled
 //! past it are taken before any others; then lowest priority first, then least GPU-time
@@ -59,15 +62,18 @@ impl Preemption {
         if !victim.preemptible {
             return None;
         }
-        // Quota: an isolated tenant's quota is held whoever runs, so evicting an isolated
-        // tenant's job never makes room for a shared one; and an isolated tenant at its
-        // quota can only make room among its own jobs.
+        // Quota: an isolated tenant's jobs are evicted for its own jobs only: its quota is
+        // its alone, even where isolated quotas add up past the pool (a warned-of
+        // misconfiguration, or nodes lost). And an isolated tenant at its quota can only
+        // make room among its own jobs.
         let tenants = context.tenants;
         let isolated = |t: usize| tenants.mode(t) == TenantMode::Isolated;
-        let helps_quota = if isolated(context.tenant) {
-            context.admitted || victim.tenant == context.tenant
+        let helps_quota = if victim.tenant == context.tenant {
+            true
+        } else if isolated(victim.tenant) {
+            false
         } else {
-            !isolated(victim.tenant)
+            !isolated(context.tenant) || context.admitted
         };
         if !helps_quota {
             return None;

@@ -17,7 +17,9 @@ mod tenants;
 use std::sync::Arc;
 
 use pending::{Cursor, Pending, RoundView, TenantQueue};
-pub use tenants::{Admission, DEFAULT_TENANT, MAX_QUOTA_GPUS, TenantConfig, TenantMode, Tenants};
+pub use tenants::{
+    Admission, DEFAULT_TENANT, MAX_QUOTA_GPUS, Oversubscribed, TenantConfig, TenantMode, Tenants,
+};
 
 use crate::framework::QueueSort;
 use crate::model::{Job, JobId, MAX_GPUS_PER_NODE, PodWidths, PoolId, pods_that_fit};

@@ -8,6 +8,7 @@
 //! jobs that name none; it is shared with no quota of its own unless configured.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 
 use serde::Deserialize;
 
@@ -378,6 +379,25 @@ impl Tenants {
             })
     }
 
+    /// The GPU pools whose isolated tenants' quotas add up to more than their GPUs: those
+    /// quotas cannot all be held at once, so an isolated tenant within its quota may wait.
+    /// A pool without GPUs (a model no node carries) is left out.
+    pub fn isolated_oversubscription(&self, cluster: &ClusterSpec) -> Vec<Oversubscribed> {
+        let gpus = |milli: u64| milli / u64::from(MILLI_PER_GPU);
+        (0..self.capacity.len())
+            .filter(|&p| self.capacity[p] > 0 && self.isolated_quota[p] > self.capacity[p])
+            .map(|p| Oversubscribed {
+                gpu_model: (cluster.pools[p].gpu_model.clone()).unwrap_or_default(),
+                quotas: (0..self.len())
+                    .filter(|&t| self.modes[t] == TenantMode::Isolated && self.quota[t][p] > 0)
+                    .map(|t| (self.names[t].clone(), gpus(self.quota[t][p])))
+                    .collect(),
+                quota_gpus: gpus(self.isolated_quota[p]),
+                gpus: gpus(self.capacity[p]),
+            })
+            .collect()
+    }
+
     /// The tenant's use against its weighted quota share: who is furthest below its share
     /// is served first. A tenant without quota counts its use against one GPU.
     pub fn share(&self, tenant: usize) -> f64 {
@@ -393,6 +413,35 @@ impl Tenants {
             .map(|p| self.used[tenant][p].saturating_sub(self.quota[tenant][p]))
             .sum();
         (used, borrowed)
+    }
+}
+
+/// A GPU pool whose isolated quotas add up past its GPUs; displayed as a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oversubscribed {
+    pub gpu_model: String,
+    /// The isolated tenants with a quota there, and their quotas in GPUs.
+    pub quotas: Vec<(String, u64)>,
+    /// Their sum.
+    pub quota_gpus: u64,
+    /// The pool's GPUs.
+    pub gpus: u64,
+}
+
+impl fmt::Display for Oversubscribed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let quotas: Vec<String> = (self.quotas.iter())
+            .map(|(tenant, gpus)| format!("{tenant} {gpus}"))
+            .collect();
+        write!(
+            f,
+            "the isolated quotas for {} add up to {} GPUs ({}), more than the {} GPUs its \
+             nodes have: an isolated tenant within its quota may wait",
+            self.gpu_model,
+            self.quota_gpus,
+            quotas.join(", "),
+            self.gpus
+        )
     }
 }
 
@@ -435,6 +484,50 @@ mod tests {
                 .err()
                 .unwrap(),
             "tenant t65535: more than 65536 tenants, the default one included"
+        );
+    }
+
+    /// Isolated quotas past a pool's GPUs are named, with every isolated tenant holding a
+    /// quota there; shared quotas past it are not (borrowing is what they are for).
+    #[test]
+    fn isolated_quotas_past_a_pools_gpus_are_named() {
+        let cluster = default_cluster();
+        let pool = &cluster.pools[0];
+        let model = pool.gpu_model.clone().unwrap();
+        let gpus: u64 = pool
+            .nodes
+            .iter()
+            .map(|&n| cluster.node(n).gpus() as u64)
+            .sum();
+        let tenant = |name: &str, mode, share: u64| TenantConfig {
+            name: name.to_owned(),
+            mode,
+            weight: 1.0,
+            quota: [(model.clone(), (gpus * share / 4) as i64)].into(),
+        };
+        let within = [
+            tenant("a", TenantMode::Isolated, 2),
+            tenant("b", TenantMode::Isolated, 2),
+            tenant("c", TenantMode::Shared, 4),
+        ];
+        let tenants = Tenants::resolve(&within, &cluster).unwrap();
+        assert!(tenants.isolated_oversubscription(&cluster).is_empty());
+        let past = [
+            tenant("a", TenantMode::Isolated, 2),
+            tenant("b", TenantMode::Isolated, 3),
+        ];
+        let tenants = Tenants::resolve(&past, &cluster).unwrap();
+        let found = tenants.isolated_oversubscription(&cluster);
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].to_string(),
+            format!(
+                "the isolated quotas for {model} add up to {} GPUs (a {}, b {}), more than \
+                 the {gpus} GPUs its nodes have: an isolated tenant within its quota may wait",
+                gpus * 5 / 4,
+                gpus / 2,
+                gpus * 3 / 4,
+            )
         );
     }
 

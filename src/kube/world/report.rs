@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{JobId, MILLI_PER_GPU};
+use crate::queue::Oversubscribed;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -40,6 +41,8 @@ pub(super) struct Reporter {
     /// Since when each Queue whose spec is invalid has been (its condition's transition
     /// time).
     invalid_since: HashMap<String, u64>,
+    /// The pools whose isolated quotas add up past their GPUs, as last warned of.
+    oversubscribed: Vec<Oversubscribed>,
     last_refresh_ms: Option<u64>,
 }
 
@@ -53,6 +56,7 @@ impl Reporter {
             groups: HashMap::new(),
             queues: HashMap::new(),
             invalid_since: HashMap::new(),
+            oversubscribed: Vec::new(),
             last_refresh_ms: None,
         }
     }
@@ -83,7 +87,31 @@ impl World {
             self.metrics.refresh(now_ms);
             self.report_groups();
             self.report_queues(now_ms);
+            self.warn_isolated_oversubscription();
         }
+    }
+
+    /// Isolated quotas that add up past a pool's GPUs (Queues made so, or nodes gone) are
+    /// warned of in the log when they come to be, and when they end, and exported.
+    fn warn_isolated_oversubscription(&mut self) {
+        let spec = self.scheduler.state().spec();
+        let now = self.scheduler.tenants().isolated_oversubscription(spec);
+        if now == self.reporter.oversubscribed {
+            return;
+        }
+        for pool in now
+            .iter()
+            .filter(|o| !self.reporter.oversubscribed.contains(o))
+        {
+            tracing::warn!("queues: {pool}");
+        }
+        if now.is_empty() {
+            tracing::info!("queues: every pool holds its isolated quotas again");
+        }
+        (self.metrics).set_isolated_quota_excess(
+            (now.iter()).map(|o| (o.gpu_model.clone(), o.quota_gpus - o.gpus)),
+        );
+        self.reporter.oversubscribed = now;
     }
 
     /// Pods held out of the queues, with their reason, once per change of reason.
