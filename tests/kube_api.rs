@@ -1003,6 +1003,8 @@ async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
     eventually("b takes the lease", || renewed_since(&server, &lease)).await;
     assert_eq!(lease_holder(&server).as_deref(), Some("replica-b"));
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let ready = http_get(b.serving.health, "/readyz").await;
+    assert!(ready.ends_with("\r\n\r\ntaking over\n"), "{ready}");
     let mut p = server.get::<Pod>(Some("ml"), "p").expect("p exists");
     p.spec.as_mut().unwrap().node_name = Some("node-0".into());
     (p.metadata.annotations.get_or_insert_with(BTreeMap::new))
@@ -1021,6 +1023,8 @@ async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
         node_of(&server, "q").as_deref() == Some("node-1")
     })
     .await;
+    let ready = http_get(b.serving.health, "/readyz").await;
+    assert!(ready.ends_with("\r\n\r\nok\n"), "{ready}");
     b.stop().await;
 }
 

@@ -341,7 +341,6 @@ fn elect(
                 Attempt::Failed(_) => {}
             }
         };
-        health.set_leader(true);
         let mut renewed = tokio::time::Instant::now();
         // The leader replaced stood down unheard (or is an earlier run of this replica): a
         // binding it sent just before may land up to --api-timeout later, onto devices
@@ -350,6 +349,7 @@ fn elect(
         let mut fenced_until = match taken_over_from {
             None => {
                 leader.store(true, Ordering::Release);
+                health.set_leader(true);
                 tracing::info!("leading lease {}: scheduling", elector.name());
                 None
             }
@@ -360,6 +360,7 @@ fn elect(
                      while bindings it sent may still land",
                     elector.name()
                 );
+                health.set_taking_over();
                 Some(renewed + api_timeout)
             }
         };
@@ -391,6 +392,7 @@ fn elect(
                 {
                     fenced_until = None;
                     leader.store(true, Ordering::Release);
+                    health.set_leader(true);
                     tracing::info!("lease {}: scheduling", elector.name());
                 }
                 attempt = renewal => match attempt {

@@ -15,8 +15,10 @@
 //! - `/readyz` (readiness) answers, checking in this order: 503 `stalled` as `/healthz`
 //!   does; 503 `not synced` until [`Health::set_synced`]`(true)` (the caches hold the API
 //!   server's state) and whenever it is set back to false; 503 `leadership undecided` until
-//!   [`Health::set_leader`] is first called; then 200 `ok` for the leader and 200 `standby`
-//!   for a replica that does not lead: a synced standby is ready, so that a rollout proceeds.
+//!   [`Health::set_leader`] is first called; then 200 `ok` for the leader, 200 `taking over`
+//!   for a leader that waits before it places (see [`Health::set_taking_over`]) and 200
+//!   `standby` for a replica that does not lead: a synced standby is ready, so that a
+//!   rollout proceeds.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -44,6 +46,7 @@ pub const DEFAULT_STALL_LIMIT: Duration = Duration::from_secs(60);
 const UNDECIDED: u8 = 0;
 const STANDBY: u8 = 1;
 const LEADER: u8 = 2;
+const TAKING_OVER: u8 = 3;
 
 /// What the probes answer, shared (cheaply cloned) between the scheduling loop, the leader
 /// election and the handlers. Every method takes `&self` and only touches atomics.
@@ -78,6 +81,9 @@ pub enum Liveness {
 pub enum Readiness {
     /// Synced and leading: scheduling.
     Leader,
+    /// Synced and leading, but waiting for bindings an earlier leader may have in flight:
+    /// ready, not placing yet.
+    TakingOver,
     /// Synced and standing by for the lease: ready, not scheduling.
     Standby,
     /// The loop stalled (see [`Liveness::Stalled`]).
@@ -129,6 +135,12 @@ impl Health {
         self.0.leadership.store(value, Ordering::Release);
     }
 
+    /// This replica leads its shard but places nothing yet: it took the Lease over from a
+    /// leader whose bindings may still land.
+    pub fn set_taking_over(&self) {
+        self.0.leadership.store(TAKING_OVER, Ordering::Release);
+    }
+
     /// What `/healthz` answers now.
     pub fn liveness(&self) -> Liveness {
         let state = &self.0;
@@ -154,6 +166,7 @@ impl Health {
         }
         match self.0.leadership.load(Ordering::Acquire) {
             LEADER => Readiness::Leader,
+            TAKING_OVER => Readiness::TakingOver,
             STANDBY => Readiness::Standby,
             _ => Readiness::LeadershipUndecided,
         }
@@ -299,6 +312,7 @@ async fn healthz(State(health): State<Health>) -> (StatusCode, String) {
 async fn readyz(State(health): State<Health>) -> (StatusCode, &'static str) {
     match health.readiness() {
         Readiness::Leader => (StatusCode::OK, "ok\n"),
+        Readiness::TakingOver => (StatusCode::OK, "taking over\n"),
         Readiness::Standby => (StatusCode::OK, "standby\n"),
         Readiness::Stalled => (StatusCode::SERVICE_UNAVAILABLE, "stalled\n"),
         Readiness::NotSynced => (StatusCode::SERVICE_UNAVAILABLE, "not synced\n"),
