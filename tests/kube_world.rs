@@ -176,6 +176,44 @@ fn extended_resources_decide_the_node_and_are_held_there() {
     );
 }
 
+/// MIG's `mixed` strategy with every GPU cut: the node lists `nvidia.com/mig-1g.10gb` and
+/// no whole GPU, and keeps its `nvidia.com/gpu.product` label. A pod asking for a slice
+/// and naming that model, as NVIDIA's examples write it, goes there (it is no GPU job:
+/// the model is a node label its selector enforces), and not to a node of that model
+/// without slices.
+#[test]
+fn a_mig_slice_pod_naming_its_gpu_model_reaches_a_node_cut_into_slices() {
+    let mig = node_with(
+        "mig1",
+        0,
+        json!({
+            "metadata": {"labels": {"nvidia.com/gpu.product": "H100",
+                                     "nvidia.com/mig.strategy": "mixed"}},
+            "status": {"capacity": {"nvidia.com/mig-1g.10gb": "56"},
+                       "allocatable": {"nvidia.com/mig-1g.10gb": "56"}}
+        }),
+    );
+    let mut world = synced(&plain(), &[node("n1", 8), mig]);
+    let limits = json!({"nvidia.com/mig-1g.10gb": "1"});
+    let slice = pod(
+        "slice",
+        0,
+        json!({"spec": {
+            "nodeSelector": {"nvidia.com/gpu.product": "H100"},
+            "containers": [{"name": "c", "resources": {"limits": limits}}]
+        }}),
+    );
+    apply_pod(&mut world, &slice, T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(
+        bindings(&out),
+        [("slice".into(), "mig1".into(), String::new())],
+        "{:?}",
+        messages(&out)
+    );
+}
+
 /// Members that come one by one are each told once why they wait: a message counting
 /// the members would be written again to every member as each one more comes.
 #[test]
@@ -1723,6 +1761,75 @@ fn a_binding_in_flight_keeps_its_devices_across_its_nodes_capacity_blip() {
 
 /// A node that comes to list fewer GPUs keeps the devices its pods hold beyond them, and
 /// offers what its listing leaves free; once those pods are gone it has what it lists.
+/// GPU feature discovery drops its labels for a minute when it restarts
+/// (NVIDIA/k8s-device-plugin#796): a node then lists GPUs of no model, an invalid
+/// description. The node is kept on its last valid facts while pods are placed there: a
+/// binding in flight keeps its devices, a running pod its tenant's quota, and no new pod
+/// lands there until the label is back.
+#[test]
+fn a_node_invalid_for_a_moment_keeps_what_its_pods_hold() {
+    let without_product = |name: &str| {
+        node_with(
+            name,
+            8,
+            json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
+        )
+    };
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    let mut isolated = queue("team-a", 12);
+    isolated.spec.mode = kant::kube::crd::QueueMode::Isolated;
+    world.apply(Input::Queue(Box::new(Event::Apply(isolated))), T0);
+    let labelled = |name: &str, gpus: u32| {
+        let label = json!({"metadata": {"labels": {"kant.io/queue": "team-a"}}});
+        pod(name, gpus, label)
+    };
+    let first = labelled("first", 8);
+    apply_pod(&mut world, &first, T0);
+    world.round(T0);
+    let sent = binds(&world.take_outputs());
+    assert_eq!(sent.len(), 1);
+    let at = sent[0].node.clone();
+    let other = if at == "n1" { "n2" } else { "n1" };
+    apply_node(&mut world, &without_product(&at), T0 + 10);
+    world.round(T0 + 10);
+    world.take_outputs();
+    assert_eq!(world.scheduler().state().total().used_milli, 8_000);
+    // Within its quota of 12, team-a has 4 GPUs left; the other node takes them.
+    apply_pod(&mut world, &labelled("second", 8), T0 + 20);
+    apply_pod(&mut world, &labelled("third", 4), T0 + 20);
+    let out = run_until(&mut world, T0 + 20, T0 + 1_000);
+    let placed: Vec<(String, String)> = (bindings(&out).into_iter())
+        .map(|(pod, node, _)| (pod, node))
+        .collect();
+    assert_eq!(placed, [("third".into(), other.into())]);
+    // The label comes back; the first binding lands: its node is full.
+    apply_node(&mut world, &node(&at, 8), T0 + 60_000);
+    bind_ok(&mut world, &first, &sent[0], 5, T0 + 60_001);
+    let out = run_until(&mut world, T0 + 60_001, T0 + 90_000);
+    assert!(binds(&out).is_empty(), "{:?}", bindings(&out));
+    assert_eq!(world.scheduler().state().total().used_milli, 12_000);
+}
+
+/// A node invalid with no pod placed there leaves the cluster, and comes back usable once
+/// its description is valid again.
+#[test]
+fn a_node_invalid_without_pods_leaves_and_comes_back() {
+    let without_product = node_with(
+        "n1",
+        8,
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}}),
+    );
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    apply_node(&mut world, &without_product, T0);
+    world.round(T0);
+    world.round(T0 + 1);
+    assert_eq!(world.scheduler().state().spec().nodes.len(), 0);
+    apply_node(&mut world, &node("n1", 8), T0 + 2);
+    apply_pod(&mut world, &pod("p", 8, json!({})), T0 + 2);
+    world.round(T0 + 2);
+    assert_eq!(bindings(&world.take_outputs()).len(), 1);
+}
+
 #[test]
 fn a_node_listing_fewer_gpus_keeps_those_its_pods_hold_until_they_go() {
     let held = pod(

@@ -21,8 +21,15 @@
 //! is answered as any other (the API server does not check that the node exists), no new
 //! binding is sent to it, and a node registering again under its name keeps what is held
 //! there.
+//!
+//! A node whose description comes to be invalid is kept the same way, on its facts as last
+//! valid, while pods are placed there: GPU feature discovery drops its labels for a minute
+//! when it restarts, and the node would otherwise leave the cluster with its pods, their
+//! reservations dropped and given again while a binding could still land. It takes a new
+//! pod once its description is valid again; if no pod is placed there first, it is left
+//! out of the cluster meanwhile, as any invalid node is.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -39,8 +46,9 @@ use super::{World, WorldOptions};
 enum NodeEntry {
     /// Usable by this replica.
     Usable(Box<NodeFacts>),
-    /// Deleted, and kept while pods are placed there (see the module documentation): its
-    /// facts as last listed, made to take no new pod.
+    /// Deleted, or its description invalid (`closed` says which), and kept while pods are
+    /// placed there (see the module documentation): its facts as last listed valid, made
+    /// to take no new pod.
     Deleted(Box<NodeFacts>),
     /// Of another shard's GPU model: this one (`None`: labelled with it, but listing no GPU
     /// for now, so carrying none).
@@ -64,8 +72,9 @@ pub(super) struct Nodes {
     /// The nodes kept with devices they no longer list (see the module documentation),
     /// with their facts as listed, taken up once no pod holds a device beyond them.
     shrunk: HashMap<String, NodeFacts>,
-    /// The nodes kept after their deletion (see the module documentation).
-    deleted: HashSet<String>,
+    /// The nodes kept after their deletion (`None`) or while their description is invalid
+    /// (why), see the module documentation.
+    deleted: HashMap<String, Option<String>>,
     /// Whether a node came to be kept so since last asked.
     newly_deleted: bool,
     dirty: bool,
@@ -81,7 +90,7 @@ impl Nodes {
             carried: HashMap::new(),
             carried_changed: false,
             shrunk: HashMap::new(),
-            deleted: HashSet::new(),
+            deleted: HashMap::new(),
             newly_deleted: false,
             dirty: false,
         }
@@ -102,12 +111,14 @@ impl Nodes {
                     self.dirty = true;
                     let kept = NodeEntry::Deleted(Box::new(taking_no_pod(*facts)));
                     self.known.insert(key.clone(), kept);
-                    self.deleted.insert(key);
+                    self.deleted.insert(key, None);
                     self.newly_deleted = true;
                 }
-                // A relist does not show it, as it did not before.
+                // A relist does not show it, as it did not before (or it was kept while
+                // invalid, and is now deleted).
                 Some(deleted @ NodeEntry::Deleted(_)) => {
-                    self.known.insert(key, deleted);
+                    self.known.insert(key.clone(), deleted);
+                    self.deleted.insert(key, None);
                 }
                 Some(NodeEntry::OtherShard(_)) => left_other_shards.push(key),
                 _ => {}
@@ -116,17 +127,38 @@ impl Nodes {
         for node in applied {
             let key = name(&node);
             self.shrunk.remove(&key);
-            self.deleted.remove(&key);
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
+                    self.deleted.remove(&key);
                     let facts = self.keeping_unlisted_devices(&key, listed);
                     entry_of(facts, self.known.get(&key), options)
                 }
-                Err(e) => NodeEntry::Invalid(e.to_string()),
+                Err(e) => self.invalid(&key, e.to_string()),
             };
             self.settle(key, entry, &mut left_other_shards);
         }
         left_other_shards
+    }
+
+    /// What a node whose description is invalid becomes: kept on its facts as last valid,
+    /// taking no new pod, when it was usable (see the module documentation), else invalid.
+    fn invalid(&mut self, key: &str, reason: String) -> NodeEntry {
+        let (Some(NodeEntry::Usable(facts)) | Some(NodeEntry::Deleted(facts))) =
+            self.known.get(key)
+        else {
+            self.deleted.remove(key);
+            return NodeEntry::Invalid(reason);
+        };
+        let kept = NodeEntry::Deleted(Box::new(taking_no_pod((**facts).clone())));
+        let was = self.deleted.insert(key.to_owned(), Some(reason.clone()));
+        if was != Some(Some(reason.clone())) {
+            tracing::warn!(
+                "{reason}; the node takes no new pod until it is fixed (the pods it runs \
+                 keep what they hold)"
+            );
+            self.newly_deleted = true;
+        }
+        kept
     }
 
     /// Nodes kept with devices they no longer list go back to their facts as listed once
@@ -139,13 +171,15 @@ impl Nodes {
         holds_unlisted: impl Fn(&str, usize) -> bool,
         holds_pods: impl Fn(&str) -> bool,
     ) -> Vec<String> {
-        let deleted: Vec<String> = (self.deleted.iter())
+        let deleted: Vec<String> = (self.deleted.keys())
             .filter(|name| !holds_pods(name))
             .cloned()
             .collect();
         for name in deleted {
-            self.deleted.remove(&name);
-            self.known.remove(&name);
+            match self.deleted.remove(&name).flatten() {
+                Some(reason) => self.known.insert(name, NodeEntry::Invalid(reason)),
+                None => self.known.remove(&name),
+            };
             self.dirty = true;
         }
         let released: Vec<String> = (self.shrunk.iter())
@@ -194,6 +228,7 @@ impl Nodes {
             (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
             (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
             (Some(NodeEntry::OtherShard(old)), NodeEntry::OtherShard(new)) => old != new,
+            (Some(NodeEntry::Deleted(old)), NodeEntry::Deleted(new)) => old != new,
             _ => true,
         };
         if !changed {
@@ -251,9 +286,13 @@ impl Nodes {
         std::mem::take(&mut self.newly_deleted)
     }
 
-    /// Whether the node is one kept after its deletion: no binding goes there.
-    pub fn is_deleted(&self, node: &str) -> bool {
-        self.deleted.contains(node)
+    /// Why the node is kept taking no pod (deleted, or its description invalid), if it
+    /// is: no binding goes there.
+    pub fn closed(&self, node: &str) -> Option<String> {
+        match self.deleted.get(node)? {
+            None => Some(format!("node {node} was deleted")),
+            Some(reason) => Some(format!("{reason} (the node takes no new pod)")),
+        }
     }
 
     /// Whether a GPU model came to be carried by some node, or stopped being, since the

@@ -123,9 +123,9 @@ impl World {
     /// for another node; a claim went away), forms again instead, after its backoff.
     fn start_binding(&mut self, job: JobId, now_ms: u64) {
         let placed = self.placed_pods(job);
-        let on_deleted = (placed.iter()).find(|(_, _, place)| self.nodes.is_deleted(&place.node));
-        let bindings = match (on_deleted, self.volumes_allow(job)) {
-            (Some((_, _, place)), _) => Err(Some(format!("node {} was deleted", place.node))),
+        let closed = (placed.iter()).find_map(|(_, _, place)| self.nodes.closed(&place.node));
+        let bindings = match (closed, self.volumes_allow(job)) {
+            (Some(why), _) => Err(Some(why)),
             (None, true) => self.bind_claims(job, &placed, now_ms),
             (None, false) => Err(None),
         };
@@ -735,21 +735,20 @@ impl World {
         }
     }
 
-    /// Preemptors placed on a node since deleted (kept while pods are placed there) wait
-    /// for their victims no more: they are placed again.
+    /// Preemptors placed on a node since deleted, or since invalid (kept while pods are
+    /// placed there), wait for their victims no more: they are placed again.
     pub(super) fn requeue_awaiting_on_deleted_nodes(&mut self, now_ms: u64) {
-        let on_deleted: Vec<(JobId, String)> = (self.pods.jobs.iter())
+        let on_closed: Vec<(JobId, String)> = (self.pods.jobs.iter())
             .filter(|(_, e)| matches!(e.phase, JobPhase::AwaitingVictims { .. }))
             .filter_map(|(&job, e)| {
-                let node = (e.alive())
+                let why = (e.alive())
                     .filter_map(|(index, _)| e.place(index))
-                    .find(|place| self.nodes.is_deleted(&place.node))?;
-                Some((job, node.node.clone()))
+                    .find_map(|place| self.nodes.closed(&place.node))?;
+                Some((job, why))
             })
             .collect();
-        for (job, node) in on_deleted {
-            let why = format!("node {node} was deleted; placing again");
-            self.stop_awaiting_victims(job, &why, now_ms);
+        for (job, why) in on_closed {
+            self.stop_awaiting_victims(job, &format!("{why}; placing again"), now_ms);
         }
     }
 

@@ -1414,10 +1414,12 @@ impl World {
         }
         let (template, _, template_pod) = template;
         let queue = template.queue.clone();
-        let shard_models: Vec<&String> = template
-            .gpu_models
-            .iter()
-            .filter(|m| self.options.owns_model(m))
+        // A job asking for no whole or shared GPU (MIG slices and renamed time-sliced GPUs
+        // are extended resources) is kept to no pool: the model it names is a node label
+        // its selectors enforce, and a node listing no `nvidia.com/gpu` is CPU-only here.
+        let asks_gpus = facts.iter().any(|(f, _, _)| !f.request.gpu.is_none());
+        let shard_models: Vec<&String> = (template.gpu_models.iter())
+            .filter(|m| asks_gpus && self.options.owns_model(m))
             .collect();
         let pools: Option<Vec<PoolId>> = shard_models
             .into_iter()
