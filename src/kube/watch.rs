@@ -129,6 +129,13 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
 /// up once it can. Once a listing has come, a relist that fails so (an API server just
 /// restarted serves custom resources only once it has loaded them) keeps what was
 /// listed, as an informer does, and is retried.
+/// How long one watch call lasts before it is made again (from the last version seen),
+/// and so, 5 s more, how long a watch may go without any event before its connection is
+/// taken for dead. A connection lost without a reset (an API server gone behind a load
+/// balancer, a NAT entry dropped) would otherwise leave this replica placing on what it
+/// saw up to 295 s before (kube's default); client-go's HTTP/2 pings notice within 45 s.
+const WATCH_TIMEOUT_S: u32 = 60;
+
 fn spawn<K>(
     api: Api<K>,
     kind: &'static str,
@@ -140,7 +147,7 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let config = watcher::Config::default();
+        let config = watcher::Config::default().timeout(WATCH_TIMEOUT_S);
         let mut stream = watcher(api, config).default_backoff().boxed();
         let (mut absent_reported, mut listed) = (false, false);
         while let Some(next) = stream.next().await {
