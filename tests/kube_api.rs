@@ -1290,13 +1290,15 @@ async fn a_binding_never_answered_is_given_up_and_tried_again() {
     kant.stop().await;
 }
 
-/// Status writes go out one after another: one that is never answered must not hold up
-/// every later one.
+/// A status write that is never answered must not hold up the later ones while it waits
+/// for its timeout (long here, as a loaded API server's answers may be slow).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_write_never_answered_does_not_hold_up_the_others() {
     let server = ApiServer::start().await;
     server.create(&node("node-0", 8));
-    let kant = Kant::start_with(&server, impatient(Config::embedded())).await;
+    let mut options = impatient(Config::embedded());
+    options.api_timeout = Duration::from_secs(600);
+    let kant = Kant::start_with(&server, options).await;
     let unknown_queue = json!({"metadata": {"labels": {"kant.io/queue": "nope"}}});
     server.hang_next("patch", "pods/status", Some("ml"), Some("first"), 1);
     server.create(&pod("first", unknown_queue.clone()));

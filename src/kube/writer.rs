@@ -16,19 +16,23 @@
 //!   binding's devices stay reserved.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object and field (the latest wins: a pod's condition and its
-//!   nominated node are apart) and sent at a bounded rate, so a storm of unschedulable pods
-//!   can neither flood the API server nor slow scheduling. A pod's condition that could not
+//!   nominated node are apart) and sent at a bounded rate, a few at once but never two of
+//!   one key, so a storm of unschedulable pods can neither flood the API server nor slow
+//!   scheduling, and one slow answer holds up no other write. A pod's condition that could not
 //!   be written goes back to the loop as an input, to be written again. Events past a
 //!   backlog are dropped; an event's note is cut to the API server's limit, as
 //!   kube-scheduler cuts it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -698,9 +702,20 @@ fn status_key(output: &Output) -> Option<StatusKey> {
     })
 }
 
-/// The status task: coalesces and paces status writes; tells `inputs` of each pod
-/// condition not written. It ends once this replica no longer leads: the writes still
-/// waiting are stale, and the next leader's own would be overwritten by them.
+/// The most status writes in flight at once. Each waits for its answer (or the timeout),
+/// so one at a time would cap the rate at one per round trip, far below the pace on a
+/// loaded API server, and a write never answered would hold up every other.
+const STATUS_IN_FLIGHT: usize = 16;
+
+/// One status write sent: its key, what to tell the loop if it is not written, and how it
+/// went.
+type SentStatus = (StatusKey, Option<Unwritten>, Result<(), WriteError>);
+
+/// The status task: coalesces and paces status writes, starting at most `qps` a second
+/// and [`STATUS_IN_FLIGHT`] at once, never two of one key (so the latest lands last);
+/// tells `inputs` of each pod condition not written. It ends once this replica no longer
+/// leads: the writes still waiting are stale, and the next leader's own would be
+/// overwritten by them.
 async fn write_status(
     client: Client,
     reporter: Reporter,
@@ -710,54 +725,105 @@ async fn write_status(
     qps: u32,
     timeout: Duration,
 ) {
-    let recorder = Recorder::new(client.clone(), reporter);
+    let recorder = Arc::new(Recorder::new(client.clone(), reporter));
     let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
     let mut order: VecDeque<StatusKey> = VecDeque::new();
+    let mut sent: FuturesUnordered<BoxFuture<'static, SentStatus>> = FuturesUnordered::new();
+    let mut busy: HashSet<StatusKey> = HashSet::new();
     let pause = Duration::from_secs(1) / qps;
+    let mut next_start = tokio::time::Instant::now();
+    let mut open = true;
     loop {
-        if waiting.is_empty() {
-            let Some(work) = queue.recv().await else {
-                return;
-            };
-            enqueue(&mut waiting, &mut order, work);
-        }
         while let Ok(work) = queue.try_recv() {
             enqueue(&mut waiting, &mut order, work);
         }
-        let Some(key) = order.pop_front() else {
+        // Every waiting write's key is in `order`; some of them have one in flight.
+        let waiting_behind = busy.iter().filter(|k| waiting.contains_key(k)).count();
+        let may_start = sent.len() < STATUS_IN_FLIGHT && waiting.len() > waiting_behind;
+        if may_start && tokio::time::Instant::now() >= next_start {
+            if !leading.load(Ordering::Acquire) {
+                return;
+            }
+            let (key, output) = next_ready(&mut waiting, &mut order, &busy);
+            let unwritten = unwritten(&output);
+            let (client, recorder) = (client.clone(), recorder.clone());
+            busy.insert(key.clone());
+            sent.push(Box::pin(async move {
+                let written = within(timeout, write_one(&client, &recorder, output)).await;
+                (key, unwritten, written)
+            }));
+            next_start = tokio::time::Instant::now() + pause;
             continue;
-        };
-        let Some(output) = waiting.remove(&key) else {
-            continue;
-        };
-        if !leading.load(Ordering::Acquire) {
+        }
+        if !open && sent.is_empty() && !may_start {
             return;
         }
-        let unwritten = match &output {
-            Output::PodCondition { target, .. } => Some(Unwritten::Condition(target.clone())),
-            Output::PodGroupStatus {
-                namespace, name, ..
-            } => Some(Unwritten::PodGroup(namespace.clone(), name.clone())),
-            Output::QueueStatus { name, .. } => Some(Unwritten::Queue(name.clone())),
-            _ => None,
-        };
-        if let Err(e) = within(timeout, write_one(&client, &recorder, output)).await {
-            // Only a write that may succeed if sent again is told again: a refusal (403,
-            // 422) would repeat for ever. A condition's 409 says the pod changed while the
-            // write waited: it is told again with the pod's new resourceVersion, if the
-            // pod still waits.
-            let outdated =
-                |what: &Unwritten| matches!(what, Unwritten::Condition(_)) && e.code == Some(409);
-            match unwritten {
-                Some(what) if transient(&e) || outdated(&what) => {
-                    tracing::debug!("{what:?} not written ({e}); written again");
-                    let _ = inputs.send(Input::NotWritten(what));
+        tokio::select! {
+            work = queue.recv(), if open => match work {
+                Some(work) => enqueue(&mut waiting, &mut order, work),
+                None => open = false,
+            },
+            Some((key, unwritten, written)) = sent.next(), if !sent.is_empty() => {
+                busy.remove(&key);
+                if let Err(e) = written {
+                    tell_unwritten(&inputs, unwritten, e);
                 }
-                Some(what) => tracing::warn!("{what:?} refused: {e}"),
-                None => tracing::debug!("status write: {e}"),
             }
+            () = tokio::time::sleep_until(next_start), if may_start => {}
         }
-        tokio::time::sleep(pause).await;
+    }
+}
+
+/// The first waiting write whose key has none in flight (there is one), out of the
+/// backlog; the keys passed over keep their places.
+fn next_ready(
+    waiting: &mut HashMap<StatusKey, Output>,
+    order: &mut VecDeque<StatusKey>,
+    busy: &HashSet<StatusKey>,
+) -> (StatusKey, Output) {
+    let mut passed = Vec::new();
+    let ready = loop {
+        let key = order
+            .pop_front()
+            .expect("a waiting write with no write in flight");
+        if busy.contains(&key) && waiting.contains_key(&key) {
+            passed.push(key);
+        } else if let Some(output) = waiting.remove(&key) {
+            break (key, output);
+        }
+    };
+    for key in passed.into_iter().rev() {
+        order.push_front(key);
+    }
+    ready
+}
+
+/// What to tell the loop if this write is not written: pod conditions, PodGroup and Queue
+/// status are written again.
+fn unwritten(output: &Output) -> Option<Unwritten> {
+    match output {
+        Output::PodCondition { target, .. } => Some(Unwritten::Condition(target.clone())),
+        Output::PodGroupStatus {
+            namespace, name, ..
+        } => Some(Unwritten::PodGroup(namespace.clone(), name.clone())),
+        Output::QueueStatus { name, .. } => Some(Unwritten::Queue(name.clone())),
+        _ => None,
+    }
+}
+
+/// Only a write that may succeed if sent again is told again: a refusal (403, 422) would
+/// repeat for ever. A condition's 409 says the pod changed while the write waited: it is
+/// told again with the pod's new resourceVersion, if the pod still waits.
+fn tell_unwritten(inputs: &Sender<Input>, unwritten: Option<Unwritten>, e: WriteError) {
+    let outdated =
+        |what: &Unwritten| matches!(what, Unwritten::Condition(_)) && e.code == Some(409);
+    match unwritten {
+        Some(what) if transient(&e) || outdated(&what) => {
+            tracing::debug!("{what:?} not written ({e}); written again");
+            let _ = inputs.send(Input::NotWritten(what));
+        }
+        Some(what) => tracing::warn!("{what:?} refused: {e}"),
+        None => tracing::debug!("status write: {e}"),
     }
 }
 
@@ -988,6 +1054,25 @@ mod tests {
 
     /// A preemptor's nomination is cleared just before it is bound: binding it forgets its
     /// waiting condition, not the clearing. Nor does a condition replace a nomination.
+    /// A write whose key has one in flight is passed over, and keeps its place; a key
+    /// forgotten is dropped from the order.
+    #[test]
+    fn the_next_write_has_none_of_its_key_in_flight() {
+        let mut waiting = HashMap::new();
+        let mut order = VecDeque::new();
+        for name in ["a", "b", "c"] {
+            enqueue(&mut waiting, &mut order, unschedulable(name));
+        }
+        enqueue(&mut waiting, &mut order, StatusWork::Forget(pod("b")));
+        let busy = HashSet::from([StatusKey::Condition(pod("a"))]);
+        let (key, _) = next_ready(&mut waiting, &mut order, &busy);
+        assert_eq!(key, StatusKey::Condition(pod("c")));
+        assert_eq!(order, [StatusKey::Condition(pod("a"))]);
+        let (key, _) = next_ready(&mut waiting, &mut order, &HashSet::new());
+        assert_eq!(key, StatusKey::Condition(pod("a")));
+        assert!(waiting.is_empty() && order.is_empty());
+    }
+
     #[test]
     fn a_pods_condition_and_nomination_wait_apart() {
         let mut waiting = HashMap::new();
