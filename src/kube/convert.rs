@@ -1513,7 +1513,7 @@ impl NodeConverter {
                 Ok((unhealthy, links, nics)) => (unhealthy, links, nics, None),
                 Err(problem) => {
                     let links = self.links(&object, gpus, &gpu_field, model, &empty)?;
-                    let nics = nic_names(&object, &links, gpus, &empty)?;
+                    let (links, nics) = nic_names(&object, links, gpus, &empty)?;
                     (
                         node_device_mask(gpus),
                         links,
@@ -1563,7 +1563,7 @@ impl NodeConverter {
             _ => 0,
         };
         let links = self.links(object, gpus, gpu_field, model, annotations)?;
-        let nics = nic_names(object, &links, gpus, annotations)?;
+        let (links, nics) = nic_names(object, links, gpus, annotations)?;
         Ok((unhealthy, links, nics))
     }
 
@@ -1734,25 +1734,32 @@ fn taints(object: &str, node: &Node) -> Result<Vec<Taint>, ConvertError> {
     Ok(taints)
 }
 
-/// The names of the NICs the matrix refers to: the annotation's, or `NIC0`, `NIC1`, ...
-/// Where a layout assumed more NICs than the annotation names (8 GPUs on 4 NICs), each
-/// named NIC stands for as many of the assumed ones, in device order: neighbouring
-/// devices, which share a PCIe switch, share it.
+/// The names of the NICs the matrix refers to, with the matrix that pairs them: the
+/// annotation's, else the matrix's own (`nvidia-smi topo -m` names them), else `NIC0`,
+/// `NIC1`, ... Where a layout assumed more NICs than the annotation names (8 GPUs on 4
+/// NICs), each named NIC stands for as many of the assumed ones, in device order:
+/// neighbouring devices, which share a PCIe switch, share it. Where it names more than a
+/// layout assumed (one NIC per GPU where it assumed one per pair), they are spread over the
+/// devices in order instead, one each when there are as many as devices.
 fn nic_names(
     object: &str,
-    links: &LinkMatrix,
+    links: Arc<LinkMatrix>,
     gpus: usize,
     annotations: &BTreeMap<String, String>,
-) -> Result<Vec<String>, ConvertError> {
+) -> Result<(Arc<LinkMatrix>, Vec<String>), ConvertError> {
     if gpus == 0 {
-        return Ok(Vec::new());
+        return Ok((links, Vec::new()));
     }
     let needed = (0..links.devices())
         .map(|d| usize::from(links.nic(d)) + 1)
         .max()
         .unwrap_or(0);
     let Some(text) = annotations.get(RDMA_NICS_ANNOTATION) else {
-        return Ok((0..needed).map(|k| format!("NIC{k}")).collect());
+        let names = match links.nic_names() {
+            [] => (0..needed).map(|k| format!("NIC{k}")).collect(),
+            named => named.to_vec(),
+        };
+        return Ok((links, names));
     };
     let field = annotation_field(RDMA_NICS_ANNOTATION);
     let names: Vec<String> = text.split(',').map(|n| n.trim().to_owned()).collect();
@@ -1777,10 +1784,12 @@ fn nic_names(
             ),
         ));
     }
-    if names.len() < needed && links.nics_assumed() {
-        return Ok((0..needed)
-            .map(|k| names[k * names.len() / needed].clone())
-            .collect());
+    if links.nics_assumed() && names.len() < needed {
+        let shared = (0..needed).map(|k| names[k * names.len() / needed].clone());
+        return Ok((links, shared.collect()));
+    }
+    if links.nics_assumed() && names.len() > needed {
+        return Ok((links.with_nics_spread(names.len()).shared(), names));
     }
     if names.len() < needed {
         return Err(ConvertError::new(
@@ -1794,7 +1803,7 @@ fn nic_names(
             ),
         ));
     }
-    Ok(names)
+    Ok((links, names))
 }
 
 #[cfg(test)]
@@ -3342,5 +3351,41 @@ NIC Legend:\n\
                 .to_string()
                 .ends_with("names 2 GPUs, the pod asks for 0.5")
         );
+    }
+
+    /// `nvidia-smi topo -m` names its NICs itself, in its NIC legend: a node annotated with
+    /// the whole output pairs its pods with those names, no `kant.io/rdma-nics` needed.
+    #[test]
+    fn the_matrix_legends_nic_names_are_used() {
+        let facts = converter()
+            .node(&node(json!({"metadata": {"annotations": {
+                "kant.io/gpu-topology": DGX_H100
+            }}})))
+            .unwrap();
+        assert!(DGX_H100.contains("NIC5: mlx5_5"));
+        let nic = binding_annotations(&DeviceAlloc::whole(1 << 5), &facts.links, &facts.nics)
+            [RDMA_NIC_ANNOTATION]
+            .clone();
+        assert_eq!(nic, "mlx5_5");
+    }
+
+    /// A layout assuming a NIC per GPU pair, on a node naming one per GPU: each GPU gets
+    /// its own, in order (GPU 7 the eighth, on its own socket's side).
+    #[test]
+    fn more_nics_named_than_a_layout_assumes_go_one_per_gpu() {
+        let facts = converter()
+            .node(&node(json!({"metadata": {"annotations": {
+                "kant.io/gpu-topology": "pcie",
+                "kant.io/rdma-nics": MLX5_NICS
+            }}})))
+            .unwrap();
+        let nic_of = |d: u32| {
+            binding_annotations(&DeviceAlloc::whole(1 << d), &facts.links, &facts.nics)
+                [RDMA_NIC_ANNOTATION]
+                .clone()
+        };
+        let all: Vec<String> = (0..8).map(nic_of).collect();
+        let expected: Vec<String> = (0..8).map(|k| format!("mlx5_{k}")).collect();
+        assert_eq!(all, expected);
     }
 }

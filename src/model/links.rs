@@ -60,6 +60,9 @@ pub struct LinkMatrix {
     /// Whether `nic` is a layout's assumption (one NIC per device or device pair) rather
     /// than read off the node (`nvidia-smi topo -m`, a configured matrix).
     nics_assumed: bool,
+    /// The NICs' names where the matrix gives them (`nvidia-smi topo -m`'s NIC legend or
+    /// NIC columns), by NIC number; empty otherwise.
+    nic_names: Vec<String>,
     /// `within[c][i]`: devices reached from `i` over a link of class `c` or better.
     within: [Vec<u32>; 4],
 }
@@ -120,6 +123,7 @@ impl LinkMatrix {
             numa,
             nic,
             nics_assumed: false,
+            nic_names: Vec::new(),
             within,
         })
     }
@@ -174,6 +178,23 @@ impl LinkMatrix {
         }
     }
 
+    /// The matrix with its NICs named, by NIC number.
+    pub(super) fn with_nic_names(self, nic_names: Vec<String>) -> Self {
+        Self { nic_names, ..self }
+    }
+
+    /// The matrix with `count` NICs spread over its devices in order, in place of the NICs
+    /// it assumes (a node naming more than a layout assumes: one each for the first
+    /// devices when it names as many as there are devices).
+    pub fn with_nics_spread(&self, count: usize) -> Self {
+        let devices = self.devices();
+        let count = count.min(devices);
+        Self {
+            nic: (0..devices).map(|d| (d * count / devices) as u8).collect(),
+            ..self.clone()
+        }
+    }
+
     pub fn shared(self) -> Arc<Self> {
         Arc::new(self)
     }
@@ -197,6 +218,11 @@ impl LinkMatrix {
     /// Whether the NICs are a layout's assumption rather than read off the node.
     pub fn nics_assumed(&self) -> bool {
         self.nics_assumed
+    }
+
+    /// The NICs' names, by NIC number, where the matrix gives them; empty otherwise.
+    pub fn nic_names(&self) -> &[String] {
+        &self.nic_names
     }
 
     /// The worst link class inside a set of devices (NVLink for a set of one).

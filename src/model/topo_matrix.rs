@@ -278,8 +278,33 @@ pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelErr
     Ok(if nics == 0 {
         matrix.with_nics_assumed()
     } else {
-        matrix
+        matrix.with_nic_names(named_nics(nic_names, &text))
     })
+}
+
+/// The NICs' own names: the legend's (`NIC0: mlx5_0`) for columns named `NIC0`, `NIC1`,
+/// ... as current versions print them, or the columns' names (`mlx5_0`) as older ones
+/// print them; none when the legend does not name every NIC.
+fn named_nics(columns: &[&str], text: &str) -> Vec<String> {
+    let numbered = |i: usize, c: &&str| **c == format!("NIC{i}");
+    if !columns.iter().enumerate().all(|(i, c)| numbered(i, &c)) {
+        return columns.iter().map(|c| (*c).to_owned()).collect();
+    }
+    let legend: Vec<(&str, &str)> = (text.lines())
+        .filter_map(|line| {
+            let (nic, name) = line.trim().split_once(':')?;
+            let name = name.trim();
+            (nic.starts_with("NIC") && !name.is_empty() && !name.contains(char::is_whitespace))
+                .then_some((nic, name))
+        })
+        .collect();
+    (columns.iter())
+        .map(|column| {
+            let (_, name) = legend.iter().find(|(nic, _)| nic == column)?;
+            Some((*name).to_owned())
+        })
+        .collect::<Option<Vec<String>>>()
+        .unwrap_or_default()
 }
 
 /// [`parse_topo_matrix`], failing also when the matrix describes a number of GPUs other than
@@ -456,6 +481,10 @@ NIC Legend:
         expected(rows, numa, &nic).with_nics_assumed()
     }
 
+    fn names(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
     fn message(text: &str) -> String {
         parse_topo_matrix(OWNER, text).unwrap_err().to_string()
     }
@@ -471,11 +500,13 @@ NIC Legend:
         assert_eq!(m.class(3, 2), LinkClass::NvLink);
         // GPU1's best NIC is NIC0 (PXB), GPU3's is NIC1 (PXB).
         assert_eq!((m.nic(0), m.nic(1), m.nic(2), m.nic(3)), (0, 0, 1, 1));
+        // The NICs are named by the legend.
         let want = expected(
             &["NNPC", "NNCP", "PCNN", "CPNN"],
             &[0, 0, 1, 1],
             &[0, 0, 1, 1],
-        );
+        )
+        .with_nic_names(names(&["mlx5_0", "mlx5_1"]));
         assert_eq!(m, want);
         assert_eq!(
             parse_topo_matrix_expecting(OWNER, EXAMPLE, 4).unwrap(),
@@ -574,13 +605,14 @@ mlx5_1  SYS     SYS     PIX     PHB     SYS      X
 Legend:
 ";
         let m = parse_topo_matrix(OWNER, text).unwrap();
-        // No NUMA Affinity column: derived from the SYS links.
+        // No NUMA Affinity column: derived from the SYS links. The NICs are named by their
+        // columns.
         let want = expected(
             &["NPCC", "PNCC", "CCNP", "CCPN"],
             &[0, 0, 1, 1],
             &[0, 0, 1, 1],
         );
-        assert_eq!(m, want);
+        assert_eq!(m, want.with_nic_names(names(&["mlx5_0", "mlx5_1"])));
     }
 
     #[test]
@@ -592,7 +624,8 @@ mlx5_10 SYS     PIX      X      SYS
 mlx5_11 PIX     SYS     SYS      X
 ";
         let m = parse_topo_matrix(OWNER, text).unwrap();
-        assert_eq!(m, expected(&["NC", "CN"], &[0, 1], &[1, 0]));
+        let want = expected(&["NC", "CN"], &[0, 1], &[1, 0]);
+        assert_eq!(m, want.with_nic_names(names(&["mlx5_10", "mlx5_11"])));
     }
 
     #[test]
