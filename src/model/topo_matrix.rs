@@ -286,8 +286,7 @@ pub fn parse_topo_matrix(owner: &str, text: &str) -> Result<LinkMatrix, ModelErr
 /// ... as current versions print them, or the columns' names (`mlx5_0`) as older ones
 /// print them; none when the legend does not name every NIC.
 fn named_nics(columns: &[&str], text: &str) -> Vec<String> {
-    let numbered = |i: usize, c: &&str| **c == format!("NIC{i}");
-    if !columns.iter().enumerate().all(|(i, c)| numbered(i, &c)) {
+    if !(columns.iter().enumerate()).all(|(i, c)| *c == format!("NIC{i}")) {
         return columns.iter().map(|c| (*c).to_owned()).collect();
     }
     let legend: Vec<(&str, &str)> = (text.lines())
