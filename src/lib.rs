@@ -46,8 +46,8 @@
 //! ```
 
 pub mod cache;
-#[cfg(test)]
-mod captured_log;
+#[doc(hidden)]
+pub mod captured_log;
 pub mod config;
 pub mod framework;
 pub mod kube;

@@ -214,6 +214,37 @@ fn a_mig_slice_pod_naming_its_gpu_model_reaches_a_node_cut_into_slices() {
     );
 }
 
+/// A configuration's links keyed by a short model name (`L40S`) never match a node, whose
+/// model is its whole `nvidia.com/gpu.product` value (`NVIDIA-L40S`): the log says so,
+/// once, naming both.
+#[test]
+fn links_keyed_by_part_of_a_carried_model_are_warned_of_once() {
+    let log = kant::captured_log::CapturedLog::default();
+    tracing::subscriber::with_default(log.subscriber(), || {
+        let mut config = plain();
+        let links = &mut config.links.by_model;
+        links.insert("L40S".into(), kant::model::LinkProfile::Pcie);
+        links.insert(
+            "NVIDIA-H100-80GB-HBM3".into(),
+            kant::model::LinkProfile::NvlinkAll,
+        );
+        let l40s = |name: &str| {
+            let product =
+                json!({"metadata": {"labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}}});
+            node_with(name, 4, product)
+        };
+        let mut world = synced(&config, &[l40s("l1")]);
+        world.round(T0);
+        // Another model comes: the models are looked at again.
+        apply_node(&mut world, &node("n1", 8), T0 + 1);
+        world.round(T0 + 1);
+    });
+    let text = log.text();
+    let warning = "links name GPU model L40S, which no node carries; nodes carry NVIDIA-L40S";
+    assert_eq!(text.matches(warning).count(), 1, "{text}");
+    assert!(!text.contains("NVIDIA-H100-80GB-HBM3"), "{text}");
+}
+
 /// Members that come one by one are each told once why they wait: a message counting
 /// the members would be written again to every member as each one more comes.
 #[test]

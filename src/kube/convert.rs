@@ -1429,6 +1429,11 @@ impl NodeConverter {
         })
     }
 
+    /// The GPU models the configuration's links name (`by_model` and `topologies`).
+    pub fn link_models(&self) -> impl Iterator<Item = &String> {
+        self.by_model.keys().chain(self.topologies.keys())
+    }
+
     /// Reads what the scheduler needs of a node, following the conventions at the top of
     /// this file.
     pub fn node(&mut self, node: &Node) -> Result<NodeFacts, ConvertError> {

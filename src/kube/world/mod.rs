@@ -463,6 +463,7 @@ impl World {
     fn nodes_changed(&mut self, left_other_shards: Vec<String>, now_ms: u64) {
         self.pods.nodes_left_other_shards(left_other_shards);
         if self.nodes.take_carried_changed() {
+            self.nodes.warn_misnamed_link_models();
             self.shard_owners_changed(now_ms);
         }
     }

@@ -29,7 +29,7 @@
 //! pod once its description is valid again; if no pod is placed there first, it is left
 //! out of the cluster meanwhile, as any invalid node is.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -69,6 +69,8 @@ pub(super) struct Nodes {
     carried: HashMap<String, u32>,
     /// Whether a model came to be carried, or stopped being, since last asked.
     carried_changed: bool,
+    /// The models the configuration's links name that were warned of as misnamed.
+    misnamed_warned: HashSet<String>,
     /// The nodes kept with devices they no longer list (see the module documentation),
     /// with their facts as listed, taken up once no pod holds a device beyond them.
     shrunk: HashMap<String, NodeFacts>,
@@ -89,6 +91,7 @@ impl Nodes {
             pool_of: HashMap::new(),
             carried: HashMap::new(),
             carried_changed: false,
+            misnamed_warned: HashSet::new(),
             shrunk: HashMap::new(),
             deleted: HashMap::new(),
             newly_deleted: false,
@@ -299,6 +302,32 @@ impl Nodes {
     /// last call.
     pub fn take_carried_changed(&mut self) -> bool {
         std::mem::take(&mut self.carried_changed)
+    }
+
+    /// Warns, once each, of the GPU models the configuration's links name that no node
+    /// carries but that name part of one a node carries (`L40S` for `NVIDIA-L40S`): a
+    /// node's model is its `nvidia.com/gpu.product` value, whole, and a misnamed layout
+    /// leaves its nodes on the default one.
+    pub fn warn_misnamed_link_models(&mut self) {
+        let mut misnamed = Vec::new();
+        for named in self.converter.link_models() {
+            if self.carried.contains_key(named) || self.misnamed_warned.contains(named) {
+                continue;
+            }
+            let part = named.to_ascii_lowercase();
+            let carried = (self.carried.keys()).find(|m| m.to_ascii_lowercase().contains(&part));
+            if let Some(carried) = carried {
+                misnamed.push((named.clone(), carried.clone()));
+            }
+        }
+        for (named, carried) in misnamed {
+            tracing::warn!(
+                "the configuration's links name GPU model {named}, which no node carries; \
+                 nodes carry {carried} (models are whole nvidia.com/gpu.product values), \
+                 which take the default layout unless annotated"
+            );
+            self.misnamed_warned.insert(named);
+        }
     }
 
     /// Whether some valid node of the cluster, this shard's or another's, carries `model`.
