@@ -170,6 +170,8 @@ pub fn parse_nodes(
 
     let mut builder = ClusterSpecBuilder::new();
     let mut first_line: HashMap<String, u64> = HashMap::new();
+    // Nodes naming a GPU model but no GPU, read as CPU-only: how many, and the first.
+    let mut modelled_without_gpus: Option<(u64, u64, String)> = None;
     let mut record = csv::StringRecord::new();
     while source.read_record(&mut csv, &mut record)? {
         let row = Row::new(&source, &record);
@@ -185,7 +187,7 @@ pub fn parse_nodes(
         }
         first_line.insert(node_name.to_owned(), row.line);
 
-        let model = non_empty(row.text(Some(gpu_model)));
+        let mut model = non_empty(row.text(Some(gpu_model)));
         if let Some(model) = model.filter(|m| m.contains('|')) {
             return Err(row.error(
                 "gpu_model",
@@ -210,10 +212,9 @@ pub fn parse_nodes(
                 ));
             }
             (Some(m), 0) => {
-                return Err(row.error(
-                    "gpus",
-                    format!("0, but gpu_model is \"{m}\" (a CPU-only node has an empty gpu_model)"),
-                ));
+                let first = modelled_without_gpus.get_or_insert((0, row.line, m.to_owned()));
+                first.0 += 1;
+                model = None;
             }
             _ => {}
         }
@@ -257,6 +258,12 @@ pub fn parse_nodes(
         };
         added.map_err(|e| source.error(row.line, e))?;
     }
+    if let Some((count, line, model)) = modelled_without_gpus {
+        tracing::warn!(
+            "{name}: {count} node(s) name a GPU model but have 0 GPUs (the first on line \
+             {line}, \"{model}\"): read as CPU-only nodes"
+        );
+    }
     Ok(builder.build())
 }
 
@@ -293,6 +300,9 @@ pub fn parse_jobs(
     let mut first_line: HashMap<String, u64> = HashMap::new();
     let mut skipped = Vec::new();
     let mut trace_pods = 0u64;
+    // Models `A|B` names that no node has, beside one some node has: how many rows, and the
+    // first.
+    let mut unknown_alternatives: Option<(u64, u64, String)> = None;
     let mut record = csv::StringRecord::new();
     while source.read_record(&mut csv, &mut record)? {
         let row = Row::new(&source, &record);
@@ -345,7 +355,11 @@ pub fn parse_jobs(
                 ),
             ));
         }
-        let pools = row.pools(row.text(Some(gpu_model)), cluster)?;
+        let (pools, unknown) = row.pools(row.text(Some(gpu_model)), cluster)?;
+        if let Some(model) = unknown {
+            let first = unknown_alternatives.get_or_insert((0, row.line, model));
+            first.0 += 1;
+        }
         let priority = row.priority(row.text(Some(priority)), &options.priority_classes)?;
         let kind_text = row.text(Some(kind));
         let kind = JobKind::parse(kind_text).ok_or_else(|| {
@@ -395,6 +409,12 @@ pub fn parse_jobs(
             Some(_) => jobs.push(job),
             None => skipped.push(job),
         }
+    }
+    if let Some((count, line, model)) = unknown_alternatives {
+        tracing::warn!(
+            "{name}: {count} job(s) accept a GPU model no node has beside one some node has \
+             (the first on line {line}, \"{model}\"): they go to the models nodes have"
+        );
     }
     jobs.sort_by_key(|job| job.submit_ms);
     for (index, job) in jobs.iter_mut().chain(&mut skipped).enumerate() {
@@ -480,7 +500,8 @@ impl<'a> Source<'a> {
     }
 
     /// Reads the next record into `record`; `false` at the end of the file. A line of
-    /// nothing but spaces and tabs is skipped, as the reader skips an empty one.
+    /// nothing but spaces and tabs is skipped, as the reader skips an empty one, and so is a
+    /// row of empty fields alone (`,,,,`, as a spreadsheet writes past its last row).
     fn read_record(
         &self,
         csv: &mut csv::Reader<&[u8]>,
@@ -489,6 +510,7 @@ impl<'a> Source<'a> {
         loop {
             match csv.read_record(record) {
                 Err(e) if self.is_blank_line(&e) => continue,
+                Ok(true) if record.iter().all(str::is_empty) => continue,
                 read => return read.map_err(|e| self.record_error(csv, &e)),
             }
         }
@@ -735,11 +757,18 @@ impl<'a> Row<'a> {
         parse_seconds_as_ms(text).map_err(|m| self.error(field, m))
     }
 
-    /// `A|B` to the pools of those models; empty is any pool.
-    fn pools(&self, text: &str, cluster: &ClusterSpec) -> Result<Vec<PoolId>, TraceError> {
+    /// `A|B` to the pools of those models that some node has, with the first model no node
+    /// has when another is (the job goes to the others); empty is any pool. A job none of
+    /// whose models a node has is an error.
+    fn pools(
+        &self,
+        text: &str,
+        cluster: &ClusterSpec,
+    ) -> Result<(Vec<PoolId>, Option<String>), TraceError> {
         let mut pools = Vec::new();
+        let mut unknown = None;
         if text.is_empty() {
-            return Ok(pools);
+            return Ok((pools, unknown));
         }
         for model in text.split('|').map(str::trim) {
             if model.is_empty() {
@@ -748,9 +777,18 @@ impl<'a> Row<'a> {
                     format!("\"{text}\" has an empty model name between `|`"),
                 ));
             }
-            let pool = cluster.pool_of_model(Some(model)).ok_or_else(|| {
+            match cluster.pool_of_model(Some(model)) {
+                Some(pool) if !pools.contains(&pool) => pools.push(pool),
+                Some(_) => {}
+                None => {
+                    unknown.get_or_insert_with(|| model.to_owned());
+                }
+            }
+        }
+        match (&unknown, pools.is_empty()) {
+            (Some(model), true) => {
                 let known: Vec<&str> = cluster.gpu_models().collect();
-                self.error(
+                Err(self.error(
                     "gpu_model",
                     format!(
                         "unknown GPU model \"{model}\" (the cluster has: {})",
@@ -760,21 +798,19 @@ impl<'a> Row<'a> {
                             known.join(", ")
                         }
                     ),
-                )
-            })?;
-            if !pools.contains(&pool) {
-                pools.push(pool);
+                ))
             }
+            _ => Ok((pools, unknown)),
         }
-        Ok(pools)
     }
 
     fn priority(&self, text: &str, classes: &HashMap<String, i32>) -> Result<i32, TraceError> {
         if text.is_empty() {
             return Ok(0);
         }
-        if is_priority_number(text) {
-            return text.parse().map_err(|_| {
+        let number = without_zero_fraction(text);
+        if is_priority_number(number) {
+            return number.parse().map_err(|_| {
                 self.error(
                     "priority",
                     format!("\"{text}\" is out of range for a priority"),
@@ -797,7 +833,21 @@ impl<'a> Row<'a> {
     }
 }
 
+/// A whole number written as a float (`8.0`, as a table tool writes a column with empty
+/// cells), as the whole number; other text as it is.
+fn without_zero_fraction(text: &str) -> &str {
+    match text.split_once('.') {
+        Some((whole, zeros))
+            if !whole.is_empty() && !zeros.is_empty() && zeros.bytes().all(|b| b == b'0') =>
+        {
+            whole
+        }
+        _ => text,
+    }
+}
+
 fn parse_whole(text: &str) -> Result<u64, String> {
+    let text = without_zero_fraction(text);
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("\"{text}\" is not a whole number"));
     }
@@ -1355,12 +1405,18 @@ mod tests {
 
     #[test]
     fn unknown_gpu_model_lists_the_known_ones() {
-        let err = jobs("a,,0,60,1,1,H100,,\nb,,0,60,1,1,A100|V100,,\n").unwrap_err();
+        let err = jobs("a,,0,60,1,1,H100,,\nb,,0,60,1,1,V100|B200,,\n").unwrap_err();
         assert_error(
             err,
             3,
             &["jobs.csv", "field gpu_model", "\"V100\"", "H100, A100"],
         );
+        // Beside a model some node has, one no node has is left out (a warning counts
+        // such rows): the job goes to the others.
+        let workload = jobs("a,,0,60,1,1,V100|A100|H100,,\n").unwrap();
+        let cluster = small_cluster();
+        let models = [Some("A100"), Some("H100")].map(|m| cluster.pool_of_model(m).unwrap());
+        assert_eq!(workload.jobs[0].pools, models);
         assert_error(
             jobs("a,,0,60,1,1,H100|,,\n").unwrap_err(),
             2,
@@ -1378,6 +1434,25 @@ mod tests {
         );
     }
 
+    /// Whole numbers written as floats, as a table tool writes a column with empty cells,
+    /// are read; a fraction is not.
+    #[test]
+    fn whole_numbers_written_as_floats_are_read() {
+        let cluster = nodes("a,H100,8.0,96000.0,1024.00\n").unwrap();
+        let a = cluster.node(cluster.node_id("a").unwrap());
+        assert_eq!((a.gpus(), a.cpu_milli), (8, Some(96_000)));
+        let workload = jobs("a,,0,10,1,2.0,,-5.0,\n").unwrap();
+        assert_eq!(
+            (workload.jobs[0].pods.len(), workload.jobs[0].priority),
+            (2, -5)
+        );
+        assert_error(
+            jobs("a,,0,10,1,2.5,,,\n").unwrap_err(),
+            2,
+            &["field pods", "\"2.5\" is not a whole number"],
+        );
+    }
+
     #[test]
     fn node_with_gpus_but_no_model_is_rejected() {
         assert_error(
@@ -1385,10 +1460,12 @@ mod tests {
             3,
             &["nodes.csv", "field gpu_model", "8 GPUs"],
         );
-        assert_error(
-            nodes("a,H100,0,1,1\n").unwrap_err(),
-            2,
-            &["field gpus", "H100"],
+        // A model without GPUs is a CPU-only node (a warning counts them).
+        let cluster = nodes("a,H100,0,1,1\nb,H100,8,1,1\n").unwrap();
+        let a = cluster.node(cluster.node_id("a").unwrap());
+        assert_eq!(
+            (a.gpus(), a.pool),
+            (0, cluster.pool_of_model(None).unwrap())
         );
         assert_error(
             nodes("a,H100,64,1,1\n").unwrap_err(),
@@ -1494,11 +1571,11 @@ mod tests {
         );
     }
 
-    /// A line of spaces or tabs is blank, as an empty one is, wherever it is; a short row
-    /// with text is still refused on its own line.
+    /// A line of spaces or tabs is blank, as an empty one is, wherever it is, and so is a
+    /// row of empty fields; a short row with text is still refused on its own line.
     #[test]
     fn lines_of_spaces_are_blank_and_short_rows_are_named() {
-        let text = "  \na,,0,10,1,1,,,\n \t \nb,,0,10,1,1,,,\n   ";
+        let text = "  \na,,0,10,1,1,,,\n \t \n,,,,,,,,\nb,,0,10,1,1,,,\n , ,,,,,,,\n   ";
         let workload = jobs(text).expect("parse");
         let names: Vec<&str> = workload.jobs.iter().map(|j| j.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
