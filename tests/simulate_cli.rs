@@ -1242,3 +1242,35 @@ fn a_fill_refuses_a_load_factor_and_a_workload_without_gpus() {
     ];
     assert_rejected(&no_gpus, "--fill: the cluster has no GPUs", &unwritten);
 }
+
+/// Every job submitted at one instant: the window (first to last submission) has no
+/// length, and the averages over it are undefined, not 0 (the cluster was busy): null in
+/// the JSON, `-` in the table, and said on standard error.
+#[test]
+fn a_window_of_no_length_leaves_the_averages_undefined() {
+    let dir = temp_dir("zero-window");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         a,,0,3600,8,2,,,train\n",
+    );
+    let args = ["simulate", "--nodes", &nodes, "--jobs", &jobs];
+    let report = json_report(&[&args[..], &["--format", "json"]].concat());
+    for metric in ["gar_mean", "gar_p50", "sor", "gfr_mean"] {
+        assert_eq!(report[metric], Value::Null, "{metric}: {report}");
+    }
+    assert_eq!(report["jobs_placed"], 1);
+    let output = kant(&args);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    let gar = stdout
+        .lines()
+        .find(|l| l.contains("GAR mean"))
+        .expect("a GAR row");
+    assert!(gar.trim_end_matches(['│', ' ']).ends_with('-'), "{gar}");
+    assert!(stderr.contains("GAR, SOR and GFR"), "{stderr}");
+}

@@ -557,25 +557,25 @@ impl Shared {
             encoder,
             "kant_gar_mean",
             "GAR since the first submission: time-average of assigned / capacity.",
-            report.gar_mean,
+            report.gar_mean.unwrap_or(f64::NAN),
         )?;
         gauge(
             encoder,
             "kant_gar_p50",
             "GAR since the first submission: lower time-weighted median.",
-            report.gar_p50,
+            report.gar_p50.unwrap_or(f64::NAN),
         )?;
         gauge(
             encoder,
             "kant_sor",
             "SOR since the first submission: time-average of running / capacity.",
-            report.sor,
+            report.sor.unwrap_or(f64::NAN),
         )?;
         gauge(
             encoder,
             "kant_gfr_mean",
             "GFR since the first submission: time-average of fragmented / GPU nodes.",
-            report.gfr_mean,
+            report.gfr_mean.unwrap_or(f64::NAN),
         )?;
         gauge(
             encoder,
@@ -819,12 +819,12 @@ mod tests {
         assert_eq!(value(&text, "kant_gpu_nodes"), 2.0);
 
         let report = reference.report(30 * S);
-        close(report.gar_mean, 0.5);
-        close(report.gar_p50, 0.5);
-        close(value(&text, "kant_gar_mean"), report.gar_mean);
-        close(value(&text, "kant_gar_p50"), report.gar_p50);
-        close(value(&text, "kant_sor"), report.sor);
-        close(value(&text, "kant_gfr_mean"), report.gfr_mean);
+        close(report.gar_mean.unwrap(), 0.5);
+        close(report.gar_p50.unwrap(), 0.5);
+        close(value(&text, "kant_gar_mean"), report.gar_mean.unwrap());
+        close(value(&text, "kant_gar_p50"), report.gar_p50.unwrap());
+        close(value(&text, "kant_sor"), report.sor.unwrap());
+        close(value(&text, "kant_gfr_mean"), report.gfr_mean.unwrap());
         assert_eq!(value(&text, "kant_metrics_window_seconds"), 30.0);
         assert_eq!(value(&text, "kant_jobs_submitted_total"), 1.0);
         assert_eq!(value(&text, "kant_jobs_never_placed"), 1.0);
@@ -835,9 +835,10 @@ mod tests {
         let metrics = LiveMetrics::new();
         metrics.job_submitted(0);
         metrics.observe(0, 16_000, 16_000, 0, 16_000, 2);
-        // Before any refresh: the empty report; the integrals as of the latest observation.
+        // Before any refresh: the empty report (an average over no time: NaN); the
+        // integrals as of the latest observation.
         let text = encoded(&metrics);
-        assert_eq!(value(&text, "kant_gar_mean"), 0.0);
+        assert!(value(&text, "kant_gar_mean").is_nan());
         assert_eq!(value(&text, "kant_gpu_capacity_milli_seconds_total"), 0.0);
         assert_eq!(value(&text, "kant_gpus_allocated_milli"), 16_000.0);
 

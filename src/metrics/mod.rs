@@ -206,16 +206,19 @@ impl MetricsCollector {
         }
 
         let (gar_mean, gar_p50, sor, gfr_mean) = if window_ms == 0 {
-            (0.0, 0.0, 0.0, 0.0)
+            (None, None, None, None)
         } else {
             let w = u128::from(window_ms);
             let capacity = u128::from(self.total_milli) * w;
             let median = self.alloc_median(window_ms, pending);
             (
-                fraction(integrals.alloc, capacity),
-                fraction(u128::from(median), u128::from(self.total_milli)),
-                fraction(integrals.run, capacity),
-                fraction(integrals.fragmented, u128::from(self.gpu_nodes) * w),
+                Some(fraction(integrals.alloc, capacity)),
+                Some(fraction(u128::from(median), u128::from(self.total_milli))),
+                Some(fraction(integrals.run, capacity)),
+                Some(fraction(
+                    integrals.fragmented,
+                    u128::from(self.gpu_nodes) * w,
+                )),
             )
         };
 

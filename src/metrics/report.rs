@@ -9,14 +9,16 @@ use super::buckets::SizeBucket;
 /// The metrics over one window, as [`super::MetricsCollector::report`] computes them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MetricsReport {
-    /// Time-average of GAR (assigned GPUs / total GPUs) over the window.
-    pub gar_mean: f64,
+    /// Time-average of GAR (assigned GPUs / total GPUs) over the window; `None` when the
+    /// window has no length (every job submitted at one instant, or none), as are the
+    /// three below: an average over no time is undefined, not 0.
+    pub gar_mean: Option<f64>,
     /// Lower time-weighted median of GAR over the window.
-    pub gar_p50: f64,
+    pub gar_p50: Option<f64>,
     /// ∫ run dt / (total × |W|): GPUs of fully placed jobs, time-averaged.
-    pub sor: f64,
+    pub sor: Option<f64>,
     /// Time-average of GFR (fragmented GPU nodes / GPU nodes) over the window.
-    pub gfr_mean: f64,
+    pub gfr_mean: Option<f64>,
     /// Job wait times per size bucket.
     pub jwtd: Jwtd,
     /// Placement spread (node and leaf-group deviation) per size bucket.

@@ -23,8 +23,8 @@ fn gar_mean_and_lower_median() {
     m.observe(30 * S, 16_000, 16_000, 0);
     m.job_submitted(40 * S);
     let r = m.report(40 * S);
-    close(r.gar_mean, 0.5);
-    close(r.gar_p50, 0.5);
+    close(r.gar_mean.unwrap(), 0.5);
+    close(r.gar_p50.unwrap(), 0.5);
     close(r.window_s, 40.0);
     assert_eq!(r.jobs_submitted, 3);
     // A later report, with nothing new, sees the same closed window.
@@ -38,8 +38,8 @@ fn median_is_the_lower_one_on_a_tie() {
     m.observe(20 * S, 16_000, 16_000, 0);
     let r = m.report(40 * S);
     // time(GAR <= 0) = 20 s = |W| / 2.
-    close(r.gar_p50, 0.0);
-    close(r.gar_mean, 0.5);
+    close(r.gar_p50.unwrap(), 0.0);
+    close(r.gar_mean.unwrap(), 0.5);
 }
 
 #[test]
@@ -50,9 +50,9 @@ fn median_merges_the_open_interval() {
     m.observe(10 * S, 16_000, 0, 0);
     m.observe(20 * S, 8_000, 0, 0);
     let r = m.report(40 * S);
-    close(r.gar_p50, 0.5);
+    close(r.gar_p50.unwrap(), 0.5);
     close(
-        r.gar_mean,
+        r.gar_mean.unwrap(),
         (16_000.0 * 10.0 + 8_000.0 * 20.0) / (16_000.0 * 40.0),
     );
 
@@ -64,7 +64,7 @@ fn median_merges_the_open_interval() {
     m.observe(15 * S, 16_000, 0, 0);
     // 0: 5 + 5 s, 1.0: 5 + 25 s (open) → time(<= 0) = 10 < 20.
     let r = m.report(40 * S);
-    close(r.gar_p50, 1.0);
+    close(r.gar_p50.unwrap(), 1.0);
 
     // The open interval, below a stored value, reaches exactly half the window.
     let mut m = MetricsCollector::new(16_000, 2, None);
@@ -73,7 +73,7 @@ fn median_merges_the_open_interval() {
     m.observe(30 * S, 8_000, 0, 0);
     // 0: 10 s, 0.5: 10 s (open), 1.0: 20 s → time(<= 0.5) = 20 s = |W| / 2.
     let r = m.report(40 * S);
-    close(r.gar_p50, 0.5);
+    close(r.gar_p50.unwrap(), 0.5);
 }
 
 #[test]
@@ -91,12 +91,12 @@ fn sor_counts_a_gang_only_from_full_placement() {
     );
     m.job_submitted(40 * S);
     let r = m.report(40 * S);
-    close(r.sor, 8_000.0 * 20.0 / (16_000.0 * 40.0));
+    close(r.sor.unwrap(), 8_000.0 * 20.0 / (16_000.0 * 40.0));
     close(
-        r.gar_mean,
+        r.gar_mean.unwrap(),
         (4_000.0 * 10.0 + 8_000.0 * 20.0) / (16_000.0 * 40.0),
     );
-    close(r.gfr_mean, 30.0 / (2.0 * 40.0));
+    close(r.gfr_mean.unwrap(), 30.0 / (2.0 * 40.0));
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn gfr_is_the_time_average_of_fragmented_nodes() {
     m.observe(30 * S, 0, 0, 0);
     let r = m.report(40 * S);
     // (2 × 10 + 1 × 20) / (4 × 40)
-    close(r.gfr_mean, 0.25);
+    close(r.gfr_mean.unwrap(), 0.25);
 }
 
 #[test]
@@ -126,12 +126,12 @@ fn clips_to_the_window() {
     let r = m.report(60 * S);
     close(r.window_s, 20.0);
     close(
-        r.gar_mean,
+        r.gar_mean.unwrap(),
         (8_000.0 * 10.0 + 16_000.0 * 10.0) / (16_000.0 * 20.0),
     );
-    close(r.sor, r.gar_mean);
-    close(r.gar_p50, 0.5);
-    close(r.gfr_mean, 10.0 / (2.0 * 20.0));
+    close(r.sor.unwrap(), r.gar_mean.unwrap());
+    close(r.gar_p50.unwrap(), 0.5);
+    close(r.gfr_mean.unwrap(), 10.0 / (2.0 * 20.0));
 }
 
 #[test]
@@ -141,11 +141,11 @@ fn nothing_counts_before_a_submission() {
     m.observe(10 * S, 0, 0, 0);
     let r = m.report(20 * S);
     close(r.window_s, 0.0);
-    close(r.gar_mean, 0.0);
+    assert_eq!(r.gar_mean, None);
     m.job_submitted(20 * S);
     let r = m.report(40 * S);
     close(r.window_s, 20.0);
-    close(r.gar_mean, 0.0);
+    close(r.gar_mean.unwrap(), 0.0);
 }
 
 #[test]
@@ -156,12 +156,12 @@ fn live_window_ends_at_now() {
     m.observe(10 * S, 8_000, 8_000, 1);
     let r = m.report(20 * S);
     close(r.window_s, 20.0);
-    close(r.gar_mean, 0.75);
-    close(r.gfr_mean, 10.0 / (2.0 * 20.0));
+    close(r.gar_mean.unwrap(), 0.75);
+    close(r.gfr_mean.unwrap(), 10.0 / (2.0 * 20.0));
     // A report asked before the latest observation counts up to that observation.
     let r = m.report(5 * S);
     close(r.window_s, 10.0);
-    close(r.gar_mean, 1.0);
+    close(r.gar_mean.unwrap(), 1.0);
     // The simulator's window ends at its last submission even if asked later.
     let mut m = MetricsCollector::new(16_000, 2, Some(10 * S));
     m.job_submitted(0);
@@ -171,14 +171,14 @@ fn live_window_ends_at_now() {
 }
 
 #[test]
-fn zero_length_window_reports_zero() {
+fn zero_length_window_leaves_the_averages_undefined() {
     let mut m = MetricsCollector::new(16_000, 2, Some(10 * S));
     m.job_submitted(10 * S);
     m.observe(10 * S, 16_000, 16_000, 1);
     let r = m.report(30 * S);
     assert_eq!(
         (r.gar_mean, r.gar_p50, r.sor, r.gfr_mean, r.window_s),
-        (0.0, 0.0, 0.0, 0.0, 0.0)
+        (None, None, None, None, 0.0)
     );
     // No capacity, no GPU nodes: zeros, not NaN.
     let mut m = MetricsCollector::new(0, 0, None);
@@ -187,7 +187,7 @@ fn zero_length_window_reports_zero() {
     let r = m.report(10 * S);
     assert_eq!(
         (r.gar_mean, r.gar_p50, r.sor, r.gfr_mean),
-        (0.0, 0.0, 0.0, 0.0)
+        (Some(0.0), Some(0.0), Some(0.0), Some(0.0))
     );
 }
 
@@ -198,10 +198,10 @@ fn same_instant_the_last_observation_wins() {
     m.observe(0, 16_000, 16_000, 2);
     m.observe(0, 4_000, 0, 1);
     let r = m.report(10 * S);
-    close(r.gar_mean, 0.25);
-    close(r.gar_p50, 0.25);
-    close(r.sor, 0.0);
-    close(r.gfr_mean, 0.5);
+    close(r.gar_mean.unwrap(), 0.25);
+    close(r.gar_p50.unwrap(), 0.25);
+    close(r.sor.unwrap(), 0.0);
+    close(r.gfr_mean.unwrap(), 0.5);
 }
 
 #[test]
@@ -425,10 +425,10 @@ fn reference(
     end: u64,
     total: u64,
     nodes: u32,
-) -> (f64, f64, f64, f64) {
+) -> Option<(f64, f64, f64, f64)> {
     let w = end.saturating_sub(start);
     if w == 0 {
-        return (0.0, 0.0, 0.0, 0.0);
+        return None;
     }
     // Pieces (value, duration) over [start, end), from 0 at time 0.
     let mut pieces = Vec::new();
@@ -452,12 +452,12 @@ fn reference(
         .find(|&v| 2 * sum(&|p| if p.0 <= v { u128::from(p.3) } else { 0 }) >= u128::from(w))
         .unwrap_or(0);
     let cap = u128::from(total) * u128::from(w);
-    (
+    Some((
         alloc as f64 / cap as f64,
         median as f64 / total as f64,
         run as f64 / cap as f64,
         frag as f64 / (u128::from(nodes) * u128::from(w)) as f64,
-    )
+    ))
 }
 
 #[test]
@@ -501,11 +501,16 @@ fn matches_a_brute_force_reference() {
         };
         open_windows += usize::from(end > first);
         let r = m.report(now);
-        let (gar, p50, sor, gfr) = reference(&obs, first, end, total, nodes);
+        let want = reference(&obs, first, end, total, nodes);
         let got = (r.gar_mean, r.gar_p50, r.sor, r.gfr_mean);
         assert_eq!(
             got,
-            (gar, p50, sor, gfr),
+            (
+                want.map(|w| w.0),
+                want.map(|w| w.1),
+                want.map(|w| w.2),
+                want.map(|w| w.3)
+            ),
             "case {case}: {obs:?} first {first} end {end}"
         );
         assert_eq!(

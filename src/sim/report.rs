@@ -59,14 +59,14 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
         table.add_row(cells);
     };
     row("GAR mean (GPUs assigned)".into(), &|r| {
-        percent(r.metrics.gar_mean)
+        optional(r.metrics.gar_mean, percent)
     });
-    row("GAR p50".into(), &|r| percent(r.metrics.gar_p50));
+    row("GAR p50".into(), &|r| optional(r.metrics.gar_p50, percent));
     row("SOR (GPUs of running jobs)".into(), &|r| {
-        percent(r.metrics.sor)
+        optional(r.metrics.sor, percent)
     });
     row("GFR mean (fragmented nodes)".into(), &|r| {
-        percent(r.metrics.gfr_mean)
+        optional(r.metrics.gfr_mean, percent)
     });
     if runs.iter().any(|r| r.fill.is_some()) {
         // The points past the knee, where placements differ.
