@@ -591,7 +591,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         file.commit()?;
     }
     warn_never_placed(&main_run);
-    if main_run.metrics.gar_mean.is_none() {
+    if main_run.metrics.gar_mean.is_none() && main_run.metrics.jobs_submitted > 0 {
         eprintln!(
             "the metrics window (first to last submission) has no length: every job was \
              submitted at one instant, so GAR, SOR and GFR, averages over it, are undefined \

@@ -193,7 +193,7 @@ fn a_mig_slice_pod_naming_its_gpu_model_reaches_a_node_cut_into_slices() {
                        "allocatable": {"nvidia.com/mig-1g.10gb": "56"}}
         }),
     );
-    let mut world = synced(&plain(), &[node("n1", 8), mig]);
+    let mut world = synced(&plain(), &[node("n1", 8), mig.clone()]);
     let limits = json!({"nvidia.com/mig-1g.10gb": "1"});
     let slice = pod(
         "slice",
@@ -212,6 +212,32 @@ fn a_mig_slice_pod_naming_its_gpu_model_reaches_a_node_cut_into_slices() {
         "{:?}",
         messages(&out)
     );
+    // Sharded, the H100 shard places it; the default shard does not tell it that no node
+    // carries H100 (a node of slices carries no whole GPU, but the pod asks for none).
+    let nodes = [a100_node("a1", 8), mig];
+    let mut h100 = sync(world_with(&plain(), h100_shard()), &nodes, &[]);
+    apply_pod(&mut h100, &slice, T0);
+    h100.round(T0);
+    assert_eq!(bindings(&h100.take_outputs()).len(), 1);
+    let options = WorldOptions {
+        default_shard: true,
+        ..shard_of("A100")
+    };
+    let mut default = sync(world_with(&plain(), options), &nodes, &[]);
+    apply_pod(&mut default, &slice, T0);
+    let out = run_until(&mut default, T0, T0 + 60_000);
+    let told: Vec<&Output> = (out.iter())
+        .filter(|o| {
+            matches!(
+                o,
+                Output::Event {
+                    reason: "FailedScheduling",
+                    ..
+                }
+            )
+        })
+        .collect();
+    assert!(told.is_empty(), "{told:?}");
 }
 
 /// A configuration's links keyed by a short model name (`L40S`) never match a node, whose

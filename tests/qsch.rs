@@ -430,6 +430,72 @@ fn an_isolated_tenants_job_is_not_evicted_for_another_isolated_tenant() {
     );
 }
 
+/// What an isolated tenant holds past its quota (here its quota was lowered while its jobs
+/// ran) its owner reclaims: `a`, within its quota, takes back `b`'s surplus, and only
+/// that, as a reclaim.
+#[test]
+fn an_isolated_tenant_reclaims_what_another_holds_past_its_quota() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let before = [
+        tenant("a", TenantMode::Isolated, 0),
+        tenant("b", TenantMode::Isolated, 16),
+    ];
+    let mut s = with_tenants(
+        profile("default", None, None),
+        spec.clone(),
+        &before,
+        binds(),
+    );
+    s.submit(tjob(0, 2, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    let after = [
+        tenant("a", TenantMode::Isolated, 8),
+        tenant("b", TenantMode::Isolated, 8),
+    ];
+    s.set_tenants(Tenants::resolve(&after, &spec).unwrap());
+    // Of equal priority: a reclaim, not a priority preemption.
+    s.submit(tjob(2, 1, 1, 8, 0, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    let taken = preemptions(&decisions);
+    assert_eq!(taken.len(), 1, "{decisions:?}");
+    assert_eq!(
+        (taken[0].1, taken[0].2),
+        (JobId(2), PreemptionKind::QuotaReclaim)
+    );
+    check_accounting(&s);
+}
+
+/// Only the surplus: `a` (quota 16, past the pool with `b`'s 8: misconfigured) has a job
+/// of higher priority that needs both of `b`'s. One is `b`'s surplus, the other within its
+/// quota: nothing is preempted.
+#[test]
+fn an_isolated_tenant_reclaims_no_more_than_another_holds_past_its_quota() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let before = [
+        tenant("a", TenantMode::Isolated, 0),
+        tenant("b", TenantMode::Isolated, 16),
+    ];
+    let mut s = with_tenants(
+        profile("default", None, None),
+        spec.clone(),
+        &before,
+        binds(),
+    );
+    s.submit(tjob(0, 2, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    let after = [
+        tenant("a", TenantMode::Isolated, 16),
+        tenant("b", TenantMode::Isolated, 8),
+    ];
+    s.set_tenants(Tenants::resolve(&after, &spec).unwrap());
+    s.submit(tjob(2, 1, 2, 8, 9, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 0) && is_running(&s, 1));
+}
+
 // 2. Shared borrowing and the owner's reclaim --------------------------------------------
 
 /// Tenants A (1) and B (2), shared, 8 H100 each, on 16 GPUs. B runs job 10 from t=0 (its

@@ -189,8 +189,9 @@ impl MetricsCollector {
     ///
     /// A `now_ms` before the latest observation counts as that observation's time. When the
     /// window is empty or has zero length (no submission yet, one submission, all at one
-    /// instant), `gar_mean`, `gar_p50`, `sor` and `gfr_mean` are 0.0; so are the GAR and SOR
-    /// figures of a cluster of zero capacity and GFR of a cluster of no GPU nodes. JWTD,
+    /// instant), `gar_mean`, `gar_p50`, `sor` and `gfr_mean` are `None`: an average over no
+    /// time is undefined. The GAR and SOR figures of a cluster of zero capacity, and GFR of
+    /// a cluster of no GPU nodes, are 0.0. JWTD,
     /// JTTED and the job counts cover every job, whatever the window.
     pub fn report(&self, now_ms: u64) -> MetricsReport {
         let now_ms = now_ms.max(self.current.since_ms);

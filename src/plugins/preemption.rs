@@ -7,8 +7,9 @@
 //!   its quota without them (only borrowed room is taken back, so reclaims never cascade).
 //! - Priority: jobs of strictly lower priority.
 //!
-//! An isolated tenant's jobs are evicted for its own jobs only, and a shared tenant's for
-//! an isolated tenant's job only when its quota admitted that job.
+//! An isolated tenant's jobs within its quota are evicted for its own jobs only (what it
+//! holds past its quota another isolated tenant within its own reclaims), and a shared
+//! tenant's for an isolated tenant's job only when its quota admitted that job.
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago (so preemption cannot cascade). For a backfill head, the jobs backfilled
@@ -62,16 +63,18 @@ impl Preemption {
         if !victim.preemptible {
             return None;
         }
-        // Quota: an isolated tenant's jobs are evicted for its own jobs only: its quota is
-        // its alone, even where isolated quotas add up past the pool (a warned-of
-        // misconfiguration, or nodes lost). And an isolated tenant at its quota can only
-        // make room among its own jobs.
+        // Quota: an isolated tenant's jobs within its quota are evicted for its own jobs
+        // only: its quota is its alone, even where isolated quotas add up past the pool
+        // (a warned-of misconfiguration, or nodes lost). What it holds past its quota (a
+        // quota lowered, say) another isolated tenant within its own reclaims. And an
+        // isolated tenant at its quota can only make room among its own jobs.
         let tenants = context.tenants;
         let isolated = |t: usize| tenants.mode(t) == TenantMode::Isolated;
+        let other_isolated = victim.tenant != context.tenant && isolated(victim.tenant);
         let helps_quota = if victim.tenant == context.tenant {
             true
-        } else if isolated(victim.tenant) {
-            false
+        } else if other_isolated {
+            isolated(context.tenant) && context.admitted
         } else {
             !isolated(context.tenant) || context.admitted
         };
@@ -90,6 +93,7 @@ impl Preemption {
         // so it overtook the head (a job older than the head never counts, nor one placed
         // as an overdue head itself: no cascade).
         if let Some(since) = context.backfill_since
+            && !other_isolated
             && !victim.served_overdue
             && victim.started_ms >= since
             && victim.job.submit_ms > job.submit_ms
@@ -101,9 +105,10 @@ impl Preemption {
         let tenants = context.tenants;
         // Only borrowed GPUs are reclaimed, for a job asking for GPUs: the victim's tenant
         // stays at or above its quota once the victim is gone, so a reclaim never starts
-        // another.
+        // another. Shared tenants reclaim from shared ones, isolated from isolated ones.
         let reclaim = victim.tenant != context.tenant
             && may_reclaim
+            && isolated(victim.tenant) == isolated(context.tenant)
             && victim.pools.iter().any(|&(pool, milli)| {
                 milli > 0
                     && (job.pools.is_empty() || job.pools.contains(&pool))
@@ -112,7 +117,7 @@ impl Preemption {
             });
         if reclaim {
             Some(PreemptionKind::QuotaReclaim)
-        } else if lower {
+        } else if lower && !other_isolated {
             Some(PreemptionKind::Priority)
         } else {
             None
@@ -323,7 +328,6 @@ impl PostFilter for Preemption {
         // Cheap gates first: this runs for every waiting job whenever capacity frees.
         // Only GPUs are reclaimed, for a job asking for some.
         let may_reclaim = job.total_milli() > 0
-            && context.tenants.mode(context.tenant) == TenantMode::Shared
             && context.running.values().len() > 0
             && pools_for(job, context.snapshot)
                 .iter()
@@ -410,9 +414,13 @@ impl PostFilter for Preemption {
         let mut budget = ReclaimBudget::new(context);
         let fitted = candidates.into_iter().any(|candidate| {
             let (victim, kind) = candidate;
+            // Past the budget, a reclaim may be a priority preemption, but never of
+            // another isolated tenant's job within its quota.
+            let isolated = |t: usize| context.tenants.mode(t) == TenantMode::Isolated;
+            let other_isolated = victim.tenant != context.tenant && isolated(victim.tenant);
             if kind == PreemptionKind::QuotaReclaim
                 && !budget.take(victim)
-                && victim.job.priority >= job.priority
+                && (victim.job.priority >= job.priority || other_isolated)
             {
                 return false;
             }

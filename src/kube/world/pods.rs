@@ -1172,9 +1172,13 @@ impl World {
                 None => !self.in_shard(&facts),
             };
             if other_shards {
+                // A job asking for no GPU (MIG slices) names a model as a node label alone:
+                // a node of slices carries none.
                 let models = match &entry.group {
-                    Some(group) => self.gang_template(group).map(|t| t.gpu_models.clone()),
-                    None => Some(facts.gpu_models.clone()),
+                    Some(group) => (self.gang_template(group))
+                        .filter(|t| !t.request.gpu.is_none())
+                        .map(|t| t.gpu_models.clone()),
+                    None => Some(facts.gpu_models.clone()).filter(|_| !facts.request.gpu.is_none()),
                 };
                 self.tell_uncarried(&uid, &models.unwrap_or_default());
                 self.set_state(&uid, PodState::OtherShard);
