@@ -70,7 +70,7 @@ impl Preemption {
         // isolated tenant at its quota can only make room among its own jobs.
         let tenants = context.tenants;
         let isolated = |t: usize| tenants.mode(t) == TenantMode::Isolated;
-        let other_isolated = victim.tenant != context.tenant && isolated(victim.tenant);
+        let other_isolated = of_another_isolated_tenant(context, victim);
         let helps_quota = if victim.tenant == context.tenant {
             true
         } else if other_isolated {
@@ -123,6 +123,11 @@ impl Preemption {
             None
         }
     }
+}
+
+/// Whether the victim is of an isolated tenant other than the preemptor's.
+fn of_another_isolated_tenant(context: &PreemptionContext, victim: &RunningJob) -> bool {
+    victim.tenant != context.tenant && context.tenants.mode(victim.tenant) == TenantMode::Isolated
 }
 
 /// Whether the victim holds a pod in the preemptor's reservation (anywhere, without one).
@@ -416,11 +421,10 @@ impl PostFilter for Preemption {
             let (victim, kind) = candidate;
             // Past the budget, a reclaim may be a priority preemption, but never of
             // another isolated tenant's job within its quota.
-            let isolated = |t: usize| context.tenants.mode(t) == TenantMode::Isolated;
-            let other_isolated = victim.tenant != context.tenant && isolated(victim.tenant);
             if kind == PreemptionKind::QuotaReclaim
                 && !budget.take(victim)
-                && (victim.job.priority >= job.priority || other_isolated)
+                && (victim.job.priority >= job.priority
+                    || of_another_isolated_tenant(context, victim))
             {
                 return false;
             }
