@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 mod common;
-use common::rbac::grants;
+use common::rbac::{Grants, grants};
 
 fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
@@ -503,4 +503,26 @@ fn examples_are_the_objects_they_claim() {
 fn no_admission_webhook_and_readme_says_so() {
     let readme = read("README.md");
     assert!(readme.to_lowercase().contains("webhook"));
+}
+
+/// The tests' check of every request against `rbac.yaml` reads the API group off the URL:
+/// events written through core/v1, which the ClusterRole does not grant, would be refused
+/// there as a real API server refuses them, while events.k8s.io's pass.
+#[test]
+fn the_rbac_check_tells_the_two_event_apis_apart() {
+    let event = |group: &str| kant_testkit::RequestRecord {
+        seq: 0,
+        verb: "create".into(),
+        group: group.into(),
+        resource: "events".into(),
+        namespace: Some("ml".into()),
+        name: None,
+        code: 201,
+    };
+    let grants = Grants::of_manifests();
+    assert!(grants.refused(&[event("events.k8s.io")]).is_empty());
+    assert_eq!(
+        grants.refused(&[event("")]),
+        BTreeSet::from(["create /events in ml".to_owned()])
+    );
 }

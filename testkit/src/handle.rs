@@ -39,8 +39,12 @@ pub struct RequestRecord {
     pub seq: u64,
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`.
     pub verb: String,
+    /// The API group of the URL: empty for the core group (`/api/v1`), else the group of
+    /// `/apis/{group}/{version}` (`events.k8s.io`, `coordination.k8s.io`).
+    pub group: String,
     /// The plural, with the subresource if any: `pods`, `pods/binding`, `podgroups/status`.
-    /// Core `events` and `events.k8s.io` events both read `events`.
+    /// Core `events` and `events.k8s.io` events both read `events` (`group` tells them
+    /// apart).
     pub resource: String,
     pub namespace: Option<String>,
     pub name: Option<String>,
@@ -187,6 +191,7 @@ impl Shared {
 
     pub(crate) fn record(
         &self,
+        group: &str,
         verb: &str,
         resource: &str,
         ns: Option<&str>,
@@ -202,6 +207,7 @@ impl Shared {
         o.log.push(RequestRecord {
             seq,
             verb: verb.to_string(),
+            group: group.to_string(),
             resource: resource.to_string(),
             namespace: ns.map(str::to_string),
             name: name.map(str::to_string),

@@ -190,10 +190,18 @@ fn dispatch(
             .as_ref()
             .map(|b| crate::store::meta_str(b, "name").to_string())
             .unwrap_or_default();
-        return run(shared, "create", "pods/binding", ns, Some(&pod), || {
-            let binding = parsed.clone()?;
-            binding_handler(shared, ns.unwrap_or(""), &pod, &binding)
-        });
+        return run(
+            shared,
+            group,
+            "create",
+            "pods/binding",
+            ns,
+            Some(&pod),
+            || {
+                let binding = parsed.clone()?;
+                binding_handler(shared, ns.unwrap_or(""), &pod, &binding)
+            },
+        );
     }
 
     let found = {
@@ -243,21 +251,23 @@ fn dispatch(
         headers,
         body,
     };
-    run(shared, verb, &resource, ns, name, || match (verb, sub) {
-        ("watch", _) => watch_handler(&ctx),
-        ("list", _) => list_handler(&ctx),
-        ("create", None) => create_handler(&ctx),
-        ("deletecollection", _) => delete_collection_handler(&ctx),
-        ("get", _) => get_handler(&ctx),
-        ("update", sub) => update_handler(&ctx, target(sub)),
-        ("patch", sub) => patch_handler(&ctx, target(sub)),
-        ("delete", _) => delete_handler(&ctx),
-        ("create", Some("binding")) => {
-            let binding = ops::parse_body(body)?;
-            binding_handler(shared, ns.unwrap_or(""), &ctx.name, &binding)
+    run(shared, group, verb, &resource, ns, name, || {
+        match (verb, sub) {
+            ("watch", _) => watch_handler(&ctx),
+            ("list", _) => list_handler(&ctx),
+            ("create", None) => create_handler(&ctx),
+            ("deletecollection", _) => delete_collection_handler(&ctx),
+            ("get", _) => get_handler(&ctx),
+            ("update", sub) => update_handler(&ctx, target(sub)),
+            ("patch", sub) => patch_handler(&ctx, target(sub)),
+            ("delete", _) => delete_handler(&ctx),
+            ("create", Some("binding")) => {
+                let binding = ops::parse_body(body)?;
+                binding_handler(shared, ns.unwrap_or(""), &ctx.name, &binding)
+            }
+            ("create", Some("eviction")) => eviction_handler(&ctx),
+            _ => Err(ApiError::path_not_found()),
         }
-        ("create", Some("eviction")) => eviction_handler(&ctx),
-        _ => Err(ApiError::path_not_found()),
     })
 }
 
@@ -273,6 +283,7 @@ fn target(sub: Option<&str>) -> Target {
 /// is never answered).
 fn run(
     shared: &Arc<Shared>,
+    group: &str,
     verb: &str,
     resource: &str,
     ns: Option<&str>,
@@ -288,7 +299,7 @@ fn run(
             match fault.error {
                 Some(e) => e.into_response(),
                 None => {
-                    shared.record(verb, resource, ns, name, 0);
+                    shared.record(group, verb, resource, ns, name, 0);
                     let mut silent = Response::default();
                     silent.extensions_mut().insert(Unanswered);
                     return silent;
@@ -296,7 +307,7 @@ fn run(
             }
         }
     };
-    shared.record(verb, resource, ns, name, resp.status().as_u16());
+    shared.record(group, verb, resource, ns, name, resp.status().as_u16());
     resp
 }
 

@@ -44,17 +44,14 @@ impl Grants {
         (requests.iter())
             .filter(|r| !self.allow(r))
             .map(|r| {
-                let group = group_of(&r.resource).unwrap_or("an unknown group");
                 let ns = r.namespace.as_deref().unwrap_or("(cluster)");
-                format!("{} {group}/{} in {ns}", r.verb, r.resource)
+                format!("{} {}/{} in {ns}", r.verb, r.group, r.resource)
             })
             .collect()
     }
 
     fn allow(&self, request: &RequestRecord) -> bool {
-        let Some(group) = group_of(&request.resource) else {
-            return false;
-        };
+        let group = request.group.as_str();
         let granted = |rules: &[PolicyRule]| {
             (rules.iter()).any(|rule| grants(rule, group, &request.resource, &request.verb))
         };
@@ -72,19 +69,4 @@ pub fn grants(rule: &PolicyRule, group: &str, resource: &str, verb: &str) -> boo
     any(&rule.api_groups, group)
         && any(&rule.resources, resource)
         && (rule.verbs.iter().any(|v| v == verb || v == "*"))
-}
-
-/// The API group of the resources the scheduler uses (events: `events.k8s.io`, which it
-/// writes); none for one it is not known to use.
-fn group_of(resource: &str) -> Option<&'static str> {
-    let plural = resource.split('/').next().unwrap_or(resource);
-    Some(match plural {
-        "pods" | "nodes" | "persistentvolumeclaims" | "persistentvolumes" => "",
-        "events" => "events.k8s.io",
-        "leases" => "coordination.k8s.io",
-        "storageclasses" => "storage.k8s.io",
-        "podgroups" => "scheduling.x-k8s.io",
-        "queues" => "kant.io",
-        _ => return None,
-    })
 }
