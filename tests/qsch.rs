@@ -430,11 +430,9 @@ fn an_isolated_tenants_job_is_not_evicted_for_another_isolated_tenant() {
     );
 }
 
-/// What an isolated tenant holds past its quota (here its quota was lowered while its jobs
-/// ran) its owner reclaims: `a`, within its quota, takes back `b`'s surplus, and only
-/// that, as a reclaim.
-#[test]
-fn an_isolated_tenant_reclaims_what_another_holds_past_its_quota() {
+/// Isolated tenants `a` (1) and `b` (2) on 16 GPUs: `b`, with a quota of 16, runs two jobs
+/// of 8 (0 and 1); then the quotas become `a`'s and `b`'s as given, `b` now past its own.
+fn b_past_its_quota(a: i64, b: i64) -> Scheduler {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
     let before = [
         tenant("a", TenantMode::Isolated, 0),
@@ -450,10 +448,19 @@ fn an_isolated_tenant_reclaims_what_another_holds_past_its_quota() {
     s.submit(tjob(1, 2, 1, 8, 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
     let after = [
-        tenant("a", TenantMode::Isolated, 8),
-        tenant("b", TenantMode::Isolated, 8),
+        tenant("a", TenantMode::Isolated, a),
+        tenant("b", TenantMode::Isolated, b),
     ];
     s.set_tenants(Tenants::resolve(&after, &spec).unwrap());
+    s
+}
+
+/// What an isolated tenant holds past its quota (here its quota was lowered while its jobs
+/// ran) its owner reclaims: `a`, within its quota, takes back `b`'s surplus, and only
+/// that, as a reclaim.
+#[test]
+fn an_isolated_tenant_reclaims_what_another_holds_past_its_quota() {
+    let mut s = b_past_its_quota(8, 8);
     // Of equal priority: a reclaim, not a priority preemption.
     s.submit(tjob(2, 1, 1, 8, 0, 60));
     let decisions = s.schedule(MINUTE + MIN_RUNTIME);
@@ -471,25 +478,7 @@ fn an_isolated_tenant_reclaims_what_another_holds_past_its_quota() {
 /// quota: nothing is preempted.
 #[test]
 fn an_isolated_tenant_reclaims_no_more_than_another_holds_past_its_quota() {
-    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
-    let before = [
-        tenant("a", TenantMode::Isolated, 0),
-        tenant("b", TenantMode::Isolated, 16),
-    ];
-    let mut s = with_tenants(
-        profile("default", None, None),
-        spec.clone(),
-        &before,
-        binds(),
-    );
-    s.submit(tjob(0, 2, 1, 8, 0, 0));
-    s.submit(tjob(1, 2, 1, 8, 0, 0));
-    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
-    let after = [
-        tenant("a", TenantMode::Isolated, 16),
-        tenant("b", TenantMode::Isolated, 8),
-    ];
-    s.set_tenants(Tenants::resolve(&after, &spec).unwrap());
+    let mut s = b_past_its_quota(16, 8);
     s.submit(tjob(2, 1, 2, 8, 9, 60));
     let decisions = s.schedule(MINUTE + MIN_RUNTIME);
     assert!(preemptions(&decisions).is_empty(), "{decisions:?}");

@@ -154,7 +154,7 @@ impl Nodes {
         };
         let kept = NodeEntry::Deleted(Box::new(taking_no_pod((**facts).clone())));
         let was = self.deleted.insert(key.to_owned(), Some(reason.clone()));
-        if was != Some(Some(reason.clone())) {
+        if was.flatten().as_ref() != Some(&reason) {
             tracing::warn!(
                 "{reason}; the node takes no new pod until it is fixed (the pods it runs \
                  keep what they hold)"
