@@ -269,12 +269,14 @@ fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
 }
 
 #[test]
-fn parallel_batches_choose_the_group_a_one_by_one_search_chooses() {
+fn a_parallel_search_chooses_the_group_a_one_by_one_search_chooses() {
     use kant::model::{NodeConstraints, Requirement, SelectorOp, SelectorTerm};
     // Six empty leaves of four nodes, which rank by group alone. The gang's affinity
     // keeps it off the nodes of leaves 0 to 2 (a node filter: their aggregates still say
-    // it may fit), so the best group fails, then a batch of two, and in the next batch
-    // both groups hold it: the better ranked of them, leaf 3, must win.
+    // it may fit), so the best group fails, then the others are tried in parallel: in
+    // batches of two (a batch fails, and in the next both groups hold it), or all in one
+    // pass (leaves 3 to 5 hold it). The best ranked of those that hold it, leaf 3, must
+    // win.
     let excluded: Vec<String> = (0..12).map(|i| format!("node-{i:04}")).collect();
     let affinity = NodeConstraints {
         affinity: vec![SelectorTerm {
@@ -287,11 +289,11 @@ fn parallel_batches_choose_the_group_a_one_by_one_search_chooses() {
         }],
         ..Default::default()
     };
-    let place = |parallel: bool| {
+    let place = |parallel: bool, groups_per_batch: usize| {
         let spec = fabric(24, 8, 4, 6, 0, LinkProfile::NvlinkAll);
         let mut profile = profile("default", None, None);
         profile.search_options.parallel = parallel;
-        profile.search_options.groups_per_batch = 2;
+        profile.search_options.groups_per_batch = groups_per_batch;
         profile.search_options.parallel_min_pods = 2;
         let mut s = scheduler(profile, spec);
         let mut gang = job(0, 4, whole(8), 0, 0);
@@ -303,8 +305,9 @@ fn parallel_batches_choose_the_group_a_one_by_one_search_chooses() {
         nodes
     };
     let in_leaf_3: Vec<NodeId> = (12..16).map(NodeId).collect();
-    assert_eq!(place(false), in_leaf_3);
-    assert_eq!(place(true), in_leaf_3);
+    assert_eq!(place(false, 0), in_leaf_3);
+    assert_eq!(place(true, 2), in_leaf_3);
+    assert_eq!(place(true, 0), in_leaf_3);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use kant::framework::{
 };
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, GroupId, Job, JobId, LeafPath, LinkProfile,
-    NodeRow, PodRequest,
+    NodeConstraints, NodeRow, PodRequest, Taint, TaintEffect, Toleration,
 };
 
 pub const GPUS_PER_NODE: usize = 8;
@@ -26,10 +26,21 @@ pub const GPU_MODEL: &str = "H100";
 
 /// A cluster of `nodes` nodes of 8 GPUs in the shape described above.
 pub fn cluster(nodes: usize) -> Arc<ClusterSpec> {
+    cluster_with_dedicated_leaves(nodes, 0)
+}
+
+/// The label and the `NoSchedule` taint, both `dedicated=reserved`, that keep a dedicated
+/// leaf group's nodes to the pods that select and tolerate them.
+pub const DEDICATED: (&str, &str) = ("dedicated", "reserved");
+
+/// [`cluster`], with the nodes of its last `dedicated` leaf groups labelled and tainted
+/// [`DEDICATED`]: the usual way of reserving nodes for one team's pods.
+pub fn cluster_with_dedicated_leaves(nodes: usize, dedicated: usize) -> Arc<ClusterSpec> {
+    let first_dedicated = nodes.saturating_sub(dedicated * NODES_PER_LEAF);
     let mut builder = ClusterSpecBuilder::new();
     for index in 0..nodes {
         let leaf = index / NODES_PER_LEAF;
-        let row = NodeRow {
+        let mut row = NodeRow {
             name: format!("node-{index:05}"),
             gpu_model: Some(GPU_MODEL.into()),
             gpus: GPUS_PER_NODE,
@@ -43,11 +54,36 @@ pub fn cluster(nodes: usize) -> Arc<ClusterSpec> {
             hbd: None,
             ..Default::default()
         };
+        if index >= first_dedicated {
+            let (key, value) = DEDICATED;
+            row.labels.insert(key.into(), value.into());
+            row.taints.push(Taint {
+                key: key.into(),
+                value: value.into(),
+                effect: TaintEffect::NoSchedule,
+            });
+        }
         builder
             .add(row, LinkProfile::NvlinkAll)
             .expect("generated node rows are valid");
     }
     Arc::new(builder.build())
+}
+
+/// What a pod needs to go to the dedicated nodes of [`cluster_with_dedicated_leaves`]:
+/// their label as node selector, and a toleration of their taint.
+pub fn dedicated_constraints() -> NodeConstraints {
+    let (key, value) = DEDICATED;
+    NodeConstraints {
+        node_selector: vec![(key.into(), value.into())],
+        tolerations: vec![Toleration {
+            key: Some(key.into()),
+            exists: false,
+            value: value.into(),
+            effect: Some(TaintEffect::NoSchedule),
+        }],
+        ..Default::default()
+    }
 }
 
 /// The embedded `default` profile with the given search mode and options. Only the search

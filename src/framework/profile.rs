@@ -29,7 +29,7 @@ pub struct SearchOptions {
     /// Evaluate candidate groups in parallel (rayon).
     pub parallel: bool,
     /// Candidate groups evaluated together when the search is parallel; the first
-    /// feasible in rank order wins. 0: one per rayon thread.
+    /// feasible in rank order wins. 0: all of them, in one parallel pass.
     pub groups_per_batch: usize,
     /// Jobs with fewer pods than this evaluate their groups one at a time: for them the
     /// cost of a parallel fork exceeds the work.

@@ -442,7 +442,7 @@ fn rank_groups(
 }
 
 /// The whole job inside the best-ranked group that holds it. Candidate groups are tried in
-/// rank order, in parallel batches for large jobs.
+/// rank order, in one parallel pass for large jobs.
 fn within_one_group(
     profile: &Profile,
     job: &Job,
@@ -454,11 +454,6 @@ fn within_one_group(
     let spec = snapshot.spec();
     let options = profile.search_options;
     let parallel = options.parallel && job.pods.len() >= options.parallel_min_pods;
-    let batch = match options.groups_per_batch {
-        _ if !parallel => 1,
-        0 => rayon::current_num_threads(),
-        n => n,
-    };
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
     let may_hold = |&(_, group): &(i64, GroupId)| may_fit(widths, snapshot.group(group));
     let attempt = |&group: &GroupId| {
@@ -485,16 +480,19 @@ fn within_one_group(
         rest.sort_unstable_by(by_rank);
     }
     let candidates: Vec<GroupId> = rest.iter().filter(|m| may_hold(m)).map(|m| m.1).collect();
-    candidates.chunks(batch).find_map(|batch| {
-        if batch.len() > 1 {
-            // Speculative: the first feasible group in rank order wins, whichever thread
-            // finishes first, so the result is the same as trying them one by one.
-            let mut results: Vec<Option<Found>> = batch.par_iter().map(attempt).collect();
-            results.iter_mut().find_map(Option::take)
-        } else {
-            batch.iter().find_map(attempt)
-        }
-    })
+    if !parallel {
+        return candidates.iter().find_map(attempt);
+    }
+    // Speculative: the first feasible group in rank order wins, whichever thread finds one
+    // first, so the result is the same as trying them one by one. One parallel pass over
+    // a batch (rayon splits it as threads come free, and skips what lies past a group
+    // found) costs one fork, where a fork per handful of groups cost more than a group's
+    // attempt.
+    let batch = match options.groups_per_batch {
+        0 => candidates.len().max(1),
+        n => n,
+    };
+    (candidates.chunks(batch)).find_map(|batch| batch.par_iter().find_map_first(attempt))
 }
 
 /// Of the job's pods that ask for whole GPUs, how many an aggregate can hold at once:
