@@ -525,7 +525,7 @@ async fn malformed_pods_are_reported_on_the_pod_while_the_rest_schedules() {
         server
             .get::<Queue>(None, "nope")
             .and_then(|q| q.status)
-            .is_some_and(|s| s.allocated.get("H100").map(String::as_str) == Some("0"))
+            .is_some_and(|s| s.allocated.get("H100").cloned().flatten().as_deref() == Some("0"))
     })
     .await;
     kant.stop().await;

@@ -1,6 +1,8 @@
 //! The Kubernetes world driven directly with Kubernetes objects, no API server: what goes
 //! in, what comes out.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Pod;
 use kant::kube::world::{Input, Output, World, WorldOptions};
 use kube::runtime::watcher::Event;
@@ -810,7 +812,7 @@ fn a_queue_made_again_takes_back_its_running_jobs() {
     let allocated: Vec<_> = (out.iter())
         .filter_map(|o| match o {
             Output::QueueStatus { name, status } if name == "team-a" => {
-                Some(status.allocated.get("H100").cloned())
+                Some(status.allocated.get("H100").cloned().flatten())
             }
             _ => None,
         })
@@ -1258,6 +1260,77 @@ fn a_shard_reports_only_its_own_groups_and_gpu_models() {
         })
         .collect();
     assert_eq!(models, [["H100"]]);
+}
+
+/// A merge patch removes only the keys it names null. When no node carries a GPU model
+/// any more, the Queue's figures for it are named null, or the last ones would stay in its
+/// status for ever; another shard's models are left to it.
+#[test]
+fn a_queue_loses_the_figures_of_a_gpu_model_no_node_carries_any_more() {
+    let a100 = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
+    let a1 = node_with("a1", 8, a100);
+    let mut world = sync(world(&plain()), &[node("h1", 8), a1.clone()], &[]);
+    let statuses = |outputs: Vec<Output>| -> Vec<kant::kube::crd::QueueStatus> {
+        (outputs.into_iter())
+            .filter_map(|o| match o {
+                Output::QueueStatus { status, .. } => Some(status),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut team = queue("team", 8);
+    world.apply(Input::Queue(Box::new(Event::Apply(team.clone()))), T0);
+    world.round(T0);
+    let written = statuses(world.take_outputs());
+    let models: Vec<Vec<&String>> = written
+        .iter()
+        .map(|s| s.allocated.keys().collect())
+        .collect();
+    assert_eq!(models, [["A100", "H100"]]);
+    // The Queue now shows them, as the API server would, and also a model of another
+    // shard's (this replica owns every model: it names it null too).
+    let mut shown = written[0].clone();
+    shown.allocated.insert("B200".into(), Some("0".into()));
+    team.status = Some(shown);
+    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0 + 1);
+    delete_node(&mut world, &a1, T0 + 1);
+    world.round(T0 + 1_001);
+    let written = statuses(world.take_outputs());
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(named_null(&written[0].allocated), ["A100", "B200"]);
+    assert_eq!(named_null(&written[0].borrowed), ["A100", "B200"]);
+    assert_eq!(written[0].allocated["H100"].as_deref(), Some("0"));
+    let patch = serde_json::to_value(&written[0]).unwrap();
+    assert_eq!(patch["allocated"]["A100"], Value::Null);
+}
+
+/// A shard's replica names null only the models of its own shard that no node carries:
+/// another shard's figures are that shard's to remove.
+#[test]
+fn a_shard_leaves_another_shards_gone_model_in_the_queue() {
+    let mut world = sync(world_with(&plain(), h100_shard()), &[node("h1", 8)], &[]);
+    let mut team = queue("team", 8);
+    team.status = serde_json::from_value(json!(
+        {"allocated": {"H100": "0", "A100": "8", "B200": "1"}, "borrowed": {}}))
+    .unwrap();
+    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    let nulls: Vec<Vec<&str>> = (out.iter())
+        .filter_map(|o| match o {
+            Output::QueueStatus { status, .. } => Some(named_null(&status.allocated)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nulls, [Vec::<&str>::new()], "{out:?}");
+}
+
+/// The models a Queue status's figures name null: removed by the merge patch.
+fn named_null(figures: &BTreeMap<String, Option<String>>) -> Vec<&str> {
+    (figures.iter())
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| k.as_str())
+        .collect()
 }
 
 /// A replica of the H100 shard, without `--default-shard`.

@@ -215,13 +215,14 @@ impl QueueSpec {
 #[serde(rename_all = "camelCase")]
 pub struct QueueStatus {
     /// GPUs in use by the queue's placed jobs, per GPU model, as an exact decimal count
-    /// (GPUs may be fractional; e.g. "12.5").
+    /// (GPUs may be fractional; e.g. "12.5"). A model no node carries any more is removed
+    /// (a merge patch's null).
     #[serde(default)]
-    pub allocated: BTreeMap<String, String>,
+    pub allocated: BTreeMap<String, Option<String>>,
     /// The part of `allocated` that is borrowed beyond the queue's own quota, per GPU
     /// model, as an exact decimal count of GPUs.
     #[serde(default)]
-    pub borrowed: BTreeMap<String, String>,
+    pub borrowed: BTreeMap<String, Option<String>>,
     /// Jobs of the queue waiting to be placed (in a sharded deployment, the sum of
     /// `shards`).
     #[serde(default)]
@@ -638,7 +639,7 @@ mod tests {
     #[test]
     fn queue_status_serializes_for_a_merge_patch() {
         let status = QueueStatus {
-            allocated: BTreeMap::from([("H100".into(), "12.5".into())]),
+            allocated: BTreeMap::from([("H100".into(), Some("12.5".into()))]),
             pending: 3,
             ..QueueStatus::default()
         };

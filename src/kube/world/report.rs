@@ -381,16 +381,28 @@ impl World {
             let mut allocated = BTreeMap::new();
             let mut borrowed = BTreeMap::new();
             for (index, pool) in spec.pools.iter().enumerate() {
-                let Some(model) = pool
-                    .gpu_model
-                    .as_ref()
-                    .filter(|m| self.options.owns_model(m))
+                // A pool keeps its place when its last node goes (pool ids stay), but its
+                // model is gone: no node carries it, and no pod is placed there.
+                let Some(model) = (pool.gpu_model.as_ref())
+                    .filter(|m| self.options.owns_model(m) && !pool.nodes.is_empty())
                 else {
                     continue;
                 };
                 let pool_id = crate::model::PoolId(index as u16);
-                allocated.insert(model.clone(), gpus(tenants.used(tenant, pool_id)));
-                borrowed.insert(model.clone(), gpus(tenants.borrowed(tenant, pool_id)));
+                allocated.insert(model.clone(), Some(gpus(tenants.used(tenant, pool_id))));
+                borrowed.insert(model.clone(), Some(gpus(tenants.borrowed(tenant, pool_id))));
+            }
+            // A merge patch removes only what it names: a model of this replica's that no
+            // node carries any more is named null, or its last figures would stay.
+            let shown =
+                (queue.status.iter()).flat_map(|s| s.allocated.keys().chain(s.borrowed.keys()));
+            let gone: Vec<String> = shown
+                .filter(|m| self.options.owns_model(m) && !allocated.contains_key(*m))
+                .cloned()
+                .collect();
+            for model in gone {
+                allocated.insert(model.clone(), None);
+                borrowed.insert(model, None);
             }
             let own = ShardJobs {
                 pending: self.scheduler.pending_of(tenant) as i64,
@@ -447,8 +459,8 @@ impl World {
     fn queue_status(
         &self,
         queue: &Queue,
-        allocated: BTreeMap<String, String>,
-        borrowed: BTreeMap<String, String>,
+        allocated: BTreeMap<String, Option<String>>,
+        borrowed: BTreeMap<String, Option<String>>,
         mut own: ShardJobs,
         now_ms: u64,
     ) -> QueueStatus {
