@@ -1302,6 +1302,15 @@ fn a_queue_loses_the_figures_of_a_gpu_model_no_node_carries_any_more() {
     assert_eq!(written[0].allocated["H100"].as_deref(), Some("0"));
     let patch = serde_json::to_value(&written[0]).unwrap();
     assert_eq!(patch["allocated"]["A100"], Value::Null);
+    // Once the Queue shows the patch, without them, there is nothing more to write.
+    let mut applied = written[0].clone();
+    applied.allocated.retain(|_, v| v.is_some());
+    applied.borrowed.retain(|_, v| v.is_some());
+    let mut team = queue("team", 8);
+    team.status = Some(applied);
+    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0 + 2_002);
+    world.round(T0 + 2_002);
+    assert_eq!(statuses(world.take_outputs()), []);
 }
 
 /// A shard's replica names null only the models of its own shard that no node carries:

@@ -36,7 +36,8 @@ pub const DEDICATED: (&str, &str) = ("dedicated", "reserved");
 /// [`cluster`], with the nodes of its last `dedicated` leaf groups labelled and tainted
 /// [`DEDICATED`]: the usual way of reserving nodes for one team's pods.
 pub fn cluster_with_dedicated_leaves(nodes: usize, dedicated: usize) -> Arc<ClusterSpec> {
-    let first_dedicated = nodes.saturating_sub(dedicated * NODES_PER_LEAF);
+    let leaves = nodes.div_ceil(NODES_PER_LEAF);
+    let first_dedicated = leaves.saturating_sub(dedicated) * NODES_PER_LEAF;
     let mut builder = ClusterSpecBuilder::new();
     for index in 0..nodes {
         let leaf = index / NODES_PER_LEAF;

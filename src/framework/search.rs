@@ -1,6 +1,6 @@
 //! The search for a job's nodes. Two-level (the default): candidate search groups of the
 //! job's pools are filtered and ranked from their aggregates alone, then the job is placed
-//! inside the best group that holds it whole, groups evaluated in parallel batches. A gang
+//! inside the best group that holds it whole, groups evaluated in one parallel pass. A gang
 //! that no single group (leaf) holds goes to the tightest domain that does: one spine, else
 //! one superspine, else anywhere, never past a tier the job requires; a job that asks for
 //! a scale-up domain (HBD) is placed inside one. Domains are chosen from aggregates, so no
@@ -453,15 +453,26 @@ fn within_one_group(
 ) -> Option<Found> {
     let spec = snapshot.spec();
     let options = profile.search_options;
-    let parallel = options.parallel && job.pods.len() >= options.parallel_min_pods;
+    // A pool of one thread has nothing to share the groups with.
+    let parallel = options.parallel
+        && job.pods.len() >= options.parallel_min_pods
+        && rayon::current_num_threads() > 1;
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-    let may_hold = |&(_, group): &(i64, GroupId)| may_fit(widths, snapshot.group(group));
+    // A group where no node may take the job's GPU pods (a node selector, a taint, too
+    // little CPU: judged once per job, see `Reach`) never holds it: passed by unattempted.
+    let asks_gpus = job.pods.iter().any(|pod| !pod.gpu.is_none());
+    let usable = (state.read::<ReachOf>())
+        .and_then(|ReachOf(reach)| reach.usable.as_ref())
+        .filter(|_| asks_gpus);
+    let may_hold = |&(_, group): &(i64, GroupId)| {
+        usable.is_none_or(|usable| usable.in_group(group)) && may_fit(widths, snapshot.group(group))
+    };
     let attempt = |&group: &GroupId| {
         let nodes = [spec.group(group).nodes.as_slice()];
         try_nodes(profile, job, snapshot, state, &nodes)
     };
     // Most jobs fit the best group that may hold them: it is tried alone, and the rest are
-    // ranked, and tried in parallel batches, only if it fails. That group is nearly always
+    // ranked, and tried (in parallel) only if it fails. That group is nearly always
     // the best-ranked one (the group filters passed it), so it is looked for by rank first:
     // a rank comparison costs less than asking an aggregate.
     let top = (0..ranked.len()).min_by(|&a, &b| by_rank(&ranked[a], &ranked[b]))?;

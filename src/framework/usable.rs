@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use crate::cache::ClusterState;
 use crate::model::{
-    ClusterSpec, GpuRequest, Job, JobShape, MILLI_PER_GPU, NodeId, NodeSpec, PodRequest, PoolId,
-    Tier,
+    ClusterSpec, GpuRequest, GroupId, Job, JobShape, MILLI_PER_GPU, NodeId, NodeSpec, PodRequest,
+    PoolId, Tier,
 };
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
@@ -126,7 +126,12 @@ fn alike_gpu_pods(job: &Job) -> Option<&PodRequest> {
 /// gang whose GPU pods ask alike, no more than the pods the node holds at once (its CPU,
 /// memory, ephemeral storage and pod limit allowing) could use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsableGpus(Vec<u8>);
+pub struct UsableGpus {
+    /// Per node.
+    gpus: Vec<u8>,
+    /// Per search group, whether a node of it has any.
+    in_group: Vec<bool>,
+}
 
 impl UsableGpus {
     /// `None` where the job could use every GPU of every node of its pools. `alike`: the
@@ -159,12 +164,23 @@ impl UsableGpus {
             narrowed |= gpus < all;
             usable[id.index()] = gpus as u8;
         }
-        narrowed.then_some(Self(usable))
+        let in_group = (spec.groups.iter())
+            .map(|group| group.nodes.iter().any(|n| usable[n.index()] > 0))
+            .collect();
+        narrowed.then_some(Self {
+            gpus: usable,
+            in_group,
+        })
     }
 
     /// The GPUs of `node` the job could use at once.
     pub fn of_node(&self, node: NodeId) -> usize {
-        usize::from(self.0[node.index()])
+        usize::from(self.gpus[node.index()])
+    }
+
+    /// Whether the job could use a GPU of some node of `group`.
+    pub fn in_group(&self, group: GroupId) -> bool {
+        self.in_group[group.index()]
     }
 }
 
@@ -336,6 +352,7 @@ fn usable_nodes(
         }
     }
     let mut usable = vec![false; spec.nodes.len()];
+    let mut usable_count = 0;
     let mut refusals = Diagnosis::default();
     for &pool in pools {
         for &id in &spec.pool(pool).nodes {
@@ -364,12 +381,15 @@ fn usable_nodes(
             };
             if pods.iter().any(may_use) {
                 usable[id.index()] = true;
-                refusals.add("node(s) could not hold the whole gang".into(), 1);
+                usable_count += 1;
             } else if let Some(status) = refused {
                 refusals.add(status.reason, 1);
             }
             refusals.nodes += 1;
         }
+    }
+    if usable_count > 0 {
+        refusals.add("node(s) could not hold the whole gang".into(), usable_count);
     }
     (usable, refusals)
 }

@@ -65,12 +65,24 @@ impl Reporter {
     /// Queue of this uid); it is recorded as written.
     fn queue_changed(&mut self, name: &str, uid: String, status: &QueueStatus) -> bool {
         let written = self.queues.get(name);
-        let changed = written.is_none_or(|(of, last)| *of != uid || last != status);
+        // Figures last named null are gone from the Queue once it shows the patch: a
+        // status without them says the same.
+        let same = |last: &QueueStatus| last == status || without_nulls(last) == *status;
+        let changed = written.is_none_or(|(of, last)| *of != uid || !same(last));
         if changed {
             self.queues.insert(name.to_owned(), (uid, status.clone()));
         }
         changed
     }
+}
+
+/// The status as the Queue shows it once a merge patch of it is applied: without the
+/// figures it names null.
+fn without_nulls(status: &QueueStatus) -> QueueStatus {
+    let mut shown = status.clone();
+    shown.allocated.retain(|_, figure| figure.is_some());
+    shown.borrowed.retain(|_, figure| figure.is_some());
+    shown
 }
 
 impl World {
