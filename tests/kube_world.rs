@@ -1307,10 +1307,22 @@ fn a_queue_loses_the_figures_of_a_gpu_model_no_node_carries_any_more() {
     applied.allocated.retain(|_, v| v.is_some());
     applied.borrowed.retain(|_, v| v.is_some());
     let mut team = queue("team", 8);
-    team.status = Some(applied);
-    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0 + 2_002);
+    team.status = Some(applied.clone());
+    world.apply(
+        Input::Queue(Box::new(Event::Apply(team.clone()))),
+        T0 + 2_002,
+    );
     world.round(T0 + 2_002);
     assert_eq!(statuses(world.take_outputs()), []);
+    // Figures put back on the Queue (a late write of another replica's) go again.
+    applied.allocated.insert("A100".into(), Some("8".into()));
+    applied.allocated.insert("B200".into(), Some("0".into()));
+    team.status = Some(applied);
+    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0 + 3_003);
+    world.round(T0 + 3_003);
+    let written = statuses(world.take_outputs());
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(named_null(&written[0].allocated), ["A100", "B200"]);
 }
 
 /// A shard's replica names null only the models of its own shard that no node carries:

@@ -64,14 +64,17 @@ impl Reporter {
     /// Whether a Queue's status differs from the one last written to this object (the
     /// Queue of this uid); it is recorded as written.
     fn queue_changed(&mut self, name: &str, uid: String, status: &QueueStatus) -> bool {
-        let written = self.queues.get(name);
-        // Figures last named null are gone from the Queue once it shows the patch: a
-        // status without them says the same.
-        let same = |last: &QueueStatus| last == status || without_nulls(last) == *status;
-        let changed = written.is_none_or(|(of, last)| *of != uid || !same(last));
-        if changed {
-            self.queues.insert(name.to_owned(), (uid, status.clone()));
+        let last = (self.queues.get(name))
+            .filter(|(of, _)| *of == uid)
+            .map(|(_, s)| s);
+        if last.is_some_and(|last| last == status) {
+            return false;
         }
+        // Figures last named null are gone from the Queue once it shows the patch: a
+        // status without them says the same, and is remembered, so that figures put back
+        // on the Queue are named null again.
+        let changed = last.is_none_or(|last| without_nulls(last) != *status);
+        self.queues.insert(name.to_owned(), (uid, status.clone()));
         changed
     }
 }
