@@ -1262,6 +1262,10 @@ fn a_window_of_no_length_leaves_the_averages_undefined() {
         assert_eq!(report[metric], Value::Null, "{metric}: {report}");
     }
     assert_eq!(report["jobs_placed"], 1);
+    let tenant = &report["tenants"][0];
+    for mean in ["used_gpus_mean", "borrowed_gpus_mean", "pending_mean"] {
+        assert_eq!(tenant[mean], Value::Null, "{mean}: {tenant}");
+    }
     let output = kant(&args);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&output.stdout),
@@ -1272,5 +1276,10 @@ fn a_window_of_no_length_leaves_the_averages_undefined() {
         .find(|l| l.contains("GAR mean"))
         .expect("a GAR row");
     assert!(gar.trim_end_matches(['│', ' ']).ends_with('-'), "{gar}");
+    let tenant = stdout
+        .lines()
+        .find(|l| l.contains("tenant default"))
+        .expect("a row of the default tenant");
+    assert!(tenant.contains("- / - of 0, - (max 0)"), "{tenant}");
     assert!(stderr.contains("GAR, SOR and GFR"), "{stderr}");
 }

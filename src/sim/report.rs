@@ -175,9 +175,14 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
             let Some(t) = r.tenants.iter().find(|t| t.name == name) else {
                 return "-".into();
             };
+            let whole = |x: f64| format!("{x:.0}");
             format!(
-                "{:.0} / {:.0} of {:.0}, {:.1} (max {})",
-                t.used_gpus_mean, t.borrowed_gpus_mean, t.quota_gpus, t.pending_mean, t.pending_max
+                "{} / {} of {:.0}, {} (max {})",
+                optional(t.used_gpus_mean, whole),
+                optional(t.borrowed_gpus_mean, whole),
+                t.quota_gpus,
+                optional(t.pending_mean, |x| format!("{x:.1}")),
+                t.pending_max
             )
         });
     }

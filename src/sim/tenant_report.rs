@@ -15,12 +15,13 @@ pub struct TenantReport {
     pub mode: TenantMode,
     /// Quota over all GPU models, GPUs.
     pub quota_gpus: f64,
-    /// Time-average GPUs in use by its jobs.
-    pub used_gpus_mean: f64,
-    /// Time-average GPUs in use beyond its quota.
-    pub borrowed_gpus_mean: f64,
-    /// Time-average jobs waiting in its queue.
-    pub pending_mean: f64,
+    /// Time-average GPUs in use by its jobs; `None` over a window of no length (every
+    /// job submitted at one instant), as the cluster's averages.
+    pub used_gpus_mean: Option<f64>,
+    /// Time-average GPUs in use beyond its quota; `None` likewise.
+    pub borrowed_gpus_mean: Option<f64>,
+    /// Time-average jobs waiting in its queue; `None` likewise.
+    pub pending_mean: Option<f64>,
     /// The most jobs waiting in its queue at once, within the window.
     pub pending_max: usize,
 }
@@ -80,7 +81,9 @@ impl TenantSeries {
     /// The figures at the end of the replay.
     pub fn report(mut self, scheduler: &Scheduler) -> Vec<TenantReport> {
         self.integrate_to(self.window.1);
-        let span = (self.window.1 - self.window.0).max(1) as f64;
+        let span = self.window.1 - self.window.0;
+        let mean =
+            |integral: u128, unit: f64| (span > 0).then(|| integral as f64 / span as f64 / unit);
         let milli = f64::from(MILLI_PER_GPU);
         let tenants = scheduler.tenants();
         let pools = scheduler.state().spec().pools.len();
@@ -92,9 +95,9 @@ impl TenantSeries {
                     name: tenants.name(t).to_owned(),
                     mode: tenants.mode(t),
                     quota_gpus: quota as f64 / milli,
-                    used_gpus_mean: used as f64 / span / milli,
-                    borrowed_gpus_mean: borrowed as f64 / span / milli,
-                    pending_mean: pending as f64 / span,
+                    used_gpus_mean: mean(used, milli),
+                    borrowed_gpus_mean: mean(borrowed, milli),
+                    pending_mean: mean(pending, 1.0),
                     pending_max: self.pending_max[t],
                 }
             })
@@ -113,10 +116,9 @@ mod tests {
     };
     use crate::sim::engine::InstantBinder;
 
-    /// Jobs waiting are counted within the window, the most at once as the mean: a queue
-    /// that grows after the last submission (victims sent back) counts in neither.
-    #[test]
-    fn pending_jobs_are_counted_within_the_window() {
+    /// A scheduler of the default profile on one node of 8 GPUs, and a submitter of
+    /// jobs that take the whole node.
+    fn one_node_of_8_gpus() -> (Scheduler, fn(&mut Scheduler, u32)) {
         let mut cluster = ClusterSpecBuilder::new();
         let row = NodeRow {
             name: "n".into(),
@@ -129,11 +131,19 @@ mod tests {
         let profile = config.profile("default").unwrap();
         let profile = crate::plugins::build_profile(profile, &config).unwrap();
         let spec = Arc::new(cluster.build());
-        let mut scheduler = Scheduler::new(profile, Box::new(InstantBinder), spec);
+        let scheduler = Scheduler::new(profile, Box::new(InstantBinder), spec);
         let submit = |scheduler: &mut Scheduler, id: u32| {
             let pods = vec![PodRequest::gpus(GpuRequest::Whole(8))];
             scheduler.submit(Job::new(JobId(id), pods));
         };
+        (scheduler, submit)
+    }
+
+    /// Jobs waiting are counted within the window, the most at once as the mean: a queue
+    /// that grows after the last submission (victims sent back) counts in neither.
+    #[test]
+    fn pending_jobs_are_counted_within_the_window() {
+        let (mut scheduler, submit) = one_node_of_8_gpus();
         submit(&mut scheduler, 0);
         let mut series = TenantSeries::new(1, 0, 10_000);
         series.observe(0, &scheduler);
@@ -141,6 +151,26 @@ mod tests {
         submit(&mut scheduler, 2);
         series.observe(20_000, &scheduler);
         let report = &series.report(&scheduler)[0];
-        assert_eq!((report.pending_mean, report.pending_max), (1.0, 1));
+        assert_eq!((report.pending_mean, report.pending_max), (Some(1.0), 1));
+    }
+
+    /// Over a window of no length (every job submitted at one instant) there is no
+    /// average: undefined, not 0, as the cluster's GAR, SOR and GFR.
+    #[test]
+    fn a_window_of_no_length_leaves_the_tenants_averages_undefined() {
+        let (mut scheduler, submit) = one_node_of_8_gpus();
+        submit(&mut scheduler, 0);
+        submit(&mut scheduler, 1);
+        let mut series = TenantSeries::new(1, 5_000, 5_000);
+        scheduler.schedule(5_000);
+        series.observe(5_000, &scheduler);
+        let report = &series.report(&scheduler)[0];
+        let means = (
+            report.used_gpus_mean,
+            report.borrowed_gpus_mean,
+            report.pending_mean,
+        );
+        assert_eq!(means, (None, None, None));
+        assert_eq!(report.pending_max, 1);
     }
 }
