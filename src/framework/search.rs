@@ -458,8 +458,9 @@ fn within_one_group(
         && job.pods.len() >= options.parallel_min_pods
         && rayon::current_num_threads() > 1;
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-    // A group where no node may take the job's GPU pods (a node selector, a taint, too
-    // little CPU: judged once per job, see `Reach`) never holds it: passed by unattempted.
+    // A group where no node may take the job's GPU pods (a node selector, a taint, nodes
+    // too small for them: judged once per job, see `Reach`) never holds it: passed by
+    // unattempted.
     let asks_gpus = job.pods.iter().any(|pod| !pod.gpu.is_none());
     let usable = (state.read::<ReachOf>())
         .and_then(|ReachOf(reach)| reach.usable.as_ref())
