@@ -10,6 +10,13 @@
 //! 32-fold would mean something visits every node). The replay includes what the
 //! simulator measures alongside (metrics, the NVLink audit), as `kant simulate` does.
 //!
+//! `overloaded`: the same mix offered at twice the capacity of 10,240 nodes (81,920
+//! GPUs), 40,000 jobs, so that a backlog builds: most jobs the queues offer after a
+//! completion find no room they could use (gangs holding out for one leaf or spine, jobs
+//! kept out of room held for a backfill head). Replayed as `kant simulate` does, and with
+//! every such job searched again (`ReplayOptions::repeat_every_search`), which decides
+//! the same, side by side.
+//!
 //! The workload comes from a fixed seed and is built outside the timed region.
 //!
 //! Run: `cargo bench --bench replay_at_scale` (add `-- --quick` for a short run). The
@@ -17,26 +24,51 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use criterion::measurement::WallTime;
 use criterion::{
-    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+    BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
+    criterion_main,
 };
 use kant::framework::SearchMode;
+use kant::model::ClusterSpec;
 use kant::queue::Tenants;
 use kant::sim::synthetic::{SyntheticOptions, generate_workload};
-use kant::sim::{EventLog, ReplayOptions};
+use kant::sim::{EventLog, ReplayOptions, RunReport, Workload};
 
 /// Nodes of 8 GPUs: 3,072 and 98,304 GPUs.
 const SIZES: [usize; 2] = [384, 12_288];
 
-fn replay_at_scale(c: &mut Criterion) {
-    let profile = common::default_profile(SearchMode::TwoLevel, common::embedded_search_options());
-    let mut group = c.benchmark_group("replay_at_scale");
+/// A group of whole replays: a few samples, each of seconds.
+fn replays<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime> {
+    let mut group = c.benchmark_group(name);
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .measurement_time(Duration::from_secs(30));
+    group
+}
+
+/// Replays the workload under the embedded `default` profile, as `kant simulate` does.
+fn replay(spec: &Arc<ClusterSpec>, workload: &Workload, options: ReplayOptions) -> RunReport {
+    let profile = common::default_profile(SearchMode::TwoLevel, common::embedded_search_options());
+    let tenants = Tenants::resolve(&[], spec).expect("no tenants to resolve");
+    let mut events = EventLog::disabled();
+    kant::sim::run(
+        spec.clone(),
+        workload,
+        profile,
+        tenants,
+        &mut events,
+        options,
+    )
+    .expect("no event log to write")
+}
+
+fn replay_at_scale(c: &mut Criterion) {
+    let mut group = replays(c, "replay_at_scale");
     for nodes in SIZES {
         let spec = common::cluster(nodes);
         let gpus = nodes * common::GPUS_PER_NODE;
@@ -47,22 +79,38 @@ fn replay_at_scale(c: &mut Criterion) {
         let workload = generate_workload(&spec, &options);
         group.throughput(Throughput::Elements(gpus as u64));
         group.bench_function(BenchmarkId::new("gpus", gpus), |b| {
-            b.iter(|| {
-                let tenants = Tenants::resolve(&[], &spec).expect("no tenants to resolve");
-                kant::sim::run(
-                    spec.clone(),
-                    &workload,
-                    profile.clone(),
-                    tenants,
-                    &mut EventLog::disabled(),
-                    ReplayOptions::default(),
-                )
-                .expect("no event log to write")
-            });
+            b.iter(|| replay(&spec, &workload, ReplayOptions::default()));
         });
     }
     group.finish();
 }
 
-criterion_group!(benches, replay_at_scale);
+/// Nodes of 8 GPUs of the overloaded replay, its jobs and their offered load.
+const OVERLOADED: (usize, usize, f64) = (10_240, 40_000, 2.0);
+
+fn overloaded(c: &mut Criterion) {
+    let mut group = replays(c, "overloaded");
+    let (nodes, jobs, load) = OVERLOADED;
+    let spec = common::cluster(nodes);
+    let options = SyntheticOptions {
+        jobs,
+        load,
+        ..SyntheticOptions::default()
+    };
+    let workload = generate_workload(&spec, &options);
+    group.throughput(Throughput::Elements(jobs as u64));
+    for (name, repeat_every_search) in [
+        ("skipping_fruitless_searches", false),
+        ("searching_every_time", true),
+    ] {
+        let options = ReplayOptions {
+            repeat_every_search,
+            ..ReplayOptions::default()
+        };
+        group.bench_function(name, |b| b.iter(|| replay(&spec, &workload, options)));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, replay_at_scale, overloaded);
 criterion_main!(benches);

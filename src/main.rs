@@ -525,6 +525,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         ReplayOptions {
             progress,
             fill: args.fill,
+            ..ReplayOptions::default()
         },
     )
     .map_err(|e| match &event_output {
@@ -542,8 +543,8 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
                 tenants,
                 &mut EventLog::disabled(),
                 ReplayOptions {
-                    progress: false,
                     fill: args.fill,
+                    ..ReplayOptions::default()
                 },
             )
         })

@@ -3,13 +3,13 @@
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use common::*;
 use kant::cache::{ClusterState, PlacementPhase};
-use kant::framework::{Scheduler, SearchMode};
+use kant::framework::{Decision, Scheduler, SearchMode};
 use kant::model::{
-    GpuRequest, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, PodRequest, bits,
+    GpuRequest, Job, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, PodRequest, bits,
 };
 use kant::queue::QueueingPolicy;
 use proptest::prelude::*;
@@ -532,5 +532,85 @@ proptest! {
             }
             assert_invariants(s.state(), &placed, &|j: JobId| sizes[j.index()]);
         }
+    }
+}
+
+/// Replays `jobs` (in submission order) on the scheduler, a round at each submission,
+/// completion and wake-up it asks for; returns every decision with its time.
+fn replay_decisions(mut s: Scheduler, jobs: &[Job]) -> Vec<String> {
+    let mut decisions = Vec::new();
+    let mut ends: BTreeSet<(u64, JobId)> = BTreeSet::new();
+    let mut next = 0;
+    let mut wake = None;
+    loop {
+        let arrival = jobs.get(next).map(|j| j.submit_ms);
+        let end = ends.first().map(|&(t, _)| t);
+        let wake_up = wake.filter(|_| arrival.is_some() || end.is_some());
+        let Some(now) = [arrival, end, wake_up].into_iter().flatten().min() else {
+            break;
+        };
+        while let Some(&(t, job)) = ends.first().filter(|&&(t, _)| t == now) {
+            ends.remove(&(t, job));
+            s.finish(job);
+        }
+        while jobs.get(next).is_some_and(|j| j.submit_ms == now) {
+            s.submit(jobs[next].clone());
+            next += 1;
+        }
+        for decision in s.schedule(now) {
+            if let Decision::Placed { job, .. } = &decision {
+                let duration = jobs[job.index()].duration_ms.expect("a duration");
+                ends.insert((now + duration, *job));
+            }
+            decisions.push(format!("{now}: {decision:?}"));
+        }
+        wake = s.next_retry_ms(now).filter(|&t| t > now);
+    }
+    decisions
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+    /// A search that found nothing is repeated only once room comes back where it could
+    /// place the job: skipping the others changes no decision. Gangs hold out for one leaf
+    /// or spine, backfill heads hold room, and jobs of two priorities compete, on a cluster
+    /// of spines of leaves.
+    #[test]
+    fn skipping_fruitless_searches_changes_no_decision(
+        jobs in proptest::collection::vec(
+            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>()),
+            1..60,
+        ),
+        queueing in prop_oneof![Just(QueueingPolicy::Backfill), Just(QueueingPolicy::BestEffortFifo), Just(QueueingPolicy::StrictFifo)],
+        per_leaf in 2usize..5,
+    ) {
+        let spec = fabric(16, 8, per_leaf, 2, 0, LinkProfile::NvlinkAll);
+        let mut jobs: Vec<Job> = jobs
+            .iter()
+            .map(|&(submit_s, duration_s, pods, width, high)| {
+                let gpu = match (pods, width) {
+                    (1, 0) => GpuRequest::Fraction(500),
+                    (1, w) => whole(1 << (w - 1)),
+                    _ => whole(8),
+                };
+                Job {
+                    duration_ms: Some(duration_s * 1000),
+                    ..job(0, pods, gpu, if high { 10 } else { 0 }, submit_s)
+                }
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.submit_ms);
+        for (id, job) in jobs.iter_mut().enumerate() {
+            job.id = JobId(id as u32);
+        }
+        let scheduler = || {
+            let binder = Box::new(TestBinder { refuse: false });
+            Scheduler::new(profile("default", Some(queueing), None), binder, spec.clone())
+        };
+        let mut searching_every_time = scheduler();
+        searching_every_time.repeat_every_search();
+        let skipping = replay_decisions(scheduler(), &jobs);
+        prop_assert!(!skipping.is_empty());
+        prop_assert_eq!(skipping, replay_decisions(searching_every_time, &jobs));
     }
 }

@@ -3,6 +3,7 @@
 //! placed; the plugins own why a node is good or bad; the worlds own time and I/O.
 
 mod cycle_state;
+mod fruitless;
 mod plugin;
 mod profile;
 mod scheduler;

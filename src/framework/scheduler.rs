@@ -8,6 +8,7 @@
 //! (preemption, then one more search), Reserve, Permit, Bind.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -17,12 +18,13 @@ use crate::queue::{
     Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
 
+use super::fruitless::{FailedSearch, RoomLog, SearchScope};
 use super::plugin::{
     Bind, JobPlan, Landing, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use super::search::{
-    Found, HeldGroups, TightWaitSince, diagnose, place_job, pools_for, reservation_groups,
-    tight_wait_ends,
+    Found, HeldGroups, RoomUse, TightWaitSince, diagnose, is_patient, place_job, pools_for,
+    reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, reach};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
@@ -68,6 +70,16 @@ pub struct Reservation {
     pub kept_out: bool,
 }
 
+/// What the scheduler remembers of a job that failed to be placed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wait {
+    /// Waiting only for a tight placement (a gang in its patience), since when (world
+    /// clock).
+    tight_since: Option<u64>,
+    /// Its last search, which found nothing.
+    search: Option<FailedSearch>,
+}
+
 /// The scheduler: one profile, one cluster state, one queue per tenant.
 pub struct Scheduler {
     profile: Profile,
@@ -82,8 +94,13 @@ pub struct Scheduler {
     /// Bumped whenever capacity is returned: a job that failed at the current epoch would
     /// fail again and is not retried.
     capacity_epoch: u64,
-    /// Gangs waiting only for a tight placement, since when (world clock).
-    tight_waits: HashMap<JobId, u64>,
+    /// What the scheduler remembers of jobs that failed to be placed.
+    waits: HashMap<JobId, Wait>,
+    /// Where room came back: a search that found nothing is not repeated until room comes
+    /// back where it could use it.
+    room_log: RoomLog,
+    /// Every search is repeated (see [`Scheduler::repeat_every_search`]).
+    repeats_every_search: bool,
     /// What the nodes each waiting job may use could ever hold, for this cluster shape
     /// (a single pod's once it failed).
     reaches: HashMap<JobId, Arc<Reach>>,
@@ -131,7 +148,9 @@ impl Scheduler {
             running: HashMap::new(),
             running_priorities: BTreeMap::new(),
             capacity_epoch: 0,
-            tight_waits: HashMap::new(),
+            waits: HashMap::new(),
+            room_log: RoomLog::default(),
+            repeats_every_search: false,
             reaches: HashMap::new(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
@@ -141,6 +160,13 @@ impl Scheduler {
             room_returned: false,
             decisions: Vec::new(),
         }
+    }
+
+    /// Searches every job the queues offer again, though no room came back where its last
+    /// search could use it: the decisions are the same, only slower (tests compare the two).
+    #[doc(hidden)]
+    pub fn repeat_every_search(&mut self) {
+        self.repeats_every_search = true;
     }
 
     /// Victims keep what they hold, as terminating jobs, until their pods are released
@@ -193,7 +219,7 @@ impl Scheduler {
     /// Drops what the scheduler remembers of a job that is neither pending nor running.
     fn forget_job(&mut self, job: JobId) {
         self.drop_reservation(job);
-        self.tight_waits.remove(&job);
+        self.waits.remove(&job);
         self.reaches.remove(&job);
         self.bind_failures.remove(&job);
     }
@@ -248,6 +274,8 @@ impl Scheduler {
     /// the new identity.
     pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
         if self.state.job_nodes(job).next().is_some() {
+            // Pods that kept others off its nodes may keep them off no more.
+            self.room_back_on(self.state.job_nodes(job).collect());
             self.state.set_pod_rules(job, rules);
         }
         if let Some(running) = self.running.get_mut(&job) {
@@ -269,6 +297,7 @@ impl Scheduler {
         // Only a device turning healthy frees room that waiting jobs may use.
         if healthy {
             self.capacity_epoch += 1;
+            self.room_back_on(vec![node]);
         }
         Ok(())
     }
@@ -283,6 +312,9 @@ impl Scheduler {
         self.state.resize(pod, cpu_milli, memory_bytes)?;
         // It may have given room back.
         self.capacity_epoch += 1;
+        if let Some(placed) = self.state.placement(pod) {
+            self.room_back_on(vec![placed.placement.node]);
+        }
         Ok(())
     }
 
@@ -297,6 +329,7 @@ impl Scheduler {
         let pool = self.state.spec().node(placement.node).pool;
         self.pod_gone(pod.job, pool, placement.gpus.total_milli());
         self.capacity_epoch += 1;
+        self.room_back_on(vec![placement.node]);
         Some(placement)
     }
 
@@ -375,6 +408,7 @@ impl Scheduler {
         self.reservations.clear();
         self.reaches.clear();
         self.queues.forget_failures();
+        self.room_log.clear();
         self.capacity_epoch += 1;
         reshaped
     }
@@ -418,6 +452,7 @@ impl Scheduler {
         }
         self.queues.renumber(&map, tenants.len());
         self.queues.forget_failures();
+        self.room_log.clear();
         // What a job could ever be placed on is judged on the pools its quota could ever
         // admit it on.
         self.reaches.clear();
@@ -445,6 +480,7 @@ impl Scheduler {
         }
         if moved {
             self.queues.forget_failures();
+            self.room_log.clear();
         }
     }
 
@@ -617,7 +653,8 @@ impl Scheduler {
                 });
             }
         }
-        let since = self.tight_waits.get(&job.id).copied();
+        let wait = self.waits.get(&job.id).copied().unwrap_or_default();
+        let since = wait.tight_since;
         let mut held: Vec<GroupId> = Vec::new();
         for r in &mut self.reservations {
             if r.head.id != job.id && r.head.priority >= job.priority {
@@ -633,9 +670,38 @@ impl Scheduler {
             held,
         };
         inputs.write(&mut cycle);
-        let searched = room_now
-            .then(|| place_job(&self.profile, searched_job, &self.state, &cycle))
-            .flatten();
+        // Pods arriving elsewhere free no capacity, yet may be what a job's affinity or
+        // spread waits for.
+        let waits_on_pods = job
+            .pod_rules
+            .as_ref()
+            .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
+        let scope = SearchScope {
+            pools: pools_for(searched_job, &self.state),
+            patient: is_patient(&self.profile, searched_job, &cycle),
+        };
+        let mark = self.room_log.mark();
+        let room_use = OnceCell::new();
+        let could_use = |group| {
+            let room_use = room_use
+                .get_or_init(|| RoomUse::new(&self.profile, searched_job, &self.state, &cycle));
+            room_use.could_use(group)
+        };
+        let skips = room_now && !waits_on_pods && !self.repeats_every_search;
+        let still_fails = (wait.search.filter(|_| skips)).and_then(|last| {
+            (self.room_log).still_fails(&last, self.state.spec(), &scope, could_use)
+        });
+        let mut search = still_fails;
+        let searched = if !room_now || still_fails.is_some() {
+            None
+        } else {
+            let found = place_job(&self.profile, searched_job, &self.state, &cycle);
+            search = found
+                .is_none()
+                .then(|| self.room_log.failed(mark, &scope))
+                .flatten();
+            found
+        };
         let mut preemption_retry = None;
         let found = searched.or_else(|| {
             if !may_preempt {
@@ -671,17 +737,16 @@ impl Scheduler {
             }
             let since = since.unwrap_or(now_ms);
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
-            match tight_retry {
-                Some(_) => self.tight_waits.insert(job.id, since),
-                None => self.tight_waits.remove(&job.id),
+            let wait = Wait {
+                tight_since: tight_retry.map(|_| since),
+                search,
             };
-            // Pods arriving elsewhere free no capacity, yet may be what a job's affinity or
-            // spread waits for: such a job is tried again after the requeue backoff, which
+            match wait.tight_since.is_some() || wait.search.is_some() {
+                true => self.waits.insert(job.id, wait),
+                false => self.waits.remove(&job.id),
+            };
+            // A job waiting on other pods is tried again after the requeue backoff, which
             // doubles with each failure up to its cap.
-            let waits_on_pods = job
-                .pod_rules
-                .as_ref()
-                .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
             let rules_retry = waits_on_pods.then(|| now_ms.saturating_add(self.backoff(job.id)));
             let retry_at = [tight_retry, preemption_retry, rules_retry]
                 .into_iter()
@@ -690,7 +755,7 @@ impl Scheduler {
                 .min();
             return Attempted::Failed { retry_at };
         };
-        self.tight_waits.remove(&job.id);
+        self.waits.remove(&job.id);
         self.reaches.remove(&job.id);
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
@@ -803,10 +868,15 @@ impl Scheduler {
             .reservations
             .iter()
             .any(|r| r.head.id == job && r.kept_out);
+        let groups: Vec<GroupId> = (self.reservations.iter())
+            .filter(|r| r.head.id == job)
+            .flat_map(|r| r.groups.iter().copied())
+            .collect();
         self.reservations.retain(|r| r.head.id != job);
         if kept_out {
             self.capacity_epoch += 1;
             self.room_returned = true;
+            self.room_log.room_gained(groups);
         }
     }
 
@@ -826,6 +896,14 @@ impl Scheduler {
         for job in unadmitted {
             self.drop_reservation(job);
         }
+    }
+
+    /// Room came back on these nodes: searches that could use their groups are worth
+    /// repeating.
+    fn room_back_on(&mut self, nodes: Vec<NodeId>) {
+        let spec = self.state.spec();
+        let groups = nodes.into_iter().map(|n| spec.node_group[n.index()]);
+        self.room_log.room_gained(groups);
     }
 
     /// Room held for backfill heads.
@@ -1121,10 +1199,12 @@ impl Scheduler {
                 self.running_priorities.remove(&priority);
             }
         }
+        let nodes: Vec<NodeId> = self.state.job_nodes(job).collect();
         for pod in 0..released.job.pods.len() as u32 {
             // A pod may already be gone (its node vanished); the rest are still released.
             let _ = self.state.forget(PodKey { job, pod });
         }
+        self.room_back_on(nodes);
         for &(pool, milli) in &released.pools {
             self.tenants.charge(released.tenant, pool, -(milli as i64));
         }

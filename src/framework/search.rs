@@ -10,6 +10,7 @@
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
 
+use std::cell::OnceCell;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -19,7 +20,9 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodWidths, PoolId, Tier,
 };
 
-use super::plugin::{Filter, GroupQuery, JobNodes, JobPlan, NodeView, PodContext, Score};
+use super::plugin::{
+    Filter, GroupFilter, GroupQuery, JobNodes, JobPlan, NodeView, PodContext, Score,
+};
 use super::usable::{ReachOf, UsableGpus};
 use super::{CycleState, Diagnosis, Profile, SearchMode, Status};
 
@@ -120,18 +123,122 @@ fn two_level(
     if job.pods.len() == 1 {
         return None;
     }
-    // A gang no single group holds: the tightest domain that does, tier by tier, never past
-    // a required tier, nor, while the job is within its patience, past the tightest tier
-    // that could ever hold it. `None` is the whole of the job's pools.
-    let widest = match need {
-        Some(n) if n.required => Some(n.tier),
-        _ if is_patient(profile, job, state) => tightest_tier(job, snapshot, pools, state),
-        _ => None,
-    };
+    // A gang no single group holds: the tightest domain that does, tier by tier.
+    let widest = widest_tier(profile, job, snapshot, pools, state);
     [Some(Tier::Spine), Some(Tier::Superspine), None]
         .into_iter()
         .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
         .find_map(|tier| within_one_domain(profile, job, widths, snapshot, state, &ranked, tier))
+}
+
+/// The widest tier a gang no single group holds may spread over: never past a tier it
+/// requires, nor, while it is within its patience, past the tightest tier that could ever
+/// hold it. `None` is the whole of the job's pools.
+fn widest_tier(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    state: &CycleState,
+) -> Option<Tier> {
+    match job.topology {
+        Some(n) if n.required => Some(n.tier),
+        _ if is_patient(profile, job, state) => tightest_tier(job, snapshot, pools, state),
+        _ => None,
+    }
+}
+
+/// Whether room that came back in a group could let [`place_job`] place a job there,
+/// judged from aggregates as the search judges groups and domains: the group is not held
+/// from the job, passes the group filters, and holds the whole job or, for a gang, some
+/// of its pods, inside a domain that could hold them all where the gang may not spread
+/// past a tier. Never false where the search could use the group.
+pub(super) struct RoomUse<'a> {
+    profile: &'a Profile,
+    query: GroupQuery<'a>,
+    snapshot: &'a ClusterState,
+    state: &'a CycleState,
+    /// Read at first need; `None`: the gang may spread over its whole pools.
+    domains: OnceCell<Option<DomainsHolding>>,
+}
+
+/// The widest tier a gang may spread over, and the domains of it (pool, domain) that could
+/// hold it all, sorted.
+type DomainsHolding = (Tier, Vec<(PoolId, u64)>);
+
+impl<'a> RoomUse<'a> {
+    pub(super) fn new(
+        profile: &'a Profile,
+        job: &'a Job,
+        snapshot: &'a ClusterState,
+        state: &'a CycleState,
+    ) -> Self {
+        Self {
+            profile,
+            query: GroupQuery::of(job),
+            snapshot,
+            state,
+            domains: OnceCell::new(),
+        }
+    }
+
+    pub(super) fn could_use(&self, group: GroupId) -> bool {
+        let (job, widths) = (self.query.job, &self.query.widths);
+        let aggregate = self.snapshot.group(group);
+        let two_level = self.profile.search == SearchMode::TwoLevel;
+        let held = (self.state.read::<HeldGroups>()).map_or(&[][..], |h| h.0.as_slice());
+        let passes =
+            |f: &Arc<dyn GroupFilter>| f.filter_group(&self.query, self.state, group, aggregate);
+        // The flat search reads no group filter and no held room.
+        if two_level
+            && (held.binary_search(&group).is_ok()
+                || !self.profile.group_filters.iter().all(passes))
+        {
+            return false;
+        }
+        if may_fit(widths, aggregate) {
+            return true;
+        }
+        if job.pods.len() == 1 || pods_held(widths, aggregate) == 0 {
+            return false;
+        }
+        // A scale-up domain cuts across groups.
+        if !two_level || job.topology.is_some_and(|n| n.tier == Tier::Hbd) {
+            return true;
+        }
+        let Some((tier, holding)) = self.domains.get_or_init(|| self.domains_holding()) else {
+            return true;
+        };
+        let spec = self.snapshot.spec();
+        (spec.enclosing_domain(group, *tier))
+            .is_some_and(|d| holding.binary_search(&(spec.group(group).pool, d)).is_ok())
+    }
+
+    /// The widest tier the gang may spread over and the domains of it whose groups, all of
+    /// them (held or filtered out: an upper bound), could hold it; `None`: its whole pools.
+    fn domains_holding(&self) -> Option<DomainsHolding> {
+        let (job, widths) = (self.query.job, &self.query.widths);
+        let pools = pools_for(job, self.snapshot);
+        let tier = widest_tier(self.profile, job, self.snapshot, pools, self.state)?;
+        let spec = self.snapshot.spec();
+        let mut members: Vec<((PoolId, u64), &GpuAggregate)> = (pools.iter())
+            .flat_map(|&p| spec.pool(p).groups.iter().map(move |&g| (p, g)))
+            .filter_map(|(p, g)| {
+                Some(((p, spec.enclosing_domain(g, tier)?), self.snapshot.group(g)))
+            })
+            .collect();
+        members.sort_unstable_by_key(|&(domain, _)| domain);
+        let holding = (members.chunk_by(|a, b| a.0 == b.0))
+            .filter(|groups| {
+                let room = (groups.iter())
+                    .fold(0u64, |sum, (_, a)| sum.saturating_add(pods_held(widths, a)));
+                let free: u64 = groups.iter().map(|(_, a)| u64::from(a.free_gpus)).sum();
+                room >= widths.whole_pods && free >= widths.whole_gpus
+            })
+            .map(|groups| groups[0].0)
+            .collect();
+        Some((tier, holding))
+    }
 }
 
 /// Written into the cycle state by the scheduler: since when (world clock) the job has
@@ -145,7 +252,7 @@ pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
 /// patience runs from the first time it could have been placed spread.
-fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
+pub(super) fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
     let since = state
         .read::<TightWaitSince>()
         .map_or(state.now_ms(), |s| s.0);

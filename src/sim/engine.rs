@@ -85,6 +85,9 @@ pub struct ReplayOptions {
     /// gang waits for a tighter placement and nothing is preempted (a victim would never
     /// come back).
     pub fill: bool,
+    /// Search every job the queues offer again, even where no room came back that its
+    /// last search could use: the decisions are the same, only slower (benches compare).
+    pub repeat_every_search: bool,
 }
 
 /// A fill replay's figures: the GPUs allocated as the demand arrived grows.
@@ -170,6 +173,9 @@ pub fn run(
         profile.post_filters.clear();
     }
     let mut sim = Simulation::new(cluster, workload, profile, tenants, events);
+    if options.repeat_every_search {
+        sim.scheduler.repeat_every_search();
+    }
     sim.fill = options.fill.then(|| Fill {
         capacity_milli: sim.cluster.total_milli(),
         gpu_nodes: sim.cluster.gpu_nodes(),
