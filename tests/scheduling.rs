@@ -7,10 +7,13 @@ use std::collections::{BTreeSet, HashSet};
 
 use common::*;
 use kant::cache::{ClusterState, PlacementPhase};
+use kant::config::{Config, Placement};
 use kant::framework::{Decision, Scheduler, SearchMode};
 use kant::model::{
-    GpuRequest, Job, JobId, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, PodRequest, bits,
+    GpuRequest, Job, JobId, JobKind, LinkClass, LinkProfile, MILLI_PER_GPU, NodeId, PodRequest,
+    bits,
 };
+use kant::plugins::{ZoneConfig, build_profile};
 use kant::queue::QueueingPolicy;
 use proptest::prelude::*;
 
@@ -573,28 +576,31 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(1000))]
     /// A search that found nothing is repeated only once room comes back where it could
     /// place the job: skipping the others changes no decision. Gangs hold out for one leaf
-    /// or spine, backfill heads hold room, and jobs of two priorities compete, on a cluster
-    /// of spines of leaves.
+    /// or spine, backfill heads hold room, jobs of two priorities compete, and inference
+    /// replicas spread over an E-Spread zone (the first leaf), on a cluster of spines of
+    /// leaves.
     #[test]
     fn skipping_fruitless_searches_changes_no_decision(
         jobs in proptest::collection::vec(
-            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>()),
+            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>(), any::<bool>()),
             1..60,
         ),
         queueing in prop_oneof![Just(QueueingPolicy::Backfill), Just(QueueingPolicy::BestEffortFifo), Just(QueueingPolicy::StrictFifo)],
         per_leaf in 2usize..5,
+        zone in any::<bool>(),
     ) {
         let spec = fabric(16, 8, per_leaf, 2, 0, LinkProfile::NvlinkAll);
         let mut jobs: Vec<Job> = jobs
             .iter()
-            .map(|&(submit_s, duration_s, pods, width, high)| {
+            .map(|&(submit_s, duration_s, pods, width, high, inference)| {
                 let gpu = match (pods, width) {
                     (1, 0) => GpuRequest::Fraction(500),
                     (1, w) => whole(1 << (w - 1)),
-                    _ => whole(8),
+                    _ => whole(8 >> (width % 4)),
                 };
                 Job {
                     duration_ms: Some(duration_s * 1000),
+                    kind: if inference { JobKind::Inference } else { JobKind::Train },
                     ..job(0, pods, gpu, if high { 10 } else { 0 }, submit_s)
                 }
             })
@@ -603,9 +609,19 @@ proptest! {
         for (id, job) in jobs.iter_mut().enumerate() {
             job.id = JobId(id as u32);
         }
+        let config = Config::embedded();
+        let mut profile = profile_config("default", Some(queueing), None);
+        if zone {
+            profile = profile.with_placement(Placement::ESpread);
+            profile.inference_zone = Some(ZoneConfig {
+                nodes: (0..per_leaf).map(|i| format!("node-{i:04}")).collect(),
+                ..Default::default()
+            });
+        }
+        let profile = build_profile(&profile, &config).expect("valid profile");
         let scheduler = || {
             let binder = Box::new(TestBinder { refuse: false });
-            Scheduler::new(profile("default", Some(queueing), None), binder, spec.clone())
+            Scheduler::new(profile.clone(), binder, spec.clone())
         };
         let mut searching_every_time = scheduler();
         searching_every_time.repeat_every_search();

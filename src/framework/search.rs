@@ -202,8 +202,11 @@ impl<'a> RoomUse<'a> {
         if job.pods.len() == 1 || pods_held(widths, aggregate) == 0 {
             return false;
         }
-        // A scale-up domain cuts across groups.
-        if !two_level || job.topology.is_some_and(|n| n.tier == Tier::Hbd) {
+        // A scale-up domain cuts across groups; a job that gains nothing from one group
+        // (`AnyGroup`) spreads over all, as the flat search does.
+        let required = job.topology.is_some_and(|n| n.required);
+        let any_group = self.state.read::<AnyGroup>().is_some() && !required;
+        if !two_level || any_group || job.topology.is_some_and(|n| n.tier == Tier::Hbd) {
             return true;
         }
         let Some((tier, holding)) = self.domains.get_or_init(|| self.domains_holding()) else {
