@@ -32,7 +32,7 @@ use criterion::{
     BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group,
     criterion_main,
 };
-use kant::framework::SearchMode;
+use kant::framework::{Profile, SearchMode};
 use kant::model::ClusterSpec;
 use kant::queue::Tenants;
 use kant::sim::synthetic::{SyntheticOptions, generate_workload};
@@ -51,9 +51,19 @@ fn replays<'c>(c: &'c mut Criterion, name: &str) -> BenchmarkGroup<'c, WallTime>
     group
 }
 
-/// Replays the workload under the embedded `default` profile, as `kant simulate` does.
-fn replay(spec: &Arc<ClusterSpec>, workload: &Workload, options: ReplayOptions) -> RunReport {
-    let profile = common::default_profile(SearchMode::TwoLevel, common::embedded_search_options());
+/// The embedded `default` profile.
+fn default_profile() -> Profile {
+    common::default_profile(SearchMode::TwoLevel, common::embedded_search_options())
+}
+
+/// Replays the workload under `profile`, as `kant simulate` does.
+fn replay(
+    spec: &Arc<ClusterSpec>,
+    workload: &Workload,
+    profile: &Profile,
+    options: ReplayOptions,
+) -> RunReport {
+    let profile = profile.clone();
     let tenants = Tenants::resolve(&[], spec).expect("no tenants to resolve");
     let mut events = EventLog::disabled();
     kant::sim::run(
@@ -68,6 +78,7 @@ fn replay(spec: &Arc<ClusterSpec>, workload: &Workload, options: ReplayOptions) 
 }
 
 fn replay_at_scale(c: &mut Criterion) {
+    let profile = default_profile();
     let mut group = replays(c, "replay_at_scale");
     for nodes in SIZES {
         let spec = common::cluster(nodes);
@@ -79,7 +90,7 @@ fn replay_at_scale(c: &mut Criterion) {
         let workload = generate_workload(&spec, &options);
         group.throughput(Throughput::Elements(gpus as u64));
         group.bench_function(BenchmarkId::new("gpus", gpus), |b| {
-            b.iter(|| replay(&spec, &workload, ReplayOptions::default()));
+            b.iter(|| replay(&spec, &workload, &profile, ReplayOptions::default()));
         });
     }
     group.finish();
@@ -89,6 +100,7 @@ fn replay_at_scale(c: &mut Criterion) {
 const OVERLOADED: (usize, usize, f64) = (10_240, 40_000, 2.0);
 
 fn overloaded(c: &mut Criterion) {
+    let profile = default_profile();
     let mut group = replays(c, "overloaded");
     let (nodes, jobs, load) = OVERLOADED;
     let spec = common::cluster(nodes);
@@ -107,7 +119,9 @@ fn overloaded(c: &mut Criterion) {
             repeat_every_search,
             ..ReplayOptions::default()
         };
-        group.bench_function(name, |b| b.iter(|| replay(&spec, &workload, options)));
+        group.bench_function(name, |b| {
+            b.iter(|| replay(&spec, &workload, &profile, options))
+        });
     }
     group.finish();
 }

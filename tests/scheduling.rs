@@ -582,27 +582,39 @@ proptest! {
     #[test]
     fn skipping_fruitless_searches_changes_no_decision(
         jobs in proptest::collection::vec(
-            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>(), any::<bool>()),
+            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>(), any::<bool>(), 0usize..4),
             1..60,
         ),
         queueing in prop_oneof![Just(QueueingPolicy::Backfill), Just(QueueingPolicy::BestEffortFifo), Just(QueueingPolicy::StrictFifo)],
         per_leaf in 2usize..5,
         zone in any::<bool>(),
+        flat in any::<bool>(),
     ) {
         let spec = fabric(16, 8, per_leaf, 2, 0, LinkProfile::NvlinkAll);
         let mut jobs: Vec<Job> = jobs
             .iter()
-            .map(|&(submit_s, duration_s, pods, width, high, inference)| {
+            .map(|&(submit_s, duration_s, pods, width, high, inference, first)| {
                 let gpu = match (pods, width) {
                     (1, 0) => GpuRequest::Fraction(500),
                     (1, w) => whole(1 << (w - 1)),
                     _ => whole(8 >> (width % 4)),
                 };
-                Job {
+                let mut job = Job {
                     duration_ms: Some(duration_s * 1000),
                     kind: if inference { JobKind::Inference } else { JobKind::Train },
                     ..job(0, pods, gpu, if high { 10 } else { 0 }, submit_s)
+                };
+                // A gang's first pod may ask otherwise: 2 GPUs, half a GPU, or none (a
+                // launcher, with CPU).
+                if pods > 1 {
+                    job.pods[0] = match first {
+                        1 => PodRequest::gpus(whole(2)),
+                        2 => PodRequest::gpus(GpuRequest::Fraction(500)),
+                        3 => PodRequest { cpu_milli: 1_000, ..PodRequest::gpus(GpuRequest::NONE) },
+                        _ => job.pods[0],
+                    };
                 }
+                job
             })
             .collect();
         jobs.sort_by_key(|j| j.submit_ms);
@@ -610,7 +622,8 @@ proptest! {
             job.id = JobId(id as u32);
         }
         let config = Config::embedded();
-        let mut profile = profile_config("default", Some(queueing), None);
+        let search = if flat { SearchMode::Flat } else { SearchMode::TwoLevel };
+        let mut profile = profile_config("default", Some(queueing), Some(search));
         if zone {
             profile = profile.with_placement(Placement::ESpread);
             profile.inference_zone = Some(ZoneConfig {

@@ -1,15 +1,18 @@
 //! Searches not worth repeating. The queue offers a failed job again once capacity has
 //! been returned anywhere; this keeps the scheduler from searching it again until room
 //! came back where its search could use it: a search group of its pools gained room
-//! (capacity returned, a device healthy again, room held for a backfill head given back)
-//! that the search would not pass by, its quota admits it on a pool it was not searched
-//! on, or its patience for a tight placement ended. Placements only take room, so a
-//! search that found nothing where nothing came back would find nothing again.
+//! (pods gone or resized, a device healthy again, room held for a backfill head given
+//! back) that the search would not pass by, its quota admits it on a pool it was not
+//! searched on, or its patience for a tight placement ended. Placements only take room,
+//! and a search that found nothing is taken to find nothing on less room (the search's
+//! bounded rearrangement of a gang's pods of several widths is not proven to; random
+//! workloads and the standard replays decide the same both ways).
 //!
 //! The scheduler tells the log where room came back, and keeps each job's failed search
-//! beside what else it remembers of the job; what cannot be placed in a group (the
-//! cluster or the tenants changing shape) clears the log, and every search is repeated.
-//! It owns no cluster state and decides nothing but whether a search may be skipped.
+//! beside what else it remembers of the job. What is not room in a group clears the log,
+//! and every search is repeated: the cluster or the tenants changing shape, a pod with
+//! anti-affinity leaving or a pod relabelled (domains wider than a group open). It owns
+//! no cluster state and decides nothing but whether a search may be skipped.
 
 use crate::model::{ClusterSpec, GroupId, PoolId};
 

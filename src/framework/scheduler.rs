@@ -77,7 +77,7 @@ struct Wait {
     /// clock).
     tight_since: Option<u64>,
     /// Its last search, which found nothing.
-    search: Option<FailedSearch>,
+    failed_search: Option<FailedSearch>,
 }
 
 /// The scheduler: one profile, one cluster state, one queue per tenant.
@@ -274,8 +274,9 @@ impl Scheduler {
     /// the new identity.
     pub fn set_pod_rules(&mut self, job: JobId, rules: &Arc<PodRules>) {
         if self.state.job_nodes(job).next().is_some() {
-            // Pods that kept others off its nodes may keep them off no more.
-            self.room_back_on(self.state.job_nodes(job).collect());
+            // Pods that kept others out of whole domains (by their anti-affinity, or
+            // others' anti-affinity selecting them) may keep them out no more.
+            self.room_log.clear();
             self.state.set_pod_rules(job, rules);
         }
         if let Some(running) = self.running.get_mut(&job) {
@@ -326,10 +327,11 @@ impl Scheduler {
             return None;
         }
         let placement = self.state.forget(pod).ok()?;
+        let job = self.running[&pod.job].job.clone();
         let pool = self.state.spec().node(placement.node).pool;
         self.pod_gone(pod.job, pool, placement.gpus.total_milli());
         self.capacity_epoch += 1;
-        self.room_back_on(vec![placement.node]);
+        self.room_back_from(&job, vec![placement.node]);
         Some(placement)
     }
 
@@ -687,16 +689,24 @@ impl Scheduler {
                 .get_or_init(|| RoomUse::new(&self.profile, searched_job, &self.state, &cycle));
             room_use.could_use(group)
         };
-        let skips = room_now && !waits_on_pods && !self.repeats_every_search;
-        let still_fails = (wait.search.filter(|_| skips)).and_then(|last| {
+        // Where a job may go must be told by the groups' room alone: not for a job with
+        // rules on other pods (whose going opens whole domains), nor a gang with a pod
+        // asking no GPU (which may take any node, the GPU-less ones too).
+        let told_by_room = job
+            .pod_rules
+            .as_ref()
+            .is_none_or(|r| !r.has_terms() && r.spread.is_empty())
+            && !(job.pods.len() > 1 && job.pods.iter().any(|p| p.gpu.is_none()));
+        let skips = room_now && told_by_room && !self.repeats_every_search;
+        let still_fails = (wait.failed_search.filter(|_| skips)).and_then(|last| {
             (self.room_log).still_fails(&last, self.state.spec(), &scope, could_use)
         });
-        let mut search = still_fails;
+        let mut failed_search = still_fails;
         let searched = if !room_now || still_fails.is_some() {
             None
         } else {
             let found = place_job(&self.profile, searched_job, &self.state, &cycle);
-            search = found
+            failed_search = found
                 .is_none()
                 .then(|| self.room_log.failed(mark, &scope))
                 .flatten();
@@ -739,9 +749,9 @@ impl Scheduler {
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
             let wait = Wait {
                 tight_since: tight_retry.map(|_| since),
-                search,
+                failed_search,
             };
-            match wait.tight_since.is_some() || wait.search.is_some() {
+            match wait.tight_since.is_some() || wait.failed_search.is_some() {
                 true => self.waits.insert(job.id, wait),
                 false => self.waits.remove(&job.id),
             };
@@ -895,6 +905,19 @@ impl Scheduler {
             .collect();
         for job in unadmitted {
             self.drop_reservation(job);
+        }
+    }
+
+    /// Room came back on these nodes, which the job's pods left: where its anti-affinity
+    /// kept others out of domains wider than its nodes' groups, anywhere.
+    fn room_back_from(&mut self, job: &Job, nodes: Vec<NodeId>) {
+        match job
+            .pod_rules
+            .as_ref()
+            .is_some_and(|r| !r.anti_affinity.is_empty())
+        {
+            true => self.room_log.clear(),
+            false => self.room_back_on(nodes),
         }
     }
 
@@ -1204,7 +1227,7 @@ impl Scheduler {
             // A pod may already be gone (its node vanished); the rest are still released.
             let _ = self.state.forget(PodKey { job, pod });
         }
-        self.room_back_on(nodes);
+        self.room_back_from(&released.job, nodes);
         for &(pool, milli) in &released.pools {
             self.tenants.charge(released.tenant, pool, -(milli as i64));
         }

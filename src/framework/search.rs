@@ -152,7 +152,8 @@ fn widest_tier(
 /// judged from aggregates as the search judges groups and domains: the group is not held
 /// from the job, passes the group filters, and holds the whole job or, for a gang, some
 /// of its pods, inside a domain that could hold them all where the gang may not spread
-/// past a tier. Never false where the search could use the group.
+/// past a tier. A gang's pods asking no GPU (a launcher, which may go to any node) and
+/// pods' rules on other pods are not judged here: such jobs are always searched.
 pub(super) struct RoomUse<'a> {
     profile: &'a Profile,
     query: GroupQuery<'a>,
@@ -199,15 +200,19 @@ impl<'a> RoomUse<'a> {
         if may_fit(widths, aggregate) {
             return true;
         }
-        if job.pods.len() == 1 || pods_held(widths, aggregate) == 0 {
+        if job.pods.len() == 1 {
             return false;
         }
-        // A scale-up domain cuts across groups; a job that gains nothing from one group
-        // (`AnyGroup`) spreads over all, as the flat search does.
+        // A gang searched across groups puts each pod where it fits (a fraction where no
+        // whole pod does): the flat search, a scale-up domain (which cuts across groups), a
+        // job that gains nothing from one group (`AnyGroup`).
         let required = job.topology.is_some_and(|n| n.required);
         let any_group = self.state.read::<AnyGroup>().is_some() && !required;
         if !two_level || any_group || job.topology.is_some_and(|n| n.tier == Tier::Hbd) {
             return true;
+        }
+        if pods_held(widths, aggregate) == 0 {
+            return false;
         }
         let Some((tier, holding)) = self.domains.get_or_init(|| self.domains_holding()) else {
             return true;

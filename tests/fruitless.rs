@@ -1,0 +1,217 @@
+//! Searches skipped while no room came back where they could use it: cases where room
+//! comes back outside what the groups' aggregates tell (a launcher's node, a domain an
+//! anti-affinity kept a job out of, a fraction's node in a search across groups). Each
+//! job is placed as soon as searching it again would place it, as when every search is
+//! repeated.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use kant::framework::{Decision, Scheduler};
+use kant::model::{
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, LeafPath, LinkProfile, Namespaces,
+    NodeRow, PodAffinityTerm, PodIdentity, PodRequest, PodRules, Requirement, SelectorOp,
+};
+
+fn row(name: &str, model: Option<&str>, gpus: usize, cpu: u64, leaf: &str, zone: &str) -> NodeRow {
+    NodeRow {
+        name: name.into(),
+        gpu_model: model.map(Into::into),
+        gpus,
+        cpu_milli: Some(cpu),
+        memory_bytes: Some(1 << 40),
+        leaf: Some(LeafPath {
+            superspine: "ss".into(),
+            spine: "sp".into(),
+            leaf: leaf.into(),
+        }),
+        labels: [("zone".to_owned(), zone.to_owned())].into(),
+        ..Default::default()
+    }
+}
+
+fn spec(rows: Vec<NodeRow>) -> Arc<ClusterSpec> {
+    let mut b = ClusterSpecBuilder::new();
+    for r in rows {
+        b.add(r, LinkProfile::NvlinkAll).unwrap();
+    }
+    Arc::new(b.build())
+}
+
+fn sched(spec: &Arc<ClusterSpec>, every: bool) -> Scheduler {
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    if every {
+        s.repeat_every_search();
+    }
+    s
+}
+
+fn placed(decisions: &[Decision]) -> Vec<JobId> {
+    placed_jobs(decisions)
+}
+
+/// A gang's launcher (a pod without GPUs) may go to any node of the cluster; room coming
+/// back for it on a CPU-only node (outside the gang's pools) is never read.
+fn launcher_run(every: bool) -> Vec<JobId> {
+    let spec = spec(vec![
+        row("gpu-0", Some("H100"), 8, 8_000, "leaf-0", "a"),
+        row("cpu-0", None, 0, 2_000, "leaf-1", "a"),
+    ]);
+    let h100 = spec.pool_of_model(Some("H100")).unwrap();
+    let cpu = spec.pool_of_model(None).unwrap();
+    let mut s = sched(&spec, every);
+    // A CPU-only job filling the CPU node.
+    let mut c = Job::new(
+        JobId(0),
+        vec![PodRequest {
+            cpu_milli: 2_000,
+            ..PodRequest::gpus(GpuRequest::NONE)
+        }],
+    );
+    c.pools = vec![cpu];
+    s.submit(c);
+    assert_eq!(placed(&s.schedule(0)), [JobId(0)]);
+    // A gang: an 8-GPU worker taking all of gpu-0's CPU, and a launcher.
+    let mut x = Job::new(
+        JobId(1),
+        vec![
+            PodRequest {
+                cpu_milli: 8_000,
+                ..PodRequest::gpus(GpuRequest::Whole(8))
+            },
+            PodRequest {
+                cpu_milli: 1_000,
+                ..PodRequest::gpus(GpuRequest::NONE)
+            },
+        ],
+    );
+    x.pools = vec![h100];
+    s.submit(x);
+    assert!(
+        placed(&s.schedule(1)).is_empty(),
+        "the launcher fits nowhere"
+    );
+    s.finish(JobId(0));
+    placed(&s.schedule(2))
+}
+
+#[test]
+fn a_launcher_may_use_room_outside_its_gangs_pools() {
+    assert_eq!(launcher_run(true), [JobId(1)]);
+    assert_eq!(launcher_run(false), [JobId(1)]);
+}
+
+fn term(app: &str, key: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        selector: Some(vec![Requirement {
+            key: "app".into(),
+            op: SelectorOp::In,
+            values: vec![app.into()],
+        }]),
+        namespaces: Namespaces::Only(vec!["ml".into()]),
+        topology_key: key.into(),
+    }
+}
+
+fn app(id: u32, gpus: u32, name: &str, anti: Vec<PodAffinityTerm>) -> Job {
+    let mut j = job(id, 1, GpuRequest::Whole(gpus), 0, u64::from(id));
+    j.pod_rules = Some(Arc::new(PodRules {
+        identity: PodIdentity {
+            namespace: "ml".into(),
+            labels: [("app".to_owned(), name.to_owned())].into(),
+        },
+        anti_affinity: anti,
+        ..PodRules::default()
+    }));
+    j
+}
+
+/// An existing pod's anti-affinity keeps a job out of a whole zone (several groups); when
+/// it goes, only its own node's group is logged.
+fn anti_run(every: bool) -> Vec<JobId> {
+    let spec = spec(vec![
+        row("n0", Some("H100"), 8, 128_000, "leaf-0", "a"),
+        row("n1", Some("H100"), 8, 128_000, "leaf-1", "b"),
+        row("n2", Some("H100"), 8, 128_000, "leaf-2", "a"),
+    ]);
+    let mut s = sched(&spec, every);
+    // n0 holds a 7-GPU job and the 1-GPU one keeping `batch` pods out of zone a; n1 is full.
+    s.submit(app(1, 7, "web", vec![]));
+    s.submit(app(2, 1, "noisy", vec![term("batch", "zone")]));
+    s.submit(app(3, 8, "web", vec![]));
+    assert_eq!(placed(&s.schedule(0)), [JobId(1), JobId(2), JobId(3)]);
+    let node_of = |s: &Scheduler, j: u32| {
+        let node = s.state().job_nodes(JobId(j)).next().expect("placed");
+        s.state().spec().node(node).name.clone()
+    };
+    assert_eq!(
+        [node_of(&s, 1), node_of(&s, 2), node_of(&s, 3)],
+        ["n0", "n0", "n1"]
+    );
+    s.submit(app(4, 8, "batch", vec![]));
+    assert!(placed(&s.schedule(1)).is_empty(), "n2 is in zone a");
+    // Its going leaves a GPU free on n0 alone, and all of n2 (another group) open.
+    s.finish(JobId(2));
+    placed(&s.schedule(2))
+}
+
+#[test]
+fn a_pod_whose_anti_affinity_kept_a_job_out_of_a_zone_frees_the_whole_zone() {
+    assert_eq!(anti_run(true), [JobId(4)]);
+    assert_eq!(anti_run(false), [JobId(4)]);
+}
+
+/// The flat search places a gang's fractional pod on any node of its pool; room for it in
+/// a group that holds no whole-GPU pod is judged of no use.
+fn flat_fraction_run(every: bool) -> Vec<JobId> {
+    let spec = spec(vec![
+        row("n0", Some("H100"), 8, 128_000, "leaf-0", "a"),
+        row("n1", Some("H100"), 8, 128_000, "leaf-1", "a"),
+        row("n2", Some("H100"), 8, 128_000, "leaf-2", "a"),
+    ]);
+    let mut s = scheduler(
+        profile("default", None, Some(kant::framework::SearchMode::Flat)),
+        spec.clone(),
+    );
+    if every {
+        s.repeat_every_search();
+    }
+    let running = kant::framework::Adopted::Running { preemptible: false };
+    for (id, node, devices, milli) in [
+        (1, 0, 0b1111_1110, 1000),
+        (2, 0, 1, 700),
+        (3, 1, 0b1111_1110, 1000),
+        (4, 1, 1, 700),
+    ] {
+        let gpu = if milli == 1000 {
+            GpuRequest::Whole(7)
+        } else {
+            GpuRequest::Fraction(milli)
+        };
+        s.adopt(
+            job(id, 1, gpu, 0, 0),
+            &[Some(placement(node, devices, milli))],
+            0,
+            running,
+        )
+        .unwrap();
+    }
+    let mut x = job(5, 2, GpuRequest::Whole(8), 0, 1);
+    x.pods[1] = PodRequest::gpus(GpuRequest::Fraction(500));
+    s.submit(x);
+    assert!(
+        placed(&s.schedule(1)).is_empty(),
+        "no device has half a GPU free"
+    );
+    // 0.7 of n0's last GPU comes back: no whole pod fits there, the fraction does.
+    s.finish(JobId(2));
+    placed(&s.schedule(2))
+}
+
+#[test]
+fn a_gangs_fraction_may_use_a_group_holding_none_of_its_whole_pods() {
+    assert_eq!(flat_fraction_run(true), [JobId(5)]);
+    assert_eq!(flat_fraction_run(false), [JobId(5)]);
+}
