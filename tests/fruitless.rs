@@ -11,8 +11,8 @@ use std::sync::Arc;
 use common::*;
 use kant::framework::{Decision, Scheduler};
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, LeafPath, LinkProfile, Namespaces,
-    NodeRow, PodAffinityTerm, PodIdentity, PodRequest, PodRules, Requirement, SelectorOp,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, LeafPath, LinkProfile, NodeRow,
+    PodAffinityTerm, PodIdentity, PodRequest, PodRules,
 };
 
 fn row(name: &str, model: Option<&str>, gpus: usize, cpu: u64, leaf: &str, zone: &str) -> NodeRow {
@@ -101,18 +101,6 @@ fn launcher_run(every: bool) -> Vec<JobId> {
 fn a_launcher_may_use_room_outside_its_gangs_pools() {
     assert_eq!(launcher_run(true), [JobId(1)]);
     assert_eq!(launcher_run(false), [JobId(1)]);
-}
-
-fn term(app: &str, key: &str) -> PodAffinityTerm {
-    PodAffinityTerm {
-        selector: Some(vec![Requirement {
-            key: "app".into(),
-            op: SelectorOp::In,
-            values: vec![app.into()],
-        }]),
-        namespaces: Namespaces::Only(vec!["ml".into()]),
-        topology_key: key.into(),
-    }
 }
 
 fn app(id: u32, gpus: u32, name: &str, anti: Vec<PodAffinityTerm>) -> Job {

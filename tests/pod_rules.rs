@@ -18,8 +18,8 @@ use std::sync::Arc;
 use common::*;
 use kant::framework::{Decision, Scheduler};
 use kant::model::{
-    ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, Namespaces, NodeConstraints,
-    NodeRow, PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SelectorTerm,
+    ClusterSpec, ClusterSpecBuilder, GpuRequest, JobId, LinkProfile, NodeConstraints, NodeRow,
+    PodAffinityTerm, PodIdentity, PodRules, Requirement, SelectorOp, SelectorTerm,
     SpreadConstraint, Weighted,
 };
 
@@ -52,19 +52,6 @@ fn zoned_models(nodes: &[(&str, &str)]) -> Arc<ClusterSpec> {
             .expect("valid node");
     }
     Arc::new(builder.build())
-}
-
-/// A term selecting pods labelled `app=<app>` in namespace `ml`.
-fn term(app: &str, topology_key: &str) -> PodAffinityTerm {
-    PodAffinityTerm {
-        selector: Some(vec![Requirement {
-            key: "app".into(),
-            op: SelectorOp::In,
-            values: vec![app.into()],
-        }]),
-        namespaces: Namespaces::Only(vec!["ml".into()]),
-        topology_key: topology_key.into(),
-    }
 }
 
 /// A job of `pods` pods of `gpus` GPUs each, labelled `app=<app>` in namespace `ml`.

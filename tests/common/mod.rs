@@ -130,6 +130,20 @@ pub fn build(profile: &kant::config::ProfileConfig) -> Profile {
     kant::plugins::build_profile(profile, &Config::embedded()).expect("valid profile")
 }
 
+/// A term selecting pods labelled `app=<app>` in namespace `ml`.
+pub fn term(app: &str, topology_key: &str) -> kant::model::PodAffinityTerm {
+    use kant::model::{Namespaces, PodAffinityTerm, Requirement, SelectorOp};
+    PodAffinityTerm {
+        selector: Some(vec![Requirement {
+            key: "app".into(),
+            op: SelectorOp::In,
+            values: vec![app.into()],
+        }]),
+        namespaces: Namespaces::Only(vec!["ml".into()]),
+        topology_key: topology_key.into(),
+    }
+}
+
 /// The jobs a round placed, in order.
 pub fn placed_jobs(decisions: &[kant::framework::Decision]) -> Vec<JobId> {
     decisions
