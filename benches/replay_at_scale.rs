@@ -14,8 +14,9 @@
 //! GPUs), 40,000 jobs, so that a backlog builds: most jobs the queues offer after a
 //! completion find no room they could use (gangs holding out for one leaf or spine, jobs
 //! kept out of room held for a backfill head). Replayed as `kant simulate` does, and with
-//! every such job searched again (`ReplayOptions::repeat_every_search`), which decides
-//! the same, side by side.
+//! every such job searched again (`ReplayOptions::repeat_every_search`), side by side.
+//! That both decide the same is checked by tests (`skipping_fruitless_searches_changes_no_decision`),
+//! not here.
 //!
 //! The workload comes from a fixed seed and is built outside the timed region.
 //!

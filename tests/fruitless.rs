@@ -52,6 +52,13 @@ fn placed(decisions: &[Decision]) -> Vec<JobId> {
     placed_jobs(decisions)
 }
 
+/// `run` places `job` in its last round both searching every time and skipping.
+fn placed_both_ways(run: fn(bool) -> Vec<JobId>, job: u32) {
+    for every in [true, false] {
+        assert_eq!(run(every), [JobId(job)], "searching every time: {every}");
+    }
+}
+
 /// A gang's launcher (a pod without GPUs) may go to any node of the cluster; room coming
 /// back for it on a CPU-only node (outside the gang's pools) is never read.
 fn launcher_run(every: bool) -> Vec<JobId> {
@@ -99,8 +106,7 @@ fn launcher_run(every: bool) -> Vec<JobId> {
 
 #[test]
 fn a_launcher_may_use_room_outside_its_gangs_pools() {
-    assert_eq!(launcher_run(true), [JobId(1)]);
-    assert_eq!(launcher_run(false), [JobId(1)]);
+    placed_both_ways(launcher_run, 1);
 }
 
 fn app(id: u32, gpus: u32, name: &str, anti: Vec<PodAffinityTerm>) -> Job {
@@ -147,8 +153,7 @@ fn anti_run(every: bool) -> Vec<JobId> {
 
 #[test]
 fn a_pod_whose_anti_affinity_kept_a_job_out_of_a_zone_frees_the_whole_zone() {
-    assert_eq!(anti_run(true), [JobId(4)]);
-    assert_eq!(anti_run(false), [JobId(4)]);
+    placed_both_ways(anti_run, 4);
 }
 
 /// The flat search places a gang's fractional pod on any node of its pool; room for it in
@@ -200,6 +205,73 @@ fn flat_fraction_run(every: bool) -> Vec<JobId> {
 
 #[test]
 fn a_gangs_fraction_may_use_a_group_holding_none_of_its_whole_pods() {
-    assert_eq!(flat_fraction_run(true), [JobId(5)]);
-    assert_eq!(flat_fraction_run(false), [JobId(5)]);
+    placed_both_ways(flat_fraction_run, 5);
+}
+
+/// A patient gang's widest tier is the tightest any of its searched pools could ever hold
+/// it in: when its quota comes to admit it on fewer pools, the search may spread further
+/// in those that are left, though the pools are a subset of the last search's.
+fn narrowed_run(every: bool) -> Vec<JobId> {
+    let spec = spec(vec![
+        // H100: two leaves of one node under one spine: only the spine holds 2 x 8.
+        row("a0", Some("H100"), 8, 128_000, "leaf-a0", "a"),
+        row("a1", Some("H100"), 8, 128_000, "leaf-a1", "a"),
+        // A100: a leaf of two nodes (the tightest tier over both pools is a leaf).
+        row("b0", Some("A100"), 8, 128_000, "leaf-b0", "a"),
+        row("b1", Some("A100"), 8, 128_000, "leaf-b0", "a"),
+        row("b2", Some("A100"), 8, 128_000, "leaf-b1", "a"),
+        row("b3", Some("A100"), 8, 128_000, "leaf-b2", "a"),
+        // L40: elsewhere.
+        row("c0", Some("L40"), 8, 128_000, "leaf-c0", "a"),
+    ]);
+    let h100 = spec.pool_of_model(Some("H100")).unwrap();
+    let a100 = spec.pool_of_model(Some("A100")).unwrap();
+    let l40 = spec.pool_of_model(Some("L40")).unwrap();
+    let mut s = scheduler(
+        profile(
+            "default",
+            Some(kant::queue::QueueingPolicy::BestEffortFifo),
+            None,
+        ),
+        spec.clone(),
+    );
+    if every {
+        s.repeat_every_search();
+    }
+    let single = |id: u32, pool| {
+        let mut j = job(id, 1, GpuRequest::Whole(8), 0, 0);
+        j.pools = vec![pool];
+        j
+    };
+    // b0 taken: the A100 leaf of two nodes holds one free.
+    s.submit(single(1, a100));
+    s.submit(single(2, l40));
+    assert_eq!(placed(&s.schedule(0)), [JobId(1), JobId(2)]);
+    assert_eq!(
+        s.state()
+            .spec()
+            .node(s.state().job_nodes(JobId(1)).next().unwrap())
+            .name,
+        "b0"
+    );
+    let mut gang = job(3, 2, GpuRequest::Whole(8), 0, 1);
+    gang.pools = vec![h100, a100];
+    s.submit(gang);
+    assert!(
+        placed(&s.schedule(1_000)).is_empty(),
+        "holding out for a leaf (one A100 leaf could hold it)"
+    );
+    // The A100 pool fills: its quota no longer admits the gang there.
+    s.submit(single(4, a100));
+    s.submit(single(5, a100));
+    assert_eq!(placed(&s.schedule(2_000)), [JobId(4), JobId(5)]);
+    // Room comes back outside the gang's pools: it is offered again, admitted on H100 alone,
+    // where the tightest tier that could ever hold it is the spine.
+    s.finish(JobId(2));
+    placed(&s.schedule(3_000))
+}
+
+#[test]
+fn a_gang_admitted_on_fewer_pools_may_spread_further() {
+    placed_both_ways(narrowed_run, 3);
 }

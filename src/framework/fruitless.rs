@@ -3,7 +3,8 @@
 //! came back where its search could use it: a search group of its pools gained room
 //! (pods gone or resized, a device healthy again, room held for a backfill head given
 //! back) that the search would not pass by, its quota admits it on a pool it was not
-//! searched on, or its patience for a tight placement ended. Placements only take room,
+//! searched on (or, for a gang holding out for a tight placement, on other pools at all:
+//! fewer may hold it only in a wider tier), or its patience ended. Placements only take room,
 //! and a search that found nothing is taken to find nothing on less room (the search's
 //! bounded rearrangement of a gang's pods of several widths is not proven to; random
 //! workloads and the standard replays decide the same both ways).
@@ -28,7 +29,7 @@ pub struct RoomLog {
 }
 
 /// Where a search began: room gained after it counts as new to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Mark {
     generation: u64,
     gained: usize,
@@ -113,7 +114,9 @@ impl RoomLog {
         could_use: impl Fn(GroupId) -> bool,
     ) -> Option<FailedSearch> {
         let pools = pool_bits(scope.pools)?;
-        let reaches_further = (failed.patient && !scope.patient)
+        // A patient gang holds out for the tightest tier any of its pools could ever hold it
+        // in: over other pools, even fewer, it may spread further.
+        let reaches_further = (failed.patient && (!scope.patient || pools != failed.pools))
             || pools & !failed.pools != 0
             || failed.since.generation != self.generation;
         if reaches_further {

@@ -298,7 +298,7 @@ impl Scheduler {
         // Only a device turning healthy frees room that waiting jobs may use.
         if healthy {
             self.capacity_epoch += 1;
-            self.room_back_on(vec![node]);
+            self.room_back_on([node]);
         }
         Ok(())
     }
@@ -314,7 +314,7 @@ impl Scheduler {
         // It may have given room back.
         self.capacity_epoch += 1;
         if let Some(placed) = self.state.placement(pod) {
-            self.room_back_on(vec![placed.placement.node]);
+            self.room_back_on([placed.placement.node]);
         }
         Ok(())
     }
@@ -331,7 +331,7 @@ impl Scheduler {
         let pool = self.state.spec().node(placement.node).pool;
         self.pod_gone(pod.job, pool, placement.gpus.total_milli());
         self.capacity_epoch += 1;
-        self.room_back_from(&job, vec![placement.node]);
+        self.room_back_from(&job, [placement.node]);
         Some(placement)
     }
 
@@ -910,7 +910,7 @@ impl Scheduler {
 
     /// Room came back on these nodes, which the job's pods left: where its anti-affinity
     /// kept others out of domains wider than its nodes' groups, anywhere.
-    fn room_back_from(&mut self, job: &Job, nodes: Vec<NodeId>) {
+    fn room_back_from(&mut self, job: &Job, nodes: impl IntoIterator<Item = NodeId>) {
         match job
             .pod_rules
             .as_ref()
@@ -923,9 +923,15 @@ impl Scheduler {
 
     /// Room came back on these nodes: searches that could use their groups are worth
     /// repeating.
-    fn room_back_on(&mut self, nodes: Vec<NodeId>) {
+    fn room_back_on(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
         let spec = self.state.spec();
-        let groups = nodes.into_iter().map(|n| spec.node_group[n.index()]);
+        let mut groups: Vec<GroupId> = nodes
+            .into_iter()
+            .map(|n| spec.node_group[n.index()])
+            .collect();
+        // Once each: a gang's pods share groups.
+        groups.sort_unstable();
+        groups.dedup();
         self.room_log.room_gained(groups);
     }
 
