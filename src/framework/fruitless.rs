@@ -4,10 +4,10 @@
 //! (pods gone or resized, a device healthy again, room held for a backfill head given
 //! back) that the search would not pass by, its quota admits it on a pool it was not
 //! searched on (or, for a gang holding out for a tight placement, on other pools at all:
-//! fewer may hold it only in a wider tier), or its patience ended. Placements only take room,
-//! and a search that found nothing is taken to find nothing on less room (the search's
-//! bounded rearrangement of a gang's pods of several widths is not proven to; random
-//! workloads and the standard replays decide the same both ways).
+//! fewer may hold it only in a wider tier), or its patience ended. Placements only take
+//! room, and a search that found nothing is taken to find nothing on less room (the
+//! search's bounded rearrangement of a gang's pods of several widths is not proven to;
+//! random workloads and the standard replays decide the same both ways).
 //!
 //! The scheduler tells the log where room came back, and keeps each job's failed search
 //! beside what else it remembers of the job. What is not room in a group clears the log,
@@ -104,8 +104,7 @@ impl RoomLog {
     /// found nothing over as much, and no group of its pools that gained room since is one
     /// the job `could_use` (the search would pass it by). If so, the failure as of now,
     /// over `scope`: what came back since was of no use to it, and stays so until the
-    /// group gains again.
-    /// Costs the fewer of the gains since and the groups of its pools.
+    /// group gains again. Costs the fewer of the gains since and the groups of its pools.
     pub fn still_fails(
         &self,
         failed: &FailedSearch,
