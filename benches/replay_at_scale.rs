@@ -15,8 +15,8 @@
 //! completion find no room they could use (gangs holding out for one leaf or spine, jobs
 //! kept out of room held for a backfill head). Replayed as `kant simulate` does, and with
 //! every such job searched again (`ReplayOptions::repeat_every_search`), side by side.
-//! That both decide the same is checked by tests (`skipping_fruitless_searches_changes_no_decision`),
-//! not here.
+//! That both decide the same is checked by tests
+//! (`skipping_fruitless_searches_changes_no_decision`), not here.
 //!
 //! The workload comes from a fixed seed and is built outside the timed region.
 //!
@@ -64,13 +64,12 @@ fn replay(
     profile: &Profile,
     options: ReplayOptions,
 ) -> RunReport {
-    let profile = profile.clone();
     let tenants = Tenants::resolve(&[], spec).expect("no tenants to resolve");
     let mut events = EventLog::disabled();
     kant::sim::run(
         spec.clone(),
         workload,
-        profile,
+        profile.clone(),
         tenants,
         &mut events,
         options,

@@ -163,7 +163,7 @@ impl Scheduler {
     }
 
     /// Searches every job the queues offer again, though no room came back where its last
-    /// search could use it: the decisions are the same, only slower (tests compare the two).
+    /// search could use it: slower, and deciding the same wherever tests compared the two.
     #[doc(hidden)]
     pub fn repeat_every_search(&mut self) {
         self.repeats_every_search = true;

@@ -241,7 +241,7 @@ impl<'a> RoomUse<'a> {
                 let room = (groups.iter())
                     .fold(0u64, |sum, (_, a)| sum.saturating_add(pods_held(widths, a)));
                 let free: u64 = groups.iter().map(|(_, a)| u64::from(a.free_gpus)).sum();
-                room >= widths.whole_pods && free >= widths.whole_gpus
+                domain_may_hold(widths, room, free)
             })
             .map(|groups| groups[0].0)
             .collect();
@@ -696,7 +696,7 @@ fn within_one_domain(
                 .iter()
                 .map(|m| u64::from(snapshot.group(m.group).free_gpus))
                 .sum();
-            room >= widths.whole_pods && free >= widths.whole_gpus
+            domain_may_hold(widths, room, free)
         })
         .collect();
     domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
@@ -713,6 +713,12 @@ fn within_one_domain(
         let nodes: Vec<&[NodeId]> = groups.iter().map(nodes_of).collect();
         rearranged(profile, job, snapshot, state, &nodes, &widths)
     })
+}
+
+/// Whether a domain whose groups hold `room` of the job's pods and `free` whole GPUs may
+/// hold the whole job: the search tries only such domains.
+fn domain_may_hold(widths: &PodWidths, room: u64, free: u64) -> bool {
+    room >= widths.whole_pods && free >= widths.whole_gpus
 }
 
 /// A search group as a member of a domain, with the pods of the job it can hold.

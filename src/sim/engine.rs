@@ -86,7 +86,8 @@ pub struct ReplayOptions {
     /// come back).
     pub fill: bool,
     /// Search every job the queues offer again, even where no room came back that its
-    /// last search could use: the decisions are the same, only slower (benches compare).
+    /// last search could use: slower, and deciding the same wherever tests compared the
+    /// two (benches time both).
     pub repeat_every_search: bool,
 }
 
