@@ -12,7 +12,7 @@ use kant::config::{Config, Placement};
 use kant::framework::{Decision, Scheduler, SearchMode};
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath, LinkClass,
-    LinkProfile, MILLI_PER_GPU, NodeId, NodeRow, PodRequest, TenantId, bits,
+    LinkProfile, MILLI_PER_GPU, NodeId, NodeRow, PodIdentity, PodRequest, PodRules, TenantId, bits,
 };
 use kant::plugins::{ZoneConfig, build_profile};
 use kant::queue::{QueueingPolicy, TenantConfig, TenantMode, Tenants};
@@ -540,7 +540,8 @@ proptest! {
 }
 
 /// 16 `H100` nodes of 8 GPUs, `per_leaf` to a leaf, and 8 `A100` nodes, 4 to a leaf; two
-/// leaves to a spine. Nodes are named `node-0000`, ... (the `H100` ones first).
+/// leaves to a spine. Nodes are named `node-0000`, ... (the `H100` ones first), and
+/// labelled with their name (`host`) and a zone of three leaves (`zone`).
 fn two_models(per_leaf: usize) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
     for i in 0..24 {
@@ -557,6 +558,11 @@ fn two_models(per_leaf: usize) -> Arc<ClusterSpec> {
                 spine: format!("spine-{}", leaf / 2),
                 leaf: format!("leaf-{leaf}"),
             }),
+            labels: [
+                ("host".to_owned(), format!("node-{i:04}")),
+                ("zone".to_owned(), format!("zone-{}", leaf / 3)),
+            ]
+            .into(),
             ..Default::default()
         };
         builder
@@ -606,11 +612,12 @@ proptest! {
     /// place the job: skipping the others changes no decision. Gangs hold out for one leaf
     /// or spine, backfill heads hold room, jobs of two priorities and three tenants (one
     /// isolated) compete over two GPU models, some accepting either, and inference
-    /// replicas spread over an E-Spread zone (the first leaf), on spines of leaves.
+    /// replicas spread over an E-Spread zone (the first leaf), on spines of leaves. Some
+    /// pods keep others out of their node or zone by anti-affinity.
     #[test]
     fn skipping_fruitless_searches_changes_no_decision(
         jobs in proptest::collection::vec(
-            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>(), any::<bool>(), 0usize..4, 0usize..3, 0u16..3),
+            (0u64..8 * 3600, 600u64..4 * 3600, prop_oneof![Just(1usize), 2usize..10], 0usize..5, any::<bool>(), any::<bool>(), 0usize..4, 0usize..3, 0u16..3, 0usize..6),
             1..60,
         ),
         queueing in prop_oneof![Just(QueueingPolicy::Backfill), Just(QueueingPolicy::BestEffortFifo), Just(QueueingPolicy::StrictFifo)],
@@ -623,7 +630,7 @@ proptest! {
         let a100 = spec.pool_of_model(Some("A100")).expect("an A100 pool");
         let mut jobs: Vec<Job> = jobs
             .iter()
-            .map(|&(submit_s, duration_s, pods, width, high, inference, first, pools, tenant)| {
+            .map(|&(submit_s, duration_s, pods, width, high, inference, first, pools, tenant, rules)| {
                 let gpu = match (pods, width) {
                     (1, 0) => GpuRequest::Fraction(500),
                     (1, w) => whole(1 << (w - 1)),
@@ -645,6 +652,23 @@ proptest! {
                         3 => PodRequest { cpu_milli: 1_000, ..PodRequest::gpus(GpuRequest::NONE) },
                         _ => job.pods[0],
                     };
+                }
+                // Pods labelled `app: batch`, kept out of the node or zone of pods whose
+                // anti-affinity selects them.
+                let anti = match rules {
+                    4 => vec![term("batch", "host")],
+                    5 => vec![term("batch", "zone")],
+                    _ => Vec::new(),
+                };
+                if rules >= 3 {
+                    job.pod_rules = Some(Arc::new(PodRules {
+                        identity: PodIdentity {
+                            namespace: "ml".into(),
+                            labels: [("app".to_owned(), if rules == 3 { "batch" } else { "web" }.to_owned())].into(),
+                        },
+                        anti_affinity: anti,
+                        ..PodRules::default()
+                    }));
                 }
                 job
             })

@@ -9,11 +9,12 @@
 //! search's bounded rearrangement of a gang's pods of several widths is not proven to;
 //! random workloads and the standard replays decide the same both ways).
 //!
-//! The scheduler tells the log where room came back, and keeps each job's failed search
-//! beside what else it remembers of the job. What is not room in a group clears the log,
-//! and every search is repeated: the cluster or the tenants changing shape, a pod with
-//! anti-affinity leaving or a pod relabelled (domains wider than a group open). It owns
-//! no cluster state and decides nothing but whether a search may be skipped.
+//! The scheduler tells the log where room came back (for a pod with anti-affinity
+//! leaving, every group of the domains it kept others out of), and keeps each job's
+//! failed search beside what else it remembers of the job. What is not room in a group
+//! clears the log, and every search is repeated: the cluster or the tenants changing
+//! shape, a pod relabelled. It owns no cluster state and decides nothing but whether a
+//! search may be skipped.
 
 use crate::model::{ClusterSpec, GroupId, PoolId};
 

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
-use crate::model::{ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodRules, PoolId};
+use crate::model::{
+    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRules, PoolId,
+};
 use crate::queue::{
     Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
@@ -908,17 +910,20 @@ impl Scheduler {
         }
     }
 
-    /// Room came back on these nodes, which the job's pods left: where its anti-affinity
-    /// kept others out of domains wider than its nodes' groups, anywhere.
+    /// Room came back on these nodes, which the job's pods left, and, where its
+    /// anti-affinity kept the pods it selects out of the domains around them, on every
+    /// node of those domains.
     fn room_back_from(&mut self, job: &Job, nodes: impl IntoIterator<Item = NodeId>) {
-        match job
+        let nodes: Vec<NodeId> = nodes.into_iter().collect();
+        let terms = job
             .pod_rules
             .as_ref()
-            .is_some_and(|r| !r.anti_affinity.is_empty())
-        {
-            true => self.room_log.clear(),
-            false => self.room_back_on(nodes),
-        }
+            .map_or(&[][..], |r| &r.anti_affinity[..]);
+        let opened = match terms.is_empty() {
+            true => Vec::new(),
+            false => nodes_in_domains(self.state.spec(), terms, &nodes),
+        };
+        self.room_back_on(nodes.into_iter().chain(opened));
     }
 
     /// Room came back on these nodes: searches that could use their groups are worth
@@ -1437,5 +1442,86 @@ impl Driver for Round<'_> {
 
     fn attempt(&mut self, offer: Offer) -> Attempted {
         self.scheduler.cycle(offer, self.now_ms)
+    }
+}
+
+/// The nodes sharing a domain with one of `nodes` under the topology key of one of
+/// `terms` (a node without the key's label is in no domain of it).
+fn nodes_in_domains(
+    spec: &ClusterSpec,
+    terms: &[PodAffinityTerm],
+    nodes: &[NodeId],
+) -> Vec<NodeId> {
+    let domains: Vec<(&str, &str)> = (terms.iter())
+        .flat_map(|term| {
+            let key = term.topology_key.as_str();
+            (nodes.iter()).filter_map(move |&n| Some((key, spec.node(n).labels.get(key)?.as_str())))
+        })
+        .collect();
+    (spec.nodes.iter().zip(0..))
+        .filter(|(node, _)| {
+            (domains.iter()).any(|&(key, value)| node.labels.get(key).is_some_and(|v| v == value))
+        })
+        .map(|(_, index)| NodeId(index))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ClusterSpecBuilder, LinkProfile, Namespaces, NodeRow};
+
+    fn keyed(topology_key: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            selector: Some(Vec::new()),
+            namespaces: Namespaces::All,
+            topology_key: topology_key.into(),
+        }
+    }
+
+    #[test]
+    fn a_leaving_pods_anti_affinity_opens_every_node_of_its_domains() {
+        let mut b = ClusterSpecBuilder::new();
+        for (name, zone) in [
+            ("n0", Some("a")),
+            ("n1", Some("b")),
+            ("n2", Some("a")),
+            ("n3", None),
+        ] {
+            let mut labels: crate::model::Labels = [("host".to_owned(), name.to_owned())].into();
+            if let Some(zone) = zone {
+                labels.insert("zone".into(), zone.into());
+            }
+            let row = NodeRow {
+                name: name.into(),
+                gpu_model: Some("H100".into()),
+                gpus: 8,
+                labels,
+                ..Default::default()
+            };
+            b.add(row, LinkProfile::NvlinkAll).unwrap();
+        }
+        let spec = b.build();
+        let nodes = |ids: &[u32]| ids.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+        // One value per node: the node alone.
+        assert_eq!(
+            nodes_in_domains(&spec, &[keyed("host")], &nodes(&[1])),
+            nodes(&[1])
+        );
+        // A zone: every node in it, once.
+        let zone = [keyed("zone"), keyed("host")];
+        assert_eq!(
+            nodes_in_domains(&spec, &zone, &nodes(&[0, 2])),
+            nodes(&[0, 2])
+        );
+        assert_eq!(
+            nodes_in_domains(&spec, &zone, &nodes(&[2, 3])),
+            nodes(&[0, 2, 3])
+        );
+        // A node without the key's label is in no domain of it.
+        assert_eq!(
+            nodes_in_domains(&spec, &[keyed("zone")], &nodes(&[3])),
+            nodes(&[])
+        );
     }
 }
