@@ -577,6 +577,28 @@ async fn preemption_evicts_through_the_eviction_api_and_budgets_hold() {
     kant.stop().await;
 }
 
+/// A 409 to an eviction may leave the victim untouched (a PodDisruptionBudget whose
+/// update kept conflicting, many evictions under one budget at once): it is a refusal,
+/// and the eviction is sent again, not taken for one that landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_answered_409_with_the_victim_untouched_is_sent_again() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(&server, preempting()).await;
+    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
+    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
+    server.set_pod_phase("ml", "low", "Running");
+    server.fail_next("create", "pods/eviction", Some("ml"), Some("low"), 1, 409);
+    server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
+    eventually("the preemptor is bound", || {
+        node_of(&server, "high").is_some()
+    })
+    .await;
+    assert_eq!(server.request_count("create", "pods/eviction"), 2);
+    assert!(server.get::<Pod>(Some("ml"), "low").is_none(), "evicted");
+    kant.stop().await;
+}
+
 /// An evicted pod is not gone at once on a real cluster: it terminates, holding its
 /// devices, until its kubelet is done with it. Its preemptor is bound only once it is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -617,7 +617,8 @@ async fn bound_where(
     }
 }
 
-/// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429. The
+/// The Eviction API, so that PodDisruptionBudgets hold; a refusal comes back as 429, or as
+/// 409 where the budget's update kept conflicting (the pod is read then). The
 /// eviction names the victim's uid, so that a pod created again under its name is not
 /// evicted in its place. (The body is written here: kube's `Api::evict` sends its delete
 /// options as `delete_options`, which the API server ignores, preconditions included.)
@@ -638,10 +639,24 @@ async fn evict(client: Client, target: &PodRef, timeout: Duration) -> Result<(),
     );
     match within(timeout, request).await {
         Ok(_) => Ok(()),
-        // Already gone, or gone and created again (its uid differs: 409): the victim is
-        // gone, which is what the eviction was for.
-        Err(e) if matches!(e.code, Some(404 | 409)) => Ok(()),
+        // Already gone: what the eviction was for.
+        Err(e) if e.code == Some(404) => Ok(()),
+        // Gone and created again (its uid differs), or a conflict updating a
+        // PodDisruptionBudget that evicted nothing: the pod as it is now tells which.
+        Err(e) if e.code == Some(409) && going(&api, target, timeout).await => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Whether the pod is gone, created again under its name, or being deleted, as the API
+/// server has it now; `false` when it cannot be read.
+async fn going(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> bool {
+    match within(timeout, api.get(&target.name)).await {
+        Ok(pod) => {
+            pod.metadata.uid.as_deref() != Some(target.uid.as_str())
+                || pod.metadata.deletion_timestamp.is_some()
+        }
+        Err(e) => e.code == Some(404),
     }
 }
 
