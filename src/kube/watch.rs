@@ -4,9 +4,10 @@
 //! relist on 410 Gone) whose events are forwarded to the scheduling loop. A stream that
 //! fails is retried with backoff; the loop never waits on it.
 //!
-//! Pods, nodes and the volume kinds are forwarded unchanged (a volume kind this replica
-//! may not read counts as empty, as a missing custom resource does: its pods wait, saying
-//! which claim they miss). PodGroups and Queues are watched untyped and
+//! Pods, nodes and the volume kinds are forwarded as they come, less what is never read
+//! (managed fields, a node's list of images). A volume kind this replica may not read
+//! counts as empty, as a missing custom resource does: its pods wait, saying which claim
+//! they miss. PodGroups and Queues are watched untyped and
 //! read one by one ([`crd::read`]), so that one object that cannot be read never fails a
 //! whole listing (which would keep the caches from syncing, and so stop all scheduling):
 //! it is logged, naming it, and counts as absent.
@@ -35,14 +36,14 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             Api::<Pod>::all(client.clone()),
             "Pod",
             inputs.clone(),
-            |e| Some(Input::Pod(Box::new(e))),
+            |e| Some(Input::Pod(Box::new(slim(e, |_| {})))),
             false,
         ),
         spawn(
             Api::<Node>::all(client.clone()),
             "Node",
             inputs.clone(),
-            |e| Some(Input::Node(Box::new(e))),
+            |e| Some(Input::Node(Box::new(slim(e, without_images)))),
             false,
         ),
         spawn(
@@ -81,6 +82,27 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             true,
         ),
     ]
+}
+
+/// The event with its object stripped of what is never read and may be large: its
+/// managed fields, and what `strip` takes. A relist holds every object until it is done,
+/// so on a cluster of many pods this is most of the memory it takes.
+fn slim<K: Resource>(mut event: watcher::Event<K>, strip: fn(&mut K)) -> watcher::Event<K> {
+    if let watcher::Event::Apply(object)
+    | watcher::Event::InitApply(object)
+    | watcher::Event::Delete(object) = &mut event
+    {
+        object.meta_mut().managed_fields = None;
+        strip(object);
+    }
+    event
+}
+
+/// A node less the images its kubelet lists (often hundreds of names).
+fn without_images(node: &mut Node) {
+    if let Some(status) = &mut node.status {
+        status.images = None;
+    }
 }
 
 /// The objects of a custom resource, in every namespace, as the API server serves them.
@@ -235,5 +257,26 @@ mod tests {
             text.contains("Node watch:") && text.contains("403"),
             "{text}"
         );
+    }
+
+    /// Managed fields (and a node's images) are dropped from every event; the rest stays.
+    #[test]
+    fn events_come_without_what_is_never_read() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "resourceVersion": "7",
+                "managedFields": [{"manager": "kubelet", "operation": "Update"}]},
+            "status": {"images": [{"names": ["cuda:12"], "sizeBytes": 1}],
+                "capacity": {"nvidia.com/gpu": "8"}}
+        }))
+        .unwrap();
+        let event = slim(watcher::Event::InitApply(node), without_images);
+        let watcher::Event::InitApply(node) = event else {
+            panic!("the same kind of event");
+        };
+        assert_eq!(node.metadata.managed_fields, None);
+        assert_eq!(node.metadata.resource_version.as_deref(), Some("7"));
+        let status = node.status.unwrap();
+        assert_eq!(status.images, None);
+        assert!(status.capacity.unwrap().contains_key("nvidia.com/gpu"));
     }
 }
