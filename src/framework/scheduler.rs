@@ -28,7 +28,7 @@ use super::search::{
     Found, HeldGroups, RoomUse, TightWaitSince, diagnose, is_patient, place_job, pools_for,
     reservation_groups, tight_wait_ends,
 };
-use super::usable::{Reach, ReachOf, reach};
+use super::usable::{Reach, ReachOf, ReachesByShape, reach};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -106,6 +106,8 @@ pub struct Scheduler {
     /// What the nodes each waiting job may use could ever hold, for this cluster shape
     /// (a single pod's once it failed).
     reaches: HashMap<JobId, Arc<Reach>>,
+    /// The same, for jobs alike (most gangs of a trace ask alike).
+    reaches_by_shape: ReachesByShape,
     /// Failed bindings per job, and failed attempts of a job waiting on other pods (its
     /// affinity or spread), for the backoff.
     bind_failures: HashMap<JobId, u32>,
@@ -154,6 +156,7 @@ impl Scheduler {
             room_log: RoomLog::default(),
             repeats_every_search: false,
             reaches: HashMap::new(),
+            reaches_by_shape: ReachesByShape::default(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
             hold_victims: false,
@@ -411,6 +414,7 @@ impl Scheduler {
         // could ever fit is judged again.
         self.reservations.clear();
         self.reaches.clear();
+        self.reaches_by_shape.clear();
         self.queues.forget_failures();
         self.room_log.clear();
         self.capacity_epoch += 1;
@@ -460,6 +464,7 @@ impl Scheduler {
         // What a job could ever be placed on is judged on the pools its quota could ever
         // admit it on.
         self.reaches.clear();
+        self.reaches_by_shape.clear();
         self.tenants = tenants;
     }
 
@@ -843,7 +848,15 @@ impl Scheduler {
         if let Some(judged) = self.reaches.get(&job.id) {
             return judged.clone();
         }
-        let judged = Arc::new(self.judge_reach(job, tenant, cycle));
+        let mut by_shape = std::mem::take(&mut self.reaches_by_shape);
+        let judged = by_shape.get_or_judge(
+            &self.profile,
+            (job, tenant),
+            self.state.spec(),
+            cycle,
+            || self.judge_reach(job, tenant, cycle),
+        );
+        self.reaches_by_shape = by_shape;
         self.reaches.insert(job.id, judged.clone());
         judged
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::cache::ClusterState;
 use crate::model::{
     ClusterSpec, GpuRequest, GroupId, Job, JobShape, MILLI_PER_GPU, NodeId, NodeSpec, PodRequest,
-    PoolId, Tier,
+    PoolId, Tier, TopologyNeed,
 };
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
@@ -111,6 +111,72 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         never: never.map(Status::unresolvable),
         tightest,
         usable: usable.filter(|_| gang),
+    }
+}
+
+/// Reaches by what decides them, for jobs no filter judges nodes for by their spec: jobs
+/// of one tenant alike in pools, topology need and pods (in order) share one.
+#[derive(Default)]
+pub struct ReachesByShape {
+    judged: HashMap<ReachKey, Arc<Reach>>,
+}
+
+/// What decides a job's reach when no filter judges nodes for it by their spec.
+#[derive(PartialEq, Eq, Hash)]
+struct ReachKey {
+    tenant: usize,
+    pools: Vec<PoolId>,
+    topology: Option<TopologyNeed>,
+    /// Runs of pods asking alike.
+    pods: Vec<(PodRequest, usize)>,
+}
+
+/// Shapes remembered at most; past that they are forgotten, and judged again as they come.
+const MAX_SHAPES: usize = 4096;
+
+impl ReachesByShape {
+    /// The reach of `job` of `tenant` (its pools, narrowed by what its quota could ever
+    /// admit, are `ever`'s): the one judged for a job alike, or `judge`'s.
+    pub fn get_or_judge(
+        &mut self,
+        profile: &Profile,
+        (job, tenant): (&Job, usize),
+        spec: &ClusterSpec,
+        cycle: &CycleState,
+        judge: impl FnOnce() -> Reach,
+    ) -> Arc<Reach> {
+        if profile
+            .filters
+            .iter()
+            .any(|f| f.judges_spec(job, spec, cycle))
+        {
+            return Arc::new(judge());
+        }
+        let mut pods: Vec<(PodRequest, usize)> = Vec::new();
+        for pod in &job.pods {
+            match pods.last_mut() {
+                Some((last, count)) if last == pod => *count += 1,
+                _ => pods.push((*pod, 1)),
+            }
+        }
+        let key = ReachKey {
+            tenant,
+            pools: job.pools.clone(),
+            topology: job.topology,
+            pods,
+        };
+        if let Some(judged) = self.judged.get(&key) {
+            return judged.clone();
+        }
+        if self.judged.len() >= MAX_SHAPES {
+            self.judged.clear();
+        }
+        (self.judged.entry(key).or_insert_with(|| Arc::new(judge()))).clone()
+    }
+
+    /// The cluster or the tenants changed shape: every reach is judged again.
+    pub fn clear(&mut self) {
+        self.judged.clear();
     }
 }
 
