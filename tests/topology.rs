@@ -154,6 +154,19 @@ fn a_required_tier_whose_gpus_suffice_but_whose_nodes_cannot_hold_the_pods_is_un
     );
 }
 
+/// Gangs alike but for their size are judged apart: a leaf could hold the smaller, so it
+/// may hold out for one, while the larger could never be held by one and spreads at once.
+#[test]
+fn gangs_alike_but_for_their_size_are_judged_apart() {
+    let spec = fabric(8, 8, 2, 2, 0, LinkProfile::NvlinkAll);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(needing(job(0, 2, whole(8), 0, 0), Tier::Leaf, false));
+    s.submit(needing(job(1, 3, whole(8), 0, 1), Tier::Leaf, false));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
+    assert_eq!(spans(&s, JobId(0)).0, 1);
+    assert_eq!(spans(&s, JobId(1)).0, 2);
+}
+
 /// Nodes of 8 GPUs `(model, leaf, hbd)`, every leaf under one spine.
 fn two_model_fabric(nodes: &[(&str, &str, &str)]) -> std::sync::Arc<kant::model::ClusterSpec> {
     let rows = nodes
