@@ -430,6 +430,29 @@ fn e_binpack_gives_a_gang_of_narrow_pods_the_fewest_nodes() {
     assert_eq!(used.len(), 2, "{used:?}");
 }
 
+/// In a pool of nodes of several sizes, a gang that one large node holds goes there whole,
+/// however well one of its pods would fill a small node.
+#[test]
+fn e_binpack_gives_a_gang_one_large_node_rather_than_a_small_node_it_fills() {
+    for placement in [Placement::EBinpack, Placement::ESpread] {
+        let rows = [("large", 8), ("small", 4)].map(|(name, gpus)| kant::model::NodeRow {
+            name: name.into(),
+            gpu_model: Some("H100".into()),
+            gpus,
+            ..Default::default()
+        });
+        let config = profile_config("default", None, None).with_placement(placement);
+        let mut s = scheduler(build(&config), nvlink_cluster(rows));
+        s.submit(job(1, 2, whole(4), 0, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+        assert_eq!(
+            nodes_of(&s, JobId(1)),
+            HashSet::from([NodeId(0)]),
+            "{placement:?}"
+        );
+    }
+}
+
 #[test]
 fn e_binpack_puts_a_small_pod_with_small_pods_so_that_a_gangs_leaf_drains_whole() {
     // Two leaves of four nodes. Leaf 0: a gang on three nodes and a 4-GPU pod on the

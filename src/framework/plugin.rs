@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
 use crate::metrics::PlacementSpread;
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, PoolId,
+    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId,
 };
 use crate::queue::Tenants;
 
@@ -34,6 +34,21 @@ pub struct NodeView<'a> {
     pub id: NodeId,
     pub spec: &'a NodeSpec,
     pub state: &'a NodeState,
+    /// The node's pool (its largest node, what a pod could find elsewhere in it).
+    pub pool: &'a Pool,
+}
+
+impl<'a> NodeView<'a> {
+    /// Node `id` of `state`.
+    pub fn of(state: &'a ClusterState, id: NodeId) -> Self {
+        let spec = state.spec().node(id);
+        NodeView {
+            id,
+            spec,
+            state: state.node(id),
+            pool: state.spec().pool(spec.pool),
+        }
+    }
 }
 
 /// One pod of the job being placed.

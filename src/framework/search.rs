@@ -1117,11 +1117,7 @@ fn placement_on(
     state: &ClusterState,
     node: NodeId,
 ) -> Option<Placement> {
-    let view = NodeView {
-        id: node,
-        spec: state.spec().node(node),
-        state: state.node(node),
-    };
+    let view = NodeView::of(state, node);
     let gpus = profile.allocate.allocate(pod, view)?;
     Some(Placement {
         node,
@@ -1199,13 +1195,8 @@ fn feasible_nodes<'s>(
     state: &'s ClusterState,
     nodes: &'s [&[NodeId]],
 ) -> impl Iterator<Item = NodeView<'s>> + 's {
-    let spec = state.spec();
     nodes.iter().flat_map(|s| s.iter()).filter_map(move |&id| {
-        let view = NodeView {
-            id,
-            spec: spec.node(id),
-            state: state.node(id),
-        };
+        let view = NodeView::of(state, id);
         (plugins.filters.iter())
             .all(|f| f.filter(pod, cycle, view).is_success())
             .then_some(view)
@@ -1291,11 +1282,7 @@ pub fn diagnose(
     }
     for &pool in pools.iter() {
         for &id in &spec.pool(pool).nodes {
-            let view = NodeView {
-                id,
-                spec: spec.node(id),
-                state: snapshot.node(id),
-            };
+            let view = NodeView::of(snapshot, id);
             match profile
                 .filters
                 .iter()

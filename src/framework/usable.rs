@@ -422,11 +422,7 @@ fn usable_nodes(
     let mut refusals = Diagnosis::default();
     for &pool in pools {
         for &id in &spec.pool(pool).nodes {
-            let view = NodeView {
-                id,
-                spec: spec.node(id),
-                state: snapshot.node(id),
-            };
+            let view = NodeView::of(snapshot, id);
             let mut refused = None;
             let may_use = |index: &u32| {
                 let pod = PodContext {

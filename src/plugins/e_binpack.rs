@@ -12,10 +12,10 @@
 //!     groups free for larger ones.
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
 //!   traffic), else the node that could hold the most of the job's pods still to place
-//!   as wide as this one, for its size (so that a gang of pods narrower than a node takes
-//!   the fewest nodes), and among those the node it fills best (the least left over); a
-//!   fraction, a node with a shared device it fits on before any other, so that it breaks
-//!   no whole GPU.
+//!   as wide as this one (so that a gang of pods narrower than a node takes the fewest
+//!   nodes, in a pool of nodes of several sizes too), and among those the node it fills
+//!   best (the least left over); a fraction, a node with a shared device it fits on
+//!   before any other, so that it breaks no whole GPU.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
@@ -100,12 +100,14 @@ impl Score for EBinpack {
 }
 
 /// How many of the job's pods still to place as wide as this one (this one included) the
-/// node could hold, and the most any node of its size could: both 1 for the last such
-/// pod, a pod that is not of whole GPUs, or one as wide as the node.
+/// node could hold, and the most the largest node of its pool could (so that in a pool of
+/// nodes of several sizes a node holding more of them comes first, however full one pod
+/// leaves a smaller node): both 1 for the last such pod, a pod that is not of whole GPUs,
+/// or one no node of the pool holds two of.
 fn pods_held_here(pod: &PodContext, node: NodeView) -> (i64, i64) {
     let width = pod.request.gpu.whole();
     let left = pod.alike_left;
-    let per_node = node.spec.gpus() as u32 / width.max(1);
+    let per_node = node.pool.gpus_per_node / width.max(1);
     if width == 0 || left <= 1 || per_node <= 1 {
         return (1, 1);
     }
