@@ -1,9 +1,13 @@
 //! One tenant's pending jobs in QueueSort order, with what each learned from its past
 //! attempts, kept in chunks of a few dozen jobs. Each chunk sums up what its jobs wait for
 //! (capacity freed since they failed, a retry time, room in admission, the backfill
-//! threshold), so that a round passes by the chunks that hold no job worth trying without
-//! reading them, and the next wake-up is found without reading every job: a round over a
-//! deep backlog costs its chunks and the jobs it tries, not every job.
+//! threshold), and a tree sums up runs of chunks pairwise, so that a round passes by the
+//! runs that hold no job worth trying without reading them, and the next wake-up is
+//! found without reading every job: a round over a deep backlog costs the logarithm of
+//! its chunks per job it tries, not every chunk. A chunk that empties keeps its place
+//! (its last job still orders it) until the chunks are packed again, once most of them
+//! are empty or small, so that the tree is rebuilt only that often or when a chunk splits
+//! in the middle of the queue.
 //!
 //! This module owns the order and the sums. What to offer, and when, is the round's
 //! ([`super::Queues::run`]); a chunk's sums are brought up to date at the end of a round
@@ -81,6 +85,8 @@ pub(super) struct Cursor {
 /// find the next wake-up.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Summary {
+    /// How many jobs it sums up.
+    jobs: usize,
     /// The earliest `not_before` of the jobs never tried (or whose failures were
     /// forgotten); `None`: there are none.
     fresh_not_before: Option<u64>,
@@ -119,7 +125,10 @@ pub(super) struct RoundView {
 
 impl Summary {
     fn of(entries: &[Pending]) -> Self {
-        let mut sum = Summary::default();
+        let mut sum = Summary {
+            jobs: entries.len(),
+            ..Summary::default()
+        };
         let mut resolvable_need: Option<Need> = None;
         for p in entries {
             match p.asks_gpus() {
@@ -148,6 +157,35 @@ impl Summary {
         }
         sum.need = resolvable_need.unwrap_or_default();
         sum
+    }
+
+    /// The sum of two runs of chunks: what a round reads of it says no job of either is
+    /// worth a look only where it says so of both.
+    fn merge(&self, other: &Summary) -> Summary {
+        Summary {
+            jobs: self.jobs + other.jobs,
+            fresh_not_before: min_some(self.fresh_not_before, other.fresh_not_before),
+            failed_epoch: min_some(self.failed_epoch, other.failed_epoch),
+            retry_at: min_some(self.retry_at, other.retry_at),
+            // `need` counts where some job failed and may yet be placed.
+            need: match (self.failed_epoch, other.failed_epoch) {
+                (Some(_), Some(_)) => self.need.least(&other.need),
+                (Some(_), None) => self.need,
+                _ => other.need,
+            },
+            latest_failure: match (self.latest_failure, other.latest_failure) {
+                (Some((a, retry_a)), Some((b, retry_b))) => Some(match a.cmp(&b) {
+                    std::cmp::Ordering::Greater => (a, retry_a),
+                    std::cmp::Ordering::Less => (b, retry_b),
+                    std::cmp::Ordering::Equal => (a, min_some(retry_a, retry_b)),
+                }),
+                (a, b) => a.or(b),
+            },
+            blocked_since: min_some(self.blocked_since, other.blocked_since),
+            last_blocked: self.last_blocked.max(other.last_blocked),
+            pools: self.pools | other.pools,
+            gpu_free: self.gpu_free || other.gpu_free,
+        }
     }
 
     /// Whether some job of the chunk could be worth a look in this round: a backfill head
@@ -184,13 +222,102 @@ fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 struct Chunk {
     entries: Vec<Pending>,
     summary: Summary,
+    /// Its last job, or the last it held once empty: where it stands in the order.
+    last: Option<Arc<Job>>,
 }
 
 impl Chunk {
     fn new(entries: Vec<Pending>) -> Self {
         Self {
             summary: Summary::of(&entries),
+            last: entries.last().map(|p| p.job.clone()),
             entries,
+        }
+    }
+
+    /// Sums its jobs up again.
+    fn sum_up(&mut self) {
+        self.summary = Summary::of(&self.entries);
+        if let Some(last) = self.entries.last() {
+            self.last = Some(last.job.clone());
+        }
+    }
+}
+
+/// The chunks' summaries summed up pairwise: `sums[1]` is the whole queue's, `sums[i]`
+/// sums up `sums[2i]` and `sums[2i + 1]`, and chunk `c`'s own is at `leaves + c` (past the
+/// last chunk, nothing).
+#[derive(Default)]
+struct SummaryTree {
+    sums: Vec<Summary>,
+    leaves: usize,
+}
+
+impl SummaryTree {
+    fn of(chunks: &[Chunk]) -> Self {
+        let leaves = chunks.len().next_power_of_two();
+        let mut sums = vec![Summary::default(); 2 * leaves];
+        for (sum, chunk) in sums[leaves..].iter_mut().zip(chunks) {
+            *sum = chunk.summary;
+        }
+        for i in (1..leaves).rev() {
+            sums[i] = sums[2 * i].merge(&sums[2 * i + 1]);
+        }
+        Self { sums, leaves }
+    }
+
+    /// Chunk `chunk`'s summary changed to `summary`.
+    fn set(&mut self, chunk: usize, summary: Summary) {
+        let mut i = self.leaves + chunk;
+        self.sums[i] = summary;
+        while i > 1 {
+            i /= 2;
+            self.sums[i] = self.sums[2 * i].merge(&self.sums[2 * i + 1]);
+        }
+    }
+
+    /// The first chunk at or after `from` that holds jobs and whose summary `look`
+    /// accepts; `look` is asked of whole runs first, and passes by a run it refuses.
+    fn first(&self, from: usize, look: &mut impl FnMut(&Summary) -> bool) -> Option<usize> {
+        self.first_in(1, (0, self.leaves), from, look)
+    }
+
+    fn first_in(
+        &self,
+        node: usize,
+        (lo, hi): (usize, usize),
+        from: usize,
+        look: &mut impl FnMut(&Summary) -> bool,
+    ) -> Option<usize> {
+        let sum = self.sums.get(node)?;
+        if hi <= from || sum.jobs == 0 || (lo >= from && !look(sum)) {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        (self.first_in(2 * node, (lo, mid), from, look))
+            .or_else(|| self.first_in(2 * node + 1, (mid, hi), from, look))
+    }
+
+    /// The least of `of(chunk)` over the chunks of the runs `read` does not settle:
+    /// `read(sum)` is `Ok(answer)` for a run whose sum tells its answer, `Err(())` for one
+    /// whose chunks must be looked into (a chunk's, by `of`).
+    fn least(
+        &self,
+        node: usize,
+        read: &impl Fn(&Summary) -> Result<Option<u64>, ()>,
+        of: &impl Fn(usize) -> Option<u64>,
+    ) -> Option<u64> {
+        let sum = self.sums.get(node)?;
+        match read(sum) {
+            Ok(answer) => answer,
+            Err(()) if node >= self.leaves => of(node - self.leaves),
+            Err(()) => min_some(
+                self.least(2 * node, read, of),
+                self.least(2 * node + 1, read, of),
+            ),
         }
     }
 }
@@ -207,6 +334,8 @@ pub(super) struct TenantQueue {
     /// The chunks changed since they were last summed up: their sums, and their part of
     /// the backoffs, wait for [`TenantQueue::settle`]. Sorted.
     changed: Vec<usize>,
+    /// The chunks' sums, summed up.
+    tree: SummaryTree,
 }
 
 impl TenantQueue {
@@ -220,17 +349,18 @@ impl TenantQueue {
 
     /// Adds a job after every job QueueSort puts before it or level with it.
     pub fn push(&mut self, pending: Pending, sort: &dyn QueueSort) {
-        let after = |p: &Pending| sort.compare(&p.job, &pending.job).is_le();
+        let after = |job: &Arc<Job>| sort.compare(job, &pending.job).is_le();
         let chunk = self
             .chunks
-            .partition_point(|c| c.entries.last().is_some_and(after))
+            .partition_point(|c| c.last.as_ref().is_some_and(after))
             .min(self.chunks.len().saturating_sub(1));
         if self.chunks.is_empty() {
             self.chunks.push(Chunk::new(Vec::new()));
+            self.tree = SummaryTree::of(&self.chunks);
         }
         self.change(chunk);
         let entries = &mut self.chunks[chunk].entries;
-        let at = entries.partition_point(after);
+        let at = entries.partition_point(|p| after(&p.job));
         entries.insert(at, pending);
         self.len += 1;
         self.settle();
@@ -256,8 +386,9 @@ impl TenantQueue {
                 pending.failed_at = None;
                 pending.unresolvable = false;
             }
-            chunk.summary = Summary::of(&chunk.entries);
+            chunk.sum_up();
         }
+        self.tree = SummaryTree::of(&self.chunks);
     }
 
     /// Every job, in order, leaving the queue empty.
@@ -265,6 +396,7 @@ impl TenantQueue {
         self.len = 0;
         self.backoffs.clear();
         self.changed.clear();
+        self.tree = SummaryTree::default();
         std::mem::take(&mut self.chunks)
             .into_iter()
             .flat_map(|c| c.entries)
@@ -274,12 +406,14 @@ impl TenantQueue {
     /// that `look` says hold nothing worth trying (asked of each chunk entered at its first
     /// job, never of one `at` resumes inside).
     pub fn next(&self, mut at: Cursor, mut look: impl FnMut(&Summary) -> bool) -> Option<Cursor> {
-        while let Some(chunk) = self.chunks.get(at.chunk) {
-            if at.entry == 0 && !look(&chunk.summary) {
-                at.chunk += 1;
-                continue;
+        loop {
+            if at.entry == 0 {
+                at.chunk = self.tree.first(at.chunk, &mut look)?;
             }
-            if let Some(offset) = chunk.entries[at.entry..].iter().position(|p| !p.placed) {
+            let entries = &self.chunks.get(at.chunk)?.entries;
+            if let Some(offset) =
+                (entries.get(at.entry..).unwrap_or_default().iter()).position(|p| !p.placed)
+            {
                 return Some(Cursor {
                     chunk: at.chunk,
                     entry: at.entry + offset,
@@ -290,7 +424,6 @@ impl TenantQueue {
                 entry: 0,
             };
         }
-        None
     }
 
     /// The cursor just past `at`.
@@ -326,23 +459,21 @@ impl TenantQueue {
     /// The earliest time a job asked to be tried again although nothing was freed since
     /// it failed at capacity `epoch`: a retry time or the end of a backoff, after `now_ms`.
     pub fn next_wakeup(&self, epoch: u64, now_ms: u64) -> Option<u64> {
-        let retry = self
-            .chunks
-            .iter()
-            .filter_map(|c| match c.summary.latest_failure {
-                Some((latest, Some(retry))) if latest == epoch && retry > now_ms => Some(retry),
-                // A retry time that came while its job was not reached (behind a strict
-                // head) may hide a later one: the chunk's jobs are read.
-                Some((latest, Some(_))) if latest == epoch => c
-                    .entries
-                    .iter()
-                    .filter(|p| p.failed_at == Some(epoch))
-                    .filter_map(|p| p.retry_at)
-                    .filter(|&t| t > now_ms)
-                    .min(),
-                _ => None,
-            })
-            .min();
+        let read = |sum: &Summary| match sum.latest_failure {
+            Some((latest, Some(retry))) if latest == epoch && retry > now_ms => Ok(Some(retry)),
+            // A retry time that came while its job was not reached (behind a strict head)
+            // may hide a later one: the run's chunks are looked into, and a chunk's jobs read.
+            Some((latest, Some(_))) if latest == epoch => Err(()),
+            _ => Ok(None),
+        };
+        let of_chunk = |chunk: usize| {
+            (self.chunks[chunk].entries.iter())
+                .filter(|p| p.failed_at == Some(epoch))
+                .filter_map(|p| p.retry_at)
+                .filter(|&t| t > now_ms)
+                .min()
+        };
+        let retry = self.tree.least(1, &read, &of_chunk);
         let backoff = self
             .backoffs
             .range((Bound::Excluded(now_ms), Bound::Unbounded))
@@ -356,22 +487,18 @@ impl TenantQueue {
     /// straddle that point are read.
     pub fn next_backfill_deadline(&self, threshold_ms: u64, now_ms: u64) -> Option<u64> {
         let deadline = |since: u64| since.saturating_add(threshold_ms);
-        self.chunks
-            .iter()
-            .filter_map(|c| {
-                let (first, last) = (c.summary.blocked_since?, c.summary.last_blocked?);
-                if deadline(first) > now_ms {
-                    Some(deadline(first))
-                } else if deadline(last) > now_ms {
-                    (c.entries.iter())
-                        .filter_map(|p| p.blocked_since.map(deadline))
-                        .filter(|&t| t > now_ms)
-                        .min()
-                } else {
-                    None
-                }
-            })
-            .min()
+        let read = |sum: &Summary| match (sum.blocked_since, sum.last_blocked) {
+            (Some(first), _) if deadline(first) > now_ms => Ok(Some(deadline(first))),
+            (_, Some(last)) if deadline(last) > now_ms => Err(()),
+            _ => Ok(None),
+        };
+        let of_chunk = |chunk: usize| {
+            (self.chunks[chunk].entries.iter())
+                .filter_map(|p| p.blocked_since.map(deadline))
+                .filter(|&t| t > now_ms)
+                .min()
+        };
+        self.tree.least(1, &read, &of_chunk)
     }
 
     /// Marks a chunk changed, taking its jobs out of the backoffs until it is settled.
@@ -385,33 +512,59 @@ impl TenantQueue {
         }
     }
 
-    /// Brings the changed chunks up to date: an empty one goes, a large one splits, a
-    /// small one takes in the next if both fit one chunk, and their sums and backoffs are
-    /// made again.
+    /// Brings the changed chunks up to date: a large one splits, a small one takes in the
+    /// next if both fit one chunk (which stays, empty, in its place), and their sums and
+    /// backoffs are made again. Chunks mostly empty or small are packed again.
     fn settle(&mut self) {
-        // From the last, so that a removal, split or merge moves no chunk still to settle.
+        let mut moved = false;
+        // From the last, so that a split moves no chunk still to settle.
         for chunk in std::mem::take(&mut self.changed).into_iter().rev() {
             for p in &self.chunks[chunk].entries {
                 count(&mut self.backoffs, p.not_before, 1);
             }
             let len = self.chunks[chunk].entries.len();
             let next_len = self.chunks.get(chunk + 1).map(|c| c.entries.len());
-            if len == 0 {
-                self.chunks.remove(chunk);
-            } else if len > 2 * CHUNK {
+            if len > 2 * CHUNK {
                 let entries = &mut self.chunks[chunk].entries;
                 let second = entries.split_off(len / 2);
                 self.chunks[chunk] = Chunk::new(std::mem::take(entries));
                 self.chunks.insert(chunk + 1, Chunk::new(second));
+                // Split at the end of the queue, where jobs arrive, it moves no chunk.
+                let appended = chunk + 2 == self.chunks.len();
+                if appended && self.chunks.len() <= self.tree.leaves && !moved {
+                    self.tree.set(chunk, self.chunks[chunk].summary);
+                    self.tree.set(chunk + 1, self.chunks[chunk + 1].summary);
+                } else {
+                    moved = true;
+                }
             } else {
                 // The next chunk's jobs are already counted in the backoffs.
-                if next_len.is_some_and(|next| len + next <= CHUNK) {
-                    let next = self.chunks.remove(chunk + 1);
-                    self.chunks[chunk].entries.extend(next.entries);
+                if next_len.is_some_and(|next| next > 0 && len + next <= CHUNK) {
+                    let next = std::mem::take(&mut self.chunks[chunk + 1].entries);
+                    self.chunks[chunk].entries.extend(next);
+                    self.chunks[chunk + 1].sum_up();
+                    self.tree.set(chunk + 1, self.chunks[chunk + 1].summary);
                 }
-                let merged = &mut self.chunks[chunk];
-                merged.summary = Summary::of(&merged.entries);
+                self.chunks[chunk].sum_up();
+                self.tree.set(chunk, self.chunks[chunk].summary);
             }
+        }
+        // Packed again once there are four times the chunks the jobs need: after as many
+        // changes as there are jobs, or chunks, since the last packing.
+        if self.chunks.len() > 4 * (self.len / CHUNK + 1) {
+            let entries: Vec<Pending> = std::mem::take(&mut self.chunks)
+                .into_iter()
+                .flat_map(|c| c.entries)
+                .collect();
+            let mut entries = entries.into_iter().peekable();
+            while entries.peek().is_some() {
+                self.chunks
+                    .push(Chunk::new(entries.by_ref().take(CHUNK).collect()));
+            }
+            moved = true;
+        }
+        if moved {
+            self.tree = SummaryTree::of(&self.chunks);
         }
     }
 }
@@ -603,6 +756,57 @@ mod tests {
                     p
                 },
             )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// The tree finds the chunks, the wake-up and the backfill deadline that reading
+        /// every chunk and job finds, over a queue that grew and shrank.
+        #[test]
+        fn the_tree_finds_what_reading_every_chunk_finds(
+            entries in proptest::collection::vec(pending(), 1..400),
+            removed in proptest::collection::vec(any::<prop::sample::Index>(), 0..300),
+            now_ms in 0u64..20,
+            threshold_ms in 0u64..10,
+        ) {
+            let mut queue = TenantQueue::default();
+            for (id, mut p) in entries.into_iter().enumerate() {
+                p.job = Arc::new(Job { id: JobId(id as u32), ..(*p.job).clone() });
+                queue.push(p, &sort());
+            }
+            for index in &removed {
+                let left = ids(&queue);
+                if left.is_empty() {
+                    break;
+                }
+                queue.remove(JobId(left[index.index(left.len())]));
+            }
+            let retry = (queue.iter().filter(|p| p.failed_at == Some(3)))
+                .filter_map(|p| p.retry_at)
+                .filter(|&t| t > now_ms)
+                .min();
+            let backoff = queue.iter().map(|p| p.not_before).filter(|&t| t > now_ms).min();
+            prop_assert_eq!(queue.next_wakeup(3, now_ms), min_some(retry, backoff));
+            let deadline = (queue.iter())
+                .filter_map(|p| p.blocked_since.map(|since| since + threshold_ms))
+                .filter(|&t| t > now_ms)
+                .min();
+            prop_assert_eq!(queue.next_backfill_deadline(threshold_ms, now_ms), deadline);
+            let round = RoundView { epoch: 3, now_ms, head_blocked_by: None, held: None };
+            let look = |sum: &Summary| sum.worth_a_look(&round, None);
+            let expected: Vec<usize> = (queue.chunks.iter().enumerate())
+                .filter(|(_, c)| !c.entries.is_empty() && look(&c.summary))
+                .map(|(chunk, _)| chunk)
+                .collect();
+            let mut found = Vec::new();
+            let mut at = Cursor::default();
+            while let Some(cursor) = queue.next(at, look) {
+                prop_assert_eq!(cursor.entry, 0);
+                found.push(cursor.chunk);
+                at = Cursor { chunk: cursor.chunk + 1, entry: 0 };
+            }
+            prop_assert_eq!(found, expected);
+        }
     }
 
     proptest! {
