@@ -1,13 +1,13 @@
 //! Deep-backlog replay: one-pod jobs of 1 to 8 GPUs, all submitted at once, replayed by
 //! the simulator on 16 nodes of 8 GPUs (128 GPUs) under the embedded `default` profile,
-//! in jobs replayed per second at two backlog depths.
+//! in jobs replayed per second at four backlog depths.
 //!
 //! Each completion frees capacity, and with it every pending job could fit again; the
 //! queue offers only those its tenant could still be admitted for, so a round over a
-//! deep backlog reads the queue, not each job. The two depths are compared inside one
-//! run: the rate at 8,000 jobs against the rate at 2,000 shows how the cost of a round
-//! grows with the backlog (a rate that falls four-fold would mean every pending job is
-//! tried after every completion).
+//! deep backlog reads the queue's sums, not each job. The depths are compared inside one
+//! run: the rates at 8,000, 32,000 and 128,000 jobs against the rate at 2,000 show how
+//! the cost of a round grows with the backlog (a rate that falls four-fold at each step
+//! would mean every pending job, or every chunk of them, is read after every completion).
 //!
 //! Durations (10 to 60 minutes) and sizes come from a fixed-seed generator, so every
 //! iteration replays the same workload. Building the workload is outside the timed region.
@@ -28,7 +28,7 @@ use kant::queue::Tenants;
 use kant::sim::{EventLog, ReplayOptions, Workload};
 
 const NODES: usize = 16;
-const DEPTHS: [u32; 2] = [2_000, 8_000];
+const DEPTHS: [u32; 4] = [2_000, 8_000, 32_000, 128_000];
 
 /// `count` one-pod jobs submitted at time 0, sizes 1 to 8 GPUs, 10 to 60 minutes long.
 fn burst(count: u32) -> Workload {
