@@ -418,14 +418,19 @@ impl ClusterSpecBuilder {
         spec.node_group = vec![GroupId(0); spec.nodes.len()];
         for pool_index in 0..spec.pools.len() {
             let pool_id = PoolId(pool_index as u16);
+            // In the order the leaves first appear.
             let mut by_leaf: Vec<(LeafId, Vec<NodeId>)> = Vec::new();
+            let mut leaf_at: HashMap<LeafId, usize> = HashMap::new();
             let mut ungrouped = Vec::new();
             for &node in &spec.pools[pool_index].nodes {
                 match spec.nodes[node.index()].topology.leaf {
-                    Some(leaf) => match by_leaf.iter_mut().find(|(l, _)| *l == leaf) {
-                        Some((_, nodes)) => nodes.push(node),
-                        None => by_leaf.push((leaf, vec![node])),
-                    },
+                    Some(leaf) => {
+                        let at = *leaf_at.entry(leaf).or_insert_with(|| {
+                            by_leaf.push((leaf, Vec::new()));
+                            by_leaf.len() - 1
+                        });
+                        by_leaf[at].1.push(node);
+                    }
                     None => ungrouped.push(node),
                 }
             }
