@@ -559,7 +559,8 @@ pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String
 }
 
 /// The workload of a fill replay: its jobs in submission order, the skipped rows (whose
-/// duration is unknown) among them, then again (named `name#2`, `name#3`, …) until the
+/// duration is unknown) among them, then again (named `name#2`, `name#3`, …, or
+/// `name#2-2` where that name is taken) until the
 /// GPU demand submitted reaches `capacity_milli`, one second apart so that each arrives in
 /// a round of its own. Fails when the cluster or the workload has no GPUs, or when the
 /// repeats would pass [`MAX_TRACE_PODS`].
@@ -592,16 +593,25 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
         arrived += job.total_milli();
         arrivals += 1;
     }
+    // A copy's name is new: `a#2` may already be a job's (or another copy's) name.
+    let mut names: HashSet<String> = rows.iter().map(|job| job.name.clone()).collect();
     let jobs = (0..arrivals)
         .map(|n| {
             let job = rows[n % rows.len()];
             let repeat = n / rows.len() + 1;
+            let name = match repeat {
+                1 => job.name.clone(),
+                _ => (1..)
+                    .map(|k| match k {
+                        1 => format!("{}#{repeat}", job.name),
+                        _ => format!("{}#{repeat}-{k}", job.name),
+                    })
+                    .find(|name| names.insert(name.clone()))
+                    .expect("some name is free"),
+            };
             Job {
                 id: JobId(n as u32),
-                name: match repeat {
-                    1 => job.name.clone(),
-                    _ => format!("{}#{repeat}", job.name),
-                },
+                name,
                 submit_ms: n as u64 * 1000,
                 ..job.clone()
             }
@@ -647,6 +657,18 @@ mod tests {
                 .enumerate()
                 .all(|(i, j)| j.id.index() == i)
         );
+    }
+
+    /// A copy never takes the name of a job of the trace: the fill's events and its
+    /// written trace name each job once.
+    #[test]
+    fn a_fills_copies_take_names_no_job_has() {
+        let mut named = workload(&[GpuRequest::Whole(1), GpuRequest::Whole(1)]);
+        named.jobs[0].name = "a".into();
+        named.jobs[1].name = "a#2".into();
+        let filled = fill_workload(&named, 6_000).unwrap();
+        let names: Vec<&str> = filled.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["a", "a#2", "a#2-2", "a#2#2", "a#3", "a#2#3"]);
     }
 
     #[test]
