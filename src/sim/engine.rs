@@ -27,7 +27,7 @@ use crate::queue::Tenants;
 use super::events::EventLog;
 use super::link_audit::LinkAudit;
 use super::tenant_report::{TenantReport, TenantSeries};
-use super::trace::{MAX_TIME_MS, MAX_TRACE_PODS, Workload};
+use super::trace::{MAX_TIME_MS, MAX_TRACE_JOBS, MAX_TRACE_PODS, Workload};
 
 /// The simulator's binder: a pod is bound the moment it is placed.
 pub(super) struct InstantBinder;
@@ -563,7 +563,7 @@ pub fn scale_arrivals(workload: &mut Workload, factor: f64) -> Result<(), String
 /// `name#2-2` where that name is taken) until the
 /// GPU demand submitted reaches `capacity_milli`, one second apart so that each arrives in
 /// a round of its own. Fails when the cluster or the workload has no GPUs, or when the
-/// repeats would pass [`MAX_TRACE_PODS`].
+/// repeats would pass [`MAX_TRACE_PODS`] or [`MAX_TRACE_JOBS`].
 pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workload, String> {
     if capacity_milli == 0 {
         return Err("the cluster has no GPUs".into());
@@ -592,6 +592,14 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
         }
         arrived += job.total_milli();
         arrivals += 1;
+        if arrivals as u64 > MAX_TRACE_JOBS {
+            return Err(format!(
+                "its {:.1} GPUs of demand would be repeated past {MAX_TRACE_JOBS} jobs before \
+                 they reach the cluster's {} GPUs",
+                demand as f64 / f64::from(MILLI_PER_GPU),
+                capacity_milli / u64::from(MILLI_PER_GPU)
+            ));
+        }
     }
     // A copy's name is new: `a#2` may already be a job's (or another copy's) name.
     let mut names: HashSet<String> = rows.iter().map(|job| job.name.clone()).collect();
@@ -672,9 +680,18 @@ mod tests {
     }
 
     #[test]
-    fn a_fill_that_would_repeat_past_the_pod_limit_or_has_no_gpus_is_refused() {
+    fn a_fill_that_would_repeat_past_the_pod_or_job_limit_or_has_no_gpus_is_refused() {
         let thousandth = workload(&[GpuRequest::Fraction(1)]);
         let err = fill_workload(&thousandth, 20_000_000_000).unwrap_err();
+        assert!(err.contains("4000000 jobs"), "{err}");
+        let gang = Workload {
+            jobs: vec![Job::new(
+                JobId(0),
+                vec![PodRequest::gpus(GpuRequest::Fraction(1)); 100],
+            )],
+            ..workload(&[])
+        };
+        let err = fill_workload(&gang, 20_000_000_000).unwrap_err();
         assert!(err.contains("16000000 pods"), "{err}");
         let cpu_only = workload(&[GpuRequest::NONE]);
         assert!(fill_workload(&cpu_only, 8_000).is_err());

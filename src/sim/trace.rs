@@ -57,6 +57,8 @@ pub struct TraceOptions {
     pub priority_classes: HashMap<String, i32>,
     /// The most pods the trace's jobs may have in all ([`MAX_TRACE_PODS`] by default).
     pub max_pods: u64,
+    /// The most jobs it may have ([`MAX_TRACE_JOBS`] by default).
+    pub max_jobs: u64,
 }
 
 impl Default for TraceOptions {
@@ -69,6 +71,7 @@ impl Default for TraceOptions {
             topologies: HashMap::new(),
             priority_classes: HashMap::new(),
             max_pods: MAX_TRACE_PODS,
+            max_jobs: MAX_TRACE_JOBS,
         }
     }
 }
@@ -111,6 +114,11 @@ pub const MAX_PODS_PER_JOB: u64 = 100_000;
 /// The most pods a trace's jobs may have in all (a pod's request takes about 64 bytes, so
 /// about 1 GB of them): a few rows of huge jobs are refused before they exhaust memory.
 pub const MAX_TRACE_PODS: u64 = 16_000_000;
+
+/// The most jobs a trace, or a fill's arrivals, may have: a job waiting or running takes
+/// about 0.8 to 0.9 KB with what the replay keeps of it (1,000,000 one-GPU jobs queued on
+/// 16 GPUs peak at 786 MB, a fill of 4,000,000 arrivals at 3.7 GB), so about 4 GB of them.
+pub const MAX_TRACE_JOBS: u64 = 4_000_000;
 
 const NODE_COLUMNS: [&str; 5] = ["node_id", "gpu_model", "gpus", "cpu_milli", "memory_mib"];
 const TOPOLOGY_COLUMNS: [&str; 4] = ["leaf", "spine", "superspine", "hbd"];
@@ -343,6 +351,12 @@ pub fn parse_jobs(
             return Err(row.error(
                 "pods",
                 format!("{pod_count} pods: a job has from 1 to {MAX_PODS_PER_JOB}"),
+            ));
+        }
+        if (jobs.len() + skipped.len()) as u64 >= options.max_jobs {
+            return Err(row.error(
+                "job_id",
+                format!("the trace has more than {} jobs", options.max_jobs),
             ));
         }
         trace_pods += pod_count;
@@ -1052,7 +1066,7 @@ mod tests {
             default_links: LinkProfile::Pcie,
             topologies: HashMap::new(),
             priority_classes: HashMap::from([("LS".to_owned(), 100), ("BE".to_owned(), -10)]),
-            max_pods: MAX_TRACE_PODS,
+            ..TraceOptions::default()
         }
     }
 
@@ -1553,6 +1567,19 @@ mod tests {
             3,
             &["field pods", "more than 10 pods in all"],
         );
+    }
+
+    /// Rows past the most jobs a trace may have are refused at the first of them, a row
+    /// without a duration counted too.
+    #[test]
+    fn a_trace_past_its_jobs_is_refused_at_the_row_that_passes_them() {
+        let text = format!("{JOBS_HEADER}a,,0,10,1,1,,,\nb,,0,,1,1,,,\nc,,0,10,1,1,,,\n");
+        let limited = TraceOptions {
+            max_jobs: 2,
+            ..options()
+        };
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &limited);
+        assert_error(err.unwrap_err(), 4, &["field job_id", "more than 2 jobs"]);
     }
 
     /// A quote left open makes the lines after it one field of its row: the error names the
