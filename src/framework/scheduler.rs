@@ -63,6 +63,8 @@ pub enum Decision {
 #[derive(Debug, Clone)]
 pub struct Reservation {
     pub head: Arc<Job>,
+    /// The head's milli-GPUs in all.
+    pub milli: u64,
     /// The head's tenant.
     pub tenant: usize,
     /// Sorted.
@@ -585,7 +587,7 @@ impl Scheduler {
     fn attempt(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let job = offer.job;
         // What is searched: the job, kept to the pools its quota admits it on.
-        let within_quota = admitted_job(job, offer.tenant, &self.tenants, &self.state);
+        let within_quota = admitted_job(job, offer.milli, offer.tenant, &self.tenants, &self.state);
         let admitted = within_quota.is_some();
         let searched_job = within_quota.as_ref().unwrap_or(job);
         if !admitted && !self.tenants.could_ever_admit(offer.tenant, job) {
@@ -656,6 +658,7 @@ impl Scheduler {
             if !taken && !groups.is_empty() {
                 self.reservations.push(Reservation {
                     head: job.clone(),
+                    milli: job.total_milli(),
                     tenant: offer.tenant,
                     groups,
                     kept_out: false,
@@ -741,7 +744,7 @@ impl Scheduler {
             };
             // The victims' going must have let the job into its quota too.
             preempted
-                .then(|| admitted_job(job, offer.tenant, &self.tenants, &self.state))
+                .then(|| admitted_job(job, offer.milli, offer.tenant, &self.tenants, &self.state))
                 .flatten()
                 .and_then(|admitted| inputs.place(&self.profile, &admitted, &self.state))
         });
@@ -913,8 +916,8 @@ impl Scheduler {
             .reservations
             .iter()
             .filter(|r| {
-                self.free_in(r) >= r.head.total_milli()
-                    && self.tenants.admit(r.tenant, &r.head) == Admission::Denied
+                self.free_in(r) >= r.milli
+                    && self.tenants.admit_milli(r.tenant, &r.head, r.milli) == Admission::Denied
             })
             .map(|r| r.head.id)
             .collect();
@@ -963,7 +966,7 @@ impl Scheduler {
     pub fn held_milli(&self) -> u64 {
         self.reservations
             .iter()
-            .map(|r| self.free_in(r).min(r.head.total_milli()))
+            .map(|r| self.free_in(r).min(r.milli))
             .sum()
     }
 
@@ -1122,9 +1125,10 @@ impl Scheduler {
         now_ms: u64,
     ) -> Preempted {
         let mut retry_at: Option<u64> = None;
+        let milli = job.total_milli();
         let proposal = {
             let fits = |state: &ClusterState, tenants: &Tenants| {
-                let admitted = admitted_job(job, tenant, tenants, state)?;
+                let admitted = admitted_job(job, milli, tenant, tenants, state)?;
                 let found = inputs.place(&self.profile, &admitted, state)?;
                 let pods = &found.plan.pods;
                 let (_, landing) = (pods.iter())
@@ -1321,16 +1325,18 @@ impl Scheduler {
     }
 }
 
-/// The job as static quota admission lets it be searched, or `None` where it is denied.
-/// Its GPU pods all land in one pool, so a job accepting several GPU models keeps only the
-/// pools where its tenant's quota, or what it may borrow, covers it whole.
+/// The job (of `milli` milli-GPUs in all) as static quota admission lets it be searched,
+/// or `None` where it is denied. Its GPU pods all land in one pool, so a job accepting
+/// several GPU models keeps only the pools where its tenant's quota, or what it may
+/// borrow, covers it whole.
 fn admitted_job(
     job: &Arc<Job>,
+    milli: u64,
     tenant: usize,
     tenants: &Tenants,
     state: &ClusterState,
 ) -> Option<Arc<Job>> {
-    if tenants.admit(tenant, job) == Admission::Denied {
+    if tenants.admit_milli(tenant, job, milli) == Admission::Denied {
         return None;
     }
     let pools = pools_for(job, state);

@@ -171,6 +171,8 @@ impl Room {
 /// A job the queue offers, with what the policy allows for it.
 pub struct Offer<'a> {
     pub job: &'a Arc<Job>,
+    /// The job's milli-GPUs in all (its quota), summed once.
+    pub milli: u64,
     pub tenant: usize,
     /// Set for the backfill head of a queue (its first job blocked past the threshold):
     /// since when it is blocked. The scheduler holds room for it once enough is free, and
@@ -429,6 +431,7 @@ impl Queues {
             } else {
                 let offer = Offer {
                     job: &entry.job,
+                    milli: entry.need.milli,
                     tenant,
                     backfill_since,
                 };

@@ -270,7 +270,11 @@ impl Tenants {
     /// within its own quota (`Own`) or beyond it (`Borrow`); when others borrowed its idle
     /// quota, it is `Denied` until it reclaims it. CPU-only jobs always pass.
     pub fn admit(&self, tenant: usize, job: &Job) -> Admission {
-        let need = job.total_milli();
+        self.admit_milli(tenant, job, job.total_milli())
+    }
+
+    /// [`Tenants::admit`] for a job whose milli-GPUs in all, `need`, are known.
+    pub fn admit_milli(&self, tenant: usize, job: &Job, need: u64) -> Admission {
         if need == 0 {
             return Admission::Own;
         }
