@@ -110,6 +110,8 @@ pub struct Scheduler {
     reaches: HashMap<JobId, Arc<Reach>>,
     /// The same, for jobs alike (most gangs of a trace ask alike).
     reaches_by_shape: ReachesByShape,
+    /// The nodes of each topology domain, for what a pod with anti-affinity opens.
+    domains: DomainIndex,
     /// Failed bindings per job, and failed attempts of a job waiting on other pods (its
     /// affinity or spread), for the backoff.
     bind_failures: HashMap<JobId, u32>,
@@ -159,6 +161,7 @@ impl Scheduler {
             repeats_every_search: false,
             reaches: HashMap::new(),
             reaches_by_shape: ReachesByShape::default(),
+            domains: DomainIndex::default(),
             bind_failures: HashMap::new(),
             evicted: Vec::new(),
             hold_victims: false,
@@ -417,6 +420,7 @@ impl Scheduler {
         self.reservations.clear();
         self.reaches.clear();
         self.reaches_by_shape.clear();
+        self.domains.clear();
         self.queues.forget_failures();
         self.room_log.clear();
         self.capacity_epoch += 1;
@@ -937,7 +941,7 @@ impl Scheduler {
             .map_or(&[][..], |r| &r.anti_affinity[..]);
         let opened = match terms.is_empty() {
             true => Vec::new(),
-            false => nodes_in_domains(self.state.spec(), terms, &nodes),
+            false => (self.domains).nodes_in_domains(self.state.spec(), terms, &nodes),
         };
         self.room_back_on(nodes.into_iter().chain(opened));
     }
@@ -1464,25 +1468,56 @@ impl Driver for Round<'_> {
     }
 }
 
-/// The nodes sharing a domain with one of `nodes` under the topology key of one of
-/// `terms` (a node without the key's label is in no domain of it).
-fn nodes_in_domains(
-    spec: &ClusterSpec,
-    terms: &[PodAffinityTerm],
-    nodes: &[NodeId],
-) -> Vec<NodeId> {
-    let domains: Vec<(&str, &str)> = (terms.iter())
-        .flat_map(|term| {
+/// The nodes of each topology domain, by key and value, indexed as keys are first asked
+/// for: a pod with anti-affinity leaving opens whole domains, which are read here rather
+/// than found by reading every node.
+#[derive(Default)]
+struct DomainIndex {
+    by_key: HashMap<String, HashMap<String, Vec<NodeId>>>,
+}
+
+impl DomainIndex {
+    /// The nodes sharing a domain with one of `nodes` under the topology key of one of
+    /// `terms` (a node without the key's label is in no domain of it), in order, once each.
+    fn nodes_in_domains(
+        &mut self,
+        spec: &ClusterSpec,
+        terms: &[PodAffinityTerm],
+        nodes: &[NodeId],
+    ) -> Vec<NodeId> {
+        let mut opened = Vec::new();
+        for term in terms {
             let key = term.topology_key.as_str();
-            (nodes.iter()).filter_map(move |&n| Some((key, spec.node(n).labels.get(key)?.as_str())))
-        })
-        .collect();
-    (spec.nodes.iter().zip(0..))
-        .filter(|(node, _)| {
-            (domains.iter()).any(|&(key, value)| node.labels.get(key).is_some_and(|v| v == value))
-        })
-        .map(|(_, index)| NodeId(index))
-        .collect()
+            let domains = self.by_key.entry(key.to_owned()).or_insert_with(|| {
+                let mut domains: HashMap<String, Vec<NodeId>> = HashMap::new();
+                for (node, index) in spec.nodes.iter().zip(0..) {
+                    if let Some(value) = node.labels.get(key) {
+                        domains
+                            .entry(value.clone())
+                            .or_default()
+                            .push(NodeId(index));
+                    }
+                }
+                domains
+            });
+            let mut values: Vec<&String> = (nodes.iter())
+                .filter_map(|&n| spec.node(n).labels.get(key))
+                .collect();
+            values.sort_unstable();
+            values.dedup();
+            for value in values {
+                opened.extend_from_slice(&domains[value]);
+            }
+        }
+        opened.sort_unstable();
+        opened.dedup();
+        opened
+    }
+
+    /// The cluster changed shape: every domain is indexed again.
+    fn clear(&mut self) {
+        self.by_key.clear();
+    }
 }
 
 #[cfg(test)]
@@ -1522,25 +1557,19 @@ mod tests {
         }
         let spec = b.build();
         let nodes = |ids: &[u32]| ids.iter().map(|&i| NodeId(i)).collect::<Vec<_>>();
+        let mut index = DomainIndex::default();
+        let mut nodes_in_domains =
+            |terms: &[PodAffinityTerm], left: &[NodeId]| index.nodes_in_domains(&spec, terms, left);
         // One value per node: the node alone.
         assert_eq!(
-            nodes_in_domains(&spec, &[keyed("host")], &nodes(&[1])),
+            nodes_in_domains(&[keyed("host")], &nodes(&[1])),
             nodes(&[1])
         );
         // A zone: every node in it, once.
         let zone = [keyed("zone"), keyed("host")];
-        assert_eq!(
-            nodes_in_domains(&spec, &zone, &nodes(&[0, 2])),
-            nodes(&[0, 2])
-        );
-        assert_eq!(
-            nodes_in_domains(&spec, &zone, &nodes(&[2, 3])),
-            nodes(&[0, 2, 3])
-        );
+        assert_eq!(nodes_in_domains(&zone, &nodes(&[0, 2])), nodes(&[0, 2]));
+        assert_eq!(nodes_in_domains(&zone, &nodes(&[2, 3])), nodes(&[0, 2, 3]));
         // A node without the key's label is in no domain of it.
-        assert_eq!(
-            nodes_in_domains(&spec, &[keyed("zone")], &nodes(&[3])),
-            nodes(&[])
-        );
+        assert_eq!(nodes_in_domains(&[keyed("zone")], &nodes(&[3])), nodes(&[]));
     }
 }
