@@ -538,14 +538,21 @@ fn with_priority(mut pod: Pod, priority: i32, app: &str) -> Pod {
     pod
 }
 
+/// Kant preempting on the server's one node of 8 GPUs, where a pod `low` of priority 0
+/// is bound and running.
+async fn low_pod_running(server: &ApiServer) -> Kant {
+    server.create(&node("node-0", 8));
+    let kant = Kant::start(server, preempting()).await;
+    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
+    eventually("the low pod is bound", || bound_pods(server).len() == 1).await;
+    server.set_pod_phase("ml", "low", "Running");
+    kant
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preemption_evicts_through_the_eviction_api_and_budgets_hold() {
     let server = ApiServer::start().await;
-    server.create(&node("node-0", 8));
-    let kant = Kant::start(&server, preempting()).await;
-    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
-    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
-    server.set_pod_phase("ml", "low", "Running");
+    let kant = low_pod_running(&server).await;
     // A budget that allows no disruption: the eviction is refused and the low pod stays.
     let budget: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "keep-low", "namespace": "ml"},
@@ -583,11 +590,7 @@ async fn preemption_evicts_through_the_eviction_api_and_budgets_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_eviction_answered_409_with_the_victim_untouched_is_sent_again() {
     let server = ApiServer::start().await;
-    server.create(&node("node-0", 8));
-    let kant = Kant::start(&server, preempting()).await;
-    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
-    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
-    server.set_pod_phase("ml", "low", "Running");
+    let kant = low_pod_running(&server).await;
     server.fail_next("create", "pods/eviction", Some("ml"), Some("low"), 1, 409);
     server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
     eventually("the preemptor is bound", || {
@@ -605,11 +608,7 @@ async fn an_eviction_answered_409_with_the_victim_untouched_is_sent_again() {
 async fn a_preemptor_is_bound_only_once_its_victim_has_terminated() {
     let server = ApiServer::start().await;
     server.set_termination_delay(Duration::from_secs(2));
-    server.create(&node("node-0", 8));
-    let kant = Kant::start(&server, preempting()).await;
-    server.create(&with_priority(gpu_pod("low", 8), 0, "low"));
-    eventually("the low pod is bound", || bound_pods(&server).len() == 1).await;
-    server.set_pod_phase("ml", "low", "Running");
+    let kant = low_pod_running(&server).await;
     server.create(&with_priority(gpu_pod("high", 8), 100, "high"));
     eventually("the low pod terminates", || {
         server
