@@ -135,8 +135,9 @@ struct ReachKey {
 const MAX_SHAPES: usize = 4096;
 
 impl ReachesByShape {
-    /// The reach of `job` of `tenant` (its pools, narrowed by what its quota could ever
-    /// admit, are `ever`'s): the one judged for a job alike, or `judge`'s.
+    /// The reach of `job` of `tenant`: the one judged for a job alike, or `judge`'s (which
+    /// judges it on the pools its tenant's quota could ever admit it on). Whether a filter
+    /// judges nodes for it is asked of `job` itself, whose pools include those.
     pub fn get_or_judge(
         &mut self,
         profile: &Profile,
