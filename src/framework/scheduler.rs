@@ -934,15 +934,15 @@ impl Scheduler {
     /// anti-affinity kept the pods it selects out of the domains around them, on every
     /// node of those domains.
     fn room_back_from(&mut self, job: &Job, nodes: impl IntoIterator<Item = NodeId>) {
-        let nodes: Vec<NodeId> = nodes.into_iter().collect();
         let terms = job
             .pod_rules
             .as_ref()
             .map_or(&[][..], |r| &r.anti_affinity[..]);
-        let opened = match terms.is_empty() {
-            true => Vec::new(),
-            false => (self.domains).nodes_in_domains(self.state.spec(), terms, &nodes),
-        };
+        if terms.is_empty() {
+            return self.room_back_on(nodes);
+        }
+        let nodes: Vec<NodeId> = nodes.into_iter().collect();
+        let opened = (self.domains).nodes_in_domains(self.state.spec(), terms, &nodes);
         self.room_back_on(nodes.into_iter().chain(opened));
     }
 
