@@ -2,7 +2,8 @@
 //!
 //! The core (`model`, `cache`, `queue`, `framework`, `plugins`, `metrics`) takes events and
 //! returns decisions; it knows nothing of Kubernetes, HTTP or wall-clock time. Worlds feed
-//! it: `sim` replays traces on a virtual clock.
+//! it: `sim` replays traces on a virtual clock, `kube` schedules a Kubernetes cluster's
+//! pods.
 //!
 //! A two-node cluster, a gang of two 8-GPU pods, one scheduling round:
 //!

@@ -73,8 +73,8 @@ struct RunArgs {
     /// separated; none: every model.
     #[arg(long, value_name = "MODELS", value_delimiter = ',', value_parser = gpu_model)]
     gpu_models: Vec<String>,
-    /// Also take pods that name no GPU model, and CPU-only nodes (always on without
-    /// --gpu-models).
+    /// Also take pods that name no GPU model (always on without --gpu-models). Every
+    /// shard places its gangs' pods without GPUs on CPU-only nodes.
     #[arg(long)]
     default_shard: bool,
     /// Address of /metrics.
@@ -143,9 +143,9 @@ struct SimulateArgs {
     /// --synthetic-tenants gives a trace's jobs.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
-    /// Number of jobs in the synthetic workload (default 4000, at most ten million);
-    /// ignored, with a warning, for a trace.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    /// Number of jobs in the synthetic workload (default 4000, at most four million, as
+    /// many as a trace may hold); ignored, with a warning, for a trace.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=trace::MAX_TRACE_JOBS as i64))]
     synthetic_jobs: Option<u32>,
     /// Divide inter-arrival times by X (2 doubles the offered load).
     #[arg(long, value_name = "X", default_value_t = 1.0)]

@@ -1,5 +1,6 @@
 //! The cluster state: node usage, device health, pod placements and incremental aggregates,
-//! all in persistent maps so that a snapshot is an O(1) clone sharing structure and a
+//! all persistent (node states and aggregates in `persistent_array`, placements and pod
+//! rules in `imbl` maps) so that a snapshot is an O(1) clone sharing structure and a
 //! change copies only the path it touches.
 //!
 //! This module owns the first invariant: no GPU device is ever assigned past its capacity

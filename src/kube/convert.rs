@@ -3,7 +3,7 @@
 //! error names the object (`pod NAMESPACE/NAME`, `node NAME`), the field and what was
 //! wrong, and nothing here panics on an object's content.
 //!
-//! Conventions (the README copies this list):
+//! Conventions (the README's "What it reads" says them for users, at more length):
 //!
 //! Pods
 //! - Whole GPUs: the `nvidia.com/gpu` resource, from the limits (the requests when there is
@@ -83,8 +83,9 @@
 //!   says otherwise for its GPU model (`links.topologies`, then `links.by_model`, then
 //!   `links.default`).
 //! - RDMA NIC names: the annotation `kant.io/rdma-nics` (`"mlx5_0,mlx5_1,..."`) names
-//!   the NICs in the order `nvidia-smi topo -m` numbers them, each once; absent: `NIC0`,
-//!   `NIC1`, ... Fewer than a layout assumes are shared between neighbouring GPUs.
+//!   the NICs in the order `nvidia-smi topo -m` numbers them, each once; absent: the names
+//!   a `nvidia-smi topo -m` matrix gives, else `NIC0`, `NIC1`, ... Fewer than a layout
+//!   assumes are shared between neighbouring GPUs.
 //! - A node without GPUs ignores the GPU annotations (its device plugin may not have
 //!   reported them yet). One of them that does not parse closes the node's GPUs, not the
 //!   node: every device counts as unhealthy, on the layout and NIC names the node would

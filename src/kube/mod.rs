@@ -1,7 +1,9 @@
-//! The Kubernetes world: it watches the API server (pods with this scheduler's name, all
-//! nodes, bound pods, PodGroups and Queues), feeds the very same `Scheduler` the simulator
-//! drives as events, and carries its decisions out (bindings with device annotations,
-//! evictions, pod conditions and events, PodGroup and Queue status). No scheduling logic
+//! The Kubernetes world: it watches the API server (every pod, whichever scheduler it
+//! names, nodes, PodGroups, Queues, and the claims, volumes and storage classes of pods'
+//! volumes), feeds the very same `Scheduler` the simulator drives as events, and carries
+//! its decisions out (bindings with device annotations, volume binding, evictions, pod
+//! conditions and events, PodGroup and Queue status). Replicas elect a leader per shard on
+//! a Lease. No scheduling logic
 //! lives here: this module converts and carries.
 
 pub mod convert;

@@ -1,7 +1,7 @@
 //! The paper's metrics (Kant section 4, defined exactly in DESIGN.md): the accumulators for
 //! GAR, SOR and GFR (exact time integrals of piecewise-constant series over the submission
 //! window), JWTD (job wait times per size bucket) and JTTED (placement spread per size
-//! bucket). The simulator's report and, later, the live `/metrics` endpoint share them.
+//! bucket). The simulator's report and the live `/metrics` endpoint (`live`) share them.
 //!
 //! This module knows no cluster and no scheduler: it is fed numbers (times in integer
 //! milliseconds, GPU amounts in integer milli-GPUs) by whoever watches the cluster, and

@@ -36,7 +36,8 @@ impl LinkClass {
     }
 }
 
-/// A named, generated link layout for nodes whose exact matrix is not given (trace nodes).
+/// A named, generated link layout for nodes whose exact matrix is not given (trace nodes,
+/// and Kubernetes nodes without one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkProfile {

@@ -1,6 +1,6 @@
-//! `binpack` (Score): most-allocated first. Nodes that are already full get the next pod,
-//! and busy groups are tried first, so whole nodes and groups stay free for large jobs. A
-//! fraction goes first to a node with a shared device it fits on.
+//! `binpack` (GroupScore, Score): most-allocated first. Nodes that are already full get the
+//! next pod, and busy groups are tried first, so whole nodes and groups stay free for large
+//! jobs. A fraction goes first to a node with a shared device it fits on.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{CycleState, GroupQuery, GroupScore, NodeView, Plugin, PodContext, Score};

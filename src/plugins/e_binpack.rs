@@ -1,4 +1,4 @@
-//! `e-binpack` (Score): Kant's enhanced binpack, at two levels.
+//! `e-binpack` (GroupScore, Score): Kant's enhanced binpack, at two levels.
 //!
 //! - Leaf group: small jobs gather in a few groups, so that the others can drain whole.
 //!   - A pod smaller than a node goes first to the groups that have a partly used node

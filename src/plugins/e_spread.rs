@@ -1,10 +1,10 @@
-//! `e-spread` (Filter, Score): Kant's inference dedicated zone. Inference pods smaller than
-//! a node go to the zone's nodes, spread one replica per node where possible and least
-//! allocated first, for availability; replicas beyond the zone's room, and every other
-//! job, are placed by E-Binpack in the general pool. Other jobs stay out of the zone
-//! unless the zone allows training; those it lets in but is not for (inference pods as
-//! wide as a node, and training where allowed) take its nodes only when the general pool
-//! has no room. Without a zone it is E-Binpack.
+//! `e-spread` (PreFilter, Filter, GroupScore, Score): Kant's inference dedicated zone.
+//! Inference pods smaller than a node go to the zone's nodes, spread one replica per node
+//! where possible and least allocated first, for availability; replicas beyond the zone's
+//! room, and every other job, are placed by E-Binpack in the general pool. Other jobs stay
+//! out of the zone unless the zone allows training; those it lets in but is not for
+//! (inference pods as wide as a node, and training where allowed) take its nodes only when
+//! the general pool has no room. Without a zone it is E-Binpack.
 //!
 //! The zone is named in the profile by node names, GPU models and node labels, and
 //! resolved once per cluster shape; names that match no node are reported (a warning,

@@ -1,7 +1,7 @@
-//! `gpu-topology` (Score): inside-node topology across nodes. A multi-GPU pod goes where
-//! the best-connected free set is best linked: an all-NVLink set first, then one PCIe
-//! switch, then one NUMA node, then across; and to the groups that still have a node with
-//! that many NVLink-connected free devices (from their aggregates). Weighted above the
+//! `gpu-topology` (GroupScore, Score): inside-node topology across nodes. A multi-GPU pod
+//! goes where the best-connected free set is best linked: an all-NVLink set first, then one
+//! PCIe switch, then one NUMA node, then across; and to the groups that still have a node
+//! with that many NVLink-connected free devices (from their aggregates). Weighted above the
 //! packing scorer, link quality comes first and packing breaks ties.
 
 use crate::cache::GpuAggregate;

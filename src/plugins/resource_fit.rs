@@ -1,12 +1,12 @@
-//! `resource-fit` (PreFilter, Filter): the job's pools hold enough free whole GPUs, each
-//! group and node has room for a pod's whole GPUs, CPU, memory and ephemeral storage, and
-//! the node runs fewer pods than its limit. Unknown node CPU, memory, ephemeral storage or
-//! pod limit counts as unlimited. The extended resources a job's pods ask for
-//! ([`NodeConstraints::extended`]) are accounted like CPU: a node takes a pod only if what
-//! it lists, less what placed pods (and the job's pods placed earlier in this attempt)
-//! hold, covers the pod. A node that lists too little never takes the pod, and a job that
-//! no node of its pools could take is unresolvable; so is a job with a pod asking more
-//! CPU, memory or ephemeral storage than any node it may go to allocates, which would
+//! `resource-fit` (PreFilter, GroupFilter, Filter): the job's pools hold enough free whole
+//! GPUs, each group and node has room for a pod's whole GPUs, CPU, memory and ephemeral
+//! storage, and the node runs fewer pods than its limit. Unknown node CPU, memory,
+//! ephemeral storage or pod limit counts as unlimited. The extended resources a job's pods
+//! ask for ([`NodeConstraints::extended`]) are accounted like CPU: a node takes a pod only
+//! if what it lists, less what placed pods (and the job's pods placed earlier in this
+//! attempt) hold, covers the pod. A node that lists too little never takes the pod, and a
+//! job that no node of its pools could take is unresolvable; so is a job with a pod asking
+//! more CPU, memory or ephemeral storage than any node it may go to allocates, which would
 //! otherwise block a strict FIFO queue, or hold room as a backfill head, for good.
 //! Device-level choice is `gpu-devices`' concern.
 

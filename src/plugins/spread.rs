@@ -1,5 +1,5 @@
-//! `spread` (Score): least-allocated first, as kube-scheduler does by default: the pod goes
-//! where the most is free, and idle groups are tried first.
+//! `spread` (GroupScore, Score): least-allocated first, as kube-scheduler does by default:
+//! the pod goes where the most is free, and idle groups are tried first.
 
 use crate::cache::GpuAggregate;
 use crate::framework::{
