@@ -240,6 +240,31 @@ fn nodes_outside_every_leaf_group_never_meet_a_required_tier() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
 }
 
+/// A gang of pods without GPUs has no launcher that may go anywhere: its pods keep to the
+/// tier they require. The only leaf's node is tainted, the other node has no leaf.
+#[test]
+fn a_gang_without_gpus_never_crosses_its_required_tier() {
+    let rows = [None, Some("leaf-0")].into_iter().enumerate().map(|(i, leaf)| {
+        kant::model::NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: leaf.map(|leaf| kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: leaf.into(),
+            }),
+            taints: leaf.map_or(vec![], |_| vec![reserved_taint()]),
+            ..Default::default()
+        }
+    });
+    let mut s = scheduler(profile("default", None, None), nvlink_cluster(rows));
+    s.submit(needing(job(0, 2, GpuRequest::NONE, 0, 0), Tier::Leaf, true));
+    s.submit(needing(job(1, 2, GpuRequest::NONE, 0, 0), Tier::Leaf, false));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, JobId(1)), HashSet::from([NodeId(0)]));
+}
+
 #[test]
 fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
     // Two free nodes in each leaf: a 3-node gang could fit one leaf once more is freed.

@@ -909,17 +909,19 @@ impl Attempt {
     }
 
     /// Places the job's remaining pods on `nodes`, in order, until one does not fit. A
-    /// gang's pod without GPUs (a launcher) that fits none of them may go to any node of
-    /// the cluster its own rules allow: it is bound neither to the domain of the job's
-    /// GPUs nor to their models.
+    /// gang's pod without GPUs beside pods with GPUs (a launcher) that fits none of them
+    /// may go to any node of the cluster its own rules allow: it is bound neither to the
+    /// domain of the job's GPUs nor to their models. A gang of no GPUs at all has no
+    /// launcher: its pods keep to its domain and pools.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
         let plugins = JobPlugins::of(profile, job, self.state.spec());
+        let has_launchers = job.is_gang() && job.pods.iter().any(|p| !p.gpu.is_none());
         while let Some(index) = self.next_pod(job) {
             let pod = self.pod_context(job, index);
             let placement =
                 place_pod(profile, &plugins, &pod, cycle, &self.state, nodes).or_else(|| {
                     // A lone pod's search already covered every node it may use.
-                    if !pod.request.gpu.is_none() || !job.is_gang() {
+                    if !pod.request.gpu.is_none() || !has_launchers {
                         return None;
                     }
                     let spec = self.state.spec();
