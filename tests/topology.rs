@@ -244,8 +244,10 @@ fn nodes_outside_every_leaf_group_never_meet_a_required_tier() {
 /// tier they require. The only leaf's node is tainted, the other node has no leaf.
 #[test]
 fn a_gang_without_gpus_never_crosses_its_required_tier() {
-    let rows = [None, Some("leaf-0")].into_iter().enumerate().map(|(i, leaf)| {
-        kant::model::NodeRow {
+    let rows = [None, Some("leaf-0")]
+        .into_iter()
+        .enumerate()
+        .map(|(i, leaf)| kant::model::NodeRow {
             name: format!("node-{i}"),
             gpu_model: Some("H100".into()),
             gpus: 8,
@@ -256,11 +258,14 @@ fn a_gang_without_gpus_never_crosses_its_required_tier() {
             }),
             taints: leaf.map_or(vec![], |_| vec![reserved_taint()]),
             ..Default::default()
-        }
-    });
+        });
     let mut s = scheduler(profile("default", None, None), nvlink_cluster(rows));
     s.submit(needing(job(0, 2, GpuRequest::NONE, 0, 0), Tier::Leaf, true));
-    s.submit(needing(job(1, 2, GpuRequest::NONE, 0, 0), Tier::Leaf, false));
+    s.submit(needing(
+        job(1, 2, GpuRequest::NONE, 0, 0),
+        Tier::Leaf,
+        false,
+    ));
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
     assert_eq!(nodes_of(&s, JobId(1)), HashSet::from([NodeId(0)]));
 }
@@ -304,6 +309,36 @@ fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
     assert_eq!(spans(&s, JobId(1)).2, 1);
     assert_eq!(spans(&s, JobId(3)).2, 1);
     assert!(nodes_of(&s, JobId(2)).is_empty());
+}
+
+/// Room held for a backfill head on one GPU model's nodes of a scale-up domain keeps no
+/// gang of another model out of its own nodes there.
+#[test]
+fn room_held_on_one_model_keeps_no_other_model_out_of_a_scale_up_domain() {
+    let spec = two_model_fabric(&[
+        ("H100", "l0", "h0"),
+        ("A100", "l1", "h0"),
+        ("H100", "l2", "h0"),
+    ]);
+    let on = |pool: u16, mut job: kant::model::Job| {
+        job.pools = vec![kant::model::PoolId(pool)];
+        job
+    };
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(on(1, job(0, 1, whole(8), 0, 0)));
+    s.submit(on(0, job(1, 1, whole(6), 0, 0)));
+    s.submit(on(0, job(4, 1, whole(7), 0, 0)));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    // An H100 job of 3 GPUs, which the H100 nodes (2 and 1 free) hold in all but neither
+    // alone, blocks past the backfill threshold: room is held for it on an H100 node.
+    s.submit(on(0, job(2, 1, whole(3), 10, 1)));
+    s.submit(on(1, needing(job(3, 2, whole(2), 0, 2), Tier::Hbd, true)));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
+    assert!(!s.reservations().is_empty());
+    // The A100 node frees: the A100 gang takes it, inside the scale-up domain.
+    s.finish(JobId(0));
+    assert_eq!(placed_jobs(&s.schedule(41 * MINUTE_MS)), [JobId(3)]);
 }
 
 #[test]
@@ -887,6 +922,65 @@ fn a_single_pod_no_node_it_may_use_can_hold_is_unresolvable_not_blocking() {
     assert!(placed_jobs(&s.schedule(1_000)).is_empty());
     s.finish(JobId(1));
     assert_eq!(placed_jobs(&s.schedule(2_000)), [JobId(2), JobId(3)]);
+}
+
+#[test]
+fn a_single_pod_whose_required_tier_only_nodes_it_may_not_use_have_is_unresolvable() {
+    // Node 0, in a scale-up domain, carries `pool=b`; node 1, in none, `pool=a`.
+    let rows = [("b", Some("h0")), ("a", None)].map(|(pool, hbd)| kant::model::NodeRow {
+        name: format!("node-{pool}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        hbd: hbd.map(Into::into),
+        labels: [("pool".to_string(), pool.to_string())]
+            .into_iter()
+            .collect(),
+        ..Default::default()
+    });
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(profile("default", strict, None), nvlink_cluster(rows));
+    s.submit(needing(
+        selecting(job(0, 1, whole(4), 0, 0), "pool", "a"),
+        Tier::Hbd,
+        true,
+    ));
+    s.submit(job(1, 1, whole(8), 0, 1));
+    assert_eq!(
+        placed_jobs(&s.schedule(0)),
+        [JobId(1)],
+        "behind an unresolvable pod"
+    );
+    assert_eq!(
+        s.diagnose(JobId(0), 0).expect("pending").message(),
+        "0/2 nodes are available: 1 node(s) could not hold it inside a domain of its \
+         required tier, 1 node(s) didn't match Pod's node affinity/selector."
+    );
+}
+
+/// Room held for a backfill head lies on nodes it may use: not on the freest leaf, which
+/// its node selector keeps it off.
+#[test]
+fn room_is_held_for_a_single_pod_only_where_it_may_go() {
+    // Nodes 0 and 1 (leaf 0) carry `pool=a`; leaves 1 and 2 have a node each.
+    let labelled = |i: usize| (if i < 2 { vec![("pool", "a")] } else { vec![] }, vec![]);
+    let spec = uneven_leaves(labelled);
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "a"));
+    s.submit(selecting(job(1, 1, whole(6), 0, 0), "pool", "a"));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(selecting(job(2, 1, whole(4), 0, 1), "pool", "a"));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
+    let held: Vec<_> = s
+        .reservations()
+        .iter()
+        .flat_map(|r| r.groups.clone())
+        .collect();
+    assert_eq!(held, [spec.node_group[0]]);
+    // Both other leaves stay open to jobs behind it.
+    s.submit(job(3, 1, whole(8), 0, 2_500));
+    s.submit(job(4, 1, whole(8), 0, 2_500));
+    assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)).len(), 2);
 }
 
 /// Node `node-{i}` of 8 GPUs in `leaf` under the spine `spine` (empty: none) and no

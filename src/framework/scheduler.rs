@@ -652,7 +652,13 @@ impl Scheduler {
         // short of room would idle that room until enough drained; it waits as any job.
         let holds = admitted && offer.backfill_since.is_some();
         if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
-            let mut groups = reservation_groups(searched_job, &self.state, &cycle);
+            // Only the nodes the head may use are held; a single pod's are judged now.
+            let reach = match &gang_reach {
+                Some(reach) => reach.clone(),
+                None => self.reach_of(job, offer.tenant, &cycle),
+            };
+            let mut groups =
+                reservation_groups(searched_job, &self.state, &cycle, reach.usable.as_ref());
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
             let taken = self

@@ -436,14 +436,16 @@ pub struct HeldGroups(pub Vec<GroupId>);
 /// The groups to hold for a job that waits too long: in the tightest domain that could
 /// ever hold it, of one of its pools, the one with the most free GPUs now (so it fills
 /// first), as few of its groups as hold the job, the freest first; only the nodes the job
-/// may use count.
-pub fn reservation_groups(job: &Job, snapshot: &ClusterState, state: &CycleState) -> Vec<GroupId> {
+/// may use count (the GPUs `usable` gives each; `None`: all).
+pub fn reservation_groups(
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+    usable: Option<&UsableGpus>,
+) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
     let tier = tightest_tier(job, snapshot, pools, state);
-    let usable = state
-        .read::<ReachOf>()
-        .and_then(|ReachOf(reach)| reach.usable.as_ref());
     if job
         .topology
         .is_some_and(|need| need.tier == Tier::Hbd && need.required)
@@ -745,12 +747,6 @@ fn within_one_hbd(
         .map_or(&[][..], |h| h.0.as_slice());
     // The domain's aggregate counts every pool's nodes: an upper bound for each pool's.
     let mut domains: Vec<(u64, u32)> = (0..spec.hbds.len() as u32)
-        .filter(|&h| {
-            // A domain with a node in room held for a backfill head is left alone.
-            !spec.hbd_nodes[h as usize]
-                .iter()
-                .any(|n| held.binary_search(&spec.node_group[n.index()]).is_ok())
-        })
         .filter(|&h| may_fit(widths, snapshot.hbd(h)))
         .map(|h| {
             (
@@ -763,7 +759,10 @@ fn within_one_hbd(
     domains.into_iter().find_map(|(_, h)| {
         pools.iter().find_map(|&pool| {
             let nodes: Vec<NodeId> = hbd_nodes_in(spec, h, pool).collect();
-            (!nodes.is_empty())
+            // A domain whose nodes of this pool are partly in room held for a backfill
+            // head is left alone (held room of another pool takes nothing from it).
+            let in_held = |n: &NodeId| held.binary_search(&spec.node_group[n.index()]).is_ok();
+            (!nodes.is_empty() && !nodes.iter().any(in_held))
                 .then(|| try_nodes(profile, job, snapshot, state, &[nodes.as_slice()]))
                 .flatten()
         })
@@ -1282,6 +1281,9 @@ pub fn diagnose(
             outside_pools,
         );
     }
+    let held = state
+        .read::<HeldGroups>()
+        .map_or(&[][..], |h| h.0.as_slice());
     for &pool in pools.iter() {
         for &id in &spec.pool(pool).nodes {
             let view = NodeView::of(snapshot, id);
@@ -1292,11 +1294,27 @@ pub fn diagnose(
                 .find(|s| !s.is_success())
             {
                 Some(status) => diagnosis.add(status.reason, 1),
-                None => diagnosis.add("node(s) could not hold the whole gang".into(), 1),
+                None if held.binary_search(&spec.node_group[id.index()]).is_ok() => diagnosis.add(
+                    "node(s) are held for a job that has waited longer".into(),
+                    1,
+                ),
+                None => diagnosis.add(could_not_hold(job).into(), 1),
             }
         }
     }
     diagnosis
+}
+
+/// Why a node that passes every filter did not take the job, in a diagnosis.
+pub(super) fn could_not_hold(job: &Job) -> &'static str {
+    match (
+        job.is_gang(),
+        job.topology.is_some_and(|need| need.required),
+    ) {
+        (true, _) => "node(s) could not hold the whole gang",
+        (false, true) => "node(s) could not hold it inside a domain of its required tier",
+        (false, false) => "node(s) could not hold it",
+    }
 }
 
 #[cfg(test)]

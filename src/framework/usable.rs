@@ -17,11 +17,11 @@ use crate::model::{
 };
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
-use super::search::{node_sizes, some_domain_could_hold, tightest_possible_tier};
+use super::search::{could_not_hold, node_sizes, some_domain_could_hold, tightest_possible_tier};
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
 /// What the nodes a job may use could ever hold, all free: judged once per cluster shape.
-/// A single pod's is only `never`: one node is inside every domain.
+/// A single pod's has no tightest tier: one node is inside every domain it is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach {
     /// `Some`: they can never hold the job, and why.
@@ -29,8 +29,9 @@ pub struct Reach {
     /// Per pool of a gang, the tightest tier with one domain they could hold it in
     /// (`None`: only the whole pool, or not even that).
     tightest: Vec<(PoolId, Option<Tier>)>,
-    /// For a gang, the GPUs of each node it could use at once; `None`: every GPU of every
-    /// node of its pools.
+    /// The GPUs of each node it could use at once (for a gang whose GPU pods ask alike,
+    /// no more than the pods each node holds at once could use); `None`: every GPU of
+    /// every node of its pools.
     pub usable: Option<UsableGpus>,
 }
 
@@ -98,19 +99,22 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         true => Some(explained("no node it may use can ever hold it")),
         false => None,
     };
-    let required = job.topology.filter(|need| need.required && gang);
+    let required = job.topology.filter(|need| need.required);
     let never = never
         .or_else(|| gang.then(|| packing_shortfall(job, spec, pools, may_use)).flatten())
         .or_else(|| {
             let (need, usable) = required.zip(usable.as_ref())?;
             (!some_domain_could_hold(&shape, snapshot, pools, need.tier, Some(usable))).then(|| {
-                explained("no one domain of its required tier, of the nodes its pods may use, can ever hold the gang")
+                explained(match gang {
+                    true => "no one domain of its required tier, of the nodes its pods may use, can ever hold the gang",
+                    false => "no node it may use that is inside a domain of its required tier can ever hold it",
+                })
             })
         });
     Reach {
         never: never.map(Status::unresolvable),
         tightest,
-        usable: usable.filter(|_| gang),
+        usable,
     }
 }
 
@@ -452,7 +456,7 @@ fn usable_nodes(
         }
     }
     if usable_count > 0 {
-        refusals.add("node(s) could not hold the whole gang".into(), usable_count);
+        refusals.add(could_not_hold(job).into(), usable_count);
     }
     (usable, refusals)
 }
