@@ -152,6 +152,24 @@ async fn client_config(kubeconfig: Option<&std::path::Path>) -> anyhow::Result<k
     }
 }
 
+/// How long the client waits for the API server's next bytes before it takes the
+/// connection for dead, where its configuration sets no limit (kube's default): a watch
+/// call ends within [`watch::WATCH_TIMEOUT_S`], and this bounds every other call too. A
+/// list (after a 410 Gone, say) sent over a connection gone silent, an API server lost
+/// behind a load balancer, would otherwise never return, and that watch's kind would stay
+/// as last seen for good.
+const READ_TIMEOUT: Duration = Duration::from_secs(watch::WATCH_TIMEOUT_S as u64 + 15);
+
+/// The client configuration with [`READ_TIMEOUT`] where it sets no read timeout, counted
+/// from each request sent rather than from when its pooled connection went idle.
+fn with_read_timeout(mut config: kube::Config) -> kube::Config {
+    if config.read_timeout.is_none() {
+        config.read_timeout = Some(READ_TIMEOUT);
+        config.reset_reader_on_write = true;
+    }
+    config
+}
+
 /// [`run`] with the client configuration given (tests give one for their in-process API
 /// server).
 pub async fn run_with_config(
@@ -161,6 +179,7 @@ pub async fn run_with_config(
     serving: Option<tokio::sync::oneshot::Sender<Serving>>,
 ) -> Result<(), RunError> {
     let setup = |e: anyhow::Error| RunError::Setup(e);
+    let client_config = with_read_timeout(client_config);
     let client = Client::try_from(client_config.clone())
         .context("building the Kubernetes client")
         .map_err(setup)?;
@@ -540,4 +559,23 @@ fn scheduling_loop(
         wakeup = world.next_wakeup(now);
     }
     writer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_read_is_bounded_unless_the_configuration_bounds_it_itself() {
+        let config = kube::Config::new("https://api.example:6443".parse().unwrap());
+        let bounded = with_read_timeout(config.clone());
+        assert_eq!(bounded.read_timeout, Some(Duration::from_secs(75)));
+        assert!(bounded.reset_reader_on_write);
+        let mut own = config;
+        own.read_timeout = Some(Duration::from_secs(5));
+        assert_eq!(
+            with_read_timeout(own).read_timeout,
+            Some(Duration::from_secs(5))
+        );
+    }
 }

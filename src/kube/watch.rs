@@ -156,7 +156,7 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
 /// taken for dead. A connection lost without a reset (an API server gone behind a load
 /// balancer, a NAT entry dropped) would otherwise leave this replica placing on what it
 /// saw up to 295 s before (kube's default); client-go's HTTP/2 pings notice within 45 s.
-const WATCH_TIMEOUT_S: u32 = 60;
+pub(super) const WATCH_TIMEOUT_S: u32 = 60;
 
 fn spawn<K>(
     api: Api<K>,

@@ -39,6 +39,17 @@ pub fn merge(into: &mut Value, from: Value) {
     }
 }
 
+/// Options for one replica that elects no leader, serves on free local ports and writes
+/// statuses as fast as the server takes them.
+pub fn single_replica(config: Config) -> RunOptions {
+    let mut options = RunOptions::new(config);
+    options.leader_election = false;
+    options.metrics_addr = "127.0.0.1:0".parse().unwrap();
+    options.health_addr = "127.0.0.1:0".parse().unwrap();
+    options.status_qps = 1_000;
+    options
+}
+
 /// A scheduler running against `server` until dropped.
 pub struct Kant {
     stop: Option<oneshot::Sender<()>>,
@@ -51,19 +62,18 @@ pub struct Kant {
 
 impl Kant {
     pub async fn start(server: &ApiServer, config: Config) -> Kant {
-        let mut options = RunOptions::new(config);
-        options.leader_election = false;
-        options.metrics_addr = "127.0.0.1:0".parse().unwrap();
-        options.health_addr = "127.0.0.1:0".parse().unwrap();
-        options.status_qps = 1_000;
-        Self::start_with(server, options).await
+        Self::start_with(server, single_replica(config)).await
     }
 
     pub async fn start_with(server: &ApiServer, options: RunOptions) -> Kant {
+        Self::start_on(server, options, server.config()).await
+    }
+
+    /// As [`Kant::start_with`], its client configured by `config`.
+    pub async fn start_on(server: &ApiServer, options: RunOptions, config: kube::Config) -> Kant {
         let (stop, stopped) = oneshot::channel::<()>();
         let (tx, rx) = oneshot::channel();
         let first_request = server.requests().last().map_or(0, |r| r.seq + 1);
-        let config = server.config();
         let task = tokio::spawn(async move {
             run_with_config(
                 config,
