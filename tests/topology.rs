@@ -136,6 +136,37 @@ fn a_required_tier_no_domain_can_ever_hold_is_unresolvable_not_blocking() {
     }
 }
 
+/// A job asking no GPU that requires a scale-up domain needs one with a node of its pool:
+/// the only one here has none, so it is unresolvable and blocks no strict FIFO queue.
+#[test]
+fn a_scale_up_domain_without_a_node_of_the_pool_holds_not_even_a_pod_without_gpus() {
+    let rows = [("H100", None), ("A100", Some("h0"))].map(|(model, hbd)| kant::model::NodeRow {
+        name: format!("node-{model}"),
+        gpu_model: Some(model.into()),
+        gpus: 8,
+        hbd: hbd.map(Into::into),
+        ..Default::default()
+    });
+    let strict = Some(QueueingPolicy::StrictFifo);
+    let mut s = scheduler(profile("default", strict, None), nvlink_cluster(rows));
+    let on_h100 = |mut job: kant::model::Job| {
+        job.pools = vec![kant::model::PoolId(0)];
+        job
+    };
+    s.submit(on_h100(needing(
+        job(0, 1, GpuRequest::NONE, 0, 0),
+        Tier::Hbd,
+        true,
+    )));
+    s.submit(on_h100(needing(
+        job(1, 2, GpuRequest::NONE, 0, 0),
+        Tier::Hbd,
+        true,
+    )));
+    s.submit(on_h100(job(2, 1, whole(1), 0, 5)));
+    assert_eq!(placed_jobs(&s.schedule(5_000)), [JobId(2)]);
+}
+
 #[test]
 fn a_required_tier_whose_gpus_suffice_but_whose_nodes_cannot_hold_the_pods_is_unresolvable() {
     // A leaf holds 16 GPUs, but only four pods of 3 GPUs (two per 8-GPU node).

@@ -342,10 +342,13 @@ pub fn some_domain_could_hold(
 ) -> bool {
     let spec = snapshot.spec();
     if tier == Tier::Hbd {
+        // A domain without a node of the pool holds nothing, a job asking no GPU included
+        // (whose shape any set of nodes fits).
         return (0..spec.hbds.len() as u32).any(|h| {
-            pools
-                .iter()
-                .any(|&pool| shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool), usable)))
+            pools.iter().any(|&pool| {
+                hbd_nodes_in(spec, h, pool).next().is_some()
+                    && shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool), usable))
+            })
         });
     }
     let mut members: Vec<(PoolId, u64, GroupId)> = pools
