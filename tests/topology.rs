@@ -301,6 +301,17 @@ fn a_gang_without_gpus_never_crosses_its_required_tier() {
     assert_eq!(nodes_of(&s, JobId(1)), HashSet::from([NodeId(0)]));
 }
 
+/// A gang of pods without GPUs that requires no tier spans GPU models: each of two nodes
+/// of two models holds one of its pods alone.
+#[test]
+fn a_gang_without_gpus_spans_gpu_models() {
+    let spec = models_cluster_with_cpu(&[("H100", 8), ("A100", 8)], Some(4_000));
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(asking_cpu(job(0, 2, GpuRequest::NONE, 0, 0), 3_000));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(nodes_of(&s, JobId(0)).len(), 2);
+}
+
 #[test]
 fn a_gang_waits_its_patience_for_one_leaf_then_spreads() {
     // Two free nodes in each leaf: a 3-node gang could fit one leaf once more is freed.
@@ -1012,6 +1023,42 @@ fn room_is_held_for_a_single_pod_only_where_it_may_go() {
     s.submit(job(3, 1, whole(8), 0, 2_500));
     s.submit(job(4, 1, whole(8), 0, 2_500));
     assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)).len(), 2);
+}
+
+/// Where the nodes a single pod may use are outside every leaf, room is held for it there.
+#[test]
+fn room_is_held_for_a_single_pod_whose_nodes_are_outside_every_leaf() {
+    let rows = (0..4).map(|i| kant::model::NodeRow {
+        name: format!("node-{i}"),
+        gpu_model: Some("H100".into()),
+        gpus: 8,
+        leaf: (i >= 2).then(|| kant::model::LeafPath {
+            superspine: "ss".into(),
+            spine: "spine".into(),
+            leaf: format!("leaf-{i}"),
+        }),
+        labels: [(
+            "pool".to_string(),
+            if i < 2 { "a" } else { "b" }.to_string(),
+        )]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    });
+    let spec = nvlink_cluster(rows);
+    let mut s = scheduler(profile("default", None, None), spec.clone());
+    s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "a"));
+    s.submit(selecting(job(1, 1, whole(6), 0, 0), "pool", "a"));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(selecting(job(2, 1, whole(4), 0, 1), "pool", "a"));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
+    let held: Vec<_> = s
+        .reservations()
+        .iter()
+        .flat_map(|r| r.groups.clone())
+        .collect();
+    assert_eq!(held, [spec.node_group[0]]);
 }
 
 /// Node `node-{i}` of 8 GPUs in `leaf` under the spine `spine` (empty: none) and no

@@ -28,7 +28,7 @@ use super::search::{
     Found, HeldGroups, RoomUse, TightWaitSince, diagnose, is_patient, place_job, pools_for,
     reservation_groups, tight_wait_ends,
 };
-use super::usable::{Reach, ReachOf, ReachesByShape, reach};
+use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
@@ -653,12 +653,13 @@ impl Scheduler {
         let holds = admitted && offer.backfill_since.is_some();
         if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
             // Only the nodes the head may use are held; a single pod's are judged now.
-            let reach = match &gang_reach {
-                Some(reach) => reach.clone(),
-                None => self.reach_of(job, offer.tenant, &cycle),
-            };
-            let mut groups =
-                reservation_groups(searched_job, &self.state, &cycle, reach.usable.as_ref());
+            let single = (gang_reach.is_none())
+                .then(|| single_pod_usable(&self.profile, searched_job, &self.state, &cycle))
+                .flatten();
+            let usable = gang_reach
+                .as_ref()
+                .map_or(single.as_ref(), |r| r.usable.as_ref());
+            let mut groups = reservation_groups(searched_job, &self.state, &cycle, usable);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
             let taken = self

@@ -448,7 +448,10 @@ pub fn reservation_groups(
 ) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
-    let tier = tightest_tier(job, snapshot, pools, state);
+    let tier = match state.read::<ReachOf>() {
+        Some(ReachOf(reach)) => reach.tightest(pools),
+        None => tightest_possible_tier(&JobShape::of(job), snapshot, pools, usable),
+    };
     if job
         .topology
         .is_some_and(|need| need.tier == Tier::Hbd && need.required)
@@ -911,13 +914,15 @@ impl Attempt {
     }
 
     /// Places the job's remaining pods on `nodes`, in order, until one does not fit. A
-    /// gang's pod without GPUs beside pods with GPUs (a launcher) that fits none of them
-    /// may go to any node of the cluster its own rules allow: it is bound neither to the
-    /// domain of the job's GPUs nor to their models. A gang of no GPUs at all has no
-    /// launcher: its pods keep to its domain and pools.
+    /// gang's pod without GPUs that fits none of them (a launcher) may go to any node of
+    /// the cluster its own rules allow: it is bound neither to the domain of the job's
+    /// GPUs nor to their models. A gang of no GPUs at all that requires a tier has no
+    /// launcher: its pods keep to one domain of that tier.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
         let plugins = JobPlugins::of(profile, job, self.state.spec());
-        let has_launchers = job.is_gang() && job.pods.iter().any(|p| !p.gpu.is_none());
+        let has_launchers = job.is_gang()
+            && (job.pods.iter().any(|p| !p.gpu.is_none())
+                || !job.topology.is_some_and(|need| need.required));
         while let Some(index) = self.next_pod(job) {
             let pod = self.pod_context(job, index);
             let placement =
@@ -1284,9 +1289,6 @@ pub fn diagnose(
             outside_pools,
         );
     }
-    let held = state
-        .read::<HeldGroups>()
-        .map_or(&[][..], |h| h.0.as_slice());
     for &pool in pools.iter() {
         for &id in &spec.pool(pool).nodes {
             let view = NodeView::of(snapshot, id);
@@ -1297,10 +1299,6 @@ pub fn diagnose(
                 .find(|s| !s.is_success())
             {
                 Some(status) => diagnosis.add(status.reason, 1),
-                None if held.binary_search(&spec.node_group[id.index()]).is_ok() => diagnosis.add(
-                    "node(s) are held for a job that has waited longer".into(),
-                    1,
-                ),
                 None => diagnosis.add(could_not_hold(job).into(), 1),
             }
         }

@@ -21,7 +21,7 @@ use super::search::{could_not_hold, node_sizes, some_domain_could_hold, tightest
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
 /// What the nodes a job may use could ever hold, all free: judged once per cluster shape.
-/// A single pod's has no tightest tier: one node is inside every domain it is in.
+/// A single pod's is only `never`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reach {
     /// `Some`: they can never hold the job, and why.
@@ -29,9 +29,8 @@ pub struct Reach {
     /// Per pool of a gang, the tightest tier with one domain they could hold it in
     /// (`None`: only the whole pool, or not even that).
     tightest: Vec<(PoolId, Option<Tier>)>,
-    /// The GPUs of each node it could use at once (for a gang whose GPU pods ask alike,
-    /// no more than the pods each node holds at once could use); `None`: every GPU of
-    /// every node of its pools.
+    /// For a gang, the GPUs of each node it could use at once; `None`: every GPU of every
+    /// node of its pools.
     pub usable: Option<UsableGpus>,
 }
 
@@ -58,12 +57,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     let pools = pools_for(job, snapshot);
     let shape = JobShape::of(job);
     let spec = snapshot.spec();
-    let judges: Vec<&Arc<dyn Filter>> = profile
-        .filters
-        .iter()
-        .filter(|f| f.judges_spec(job, spec, cycle))
-        .collect();
-    let judged = (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, pools, &judges));
+    let judged = judged_nodes(profile, job, snapshot, cycle, pools);
     let may_use = judged.as_ref().map(|(may_use, _)| may_use.as_slice());
     let usable = UsableGpus::of(spec, pools, may_use, alike_gpu_pods(job));
     let tightest = match gang {
@@ -114,8 +108,39 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     Reach {
         never: never.map(Status::unresolvable),
         tightest,
-        usable,
+        usable: usable.filter(|_| gang),
     }
+}
+
+/// Per node of the cluster, whether some GPU pod of the job may use it, and the refusals,
+/// as the filters that judge nodes by their spec find; `None` when none of them does.
+fn judged_nodes(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    cycle: &CycleState,
+    pools: &[PoolId],
+) -> Option<(Vec<bool>, Diagnosis)> {
+    let judges: Vec<&Arc<dyn Filter>> = profile
+        .filters
+        .iter()
+        .filter(|f| f.judges_spec(job, snapshot.spec(), cycle))
+        .collect();
+    (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, pools, &judges))
+}
+
+/// The GPUs of each node of its pools a single pod could use, as the filters that judge
+/// nodes by their spec allow; `None`: all of them. Judged afresh, for the room held for
+/// it, and not kept: a vector over the cluster per waiting pod would cost too much.
+pub fn single_pod_usable(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    cycle: &CycleState,
+) -> Option<UsableGpus> {
+    let pools = pools_for(job, snapshot);
+    let judged = judged_nodes(profile, job, snapshot, cycle, pools)?;
+    UsableGpus::of(snapshot.spec(), pools, Some(&judged.0), None)
 }
 
 /// Reaches by what decides them, for jobs no filter judges nodes for by their spec: jobs
