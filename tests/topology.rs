@@ -999,13 +999,10 @@ fn a_single_pod_whose_required_tier_only_nodes_it_may_not_use_have_is_unresolvab
     );
 }
 
-/// Room held for a backfill head lies on nodes it may use: not on the freest leaf, which
-/// its node selector keeps it off.
-#[test]
-fn room_is_held_for_a_single_pod_only_where_it_may_go() {
-    // Nodes 0 and 1 (leaf 0) carry `pool=a`; leaves 1 and 2 have a node each.
-    let labelled = |i: usize| (if i < 2 { vec![("pool", "a")] } else { vec![] }, vec![]);
-    let spec = uneven_leaves(labelled);
+/// Nodes 0 and 1 carry `pool=a`: two pods selecting them leave 2 and 1 GPUs free there,
+/// and a third of 4 GPUs selecting them blocks past the backfill threshold. The scheduler,
+/// once room is held for it, which must be node 0's group.
+fn held_for_a_selected_pod(spec: std::sync::Arc<kant::model::ClusterSpec>) -> Scheduler {
     let mut s = scheduler(profile("default", None, None), spec.clone());
     s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "a"));
     s.submit(selecting(job(1, 1, whole(6), 0, 0), "pool", "a"));
@@ -1019,6 +1016,17 @@ fn room_is_held_for_a_single_pod_only_where_it_may_go() {
         .flat_map(|r| r.groups.clone())
         .collect();
     assert_eq!(held, [spec.node_group[0]]);
+    s
+}
+
+/// Room held for a backfill head lies on nodes it may use: not on the freest leaf, which
+/// its node selector keeps it off.
+#[test]
+fn room_is_held_for_a_single_pod_only_where_it_may_go() {
+    // Nodes 0 and 1 (leaf 0) carry `pool=a`; leaves 1 and 2 have a node each.
+    let labelled = |i: usize| (if i < 2 { vec![("pool", "a")] } else { vec![] }, vec![]);
+    let spec = uneven_leaves(labelled);
+    let mut s = held_for_a_selected_pod(spec);
     // Both other leaves stay open to jobs behind it.
     s.submit(job(3, 1, whole(8), 0, 2_500));
     s.submit(job(4, 1, whole(8), 0, 2_500));
@@ -1046,19 +1054,7 @@ fn room_is_held_for_a_single_pod_whose_nodes_are_outside_every_leaf() {
         ..Default::default()
     });
     let spec = nvlink_cluster(rows);
-    let mut s = scheduler(profile("default", None, None), spec.clone());
-    s.submit(selecting(job(0, 1, whole(8), 0, 0), "pool", "a"));
-    s.submit(selecting(job(1, 1, whole(6), 0, 0), "pool", "a"));
-    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
-    s.submit(selecting(job(2, 1, whole(4), 0, 1), "pool", "a"));
-    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
-    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
-    let held: Vec<_> = s
-        .reservations()
-        .iter()
-        .flat_map(|r| r.groups.clone())
-        .collect();
-    assert_eq!(held, [spec.node_group[0]]);
+    held_for_a_selected_pod(spec);
 }
 
 /// Node `node-{i}` of 8 GPUs in `leaf` under the spine `spine` (empty: none) and no
