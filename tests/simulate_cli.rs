@@ -692,7 +692,7 @@ fn an_ignored_column_or_flag_is_warned_of() {
     // A configuration file that says nothing of links is not warned of them.
     let text = kant::config::DEFAULT_CONFIG;
     let cut = text
-        .find("# How the GPUs of a trace node")
+        .find("# How the GPUs of a node are linked")
         .expect("the links section");
     let no_links = write(dir.path(), "no_links.yaml", &text[..cut]);
     let embedded = kant(&["simulate", "--synthetic-jobs", "10", "--config", &no_links]);
