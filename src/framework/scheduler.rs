@@ -653,12 +653,14 @@ impl Scheduler {
         let holds = admitted && offer.backfill_since.is_some();
         if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
             // Only the nodes the head may use are held; a single pod's are judged now.
-            let single = (gang_reach.is_none())
-                .then(|| single_pod_usable(&self.profile, searched_job, &self.state, &cycle))
-                .flatten();
-            let usable = gang_reach
-                .as_ref()
-                .map_or(single.as_ref(), |r| r.usable.as_ref());
+            let single;
+            let usable = match &gang_reach {
+                Some(reach) => reach.usable.as_ref(),
+                None => {
+                    single = single_pod_usable(&self.profile, searched_job, &self.state, &cycle);
+                    single.as_ref()
+                }
+            };
             let mut groups = reservation_groups(searched_job, &self.state, &cycle, usable);
             groups.sort_unstable();
             // Reservations never overlap: a later head waits for the earlier one's turn.
@@ -669,7 +671,7 @@ impl Scheduler {
             if !taken && !groups.is_empty() {
                 self.reservations.push(Reservation {
                     head: job.clone(),
-                    milli: job.total_milli(),
+                    milli: offer.milli,
                     tenant: offer.tenant,
                     groups,
                     kept_out: false,

@@ -346,8 +346,8 @@ pub fn some_domain_could_hold(
         // (whose shape any set of nodes fits).
         return (0..spec.hbds.len() as u32).any(|h| {
             pools.iter().any(|&pool| {
-                hbd_nodes_in(spec, h, pool).next().is_some()
-                    && shape.fits(&node_sizes(spec, hbd_nodes_in(spec, h, pool), usable))
+                let mut nodes = hbd_nodes_in(spec, h, pool).peekable();
+                nodes.peek().is_some() && shape.fits(&node_sizes(spec, nodes, usable))
             })
         });
     }
