@@ -197,16 +197,23 @@ fn policies() -> impl Strategy<Value = QueueingPolicy> {
 }
 
 /// What every round must leave true: the accounting (see [`check_accounting`]), and every
-/// preemption names victims that are no longer running.
+/// preemption names victims that are no longer running, unless placed again after it.
 fn check_round(s: &Scheduler, decisions: &[Decision]) {
     check_accounting(s);
-    for (victims, by, _) in preemptions(decisions) {
+    for (at, decision) in decisions.iter().enumerate() {
+        let Decision::Preempted { victims, by, .. } = decision else {
+            continue;
+        };
         assert!(
             !victims.is_empty(),
             "{by:?} preempted no one: {decisions:?}"
         );
         for victim in victims {
-            assert!(!s.running().contains_key(&victim), "{victim:?} still runs");
+            let placed_again = placed_jobs(&decisions[at..]).contains(victim);
+            assert!(
+                placed_again || !s.running().contains_key(victim),
+                "{victim:?} still runs"
+            );
         }
     }
 }
@@ -801,6 +808,140 @@ fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
     check_accounting(&s);
 }
 
+/// A reclaim counts every victim of the borrower, whatever its reason: tenant a (quota 4)
+/// runs 6 GPUs at priority 0 and 2 at priority 10; b (quota 8) asks for the node. Once
+/// the first goes, for priority, a borrows nothing: the second, of b's priority 10, is no
+/// reclaim's to take, and b waits. At priority 11, b evicts both, for priority.
+#[test]
+fn a_reclaim_takes_nothing_that_the_borrowers_other_victims_leave_it_short_of() {
+    let configs = [
+        tenant("a", TenantMode::Shared, 4),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    for (priority, evicted) in [(10, vec![]), (11, ids(&[0, 1]))] {
+        let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+        let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+        s.submit(tjob(0, 1, 1, 6, 0, 0));
+        s.submit(tjob(1, 1, 1, 2, 10, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+        assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
+        s.submit(tjob(2, 2, 1, 8, priority, 60));
+        let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+        let expected: Vec<_> = (!evicted.is_empty())
+            .then(|| (evicted.clone(), JobId(2), PreemptionKind::Priority))
+            .into_iter()
+            .collect();
+        assert_eq!(preemptions(&decisions), expected, "priority {priority}");
+        check_accounting(&s);
+    }
+}
+
+/// A reclaim gives the owner back its quota, for a job that quota covers, no more: tenant
+/// a (quota 8) runs 6 GPUs, b (quota 0) borrows a node of 8 at a's priority. a's job of 8
+/// would leave a borrowing 6 of b's: it waits, rather than evicting b's job, which would
+/// then take its node back for priority once a's job went below a's quota again.
+#[test]
+fn a_reclaim_is_only_for_a_job_within_the_owners_quota() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 0),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 6, 100, 0));
+    s.submit(tjob(1, 2, 1, 8, 100, 0));
+    s.submit(tjob(2, 1, 1, 2, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    assert_eq!(nodes_of(&s, 0), nodes_of(&s, 2));
+    s.finish(JobId(2));
+    assert!(s.schedule(SECOND).is_empty());
+    assert_eq!(
+        s.tenants().quota(1, H100) - s.tenants().used(1, H100),
+        gpus(2)
+    );
+    s.submit(tjob(3, 1, 1, 8, 0, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 1));
+    // A job of the 2 GPUs a is owed needs no reclaim: they are free.
+    s.submit(tjob(4, 1, 1, 2, 0, 120));
+    assert_eq!(
+        placed_jobs(&s.schedule(2 * MINUTE + MIN_RUNTIME)),
+        ids(&[4])
+    );
+    check_accounting(&s);
+}
+
+/// An owner below its quota with nothing waiting for the pool reclaims nothing at once:
+/// it stops no priority preemption into borrowing. Tenants a and c own 4 GPUs each of a
+/// node that b (quota 0) fills at priority 0; a's job of 8 at priority 100 evicts b's
+/// job, though it then borrows c's idle quota, unless c has a job waiting for it.
+#[test]
+fn an_owner_with_nothing_waiting_stops_no_preemption_into_its_idle_quota() {
+    let configs = [
+        tenant("a", TenantMode::Shared, 4),
+        tenant("b", TenantMode::Shared, 0),
+        tenant("c", TenantMode::Shared, 4),
+    ];
+    for c_waits in [false, true] {
+        let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+        let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+        s.submit(tjob(0, 2, 1, 8, 0, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+        if c_waits {
+            s.submit(tjob(2, 3, 1, 8, 0, 30));
+        }
+        s.submit(tjob(1, 1, 1, 8, 100, 60));
+        let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+        let expected: Vec<_> = (!c_waits)
+            .then(|| (ids(&[0]), JobId(1), PreemptionKind::Priority))
+            .into_iter()
+            .collect();
+        assert_eq!(preemptions(&decisions), expected, "c waits: {c_waits}");
+        check_accounting(&s);
+    }
+}
+
+/// A victim goes back to its queue and is tried again in the same instant: job 0, which
+/// accepts either GPU model, is evicted from an H100 node for job 9, and goes at once to
+/// the A100 node left free.
+#[test]
+fn a_victim_is_placed_again_at_once_where_room_is_free() {
+    let mut s = scheduler(profile("default", None, None), two_model_cluster());
+    let a100 = PoolId(1);
+    for id in [1, 2] {
+        s.submit(Job {
+            pools: vec![a100],
+            ..job(id, 1, whole(8), 0, 0)
+        });
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(Job {
+        pools: vec![H100, a100],
+        ..job(0, 1, whole(8), 0, 1)
+    });
+    s.submit(Job {
+        pools: vec![H100],
+        ..job(3, 1, whole(8), 5, 1)
+    });
+    assert_eq!(placed_jobs(&s.schedule(SECOND)).len(), 2);
+    s.finish(JobId(1));
+    assert!(s.schedule(2 * SECOND).is_empty());
+    s.submit(Job {
+        pools: vec![H100],
+        ..job(9, 1, whole(8), 5, 60)
+    });
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[0]), JobId(9), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[9, 0]));
+    assert_eq!(s.state().spec().node(nodes_of(&s, 0)[0]).pool, a100);
+    check_accounting(&s);
+}
+
 /// A job accepting either GPU model lands in one pool: it is admitted, and searched, only
 /// on a pool where its tenant's quota covers it whole, never on the sum of two quotas.
 #[test]
@@ -1260,13 +1401,17 @@ fn backfilled_jobs_are_evicted_before_any_others() {
     assert_eq!(placed_jobs(&s.schedule(deadline - MIN_RUNTIME)), ids(&[0]));
     s.finish(JobId(12));
     let decisions = s.schedule(deadline);
+    // The head spares job 0, not backfilled. Job 3, back in its queue, is tried again at
+    // once and outranks it.
     assert_eq!(
         preemptions(&decisions),
-        [(ids(&[3]), JobId(2), PreemptionKind::Backfill)],
+        [
+            (ids(&[3]), JobId(2), PreemptionKind::Backfill),
+            (ids(&[0]), JobId(3), PreemptionKind::Priority)
+        ],
         "{decisions:?}"
     );
-    assert_eq!(placed_jobs(&decisions), ids(&[2]));
-    assert!(is_running(&s, 0), "not backfilled: spared");
+    assert_eq!(placed_jobs(&decisions), ids(&[2, 3]));
 }
 
 /// Two tenants' heads blocked past the threshold: the younger one, placed first in its
@@ -1710,16 +1855,21 @@ fn priority_preemption_evicts_the_minimal_set() {
     assert_ne!(nodes[&1], nodes[&3]);
     s.submit(job(9, 1, whole(8), 5, 600));
     // Taken in order: 3 (prio 0, least GPU-time lost), 1 (prio 0), 2 (prio 1); job 4 has
-    // the preemptor's priority. Job 9 fits once 1 and 2 are gone: job 3 is spared.
+    // the preemptor's priority. Job 9 fits once 1 and 2 are gone: job 3 is spared. Job 2,
+    // back in its queue, is tried again at once: it outranks job 3, and takes its room.
     let decisions = s.schedule(MINUTE + MIN_RUNTIME);
     assert_eq!(
         preemptions(&decisions),
-        [(ids(&[1, 2]), JobId(9), PreemptionKind::Priority)],
+        [
+            (ids(&[1, 2]), JobId(9), PreemptionKind::Priority),
+            (ids(&[3]), JobId(2), PreemptionKind::Priority)
+        ],
         "{decisions:?}"
     );
-    assert_eq!(placed_jobs(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions), ids(&[9, 2]));
     assert_eq!(nodes_of(&s, 9), [nodes[&1]]);
-    assert!(is_running(&s, 3) && is_running(&s, 4));
+    assert_eq!(nodes_of(&s, 2), [nodes[&3]]);
+    assert!(is_running(&s, 4));
     assert_eq!(s.pending(), 2);
     check_accounting(&s);
 }
@@ -1894,11 +2044,12 @@ fn priority_preemption_spares_every_victim_off_the_nodes_it_lands_on() {
     s.submit(job(9, 2, whole(8), 5, 60));
     let decisions = s.schedule(MINUTE + MIN_RUNTIME);
     let victims: Vec<u32> = (20..36).collect();
+    // The victims, tried again at once, go on to evict jobs 10 to 16 for their priority.
     assert_eq!(
-        preemptions(&decisions),
-        [(ids(&victims), JobId(9), PreemptionKind::Priority)]
+        preemptions(&decisions).first(),
+        Some(&(ids(&victims), JobId(9), PreemptionKind::Priority))
     );
-    assert_eq!(placed_jobs(&decisions), ids(&[9]));
+    assert_eq!(placed_jobs(&decisions).first(), Some(&JobId(9)));
 }
 
 #[test]

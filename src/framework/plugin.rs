@@ -15,7 +15,7 @@ use crate::metrics::PlacementSpread;
 use crate::model::{
     ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId,
 };
-use crate::queue::Tenants;
+use crate::queue::{PoolsWanted, Tenants};
 
 use super::{CycleState, Status};
 
@@ -320,6 +320,8 @@ pub struct PreemptionContext<'a> {
     /// going lets it in can help.
     pub admitted: bool,
     pub tenants: &'a Tenants,
+    /// Per tenant, the pools its waiting jobs may want GPUs of, as the round began.
+    pub pools_wanted: &'a [PoolsWanted],
     pub running: &'a HashMap<JobId, RunningJob>,
     /// The lowest priority among the running jobs.
     pub lowest_running_priority: Option<i32>,

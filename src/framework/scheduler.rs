@@ -17,7 +17,8 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRules, PoolId,
 };
 use crate::queue::{
-    Admission, Attempted, Driver, Offer, QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
+    Admission, Attempted, Driver, Offer, PoolsWanted, QueueingPolicy, Queues, Room, TenantMode,
+    Tenants, Waiting,
 };
 
 use super::fruitless::{FailedSearch, RoomLog, SearchScope};
@@ -128,6 +129,8 @@ pub struct Scheduler {
     /// Room held for a backfill head, which kept some job out, was returned since the
     /// current round began.
     room_returned: bool,
+    /// Per tenant, the pools its waiting jobs may want GPUs of, as the round began.
+    pools_wanted: Vec<PoolsWanted>,
     decisions: Vec<Decision>,
 }
 
@@ -168,6 +171,7 @@ impl Scheduler {
             terminating: Vec::new(),
             reservations: Vec::new(),
             room_returned: false,
+            pools_wanted: Vec::new(),
             decisions: Vec::new(),
         }
     }
@@ -517,9 +521,13 @@ impl Scheduler {
         let placeholder = empty_queues(&self.profile, self.tenants.len());
         let mut queues = std::mem::replace(&mut self.queues, placeholder);
         // Room a backfill head held and gave back during a round is capacity freed for the
-        // jobs it kept out, those tried before it in that round too: they get another.
+        // jobs it kept out, those tried before it in that round too: they get another. So
+        // do the victims evicted in a round, back in their queues: room elsewhere may hold
+        // them now. A job placed at `now_ms` is no victim before it ends (preemption), so
+        // each round that evicts leaves fewer jobs that could be.
         loop {
             self.room_returned = false;
+            self.pools_wanted = queues.pools_wanted();
             let epoch = self.capacity_epoch;
             queues.run(
                 epoch,
@@ -529,12 +537,13 @@ impl Scheduler {
                     now_ms,
                 },
             );
-            if !self.room_returned {
+            let evicted = !self.evicted.is_empty();
+            for (job, tenant) in self.evicted.drain(..) {
+                queues.push(job, tenant, now_ms);
+            }
+            if !self.room_returned && !evicted {
                 break;
             }
-        }
-        for (job, tenant) in self.evicted.drain(..) {
-            queues.push(job, tenant, now_ms);
         }
         self.queues = queues;
         std::mem::take(&mut self.decisions)
@@ -1163,6 +1172,7 @@ impl Scheduler {
                 tenant,
                 admitted,
                 tenants: &self.tenants,
+                pools_wanted: &self.pools_wanted,
                 running: &self.running,
                 lowest_running_priority: self.running_priorities.keys().next().copied(),
                 backfill_since,

@@ -2,9 +2,12 @@
 //!
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
 //!   blocked, of no higher priority.
-//! - Quota reclaim: for a tenant below its quota on a pool, jobs of other tenants that
-//!   borrow on that pool, whatever their priority, as long as their tenant keeps at least
-//!   its quota without them (only borrowed room is taken back, so reclaims never cascade).
+//! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
+//!   victims are gone), jobs of other tenants that borrow on that pool, whatever their
+//!   priority, as long as their tenant keeps at least its quota without them and its
+//!   other victims (only borrowed room is taken back, so reclaims never cascade; and the
+//!   preemptor borrows nothing its victims' tenant could take back for priority, so the
+//!   two never evict each other in turn).
 //! - Priority: jobs of strictly lower priority.
 //!
 //! An isolated tenant's jobs within its quota are evicted for its own jobs only (what it
@@ -12,15 +15,18 @@
 //! tenant's for an isolated tenant's job only when its quota admitted that job.
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
-//! runtime ago (so preemption cannot cascade). For a backfill head, the jobs backfilled
+//! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
+//! evicted in turn before it has run). A victim goes back to its queue and is tried again
+//! at once, where it may preempt in its turn. For a backfill head, the jobs backfilled
 //! past it are taken before any others; then lowest priority first, then least GPU-time
 //! lost, then most recently started, until the job fits on the state without them; then
 //! any victim whose removal is not needed is spared. Nothing is proposed unless the job
 //! was checked to fit, within its quota. Nothing is proposed either when that set would
 //! leave the preemptor's tenant borrowing more on a pool where another shared tenant
-//! is below its quota: that owner could reclaim the job as soon as its minimum runtime
-//! ends, and the evictions would cycle (a borrowing head evicts its way in, is reclaimed,
-//! evicts again). The job then waits for room as any other. Where that rule refuses every
+//! is below its quota with a job waiting for the pool (a victim included): that owner
+//! could reclaim the job as soon as its minimum runtime ends, and the evictions would
+//! cycle (a borrowing head evicts its way in, is reclaimed, evicts again). The job then
+//! waits for room as any other. Where that rule refuses every
 //! set the candidates could form (or every subset of the greedy set), no placement is tried
 //! (or the set is not made minimal): on a crowded cluster most preemptors end there.
 
@@ -106,6 +112,7 @@ impl Preemption {
         // Only borrowed GPUs are reclaimed, for a job asking for GPUs: the victim's tenant
         // stays at or above its quota once the victim is gone, so a reclaim never starts
         // another. Shared tenants reclaim from shared ones, isolated from isolated ones.
+        // Whether the set of victims allows it is the budget's ([`ReclaimBudget`]).
         let reclaim = victim.tenant != context.tenant
             && may_reclaim
             && isolated(victim.tenant) == isolated(context.tenant)
@@ -173,8 +180,14 @@ fn fits_without(
     (context.fits)(state, &tenants_without(context, victims))
 }
 
+/// Whether `owner` had a job waiting for GPUs of `pool` as the round began.
+fn waits_for(context: &PreemptionContext, owner: usize, pool: PoolId) -> bool {
+    (context.pools_wanted.get(owner)).is_some_and(|wanted| wanted.may_want(pool))
+}
+
 /// Whether the job, placed in `pool` once `victims` are gone, would leave its tenant
-/// borrowing more than before there while another shared tenant is below its quota.
+/// borrowing more than before there while another shared tenant is below its quota with
+/// a job waiting for the pool (a victim, back in its queue, included).
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
@@ -184,14 +197,23 @@ fn reclaimable_after(
     let tenants = tenants_without(context, victims);
     let need = job.total_milli();
     let before = context.tenants.used(context.tenant, pool);
+    let waiting = |owner: usize| {
+        waits_for(context, owner, pool)
+            || victims.iter().any(|(victim, _)| {
+                victim.tenant == owner
+                    && victim.job.total_milli() > 0
+                    && (victim.job.pools.is_empty() || victim.job.pools.contains(&pool))
+            })
+    };
     tenants.used(context.tenant, pool) + need > before
-        && tenants.reclaimable(context.tenant, pool, need)
+        && tenants.reclaimable(context.tenant, pool, need, waiting)
 }
 
 /// Whether [`reclaimable_after`] refuses every subset of `victims` wherever the job
 /// lands, so that no placement needs trying: on every pool the job may use, its tenant
 /// would borrow more even with all of its own jobs among them gone, and another shared
-/// tenant is below its quota there already (evicting jobs only keeps that true).
+/// tenant with a job waiting for the pool is below its quota there already (evicting
+/// jobs only keeps that true).
 fn refused_whoever_goes(
     job: &Job,
     context: &PreemptionContext,
@@ -209,15 +231,20 @@ fn refused_whoever_goes(
         need > own
             && context
                 .tenants
-                .reclaimable(context.tenant, pool, need - own)
+                .reclaimable(context.tenant, pool, need - own, |owner| {
+                    waits_for(context, owner, pool)
+                })
     })
 }
 
-/// Where the job would land with only `victims` gone (see [`fits_without`]).
+/// Where the job would land with only `victims` gone (see [`fits_without`]); `None` also
+/// where they could not all be taken ([`settle_reclaims`]).
 fn fits_with_only(
+    job: &Job,
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
 ) -> Option<Landing> {
+    settle_reclaims(job, context, victims)?;
     let mut state = context.snapshot.snapshot();
     for (victim, _) in victims {
         remove(&mut state, victim);
@@ -228,6 +255,7 @@ fn fits_with_only(
 /// Spares at once every victim that `spared` (given where the job lands) says it may not
 /// need, if the job still fits without the others.
 fn spare_where(
+    job: &Job,
     context: &PreemptionContext,
     chosen: &mut Vec<(&RunningJob, PreemptionKind)>,
     landing: &mut Landing,
@@ -240,82 +268,107 @@ fn spare_where(
         .filter(|(victim, _)| !spared(victim, landing))
         .cloned()
         .collect();
-    if let Some(found) = fits_with_only(context, &fewer) {
+    if let Some(found) = fits_with_only(job, context, &fewer) {
         *chosen = fewer;
         *landing = found;
     }
 }
 
-/// What quota reclaim may take from each (tenant, pool): never more than that tenant
-/// borrows there, so it keeps its quota and cannot reclaim in turn, and, over all
-/// tenants, no more victims than it takes to reach what the preemptor's tenant is owed
-/// there (its idle quota): the last may take it past that, as a job goes whole.
+/// Whether only a quota reclaim may take the victim for the job: it is of no lower
+/// priority, or of another isolated tenant (never preempted for priority).
+fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> bool {
+    victim.job.priority >= job.priority || of_another_isolated_tenant(context, victim)
+}
+
+/// What the victims taken so far leave of each tenant's account, to judge whether the next
+/// may be a quota reclaim. A reclaim takes only what the victim's tenant borrows once its
+/// victims taken before are gone, whatever their reasons (so it keeps its quota and cannot
+/// reclaim in turn), and only for a job its own tenant's quota covers once that tenant's
+/// victims taken are gone (so the preemptor borrows nothing the victim's tenant could take
+/// back for priority: the two cannot evict each other in turn).
 struct ReclaimBudget<'a> {
+    job: &'a Job,
     context: &'a PreemptionContext<'a>,
-    taken: Vec<(usize, PoolId, u64)>,
+    /// Milli-GPUs of the victims taken, per (tenant, pool).
+    removed: Vec<(usize, PoolId, u64)>,
 }
 
 impl<'a> ReclaimBudget<'a> {
-    fn new(context: &'a PreemptionContext<'a>) -> Self {
+    fn new(job: &'a Job, context: &'a PreemptionContext<'a>) -> Self {
         Self {
+            job,
             context,
-            taken: Vec::new(),
+            removed: Vec::new(),
         }
     }
 
-    /// Takes the victim as a reclaim if the budget allows it; false (nothing taken) if not.
-    fn take(&mut self, victim: &RunningJob) -> bool {
-        let tenants = self.context.tenants;
-        let owed = |pool: PoolId| {
-            let preemptor = self.context.tenant;
-            (tenants.quota(preemptor, pool)).saturating_sub(tenants.used(preemptor, pool))
-        };
-        let over = victim.pools.iter().any(|&(pool, milli)| {
-            let taken = (self.taken.iter())
-                .find(|r| (r.0, r.1) == (victim.tenant, pool))
-                .map_or(0, |r| r.2);
-            let taken_on_pool: u64 = (self.taken.iter())
-                .filter(|r| r.1 == pool)
-                .map(|r| r.2)
-                .sum();
-            taken + milli > tenants.borrowed(victim.tenant, pool)
-                || (milli > 0 && taken_on_pool >= owed(pool))
-        });
-        if over {
-            return false;
-        }
+    fn removed(&self, tenant: usize, pool: PoolId) -> u64 {
+        (self.removed.iter())
+            .find(|r| (r.0, r.1) == (tenant, pool))
+            .map_or(0, |r| r.2)
+    }
+
+    /// Counts the victim gone, whatever its reason.
+    fn remove(&mut self, victim: &RunningJob) {
         for &(pool, milli) in &victim.pools {
-            match (self.taken.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
+            match (self.removed.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
                 Some(r) => r.2 += milli,
-                None => self.taken.push((victim.tenant, pool, milli)),
+                None => self.removed.push((victim.tenant, pool, milli)),
             }
         }
+    }
+
+    /// Takes the victim as a reclaim if it may be one; false (nothing taken) if not.
+    fn take_reclaim(&mut self, victim: &RunningJob) -> bool {
+        let tenants = self.context.tenants;
+        let preemptor = self.context.tenant;
+        let need = self.job.total_milli();
+        let borrowed = victim.pools.iter().all(|&(pool, milli)| {
+            self.removed(victim.tenant, pool) + milli <= tenants.borrowed(victim.tenant, pool)
+        });
+        let owed = |pool: PoolId| {
+            (tenants.quota(preemptor, pool) + self.removed(preemptor, pool))
+                .saturating_sub(tenants.used(preemptor, pool))
+        };
+        let covered = victim.pools.iter().any(|&(pool, milli)| {
+            milli > 0
+                && (self.job.pools.is_empty() || self.job.pools.contains(&pool))
+                && need <= owed(pool)
+        });
+        if !(borrowed && covered) {
+            return false;
+        }
+        self.remove(victim);
         true
     }
 }
 
-/// Names a reclaim each victim of the final set that may be one, within the budget of this
-/// set alone: the search may have spent some of it on a victim it then spared. First those
-/// of no lower priority than the job, victims only as reclaims (the search kept them
-/// within the budget of a larger set), then the others in order; those past the budget
-/// are of lower priority, and preempted for it.
-fn settle_reclaims(
+/// The reasons of a final set of victims, judged on it alone (the search may have counted
+/// victims it then spared); `None` if a victim only a reclaim may take cannot be one.
+/// Victims preempted for priority or backfill count first, whatever their tenants' quotas;
+/// then each that may be a reclaim and a priority preemption is a reclaim if it may be,
+/// else preempted for priority; then those only a reclaim may take.
+fn settle_reclaims<'v>(
     job: &Job,
     context: &PreemptionContext,
-    chosen: &mut [(&RunningJob, PreemptionKind)],
-) {
-    let mut budget = ReclaimBudget::new(context);
-    let lower = |victim: &RunningJob| victim.job.priority < job.priority;
-    for only_reclaims in [true, false] {
-        for (victim, kind) in chosen.iter_mut() {
-            if *kind == PreemptionKind::QuotaReclaim
-                && lower(victim) != only_reclaims
-                && !budget.take(victim)
-            {
-                *kind = PreemptionKind::Priority;
-            }
+    chosen: &[(&'v RunningJob, PreemptionKind)],
+) -> Option<Vec<(&'v RunningJob, PreemptionKind)>> {
+    let mut budget = ReclaimBudget::new(job, context);
+    let mut settled = chosen.to_vec();
+    let reclaim = |kind: &PreemptionKind| *kind == PreemptionKind::QuotaReclaim;
+    for (victim, _) in settled.iter().filter(|(_, kind)| !reclaim(kind)) {
+        budget.remove(victim);
+    }
+    for (victim, kind) in settled.iter_mut() {
+        if reclaim(kind) && !only_reclaim(job, context, victim) && !budget.take_reclaim(victim) {
+            *kind = PreemptionKind::Priority;
+            budget.remove(victim);
         }
     }
+    (settled.iter())
+        .filter(|(victim, kind)| reclaim(kind) && only_reclaim(job, context, victim))
+        .all(|(victim, _)| budget.take_reclaim(victim))
+        .then_some(settled)
 }
 
 /// Removes a running job's pods from a what-if state.
@@ -351,7 +404,10 @@ impl PostFilter for Preemption {
             .values()
             .filter_map(|victim| {
                 let kind = self.kind(job, context, may_reclaim, victim)?;
-                let free_at = victim.started_ms.saturating_add(self.min_runtime_ms);
+                // Never one placed this instant, even without a minimum runtime: the
+                // rounds of one instant end (see `Scheduler::schedule`).
+                let free_at = (victim.started_ms.saturating_add(self.min_runtime_ms))
+                    .max(victim.started_ms + 1);
                 if context.now_ms < free_at {
                     protected_until = Some(protected_until.map_or(free_at, |t| t.min(free_at)));
                     return None;
@@ -416,17 +472,16 @@ impl PostFilter for Preemption {
         let mut landing = None;
         // A reclaim past the budget may still be a priority preemption's; the victims'
         // reasons are settled once the set is final.
-        let mut budget = ReclaimBudget::new(context);
+        let mut budget = ReclaimBudget::new(job, context);
         let fitted = candidates.into_iter().any(|candidate| {
             let (victim, kind) = candidate;
-            // Past the budget, a reclaim may be a priority preemption, but never of
-            // another isolated tenant's job within its quota.
-            if kind == PreemptionKind::QuotaReclaim
-                && !budget.take(victim)
-                && (victim.job.priority >= job.priority
-                    || of_another_isolated_tenant(context, victim))
-            {
-                return false;
+            if kind != PreemptionKind::QuotaReclaim {
+                budget.remove(victim);
+            } else if !budget.take_reclaim(victim) {
+                if only_reclaim(job, context, victim) {
+                    return false;
+                }
+                budget.remove(victim);
             }
             freed += victim.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, victim);
@@ -448,12 +503,22 @@ impl PostFilter for Preemption {
         // (cheaper ones taken first, beside what it cannot go near), then the others one
         // by one, latest taken first (a few checks at most: the greedy set is small when
         // it is found early).
-        spare_where(context, &mut chosen, &mut landing, |victim, landing| {
-            !victim.pools.iter().any(|&(pool, _)| pool == landing.pool)
-        });
-        spare_where(context, &mut chosen, &mut landing, |victim, landing| {
-            !(context.snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
-        });
+        spare_where(
+            job,
+            context,
+            &mut chosen,
+            &mut landing,
+            |victim, landing| !victim.pools.iter().any(|&(pool, _)| pool == landing.pool),
+        );
+        spare_where(
+            job,
+            context,
+            &mut chosen,
+            &mut landing,
+            |victim, landing| {
+                !(context.snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
+            },
+        );
         let mut index = chosen.len();
         let mut checks = 0;
         while index > 0 && checks < MAX_MINIMIZED {
@@ -461,7 +526,7 @@ impl PostFilter for Preemption {
             index -= 1;
             let mut fewer = chosen.clone();
             fewer.remove(index);
-            if let Some(found) = fits_with_only(context, &fewer) {
+            if let Some(found) = fits_with_only(job, context, &fewer) {
                 chosen = fewer;
                 landing = found;
             }
@@ -473,9 +538,11 @@ impl PostFilter for Preemption {
         if reclaimable_after(job, context, &chosen, landing.pool) {
             return nothing_now;
         }
-        settle_reclaims(job, context, &mut chosen);
+        let Some(settled) = settle_reclaims(job, context, &chosen) else {
+            return nothing_now;
+        };
         PostFilterResult::Preempt {
-            victims: chosen.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
+            victims: settled.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
         }
     }
 }

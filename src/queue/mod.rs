@@ -52,6 +52,18 @@ pub struct Waiting<'a> {
     pub unresolvable: bool,
 }
 
+/// The pools a tenant's waiting jobs asking for GPUs may use, as a mask that may name
+/// more pools than they do, never fewer (bit 63 stands for every pool past 62 as well).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolsWanted(u64);
+
+impl PoolsWanted {
+    /// Whether some waiting job may want GPUs of `pool`.
+    pub fn may_want(self, pool: PoolId) -> bool {
+        self.0 & 1 << pool.index().min(63) != 0
+    }
+}
+
 /// What the scheduler did with the job the queue offered.
 pub enum Attempted {
     Placed,
@@ -245,6 +257,13 @@ impl Queues {
     /// Pending jobs of one tenant.
     pub fn pending(&self, tenant: usize) -> usize {
         self.queues.get(tenant).map_or(0, TenantQueue::len)
+    }
+
+    /// Per tenant, the pools its waiting jobs asking for GPUs may use.
+    pub fn pools_wanted(&self) -> Vec<PoolsWanted> {
+        (self.queues.iter())
+            .map(|queue| PoolsWanted(queue.gpu_pools()))
+            .collect()
     }
 
     /// Adds a job to its tenant's queue in QueueSort order, not to be tried before

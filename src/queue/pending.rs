@@ -347,6 +347,11 @@ impl TenantQueue {
         self.chunks.iter().flat_map(|c| c.entries.iter())
     }
 
+    /// The pools its jobs asking for GPUs may use, as a mask (`super::pool_mask`).
+    pub fn gpu_pools(&self) -> u64 {
+        self.tree.sums.get(1).map_or(0, |whole| whole.pools)
+    }
+
     /// Adds a job after every job QueueSort puts before it or level with it.
     pub fn push(&mut self, pending: Pending, sort: &dyn QueueSort) {
         let after = |job: &Arc<Job>| sort.compare(job, &pending.job).is_le();

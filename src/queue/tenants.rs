@@ -371,15 +371,23 @@ impl Tenants {
     }
 
     /// Whether `milli` more milli-GPUs for `tenant` on `pool` would leave it borrowing
-    /// while another shared tenant is below its quota there: room the owner may reclaim
-    /// at once.
-    pub fn reclaimable(&self, tenant: usize, pool: PoolId, milli: u64) -> bool {
+    /// while another shared tenant is below its quota there with a job waiting for that
+    /// pool (`waiting(owner)`): room the owner may reclaim at once. An owner with nothing
+    /// waiting there reclaims only once it submits, as from any borrower.
+    pub fn reclaimable(
+        &self,
+        tenant: usize,
+        pool: PoolId,
+        milli: u64,
+        waiting: impl Fn(usize) -> bool,
+    ) -> bool {
         let used = self.used(tenant, pool).saturating_add(milli);
         used > self.quota(tenant, pool)
             && (0..self.len()).any(|owner| {
                 owner != tenant
                     && self.modes[owner] == TenantMode::Shared
                     && self.under_quota(owner, pool)
+                    && waiting(owner)
             })
     }
 
