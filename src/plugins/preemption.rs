@@ -16,19 +16,20 @@
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
-//! evicted in turn before it has run). A victim goes back to its queue and is tried again
-//! at once, where it may preempt in its turn. For a backfill head, the jobs backfilled
-//! past it are taken before any others; then lowest priority first, then least GPU-time
-//! lost, then most recently started, until the job fits on the state without them; then
-//! any victim whose removal is not needed is spared. Nothing is proposed unless the job
-//! was checked to fit, within its quota. Nothing is proposed either when that set would
-//! leave the preemptor's tenant borrowing more on a pool where another shared tenant
-//! is below its quota with a job waiting for the pool (a victim included): that owner
-//! could reclaim the job as soon as its minimum runtime ends, and the evictions would
-//! cycle (a borrowing head evicts its way in, is reclaimed, evicts again). The job then
-//! waits for room as any other. Where that rule refuses every
-//! set the candidates could form (or every subset of the greedy set), no placement is tried
-//! (or the set is not made minimal): on a crowded cluster most preemptors end there.
+//! evicted in turn before it has run). A victim that leaves at once (the simulator's) goes
+//! back to its queue and is tried again in the same instant, where it may preempt in its
+//! turn. For a backfill head, the jobs backfilled past it are taken before any others;
+//! then lowest priority first, then least GPU-time lost, then most recently started, until
+//! the job fits on the state without them; then any victim whose removal is not needed is
+//! spared. Nothing is proposed unless the job was checked to fit, within its quota.
+//! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
+//! more on a pool where another shared tenant is below its quota with a job waiting for
+//! the pool (a victim included): that owner could reclaim the job as soon as its minimum
+//! runtime ends, and the evictions would cycle (a borrowing head evicts its way in, is
+//! reclaimed, evicts again). The job then waits for room as any other. Where that rule
+//! refuses every set the candidates could form (or every subset of the greedy set), no
+//! placement is tried (or the set is not made minimal): on a crowded cluster most
+//! preemptors end there.
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
