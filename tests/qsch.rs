@@ -902,6 +902,99 @@ fn an_owner_with_nothing_waiting_stops_no_preemption_into_its_idle_quota() {
     }
 }
 
+/// A victim evicted earlier in the round counts as waiting for its pool: tenant x, back
+/// below its quota once J evicts its job, wants that room back, so K may not evict
+/// another job to borrow beside it (x would reclaim it at once). x's evicted job, tried
+/// again in the same instant, reclaims its quota from c, which borrows.
+#[test]
+fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
+    let spec = cluster(3, 4, 3, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("p", TenantMode::Shared, 4),
+        tenant("b", TenantMode::Shared, 0),
+        tenant("x", TenantMode::Shared, 4),
+        tenant("c", TenantMode::Shared, 4),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(1, 4, 1, 4, 0, 0));
+    s.submit(tjob(2, 4, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(tjob(3, 3, 1, 4, 0, 5));
+    assert_eq!(placed_jobs(&s.schedule(5 * SECOND)), ids(&[3]));
+    s.submit(tjob(10, 1, 1, 4, 5, 10)); // J
+    s.submit(tjob(11, 2, 1, 4, 5, 10)); // K
+    let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
+    let (victims, by, kind) = preemptions(&decisions)[0].clone();
+    assert_eq!((victims, by, kind), (ids(&[3]), JobId(10), PreemptionKind::Priority));
+    assert!(
+        (preemptions(&decisions).iter()).all(|(_, by, _)| *by != JobId(11)),
+        "{decisions:?}"
+    );
+    assert!(!is_running(&s, 11));
+    assert!(is_running(&s, 3), "x's job reclaimed its room");
+    check_accounting(&s);
+}
+
+/// Where victims hold their devices until their pods are gone (`kant run`), a victim on
+/// its way out counts as waiting for its pool, in the rounds after its eviction too: its
+/// controller will bring it back. K may not evict c's job to borrow beside x's idle quota
+/// while x's evicted job is still going.
+#[test]
+fn a_victim_still_going_stops_preemption_into_its_tenants_idle_quota() {
+    let spec = cluster(3, 4, 3, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("p", TenantMode::Shared, 4),
+        tenant("b", TenantMode::Shared, 0),
+        tenant("x", TenantMode::Shared, 4),
+        tenant("c", TenantMode::Shared, 4),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.hold_victims_until_gone();
+    s.submit(tjob(1, 4, 1, 4, 0, 0));
+    s.submit(tjob(2, 4, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(tjob(3, 3, 1, 4, 0, 5));
+    assert_eq!(placed_jobs(&s.schedule(5 * SECOND)), ids(&[3]));
+    s.submit(tjob(10, 1, 1, 4, 5, 10));
+    let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3]), JobId(10), PreemptionKind::Priority)]
+    );
+    s.submit(tjob(11, 2, 1, 4, 5, 20));
+    let decisions = s.schedule(20 * SECOND + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    check_accounting(&s);
+}
+
+/// A victim is a reclaim only if its tenant keeps its quota once every victim of it in the
+/// set is gone: tenant x (quota 3) runs 4 GPUs in jobs of 2, 1 and 1; p's job evicts the
+/// two jobs of 1, of lower priority. That leaves x at 2: both go for priority, neither as
+/// a reclaim of the 1 GPU x borrowed.
+#[test]
+fn no_victim_is_a_reclaim_where_its_tenants_other_victims_leave_it_below_quota() {
+    let spec = cluster(1, 6, 1, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("p", TenantMode::Shared, 4),
+        tenant("x", TenantMode::Shared, 3),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 2, 9, 0));
+    s.submit(tjob(3, 2, 1, 2, 1, 0));
+    s.submit(tjob(1, 2, 1, 1, 1, 1));
+    s.submit(tjob(2, 2, 1, 1, 1, 2));
+    assert_eq!(placed_jobs(&s.schedule(2 * SECOND)).len(), 4);
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(1));
+    s.submit(tjob(10, 1, 1, 2, 5, 10));
+    let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[1, 2]), JobId(10), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    check_accounting(&s);
+}
+
 /// A victim goes back to its queue and is tried again in the same instant: job 0, which
 /// accepts either GPU model, is evicted from an H100 node for job 9, and goes at once to
 /// the A100 node left free.

@@ -308,6 +308,9 @@ pub struct RunningJob {
     /// Placed as a backfill head (blocked past the threshold): it was served in its turn,
     /// not ahead of anyone, so no other head may evict it as backfilled.
     pub served_overdue: bool,
+    /// On its way out (a victim whose pods are still going, or pods found terminating):
+    /// it holds its devices, is charged to no tenant and is never a victim.
+    pub terminating: bool,
 }
 
 /// What a PostFilter plugin may look at to make room for a job.
@@ -320,7 +323,8 @@ pub struct PreemptionContext<'a> {
     /// going lets it in can help.
     pub admitted: bool,
     pub tenants: &'a Tenants,
-    /// Per tenant, the pools its waiting jobs may want GPUs of, as the round began.
+    /// Per tenant, the pools its waiting jobs may want GPUs of: as the round began, and
+    /// the pools of its jobs evicted since.
     pub pools_wanted: &'a [PoolsWanted],
     pub running: &'a HashMap<JobId, RunningJob>,
     /// The lowest priority among the running jobs.

@@ -274,11 +274,13 @@ impl Scheduler {
         self.state = state;
         let tenant = self.tenant_of(&job);
         match adopted {
-            Adopted::Running { preemptible } => {
+            Adopted::Running { .. } => {
                 let pools = self.pools_held(&plan);
-                self.start_running(job, tenant, pools, started_ms, preemptible);
+                self.start_running(job, tenant, pools, started_ms, adopted);
             }
-            Adopted::Terminating => self.start_running(job, tenant, Vec::new(), started_ms, false),
+            Adopted::Terminating => {
+                self.start_running(job, tenant, Vec::new(), started_ms, adopted);
+            }
         }
         self.capacity_epoch += 1;
         Ok(())
@@ -1063,7 +1065,8 @@ impl Scheduler {
         // A job whose binding is not yet confirmed is not a victim: its pods may not
         // even exist on their nodes yet.
         let pools = self.pools_held(&plan);
-        self.start_running(job.clone(), tenant, pools, now_ms, bound);
+        let adopted = Adopted::Running { preemptible: bound };
+        self.start_running(job.clone(), tenant, pools, now_ms, adopted);
         self.decisions.push(Decision::Placed {
             job: job.id,
             plan,
@@ -1079,7 +1082,7 @@ impl Scheduler {
         tenant: usize,
         pools: Vec<(PoolId, u64)>,
         started_ms: u64,
-        preemptible: bool,
+        adopted: Adopted,
     ) {
         for &(pool, milli) in &pools {
             self.tenants.charge(tenant, pool, milli as i64);
@@ -1092,8 +1095,9 @@ impl Scheduler {
                 tenant,
                 started_ms,
                 pools,
-                preemptible,
+                preemptible: adopted == (Adopted::Running { preemptible: true }),
                 served_overdue: false,
+                terminating: adopted == Adopted::Terminating,
             },
         );
     }
@@ -1200,6 +1204,11 @@ impl Scheduler {
                 Vec::new()
             };
             if let Some(evicted) = self.release(victim) {
+                // Its tenant wants its room back: no other job may now borrow it where
+                // that tenant could reclaim it at once (see the preemption plugin).
+                if let Some(wanted) = self.pools_wanted.get_mut(evicted.tenant) {
+                    wanted.add(&evicted.job);
+                }
                 if self.hold_victims {
                     self.terminating.push((evicted, placements));
                 } else {

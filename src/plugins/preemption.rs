@@ -181,14 +181,21 @@ fn fits_without(
     (context.fits)(state, &tenants_without(context, victims))
 }
 
-/// Whether `owner` had a job waiting for GPUs of `pool` as the round began.
+/// Whether `owner` has had a job waiting for GPUs of `pool` since the round began (or a
+/// victim of it since).
 fn waits_for(context: &PreemptionContext, owner: usize, pool: PoolId) -> bool {
     (context.pools_wanted.get(owner)).is_some_and(|wanted| wanted.may_want(pool))
 }
 
+/// Whether the job asks for GPUs and may have them on `pool`.
+fn wants(job: &Job, pool: PoolId) -> bool {
+    job.total_milli() > 0 && (job.pools.is_empty() || job.pools.contains(&pool))
+}
+
 /// Whether the job, placed in `pool` once `victims` are gone, would leave its tenant
 /// borrowing more than before there while another shared tenant is below its quota with
-/// a job waiting for the pool (a victim, back in its queue, included).
+/// a job waiting for the pool: one in its queue, or a victim (of this set, or one whose
+/// pods are still going, which its controller will bring back).
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
@@ -199,12 +206,10 @@ fn reclaimable_after(
     let need = job.total_milli();
     let before = context.tenants.used(context.tenant, pool);
     let waiting = |owner: usize| {
+        let owned_victim = |victim: &RunningJob| victim.tenant == owner && wants(&victim.job, pool);
         waits_for(context, owner, pool)
-            || victims.iter().any(|(victim, _)| {
-                victim.tenant == owner
-                    && victim.job.total_milli() > 0
-                    && (victim.job.pools.is_empty() || victim.job.pools.contains(&pool))
-            })
+            || victims.iter().any(|(victim, _)| owned_victim(victim))
+            || (context.running.values()).any(|job| job.terminating && owned_victim(job))
     };
     tenants.used(context.tenant, pool) + need > before
         && tenants.reclaimable(context.tenant, pool, need, waiting)
@@ -281,16 +286,16 @@ fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> 
     victim.job.priority >= job.priority || of_another_isolated_tenant(context, victim)
 }
 
-/// What the victims taken so far leave of each tenant's account, to judge whether the next
-/// may be a quota reclaim. A reclaim takes only what the victim's tenant borrows once its
-/// victims taken before are gone, whatever their reasons (so it keeps its quota and cannot
-/// reclaim in turn), and only for a job its own tenant's quota covers once that tenant's
-/// victims taken are gone (so the preemptor borrows nothing the victim's tenant could take
-/// back for priority: the two cannot evict each other in turn).
+/// What the victims counted leave of each tenant's account, to judge whether a victim may
+/// be a quota reclaim. A reclaim takes only what the victim's tenant borrows once every
+/// victim of that tenant counted is gone, whatever their reasons (so it keeps its quota
+/// and cannot reclaim in turn), and only for a job its own tenant's quota covers once that
+/// tenant's victims counted are gone (so the preemptor borrows nothing the victim's tenant
+/// could take back for priority: the two cannot evict each other in turn).
 struct ReclaimBudget<'a> {
     job: &'a Job,
     context: &'a PreemptionContext<'a>,
-    /// Milli-GPUs of the victims taken, per (tenant, pool).
+    /// Milli-GPUs of the victims counted, per (tenant, pool).
     removed: Vec<(usize, PoolId, u64)>,
 }
 
@@ -319,13 +324,15 @@ impl<'a> ReclaimBudget<'a> {
         }
     }
 
-    /// Takes the victim as a reclaim if it may be one; false (nothing taken) if not.
-    fn take_reclaim(&mut self, victim: &RunningJob) -> bool {
+    /// Whether the victim may be a reclaim once it and the victims counted are gone
+    /// (`counted`: it is one of them).
+    fn allows_reclaim(&self, victim: &RunningJob, counted: bool) -> bool {
         let tenants = self.context.tenants;
         let preemptor = self.context.tenant;
         let need = self.job.total_milli();
         let borrowed = victim.pools.iter().all(|&(pool, milli)| {
-            self.removed(victim.tenant, pool) + milli <= tenants.borrowed(victim.tenant, pool)
+            let gone = self.removed(victim.tenant, pool) + if counted { 0 } else { milli };
+            gone <= tenants.borrowed(victim.tenant, pool)
         });
         let owed = |pool: PoolId| {
             (tenants.quota(preemptor, pool) + self.removed(preemptor, pool))
@@ -336,40 +343,33 @@ impl<'a> ReclaimBudget<'a> {
                 && (self.job.pools.is_empty() || self.job.pools.contains(&pool))
                 && need <= owed(pool)
         });
-        if !(borrowed && covered) {
-            return false;
-        }
-        self.remove(victim);
-        true
+        borrowed && covered
     }
 }
 
-/// The reasons of a final set of victims, judged on it alone (the search may have counted
-/// victims it then spared); `None` if a victim only a reclaim may take cannot be one.
-/// Victims preempted for priority or backfill count first, whatever their tenants' quotas;
-/// then each that may be a reclaim and a priority preemption is a reclaim if it may be,
-/// else preempted for priority; then those only a reclaim may take.
+/// The reasons of a final set of victims, judged on the whole set (the search may have
+/// counted victims it then spared, and counts a reclaim before the victims after it):
+/// `None` if a victim only a reclaim may take cannot be one; a victim that may be a
+/// reclaim or a priority preemption is a reclaim if it may be.
 fn settle_reclaims<'v>(
     job: &Job,
     context: &PreemptionContext,
     chosen: &[(&'v RunningJob, PreemptionKind)],
 ) -> Option<Vec<(&'v RunningJob, PreemptionKind)>> {
     let mut budget = ReclaimBudget::new(job, context);
-    let mut settled = chosen.to_vec();
-    let reclaim = |kind: &PreemptionKind| *kind == PreemptionKind::QuotaReclaim;
-    for (victim, _) in settled.iter().filter(|(_, kind)| !reclaim(kind)) {
+    for (victim, _) in chosen {
         budget.remove(victim);
     }
-    for (victim, kind) in settled.iter_mut() {
-        if reclaim(kind) && !only_reclaim(job, context, victim) && !budget.take_reclaim(victim) {
+    let mut settled = chosen.to_vec();
+    for (victim, kind) in &mut settled {
+        if *kind == PreemptionKind::QuotaReclaim && !budget.allows_reclaim(victim, true) {
+            if only_reclaim(job, context, victim) {
+                return None;
+            }
             *kind = PreemptionKind::Priority;
-            budget.remove(victim);
         }
     }
-    (settled.iter())
-        .filter(|(victim, kind)| reclaim(kind) && only_reclaim(job, context, victim))
-        .all(|(victim, _)| budget.take_reclaim(victim))
-        .then_some(settled)
+    Some(settled)
 }
 
 /// Removes a running job's pods from a what-if state.
@@ -476,14 +476,13 @@ impl PostFilter for Preemption {
         let mut budget = ReclaimBudget::new(job, context);
         let fitted = candidates.into_iter().any(|candidate| {
             let (victim, kind) = candidate;
-            if kind != PreemptionKind::QuotaReclaim {
-                budget.remove(victim);
-            } else if !budget.take_reclaim(victim) {
-                if only_reclaim(job, context, victim) {
-                    return false;
-                }
-                budget.remove(victim);
+            if kind == PreemptionKind::QuotaReclaim
+                && !budget.allows_reclaim(victim, false)
+                && only_reclaim(job, context, victim)
+            {
+                return false;
             }
+            budget.remove(victim);
             freed += victim.pools.iter().map(|(_, m)| m).sum::<u64>();
             remove(&mut state, victim);
             chosen.push(candidate);

@@ -62,6 +62,13 @@ impl PoolsWanted {
     pub fn may_want(self, pool: PoolId) -> bool {
         self.0 & 1 << pool.index().min(63) != 0
     }
+
+    /// Counts `job` as waiting too.
+    pub fn add(&mut self, job: &Job) {
+        if job.total_milli() > 0 {
+            self.0 |= pool_mask(&job.pools);
+        }
+    }
 }
 
 /// What the scheduler did with the job the queue offered.
