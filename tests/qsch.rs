@@ -925,7 +925,10 @@ fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
     s.submit(tjob(11, 2, 1, 4, 5, 10)); // K
     let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
     let (victims, by, kind) = preemptions(&decisions)[0].clone();
-    assert_eq!((victims, by, kind), (ids(&[3]), JobId(10), PreemptionKind::Priority));
+    assert_eq!(
+        (victims, by, kind),
+        (ids(&[3]), JobId(10), PreemptionKind::Priority)
+    );
     assert!(
         (preemptions(&decisions).iter()).all(|(_, by, _)| *by != JobId(11)),
         "{decisions:?}"

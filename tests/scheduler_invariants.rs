@@ -543,11 +543,13 @@ impl World {
             .collect();
         let decisions = self.s.schedule(self.now);
         let mut placed_now = HashSet::new();
+        // Victims not held are back in their queues, and may be placed again at once.
+        let mut evicted = HashSet::new();
         for decision in &decisions {
             match decision {
                 Decision::Placed { job, plan, bound } => {
                     assert!(
-                        pending_before.contains(job),
+                        pending_before.contains(job) || evicted.remove(job),
                         "{job:?} placed but was not pending: {decisions:?}"
                     );
                     assert!(placed_now.insert(*job), "{job:?} placed twice in a round");
@@ -593,21 +595,24 @@ impl World {
                                 })
                                 .collect();
                             self.terminating.insert(*victim, placements);
+                        } else {
+                            evicted.insert(*victim);
                         }
                         self.partial.remove(victim);
                     }
                 }
                 Decision::Requeued { job, .. } => {
                     assert!(
-                        pending_before.contains(job),
+                        pending_before.contains(job) || evicted.contains(job),
                         "{job:?} requeued, not pending"
                     );
                 }
             }
         }
-        // Held victims stay running (terminating); others are back in their queues.
+        // Held victims stay running (terminating); others are back in their queues, or
+        // placed again after their eviction.
         let pending = self.pending_ids();
-        for decision in &decisions {
+        for (at, decision) in decisions.iter().enumerate() {
             if let Decision::Placed { job, plan, .. } = decision
                 && self.s.running().contains_key(job)
                 && !self.terminating.contains_key(job)
@@ -622,8 +627,11 @@ impl World {
                     if self.setup.hold_victims {
                         assert!(!pending.contains(victim), "a held victim is not requeued");
                     } else {
+                        let placed_again = decisions[at..]
+                            .iter()
+                            .any(|d| matches!(d, Decision::Placed { job, .. } if job == victim));
                         assert!(
-                            !self.s.running().contains_key(victim),
+                            placed_again || !self.s.running().contains_key(victim),
                             "{victim:?} still runs"
                         );
                     }
