@@ -129,7 +129,8 @@ pub struct Scheduler {
     /// Room held for a backfill head, which kept some job out, was returned since the
     /// current round began.
     room_returned: bool,
-    /// Per tenant, the pools its waiting jobs may want GPUs of, as the round began.
+    /// Per tenant, the pools its waiting jobs may want GPUs of: as the round began, and
+    /// the pools of its jobs evicted since.
     pools_wanted: Vec<PoolsWanted>,
     decisions: Vec<Decision>,
 }
@@ -525,8 +526,8 @@ impl Scheduler {
         // Room a backfill head held and gave back during a round is capacity freed for the
         // jobs it kept out, those tried before it in that round too: they get another. So
         // do the victims evicted in a round, back in their queues: room elsewhere may hold
-        // them now. A job placed at `now_ms` is no victim before it ends (preemption), so
-        // each round that evicts leaves fewer jobs that could be.
+        // them now. A job placed at `now_ms` is no victim in that instant (see the
+        // preemption plugin), so each round that evicts leaves fewer jobs that could be.
         loop {
             self.room_returned = false;
             self.pools_wanted = queues.pools_wanted();

@@ -209,7 +209,8 @@ fn reclaimable_after(
         let owned_victim = |victim: &RunningJob| victim.tenant == owner && wants(&victim.job, pool);
         waits_for(context, owner, pool)
             || victims.iter().any(|(victim, _)| owned_victim(victim))
-            || (context.running.values()).any(|job| job.terminating && owned_victim(job))
+            || (context.running.values())
+                .any(|running| running.terminating && owned_victim(running))
     };
     tenants.used(context.tenant, pool) + need > before
         && tenants.reclaimable(context.tenant, pool, need, waiting)
@@ -408,7 +409,7 @@ impl PostFilter for Preemption {
                 // Never one placed this instant, even without a minimum runtime: the
                 // rounds of one instant end (see `Scheduler::schedule`).
                 let free_at = (victim.started_ms.saturating_add(self.min_runtime_ms))
-                    .max(victim.started_ms + 1);
+                    .max(victim.started_ms.saturating_add(1));
                 if context.now_ms < free_at {
                     protected_until = Some(protected_until.map_or(free_at, |t| t.min(free_at)));
                     return None;
