@@ -902,12 +902,9 @@ fn an_owner_with_nothing_waiting_stops_no_preemption_into_its_idle_quota() {
     }
 }
 
-/// A victim evicted earlier in the round counts as waiting for its pool: tenant x, back
-/// below its quota once J evicts its job, wants that room back, so K may not evict
-/// another job to borrow beside it (x would reclaim it at once). x's evicted job, tried
-/// again in the same instant, reclaims its quota from c, which borrows.
-#[test]
-fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
+/// Three nodes of 4 GPUs, one per job: tenant c (quota 4) runs jobs 1 and 2, borrowing
+/// 4, and tenant x (quota 4) job 3; tenants p (quota 4) and b (quota 0) have nothing.
+fn x_within_quota_beside_a_borrower(hold_victims: bool) -> Scheduler {
     let spec = cluster(3, 4, 3, LinkProfile::NvlinkAll);
     let configs = [
         tenant("p", TenantMode::Shared, 4),
@@ -916,11 +913,24 @@ fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
         tenant("c", TenantMode::Shared, 4),
     ];
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    if hold_victims {
+        s.hold_victims_until_gone();
+    }
     s.submit(tjob(1, 4, 1, 4, 0, 0));
     s.submit(tjob(2, 4, 1, 4, 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
     s.submit(tjob(3, 3, 1, 4, 0, 5));
     assert_eq!(placed_jobs(&s.schedule(5 * SECOND)), ids(&[3]));
+    s
+}
+
+/// A victim evicted earlier in the round counts as waiting for its pool: tenant x, back
+/// below its quota once J evicts its job, wants that room back, so K may not evict
+/// another job to borrow beside it (x would reclaim it at once). x's evicted job, tried
+/// again in the same instant, reclaims its quota from c, which borrows.
+#[test]
+fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
+    let mut s = x_within_quota_beside_a_borrower(false);
     s.submit(tjob(10, 1, 1, 4, 5, 10)); // J
     s.submit(tjob(11, 2, 1, 4, 5, 10)); // K
     let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
@@ -944,20 +954,7 @@ fn a_job_evicted_in_the_round_stops_preemption_into_its_tenants_idle_quota() {
 /// while x's evicted job is still going.
 #[test]
 fn a_victim_still_going_stops_preemption_into_its_tenants_idle_quota() {
-    let spec = cluster(3, 4, 3, LinkProfile::NvlinkAll);
-    let configs = [
-        tenant("p", TenantMode::Shared, 4),
-        tenant("b", TenantMode::Shared, 0),
-        tenant("x", TenantMode::Shared, 4),
-        tenant("c", TenantMode::Shared, 4),
-    ];
-    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
-    s.hold_victims_until_gone();
-    s.submit(tjob(1, 4, 1, 4, 0, 0));
-    s.submit(tjob(2, 4, 1, 4, 0, 0));
-    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
-    s.submit(tjob(3, 3, 1, 4, 0, 5));
-    assert_eq!(placed_jobs(&s.schedule(5 * SECOND)), ids(&[3]));
+    let mut s = x_within_quota_beside_a_borrower(true);
     s.submit(tjob(10, 1, 1, 4, 5, 10));
     let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
     assert_eq!(
