@@ -15,7 +15,7 @@ use kant::framework::{Bind, Code, Decision, JobPlan, Plugin, PreemptionKind, Pro
 use kant::framework::{SearchMode, Status};
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, GroupId, Job, JobId, LeafPath, LinkProfile,
-    NodeId, NodeRow, PoolId, TenantId,
+    NodeId, NodeRow, PoolId, TenantId, Tier, TopologyNeed,
 };
 use kant::queue::{QueueingPolicy, TenantConfig, TenantMode, Tenants};
 use proptest::prelude::*;
@@ -1339,6 +1339,34 @@ fn a_gang_whose_cpu_no_set_of_nodes_holds_together_blocks_no_queue_and_holds_no_
             "{policy:?}: {message}"
         );
     }
+}
+
+#[test]
+fn a_gang_without_gpus_no_domain_of_its_required_tier_holds_blocks_no_queue() {
+    // Two leaves of one node of 128 CPUs. Two pods without GPUs of 100 CPUs each never
+    // share a node, so no one leaf holds them both: a gang of them that requires a leaf
+    // can never run. The same gang requiring no tier spreads over both leaves.
+    let spec = cluster(2, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::StrictFifo), None),
+        spec,
+    );
+    let cpu_bound = |id, submit_s| asking_cpu(job(id, 2, GpuRequest::NONE, 0, submit_s), 100_000);
+    s.submit(Job {
+        topology: Some(TopologyNeed {
+            tier: Tier::Leaf,
+            required: true,
+        }),
+        ..cpu_bound(0, 0)
+    });
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    s.submit(cpu_bound(1, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[1]));
+    let message = s.diagnose(JobId(0), SECOND).expect("pending").message();
+    assert!(
+        message.contains("no one domain of its required tier"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -351,15 +351,49 @@ pub fn some_domain_could_hold(
             })
         });
     }
-    let mut members: Vec<(PoolId, u64, GroupId)> = pools
+    domain_groups(spec, pools, tier)
+        .chunk_by(|a, b| a.0 == b.0)
+        .any(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.1), usable)))
+}
+
+/// Whether `holds` says yes of the nodes of some domain of `tier` in `pools` (each domain
+/// one pool's part of it).
+pub fn some_domain_holds(
+    spec: &ClusterSpec,
+    pools: &[PoolId],
+    tier: Tier,
+    mut holds: impl FnMut(&mut dyn Iterator<Item = NodeId>) -> bool,
+) -> bool {
+    if tier == Tier::Hbd {
+        return (0..spec.hbds.len() as u32).any(|h| {
+            pools
+                .iter()
+                .any(|&pool| holds(&mut hbd_nodes_in(spec, h, pool)))
+        });
+    }
+    domain_groups(spec, pools, tier)
+        .chunk_by(|a, b| a.0 == b.0)
+        .any(|domain| {
+            let nodes = domain.iter().flat_map(|m| &spec.group(m.1).nodes);
+            holds(&mut nodes.copied())
+        })
+}
+
+/// The search groups of `pools` inside a domain of `tier` (a leaf, spine or superspine;
+/// groups outside every leaf are in none), each with its domain, one pool's part of it,
+/// sorted by domain.
+fn domain_groups(
+    spec: &ClusterSpec,
+    pools: &[PoolId],
+    tier: Tier,
+) -> Vec<((PoolId, u64), GroupId)> {
+    let mut members: Vec<((PoolId, u64), GroupId)> = pools
         .iter()
         .flat_map(|&p| spec.pool(p).groups.iter().map(move |&g| (p, g)))
-        .filter_map(|(p, g)| Some((p, spec.enclosing_domain(g, tier)?, g)))
+        .filter_map(|(p, g)| Some(((p, spec.enclosing_domain(g, tier)?), g)))
         .collect();
     members.sort_unstable();
     members
-        .chunk_by(|a, b| (a.0, a.1) == (b.0, b.1))
-        .any(|domain| shape.fits(&group_node_sizes(spec, domain.iter().map(|m| m.2), usable)))
 }
 
 /// The nodes of one pool inside a scale-up domain.

@@ -17,7 +17,9 @@ use crate::model::{
 };
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
-use super::search::{could_not_hold, node_sizes, some_domain_could_hold, tightest_possible_tier};
+use super::search::{
+    could_not_hold, node_sizes, some_domain_could_hold, some_domain_holds, tightest_possible_tier,
+};
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
 /// What the nodes a job may use could ever hold, all free: judged once per cluster shape.
@@ -57,7 +59,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     let pools = pools_for(job, snapshot);
     let shape = JobShape::of(job);
     let spec = snapshot.spec();
-    let judged = judged_nodes(profile, job, snapshot, cycle, pools);
+    let judged = judged_nodes(profile, job, snapshot, cycle, pools, true);
     let may_use = judged.as_ref().map(|(may_use, _)| may_use.as_slice());
     let usable = UsableGpus::of(spec, pools, may_use, alike_gpu_pods(job));
     let tightest = match gang {
@@ -97,6 +99,10 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     let never = never
         .or_else(|| gang.then(|| packing_shortfall(job, spec, pools, may_use)).flatten())
         .or_else(|| {
+            let need = required.filter(|_| gang && job.pods.iter().all(|p| p.gpu.is_none()))?;
+            gang_without_gpus_short(profile, job, snapshot, cycle, pools, need.tier)
+        })
+        .or_else(|| {
             let (need, usable) = required.zip(usable.as_ref())?;
             (!some_domain_could_hold(&shape, snapshot, pools, need.tier, Some(usable))).then(|| {
                 explained(match gang {
@@ -112,21 +118,56 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     }
 }
 
-/// Per node of the cluster, whether some GPU pod of the job may use it, and the refusals,
-/// as the filters that judge nodes by their spec find; `None` when none of them does.
+/// Per node of the cluster, whether some pod of the job with GPUs (`gpu_pods`) or without
+/// may use it, and the refusals, as the filters that judge nodes by their spec find;
+/// `None` when none of them does.
 fn judged_nodes(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     cycle: &CycleState,
     pools: &[PoolId],
+    gpu_pods: bool,
 ) -> Option<(Vec<bool>, Diagnosis)> {
     let judges: Vec<&Arc<dyn Filter>> = profile
         .filters
         .iter()
         .filter(|f| f.judges_spec(job, snapshot.spec(), cycle))
         .collect();
-    (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, pools, &judges))
+    (!judges.is_empty()).then(|| usable_nodes(job, snapshot, cycle, pools, &judges, gpu_pods))
+}
+
+/// Why a gang whose pods all ask no GPU, and that requires `tier`, could never be placed:
+/// no one domain of that tier, of the nodes its pods may use, holds all of them at once
+/// (kind of pod by kind of pod, as [`packing_shortfall`] counts them). The search keeps
+/// such a gang to one domain; without this it would wait for good.
+fn gang_without_gpus_short(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    cycle: &CycleState,
+    pools: &[PoolId],
+    tier: Tier,
+) -> Option<String> {
+    let spec = snapshot.spec();
+    let judged = judged_nodes(profile, job, snapshot, cycle, pools, false);
+    let kinds = pod_kinds(job);
+    let holds = some_domain_holds(spec, pools, tier, |nodes| {
+        let may_use = |n: &NodeId| {
+            judged
+                .as_ref()
+                .is_none_or(|(may_use, _)| may_use[n.index()])
+        };
+        let usable: Vec<&NodeSpec> = nodes.filter(may_use).map(|n| spec.node(n)).collect();
+        (kinds.iter())
+            .all(|(pod, wanted)| held_at_once(usable.iter().copied(), pod, *wanted) >= *wanted)
+    });
+    let why = "no one domain of its required tier, of the nodes its pods may use, can ever hold \
+               all of the gang's pods at once";
+    (!holds).then(|| match judged {
+        Some((_, refusals)) => format!("{why}: {}", refusals.message()),
+        None => why.to_owned(),
+    })
 }
 
 /// The GPUs of each node of its pools a single pod could use, as the filters that judge
@@ -139,7 +180,7 @@ pub fn single_pod_usable(
     cycle: &CycleState,
 ) -> Option<UsableGpus> {
     let pools = pools_for(job, snapshot);
-    let judged = judged_nodes(profile, job, snapshot, cycle, pools)?;
+    let judged = judged_nodes(profile, job, snapshot, cycle, pools, true)?;
     UsableGpus::of(snapshot.spec(), pools, Some(&judged.0), None)
 }
 
@@ -293,15 +334,7 @@ fn packing_shortfall(
     pools: &[PoolId],
     may_use: Option<&[bool]>,
 ) -> Option<String> {
-    let mut kinds: Vec<(PodRequest, u64)> = Vec::new();
-    let mut kind_of: HashMap<PodRequest, usize> = HashMap::new();
-    for pod in &job.pods {
-        let kind = *kind_of.entry(*pod).or_insert_with(|| {
-            kinds.push((*pod, 0));
-            kinds.len() - 1
-        });
-        kinds[kind].1 += 1;
-    }
+    let kinds = pod_kinds(job);
     let (launchers, workers): (Vec<_>, Vec<_>) =
         kinds.iter().partition(|(pod, _)| pod.gpu.is_none());
     let one_launcher_beside_workers = match (&launchers[..], &workers[..]) {
@@ -358,6 +391,20 @@ fn packing_shortfall(
         "the nodes its pods may use hold at most {held} of its {wanted} pods {gpus}{beside} at once{one_pool}, \
          for the CPU, memory, ephemeral storage or pods each node allocates"
     ))
+}
+
+/// The job's pods by kind (pods asking alike), each with how many ask it, in order.
+fn pod_kinds(job: &Job) -> Vec<(PodRequest, u64)> {
+    let mut kinds: Vec<(PodRequest, u64)> = Vec::new();
+    let mut kind_of: HashMap<PodRequest, usize> = HashMap::new();
+    for pod in &job.pods {
+        let kind = *kind_of.entry(*pod).or_insert_with(|| {
+            kinds.push((*pod, 0));
+            kinds.len() - 1
+        });
+        kinds[kind].1 += 1;
+    }
+    kinds
 }
 
 /// Of a gang's pods, `held` of the `wanted` asking `pod` fit at once, too few.
@@ -425,14 +472,15 @@ fn held_at_once<'a>(
     held
 }
 
-/// Per node of the cluster, whether some GPU pod of the job may use it; and the refusals,
-/// counted per reason over the nodes of its pools.
+/// Per node of the cluster, whether some pod of the job with GPUs (`gpu_pods`) or without
+/// may use it; and the refusals, counted per reason over the nodes of its pools.
 fn usable_nodes(
     job: &Job,
     snapshot: &ClusterState,
     cycle: &CycleState,
     pools: &[PoolId],
     judges: &[&Arc<dyn Filter>],
+    gpu_pods: bool,
 ) -> (Vec<bool>, Diagnosis) {
     let spec = snapshot.spec();
     // Pods next to each other with the same node rules are judged once.
@@ -443,7 +491,7 @@ fn usable_nodes(
             (Some(a), Some(b)) => std::ptr::eq(a, b),
             (a, b) => a.is_none() && b.is_none(),
         };
-        if !request.gpu.is_none() && !pods.last().is_some_and(same_rules) {
+        if request.gpu.is_none() != gpu_pods && !pods.last().is_some_and(same_rules) {
             pods.push(index);
         }
     }
