@@ -967,6 +967,41 @@ fn a_victim_still_going_stops_preemption_into_its_tenants_idle_quota() {
     check_accounting(&s);
 }
 
+/// A tenant's own victims free its quota for a reclaim only where its job lands: one
+/// elsewhere would go back to free room at once. Tenant t (quota 8) runs 1 GPU on a node
+/// of 4; d (quota 0) borrows the node of 8 at the priority of t's job of 8. Evicting t's
+/// job of 1 would make t owed 8 on paper only: nothing is preempted.
+#[test]
+fn a_tenants_own_victim_elsewhere_does_not_make_room_in_its_quota_for_a_reclaim() {
+    let mut builder = ClusterSpecBuilder::new();
+    for (i, gpus) in [8, 4].into_iter().enumerate() {
+        let row = NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus,
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let configs = [
+        tenant("t", TenantMode::Shared, 8),
+        tenant("d", TenantMode::Shared, 0),
+    ];
+    let spec = Arc::new(builder.build());
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 2, 1, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 1, 1, 1, 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[1]));
+    s.submit(tjob(2, 1, 1, 8, 10, 10));
+    let decisions = s.schedule(10 * SECOND + MIN_RUNTIME);
+    assert!(preemptions(&decisions).is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 0) && is_running(&s, 1));
+    check_accounting(&s);
+}
+
 /// A victim is a reclaim only if its tenant keeps its quota once every victim of it in the
 /// set is gone: tenant x (quota 3) runs 4 GPUs in jobs of 2, 1 and 1; p's job evicts the
 /// two jobs of 1, of lower priority. That leaves x at 2: both go for priority, neither as

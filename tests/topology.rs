@@ -301,7 +301,10 @@ fn a_gang_without_gpus_never_crosses_its_required_tier() {
     assert_eq!(nodes_of(&s, JobId(1)), HashSet::from([NodeId(0)]));
     // It can never be placed, and is told why.
     let message = s.diagnose(JobId(0), 0).expect("pending").message();
-    assert!(message.contains("no one domain of its required tier"), "{message}");
+    assert!(
+        message.contains("no one domain of its required tier"),
+        "{message}"
+    );
     assert!(message.contains("taint"), "{message}");
 }
 

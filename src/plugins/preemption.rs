@@ -251,12 +251,13 @@ fn fits_with_only(
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
 ) -> Option<Landing> {
-    settle_reclaims(job, context, victims)?;
     let mut state = context.snapshot.snapshot();
     for (victim, _) in victims {
         remove(&mut state, victim);
     }
-    fits_without(context, victims, &state)
+    let landing = fits_without(context, victims, &state)?;
+    settle_reclaims(job, context, victims, &landing)?;
+    Some(landing)
 }
 
 /// Spares at once every victim that `spared` (given where the job lands) says it may not
@@ -292,19 +293,23 @@ fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> 
 /// victim of that tenant counted is gone, whatever their reasons (so it keeps its quota
 /// and cannot reclaim in turn), and only for a job its own tenant's quota covers once that
 /// tenant's victims counted are gone (so the preemptor borrows nothing the victim's tenant
-/// could take back for priority: the two cannot evict each other in turn).
+/// could take back for priority: the two cannot evict each other in turn). Where the job
+/// lands is known, only the preemptor's own victims on its nodes count for its tenant: one
+/// elsewhere would only go back to its queue and to the room it left.
 struct ReclaimBudget<'a> {
     job: &'a Job,
     context: &'a PreemptionContext<'a>,
+    landing: Option<&'a Landing>,
     /// Milli-GPUs of the victims counted, per (tenant, pool).
     removed: Vec<(usize, PoolId, u64)>,
 }
 
 impl<'a> ReclaimBudget<'a> {
-    fn new(job: &'a Job, context: &'a PreemptionContext<'a>) -> Self {
+    fn new(job: &'a Job, context: &'a PreemptionContext<'a>, landing: Option<&'a Landing>) -> Self {
         Self {
             job,
             context,
+            landing,
             removed: Vec::new(),
         }
     }
@@ -317,6 +322,13 @@ impl<'a> ReclaimBudget<'a> {
 
     /// Counts the victim gone, whatever its reason.
     fn remove(&mut self, victim: &RunningJob) {
+        let snapshot = self.context.snapshot;
+        let elsewhere = |landing: &Landing| {
+            !(snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
+        };
+        if victim.tenant == self.context.tenant && self.landing.is_some_and(elsewhere) {
+            return;
+        }
         for &(pool, milli) in &victim.pools {
             match (self.removed.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
                 Some(r) => r.2 += milli,
@@ -348,16 +360,17 @@ impl<'a> ReclaimBudget<'a> {
     }
 }
 
-/// The reasons of a final set of victims, judged on the whole set (the search may have
-/// counted victims it then spared, and counts a reclaim before the victims after it):
-/// `None` if a victim only a reclaim may take cannot be one; a victim that may be a
-/// reclaim or a priority preemption is a reclaim if it may be.
+/// The reasons of a final set of victims, the job landing at `landing`, judged on the
+/// whole set (the search may have counted victims it then spared, and counts a reclaim
+/// before the victims after it): `None` if a victim only a reclaim may take cannot be one;
+/// a victim that may be a reclaim or a priority preemption is a reclaim if it may be.
 fn settle_reclaims<'v>(
     job: &Job,
     context: &PreemptionContext,
     chosen: &[(&'v RunningJob, PreemptionKind)],
+    landing: &Landing,
 ) -> Option<Vec<(&'v RunningJob, PreemptionKind)>> {
-    let mut budget = ReclaimBudget::new(job, context);
+    let mut budget = ReclaimBudget::new(job, context, Some(landing));
     for (victim, _) in chosen {
         budget.remove(victim);
     }
@@ -473,8 +486,9 @@ impl PostFilter for Preemption {
         let mut freed = free_now;
         let mut landing = None;
         // A reclaim past the budget may still be a priority preemption's; the victims'
-        // reasons are settled once the set is final.
-        let mut budget = ReclaimBudget::new(job, context);
+        // reasons are settled once the set is final, and where the job lands known (the
+        // search counts the preemptor's own victims wherever they are).
+        let mut budget = ReclaimBudget::new(job, context, None);
         let fitted = candidates.into_iter().any(|candidate| {
             let (victim, kind) = candidate;
             if kind == PreemptionKind::QuotaReclaim
@@ -539,7 +553,7 @@ impl PostFilter for Preemption {
         if reclaimable_after(job, context, &chosen, landing.pool) {
             return nothing_now;
         }
-        let Some(settled) = settle_reclaims(job, context, &chosen) else {
+        let Some(settled) = settle_reclaims(job, context, &chosen, &landing) else {
             return nothing_now;
         };
         PostFilterResult::Preempt {
