@@ -3,7 +3,7 @@
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
 //!   blocked, of no higher priority.
 //! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
-//!   victims are gone), jobs of other tenants that borrow on that pool, whatever their
+//!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that pool, whatever their
 //!   priority, as long as their tenant keeps at least its quota without them and its
 //!   other victims (only borrowed room is taken back, so reclaims never cascade; and the
 //!   preemptor borrows nothing its victims' tenant could take back for priority, so the
