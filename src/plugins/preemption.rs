@@ -320,7 +320,8 @@ impl<'a> ReclaimBudget<'a> {
             .map_or(0, |r| r.2)
     }
 
-    /// Counts the victim gone, whatever its reason.
+    /// Counts the victim gone, whatever its reason (one of the preemptor's own only where
+    /// the job lands, once that is known).
     fn remove(&mut self, victim: &RunningJob) {
         let snapshot = self.context.snapshot;
         let elsewhere = |landing: &Landing| {
