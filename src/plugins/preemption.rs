@@ -352,11 +352,10 @@ impl<'a> ReclaimBudget<'a> {
             (tenants.quota(preemptor, pool) + self.removed(preemptor, pool))
                 .saturating_sub(tenants.used(preemptor, pool))
         };
-        let covered = victim.pools.iter().any(|&(pool, milli)| {
-            milli > 0
-                && (self.job.pools.is_empty() || self.job.pools.contains(&pool))
-                && need <= owed(pool)
-        });
+        let covered = victim
+            .pools
+            .iter()
+            .any(|&(pool, milli)| milli > 0 && wants(self.job, pool) && need <= owed(pool));
         borrowed && covered
     }
 }
