@@ -770,6 +770,41 @@ async fn a_leader_finds_another_shard_scheduling_its_gpu_models() {
     b.stop().await;
 }
 
+/// A pod naming `L40S|H100`, where L40S nodes exist but no shard is configured for L40S
+/// (no Lease claims it), is placed by the H100 shard once its leader has read the Leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_naming_a_model_no_shard_schedules_is_placed_by_the_shard_of_another() {
+    let server = ApiServer::start().await;
+    server.create(&node("h100-0", 8));
+    let mut l40s = node("l40s-0", 8);
+    (l40s.metadata.labels.as_mut().unwrap()).insert("nvidia.com/gpu.product".into(), "L40S".into());
+    server.create(&l40s);
+    let mut options = replica("replica-h100");
+    options.world.shard = "h100".into();
+    options.world.shard_models = vec!["H100".into()];
+    let term = json!({"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["L40S", "H100"]}]});
+    let either = pod(
+        "either",
+        json!({"spec": {
+            "containers": [{"name": "main", "image": "trainer",
+                            "resources": {"limits": {"nvidia.com/gpu": "4"}}}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [term]}}}}}),
+    );
+    server.create(&either);
+    let kant = Kant::start_with(&server, options).await;
+    eventually("the pod is bound", || bound_pods(&server).len() == 1).await;
+    let node = bound_pods(&server)[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .node_name
+        .clone();
+    assert_eq!(node.as_deref(), Some("h100-0"));
+    kant.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads() {
     let server = ApiServer::start().await;

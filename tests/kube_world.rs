@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 use kant::kube::world::{Input, Output, World, WorldOptions};
+use kant::kube::{ShardClaim, ShardSeen};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 
@@ -1538,6 +1539,71 @@ fn a_pod_naming_two_shards_models_is_placed_by_one() {
         0,
         "withdrawn from the H100 shard"
     );
+}
+
+/// What a leader reads on the shards' Leases: a shard (named after its model) configured
+/// for `models`, led or not.
+fn shards_seen(models: &[&str]) -> Input {
+    let seen = |model: &&str| ShardSeen {
+        lease: format!("kant-scheduler-{}", model.to_lowercase()),
+        claim: ShardClaim {
+            scheduler_name: "kant-scheduler".into(),
+            gpu_models: vec![model.to_string()],
+            default_shard: false,
+        },
+        leading: false,
+    };
+    Input::Shards(models.iter().map(seen).collect())
+}
+
+/// A pod naming two GPU models whose first has nodes but no shard configured for it (no
+/// Lease claims it) goes, once the Leases are read, to the shard of the second, and comes
+/// back to the first's once a shard of it appears.
+#[test]
+fn a_pod_naming_a_model_no_shard_schedules_goes_to_the_shard_of_another_it_names() {
+    let term = json!({"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["L40S", "H100"]}]});
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [term]}}});
+    let either = pod("either", 4, json!({"spec": {"affinity": affinity}}));
+    let l40s = node_with(
+        "l1",
+        8,
+        json!({"metadata": {"labels": {"nvidia.com/gpu.product": "L40S"}}}),
+    );
+    let mut w = sync(
+        world_with(&plain(), h100_shard()),
+        &[node("h1", 8), l40s.clone()],
+        &[],
+    );
+    apply_pod(&mut w, &either, T0);
+    // Until the Leases are read, the L40S shard, whose nodes exist, is taken to be there.
+    w.round(T0);
+    assert!(binds(&w.take_outputs()).is_empty());
+    w.apply(shards_seen(&["H100"]), T0 + 1);
+    w.round(T0 + 1);
+    let bound: Vec<String> = binds(&w.take_outputs())
+        .into_iter()
+        .map(|b| b.node)
+        .collect();
+    assert_eq!(bound, ["h1"]);
+
+    // Queued on the H100 shard (its node full), the pod leaves it once an L40S shard's
+    // Lease appears, led or not: a shard down for a while keeps its pods.
+    let full = running_elsewhere("other", 8, "h1");
+    let mut w = sync(
+        world_with(&plain(), h100_shard()),
+        &[node("h1", 8), l40s],
+        &[full],
+    );
+    w.apply(shards_seen(&["H100"]), T0);
+    apply_pod(&mut w, &either, T0);
+    w.round(T0);
+    assert_eq!(w.scheduler().pending(), 1, "queued on the H100 shard");
+    w.apply(shards_seen(&["H100", "L40S"]), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(w.scheduler().pending(), 0, "withdrawn from the H100 shard");
+    assert!(binds(&w.take_outputs()).is_empty());
 }
 
 /// A pod naming only a GPU model no node carries (a misspelt `nvidia.com/gpu.product`) is

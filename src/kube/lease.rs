@@ -14,8 +14,9 @@
 //!
 //! The Lease also carries what its shard schedules ([`ShardClaim`], as annotations), so
 //! that a leader can find the leaders of other shards configured to schedule the same GPU
-//! models: each would place pods on the same nodes without seeing the other's bindings in
-//! flight.
+//! models (each would place pods on the same nodes without seeing the other's bindings in
+//! flight), and the GPU models some shard is configured for: a pod naming several goes to
+//! the shard of one of those.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -134,6 +135,15 @@ impl ShardClaim {
     }
 }
 
+/// A shard of this scheduler as its Lease shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardSeen {
+    pub lease: String,
+    pub claim: ShardClaim,
+    /// Whether a leader holds it and renewed it within [`CLAIM_FRESHNESS`].
+    pub leading: bool,
+}
+
 /// One replica's view of one Lease.
 pub struct Elector {
     leases: Api<Lease>,
@@ -229,10 +239,9 @@ impl Elector {
         }
     }
 
-    /// The Leases of other shards of this scheduler, held and renewed within
-    /// [`CLAIM_FRESHNESS`], whose claims overlap this one's: each Lease's name, and what
-    /// both schedule ([`ShardClaim::overlap`]).
-    pub async fn overlapping_shards(&self) -> Result<Vec<(String, Vec<String>)>, String> {
+    /// Every shard of this scheduler that a Lease shows, this one's included, led or not:
+    /// what each is configured to schedule.
+    pub async fn shards(&self) -> Result<Vec<ShardSeen>, String> {
         let leases = within(self.leases.list(&ListParams::default())).await?;
         let now = Timestamp::now();
         let leading = |lease: &Lease| {
@@ -246,13 +255,29 @@ impl Elector {
         Ok((leases.items.iter())
             .filter_map(|lease| {
                 let name = lease.metadata.name.as_deref()?;
-                if name == self.name || !name.starts_with(LEASE_PREFIX) || !leading(lease) {
-                    return None;
-                }
-                let shared = self.claim.overlap(&ShardClaim::of(lease)?);
-                (!shared.is_empty()).then(|| (name.to_owned(), shared))
+                let claim = ShardClaim::of(lease)?;
+                let ours = name.starts_with(LEASE_PREFIX)
+                    && claim.scheduler_name == self.claim.scheduler_name;
+                ours.then(|| ShardSeen {
+                    lease: name.to_owned(),
+                    claim,
+                    leading: leading(lease),
+                })
             })
             .collect())
+    }
+
+    /// Of `shards`, the other shards' Leases held and renewed within [`CLAIM_FRESHNESS`]
+    /// whose claims overlap this one's: each Lease's name, and what both schedule
+    /// ([`ShardClaim::overlap`]).
+    pub fn overlapping(&self, shards: &[ShardSeen]) -> Vec<(String, Vec<String>)> {
+        (shards.iter())
+            .filter(|shard| shard.leading && shard.lease != self.name)
+            .filter_map(|shard| {
+                let shared = self.claim.overlap(&shard.claim);
+                (!shared.is_empty()).then(|| (shard.lease.clone(), shared))
+            })
+            .collect()
     }
 
     /// Gives the Lease up, if this replica holds it, so that a standby takes it at once

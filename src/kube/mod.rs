@@ -15,4 +15,5 @@ mod watch;
 pub mod world;
 mod writer;
 
+pub use lease::{ShardClaim, ShardSeen};
 pub use run::{RunError, RunOptions, Serving, now_ms, run, run_with_config};

@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
 use crate::plugins::build_profile;
 
-use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim};
+use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim, ShardSeen};
 use super::serve::{Health, serve};
 use super::watch;
 use super::world::{Input, World, WorldOptions};
@@ -246,6 +246,7 @@ pub async fn run_with_config(
             leader.clone(),
             health.clone(),
             metrics,
+            inputs.clone(),
             lost_tx,
         )
     });
@@ -311,14 +312,15 @@ struct Election {
 /// leader that loses it, to another replica or by not renewing it in time, says so on
 /// `lost`; one told to stop gives it up once what it sent is answered. One that takes it
 /// over from a leader whose record expired, or from an earlier run of itself, places
-/// nothing for `--api-timeout`. While leading, it looks for other shards scheduling its
-/// GPU models too ([`OverlapCheck`], into `metrics`).
+/// nothing for `--api-timeout`. While leading, it reads the shards' Leases
+/// ([`ShardsCheck`]: what they show goes to `inputs`, overlaps into `metrics`).
 fn elect(
     client: Client,
     options: &RunOptions,
     leader: Arc<AtomicBool>,
     health: Health,
     metrics: Arc<LiveMetrics>,
+    inputs: mpsc::Sender<Input>,
     lost: tokio::sync::oneshot::Sender<String>,
 ) -> Election {
     let name = format!("{LEASE_PREFIX}{}", options.world.shard);
@@ -330,7 +332,7 @@ fn elect(
     };
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
     let api_timeout = options.api_timeout;
-    let mut overlaps = OverlapCheck::new(metrics);
+    let mut shards = ShardsCheck::new(metrics, inputs);
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<bool>();
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
@@ -417,7 +419,7 @@ fn elect(
                 attempt = renewal => match attempt {
                     Attempt::Holds => {
                         renewed = tokio::time::Instant::now();
-                        overlaps.run(&elector).await;
+                        shards.run(&elector).await;
                     }
                     Attempt::HeldByOther(other) => break format!("{other} holds it"),
                     // Another replica led meanwhile.
@@ -434,18 +436,24 @@ fn elect(
     Election { task, stop }
 }
 
-/// How often a leader looks for other shards' leaders that schedule its GPU models too.
-const OVERLAP_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// How often a leader reads the shards' Leases.
+const SHARDS_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// How often an overlap that lasts is logged again.
 const OVERLAP_REPEAT: Duration = Duration::from_secs(600);
 
-/// A leader's look for other shards' leaders configured to schedule its GPU models (or the
-/// pods naming none) too ([`Elector::overlapping_shards`]), every [`OVERLAP_CHECK_EVERY`]:
-/// each is logged as an error when found and every [`OVERLAP_REPEAT`] while it lasts, and
-/// exported as `kant_shard_overlap`. Nothing stops: which shard is wrong is not known.
-struct OverlapCheck {
+/// A leader's look at the shards' Leases ([`Elector::shards`]), every
+/// [`SHARDS_CHECK_EVERY`]. What they show goes to the scheduling loop
+/// ([`Input::Shards`]: a pod naming several GPU models goes to a shard configured for one
+/// of them). Other shards' leaders configured to schedule this one's GPU models (or the
+/// pods naming none) too ([`Elector::overlapping`]) are each logged as an error when found
+/// and every [`OVERLAP_REPEAT`] while it lasts, and exported as `kant_shard_overlap`.
+/// Nothing stops: which shard is wrong is not known.
+struct ShardsCheck {
     metrics: Arc<LiveMetrics>,
+    inputs: mpsc::Sender<Input>,
+    /// What was last sent to the loop.
+    sent: Option<Vec<ShardSeen>>,
     found: Vec<(String, Vec<String>)>,
     due: Option<tokio::time::Instant>,
     logged: Option<tokio::time::Instant>,
@@ -453,10 +461,12 @@ struct OverlapCheck {
     failure: Option<String>,
 }
 
-impl OverlapCheck {
-    fn new(metrics: Arc<LiveMetrics>) -> Self {
+impl ShardsCheck {
+    fn new(metrics: Arc<LiveMetrics>, inputs: mpsc::Sender<Input>) -> Self {
         Self {
             metrics,
+            inputs,
+            sent: None,
             found: Vec::new(),
             due: None,
             logged: None,
@@ -470,14 +480,14 @@ impl OverlapCheck {
         if self.due.is_some_and(|due| now < due) {
             return;
         }
-        self.due = Some(now + OVERLAP_CHECK_EVERY);
-        let found = match elector.overlapping_shards().await {
-            Ok(found) => found,
+        self.due = Some(now + SHARDS_CHECK_EVERY);
+        let shards = match elector.shards().await {
+            Ok(shards) => shards,
             Err(e) => {
                 if self.failure.as_ref() != Some(&e) {
                     tracing::warn!(
-                        "leases: cannot list them to look for other shards scheduling this \
-                         one's GPU models ({e}); the Role needs `list` on leases"
+                        "leases: cannot list them to see the other shards ({e}); the Role \
+                         needs `list` on leases"
                     );
                     self.failure = Some(e);
                 }
@@ -485,6 +495,12 @@ impl OverlapCheck {
             }
         };
         self.failure = None;
+        if self.sent.as_ref() != Some(&shards) {
+            // The loop has stopped if it hung up.
+            let _ = self.inputs.send(Input::Shards(shards.clone()));
+        }
+        let found = elector.overlapping(&shards);
+        self.sent = Some(shards);
         let repeat = self.logged.is_some_and(|at| now >= at + OVERLAP_REPEAT);
         if !found.is_empty() && (found != self.found || repeat) {
             for (lease, shared) in &found {

@@ -19,7 +19,7 @@ mod report;
 mod resync;
 mod volumes;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -34,6 +34,7 @@ use crate::queue::Tenants;
 
 use super::convert::{NodeConverter, TopologyKeys};
 use super::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus};
+use super::lease::ShardSeen;
 
 pub use pods::PodRef;
 pub use volumes::{ClaimBinding, SELECTED_NODE_ANNOTATION};
@@ -86,6 +87,35 @@ impl WorldOptions {
     }
 }
 
+/// The GPU models some shard of this scheduler is configured for, as the shards' Leases
+/// show them (this replica's own included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ShardModels {
+    /// Some shard takes every model.
+    Every,
+    Listed(BTreeSet<String>),
+}
+
+impl ShardModels {
+    fn of(shards: &[ShardSeen], own: &WorldOptions) -> Self {
+        let mut listed = BTreeSet::new();
+        for models in (shards.iter().map(|s| &s.claim.gpu_models)).chain([&own.shard_models]) {
+            if models.is_empty() {
+                return ShardModels::Every;
+            }
+            listed.extend(models.iter().cloned());
+        }
+        ShardModels::Listed(listed)
+    }
+
+    fn has(&self, model: &str) -> bool {
+        match self {
+            ShardModels::Every => true,
+            ShardModels::Listed(listed) => listed.contains(model),
+        }
+    }
+}
+
 /// What the world is told: watch events, and the outcomes of the writes it asked for.
 #[derive(Debug)]
 pub enum Input {
@@ -113,6 +143,9 @@ pub enum Input {
     /// A status write failed in a way that may pass if sent again (no answer, 429, 5xx):
     /// it is to be written again.
     NotWritten(Unwritten),
+    /// The shards of this scheduler, as their Leases show them (read by the leader every
+    /// 30 s).
+    Shards(Vec<ShardSeen>),
 }
 
 /// Which status write failed ([`Input::NotWritten`]).
@@ -257,6 +290,8 @@ pub struct World {
     outputs: Vec<Output>,
     /// Which of a pod's scheduling fields the profile's plugins enforce.
     enforced: Enforced,
+    /// The GPU models some shard is configured for; `None` until the Leases are read.
+    shard_models: Option<ShardModels>,
 }
 
 /// Whether the profile has the filters that enforce a pod's node and inter-pod rules (a
@@ -317,6 +352,7 @@ impl World {
             metrics,
             outputs: Vec::new(),
             enforced,
+            shard_models: None,
             options,
         })
     }
@@ -418,6 +454,13 @@ impl World {
                 self.eviction_answered(job, pod, outcome, now_ms)
             }
             Input::NotWritten(what) => self.not_written(what),
+            Input::Shards(shards) => {
+                let seen = Some(ShardModels::of(&shards, &self.options));
+                if seen != self.shard_models {
+                    self.shard_models = seen;
+                    self.shard_owners_changed(now_ms);
+                }
+            }
         }
     }
 

@@ -1070,8 +1070,8 @@ impl World {
             .map(|(facts, _)| facts)
     }
 
-    /// A GPU model came to be carried by some node, or stopped being: a pod naming several
-    /// may have changed shards. Queued jobs of such pods form again, and such pods left to
+    /// A GPU model came to be carried by some node, or stopped being, or the GPU models
+    /// the shards are configured for changed: a pod naming several may have changed shards. Queued jobs of such pods form again, and such pods left to
     /// another shard are looked at again.
     pub(super) fn shard_owners_changed(&mut self, now_ms: u64) {
         let entries = &self.pods.entries;
@@ -1119,14 +1119,18 @@ impl World {
     }
 
     /// Whether the pod is this replica's. A pod naming several GPU models is the shard's
-    /// of the first it names that a node of the cluster carries (else of the first it
-    /// names), so that one shard places it, on the models of that shard it names.
+    /// of the first it names that a node of the cluster carries and some shard is
+    /// configured for, as the shards' Leases show (else of the first a node carries, else
+    /// of the first it names), so that one shard places it, on the models of that shard it
+    /// names.
     fn in_shard(&self, facts: &PodFacts) -> bool {
         let Some(first) = facts.gpu_models.first() else {
             return self.options.default_shard;
         };
-        let owner = (facts.gpu_models.iter())
-            .find(|m| self.nodes.carries(m))
+        let carried = || (facts.gpu_models.iter()).filter(|m| self.nodes.carries(m));
+        let owner = carried()
+            .find(|m| self.shard_models.as_ref().is_none_or(|s| s.has(m)))
+            .or_else(|| carried().next())
             .unwrap_or(first);
         self.options.owns_model(owner)
     }
