@@ -341,6 +341,63 @@ async fn a_pod_of_a_claim_of_local_volumes_is_bound_once_a_volume_on_its_node_is
     kant.stop().await;
 }
 
+/// The `FailedScheduling` events of a pod: each Event's note and how often it occurred.
+fn failed_scheduling_events(server: &ApiServer) -> Vec<(String, i32)> {
+    (server
+        .list::<k8s_openapi::api::events::v1::Event>()
+        .into_iter())
+    .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+    .map(|e| {
+        let count = e.series.map_or(1, |s| s.count);
+        (e.note.unwrap_or_default(), count)
+    })
+    .collect()
+}
+
+/// A pod told a new reason why it waits gets a new Event (the API server keeps an Event's
+/// note as written), so that `kubectl describe` shows the reason of now; told an earlier
+/// reason again, that reason's Event counts it in its series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in_its_series() {
+    let server = ApiServer::start().await;
+    let mut cordoned = node("node-0", 8);
+    cordoned.spec.get_or_insert_default().unschedulable = Some(true);
+    server.create(&cordoned);
+    let mut other = gpu_pod("other", 4);
+    let spec = other.spec.as_mut().unwrap();
+    spec.scheduler_name = Some("default-scheduler".into());
+    spec.node_name = Some("node-0".into());
+    server.create(&other);
+    let mut options = single_replica(Config::embedded());
+    options.world.diagnose_every_ms = 200;
+    let kant = Kant::start_with(&server, options).await;
+    server.create(&gpu_pod("big", 8));
+    let cordon = |unschedulable: bool| {
+        let mut node = server.get::<Node>(None, "node-0").unwrap();
+        node.spec.get_or_insert_default().unschedulable = Some(unschedulable);
+        server.update(&node);
+    };
+    let events = || failed_scheduling_events(&server);
+    let told = |says: &'static str, count: i32| {
+        move |(note, n): &(String, i32)| note.contains(says) && *n == count
+    };
+    eventually("told why", || {
+        events().len() == 1 && events().iter().any(told("unschedulable", 1))
+    })
+    .await;
+    cordon(false);
+    eventually("told the new reason", || {
+        events().len() == 2 && events().iter().any(told("Insufficient", 1))
+    })
+    .await;
+    cordon(true);
+    eventually("told the first reason again", || {
+        events().len() == 2 && events().iter().any(told("unschedulable", 2))
+    })
+    .await;
+    kant.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_is_bound_all_or_nothing() {
     let server = ApiServer::start().await;

@@ -8,6 +8,7 @@
 
 pub mod convert;
 pub mod crd;
+mod events;
 mod lease;
 mod run;
 pub mod serve;

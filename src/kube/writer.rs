@@ -33,15 +33,16 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
+use super::events::EventRecorder;
 use super::run::RunOptions;
 use super::world::{
     ClaimBinding, Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
@@ -663,25 +664,6 @@ async fn going(api: &Api<Pod>, target: &PodRef, timeout: Duration) -> bool {
 /// Writes waiting past which new events are dropped.
 const EVENT_BACKLOG: usize = 10_000;
 
-/// The most bytes of an event's note (events.k8s.io/v1 refuses a longer one with 422).
-const NOTE_MAX_BYTES: usize = 1024;
-
-/// A note cut to `NOTE_MAX_BYTES` and ending in " ..." when cut, as kube-scheduler cuts its
-/// messages (here on a character boundary).
-fn fit_note(mut note: String) -> String {
-    const CUT: &str = " ...";
-    if note.len() <= NOTE_MAX_BYTES {
-        return note;
-    }
-    let mut end = NOTE_MAX_BYTES - CUT.len();
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    note.truncate(end);
-    note.push_str(CUT);
-    note
-}
-
 /// What the status task is asked to do.
 enum StatusWork {
     Write(Output),
@@ -740,7 +722,7 @@ async fn write_status(
     qps: u32,
     timeout: Duration,
 ) {
-    let recorder = Arc::new(Recorder::new(client.clone(), reporter));
+    let recorder = Arc::new(EventRecorder::new(client.clone(), reporter));
     let mut waiting: HashMap<StatusKey, Output> = HashMap::new();
     let mut order: VecDeque<StatusKey> = VecDeque::new();
     let mut sent: FuturesUnordered<BoxFuture<'static, SentStatus>> = FuturesUnordered::new();
@@ -894,7 +876,7 @@ async fn patch_pod_status(
 
 async fn write_one(
     client: &Client,
-    recorder: &Recorder,
+    recorder: &EventRecorder,
     output: Output,
 ) -> Result<(), kube::Error> {
     let params = PatchParams::default();
@@ -945,28 +927,7 @@ async fn write_one(
             warning,
             reason,
             message,
-        } => {
-            let reference = ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(target.namespace),
-                name: Some(target.name),
-                uid: Some(target.uid),
-                ..ObjectReference::default()
-            };
-            let event = Event {
-                type_: if warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: reason.into(),
-                note: Some(fit_note(message)),
-                action: "Scheduling".into(),
-                secondary: None,
-            };
-            recorder.publish(&event, &reference).await
-        }
+        } => recorder.publish(&target, warning, reason, message).await,
         Output::PodGroupStatus {
             namespace,
             name,
@@ -1008,19 +969,6 @@ mod tests {
             reason: "Scheduled",
             message: "placed".into(),
         })
-    }
-
-    #[test]
-    fn a_long_note_is_cut_to_the_limit_on_a_character_boundary() {
-        let fits = "x".repeat(NOTE_MAX_BYTES);
-        assert_eq!(fit_note(fits.clone()), fits);
-        let long = fit_note("x".repeat(NOTE_MAX_BYTES + 1));
-        assert_eq!(long.len(), NOTE_MAX_BYTES);
-        assert!(long.ends_with("x ..."), "{long}");
-        // Two-byte characters after one byte: the cut falls inside one and moves before it.
-        let wide = fit_note(format!("x{}", "é".repeat(NOTE_MAX_BYTES)));
-        assert_eq!(wide.len(), NOTE_MAX_BYTES - 1);
-        assert!(wide.ends_with("é ..."), "{wide}");
     }
 
     fn unschedulable(name: &str) -> StatusWork {
