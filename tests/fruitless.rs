@@ -12,7 +12,7 @@ use common::*;
 use kant::framework::{Decision, Scheduler};
 use kant::model::{
     ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, LeafPath, LinkProfile, NodeRow,
-    PodAffinityTerm, PodIdentity, PodRequest, PodRules,
+    PodAffinityTerm, PodIdentity, PodRequest, PodRules, Tier, TopologyNeed,
 };
 
 fn row(name: &str, model: Option<&str>, gpus: usize, cpu: u64, leaf: &str, zone: &str) -> NodeRow {
@@ -274,4 +274,61 @@ fn narrowed_run(every: bool) -> Vec<JobId> {
 #[test]
 fn a_gang_admitted_on_fewer_pools_may_spread_further() {
     placed_both_ways(narrowed_run, 3);
+}
+
+/// A job requiring one scale-up domain leaves alone a domain partly in room held for a
+/// backfill head; when the hold goes, the domain's other groups are of use to it again,
+/// though the held groups themselves came back full (the head took them).
+fn scale_up_domain_hold_run(every: bool) -> Vec<JobId> {
+    let in_domain = |mut row: NodeRow| {
+        row.hbd = Some("h0".into());
+        row
+    };
+    let spec = spec(vec![
+        row("a1", Some("H100"), 8, 128_000, "leaf-0", "a"),
+        in_domain(row("a2", Some("H100"), 8, 128_000, "leaf-0", "a")),
+        in_domain(row("b", Some("H100"), 8, 128_000, "leaf-1", "a")),
+    ]);
+    let mut s = sched(&spec, every);
+    let needing = |mut job: Job, tier| {
+        job.topology = Some(TopologyNeed {
+            tier,
+            required: true,
+        });
+        job
+    };
+    let running = kant::framework::Adopted::Running { preemptible: false };
+    s.adopt(
+        job(1, 1, GpuRequest::Whole(1), 0, 0),
+        &[Some(placement(0, 1, 1000))],
+        0,
+        running,
+    )
+    .unwrap();
+    // The head needs leaf-0 whole; past the threshold room is held for it there.
+    s.submit(needing(job(2, 2, GpuRequest::Whole(8), 0, 10), Tier::Leaf));
+    assert!(placed(&s.schedule(10_000)).is_empty());
+    assert!(placed(&s.schedule(40 * 60_000)).is_empty());
+    assert!(!s.reservations().is_empty(), "room held for the head");
+    s.submit(needing(
+        job(3, 1, GpuRequest::Whole(4), 0, 3_600),
+        Tier::Hbd,
+    ));
+    assert!(
+        placed(&s.schedule(3_600_000)).is_empty(),
+        "h0 is partly held"
+    );
+    s.finish(JobId(1));
+    placed(&s.schedule(7_200_000))
+}
+
+#[test]
+fn a_hold_gone_opens_its_scale_up_domains_to_jobs_needing_one() {
+    for every in [true, false] {
+        assert_eq!(
+            scale_up_domain_hold_run(every),
+            [JobId(2), JobId(3)],
+            "searching every time: {every}"
+        );
+    }
 }

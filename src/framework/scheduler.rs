@@ -929,7 +929,8 @@ impl Scheduler {
         if kept_out {
             self.capacity_epoch += 1;
             self.room_returned = true;
-            self.room_log.room_gained(groups);
+            let opened = self.state.spec().groups_sharing_scale_up_domains(&groups);
+            self.room_log.room_gained(groups.into_iter().chain(opened));
         }
     }
 

@@ -190,6 +190,25 @@ impl ClusterSpec {
         }
     }
 
+    /// The groups of every node in a scale-up domain that has a node in `groups` (a job
+    /// needing one domain leaves alone a domain partly in room held for another job: such a
+    /// hold reaches these groups too).
+    pub fn groups_sharing_scale_up_domains(&self, groups: &[GroupId]) -> Vec<GroupId> {
+        let mut domains: Vec<u32> = (groups.iter())
+            .flat_map(|&g| &self.groups[g.index()].nodes)
+            .filter_map(|&n| self.nodes[n.index()].topology.hbd)
+            .collect();
+        domains.sort_unstable();
+        domains.dedup();
+        let mut sharing: Vec<GroupId> = (domains.iter())
+            .flat_map(|&d| &self.hbd_nodes[d as usize])
+            .map(|&n| self.node_group[n.index()])
+            .collect();
+        sharing.sort_unstable();
+        sharing.dedup();
+        sharing
+    }
+
     /// GPUs of GPU nodes in all.
     pub fn total_gpus(&self) -> u64 {
         self.nodes.iter().map(|n| n.gpus() as u64).sum()
