@@ -529,11 +529,12 @@ mod tests {
                 "pod-affinity",
                 "topology-spread",
                 "gang",
+                "backfill-preemption",
                 "gpu-topology",
                 "spread"
             ]
         );
-        assert_eq!(spread.plugins[10].weight(), Some(1));
+        assert_eq!(spread.plugins[11].weight(), Some(1));
         assert!(crate::plugins::build_profile(&spread, &config).is_ok());
     }
 

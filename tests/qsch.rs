@@ -226,10 +226,10 @@ fn default_profile(policy: QueueingPolicy, preemption: bool) -> Profile {
     build(&profile)
 }
 
-/// Adds the `preemption` plugin after `gang` (the embedded profiles leave it out), or
-/// removes it.
+/// Puts the `preemption` plugin after `gang` in place of the default profile's
+/// `backfill-preemption`, or leaves both out.
 fn with_preemption(profile: &mut kant::config::ProfileConfig, preemption: bool) {
-    profile.plugins.retain(|p| p.name() != "preemption");
+    (profile.plugins).retain(|p| !matches!(p.name(), "preemption" | "backfill-preemption"));
     if preemption {
         let at = profile
             .plugins
@@ -243,7 +243,8 @@ fn with_preemption(profile: &mut kant::config::ProfileConfig, preemption: bool) 
 }
 
 /// The embedded profile `name` with preemption, another queueing policy or search (these
-/// tests are about preemption: the embedded `default` leaves it out).
+/// tests are about preemption of every kind: the embedded `default` has backfill
+/// preemption alone).
 fn profile(name: &str, queueing: Option<QueueingPolicy>, search: Option<SearchMode>) -> Profile {
     let mut profile = profile_config(name, queueing, search);
     with_preemption(&mut profile, true);
@@ -1476,6 +1477,38 @@ fn backfill_makes_room_for_the_head_after_the_threshold_and_only_then() {
     check_accounting(&s);
 }
 
+/// The default profile's backfill makes room for an overdue head that lacks it, though
+/// smaller jobs keep taking each GPU that frees (a head short of room holds none): the
+/// jobs that overtook it are evicted. It preempts for nothing else.
+#[test]
+fn the_default_profile_evicts_the_jobs_that_overtook_an_overdue_head() {
+    let mut s = scheduler(backfill_only(), cluster(2, 8, 2, LinkProfile::NvlinkAll));
+    s.submit(job(0, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    // The head needs both nodes whole; two jobs of 4 GPUs overtake it.
+    s.submit(job(1, 2, whole(8), 0, 60));
+    assert!(placed_jobs(&s.schedule(MINUTE)).is_empty());
+    s.submit(job(2, 1, whole(4), 0, 120));
+    s.submit(job(3, 1, whole(4), 0, 120));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[2, 3]));
+    // The first job ends; another overtakes the head in the room it left.
+    s.finish(JobId(0));
+    s.submit(job(4, 1, whole(4), 0, 20 * 60));
+    assert_eq!(placed_jobs(&s.schedule(20 * MINUTE)), ids(&[4]));
+    // A job of higher priority finds no room, and evicts no one for it.
+    s.submit(job(5, 1, whole(8), 9, 21 * 60));
+    assert!(s.schedule(21 * MINUTE).is_empty());
+    let overdue = MINUTE + BACKFILL_THRESHOLD;
+    let decisions = s.schedule(overdue);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2, 3, 4]), JobId(1), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    check_accounting(&s);
+}
+
 #[test]
 fn backfill_never_evicts_a_job_placed_before_the_head_blocked() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
@@ -1597,7 +1630,7 @@ fn a_head_served_past_the_threshold_is_not_evicted_as_backfilled() {
     assert_eq!(placed_jobs(&s.schedule(later)), ids(&[2]));
 }
 
-/// Backfill without the `preemption` plugin.
+/// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(
         "default",

@@ -365,6 +365,12 @@ pub enum PostFilterResult {
 /// Runs after the search failed; preemption lives here.
 pub trait PostFilter: Plugin {
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult;
+
+    /// Whether it makes room for overdue backfill heads only (for other jobs it is never
+    /// worth asking).
+    fn for_backfill_heads_only(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -611,8 +611,10 @@ impl Scheduler {
             return Attempted::Unresolvable;
         }
         // Without room now, only preemption could help: a job that cannot preempt (the
-        // profile has no preemption, or the job never preempts) costs no search.
-        let may_preempt = job.may_preempt && !self.profile.post_filters.is_empty();
+        // profile has no preemption for it, or the job never preempts) costs no search.
+        let may_preempt = job.may_preempt
+            && (self.profile.post_filters.iter())
+                .any(|p| offer.backfill_since.is_some() || !p.for_backfill_heads_only());
         if !admitted && !may_preempt {
             // Told so now, a job no pool could ever hold would count as resolvable and
             // block a strict FIFO queue, or become a backfill head, for good.
@@ -1480,17 +1482,23 @@ impl Driver for Round<'_> {
     }
 
     fn admission_room(&self, tenant: usize) -> Option<Room> {
-        // With preemption, a job admission denies may still make room (`attempt`).
+        // With preemption, a job admission denies may still make room (`attempt`); with
+        // preemption for backfill heads alone, a head may.
         let scheduler = &self.scheduler;
-        if !scheduler.profile.post_filters.is_empty() {
+        let post_filters = &scheduler.profile.post_filters;
+        if post_filters.iter().any(|p| !p.for_backfill_heads_only()) {
             return None;
         }
         let cluster = scheduler.state.total();
-        Some(Room::new(
+        let room = Room::new(
             scheduler.tenants.admission_room(tenant),
             u64::from(cluster.free_gpus),
             cluster.free_histogram,
-        ))
+        );
+        Some(match post_filters.is_empty() {
+            true => room,
+            false => room.with_heads_making_room(),
+        })
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -43,7 +43,7 @@ use crate::config::{Config, ProfileConfig};
 use crate::framework::{GroupScore, Profile, QueueSort, Score};
 
 /// Every plugin name the configuration may use.
-pub const PLUGIN_NAMES: [&str; 16] = [
+pub const PLUGIN_NAMES: [&str; 17] = [
     "priority-sort",
     "node-pool",
     "node-affinity",
@@ -56,6 +56,7 @@ pub const PLUGIN_NAMES: [&str; 16] = [
     "gpu-topology",
     "gang",
     "preemption",
+    "backfill-preemption",
     "binpack",
     "e-binpack",
     "e-spread",
@@ -127,9 +128,8 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                     size_order: settings.queueing.size_order,
                 }))
             }
-            "preemption" => profile.post_filters.push(Arc::new(Preemption {
-                min_runtime_ms: settings.queueing.min_runtime,
-            })),
+            // One PostFilter for both (below).
+            "preemption" | "backfill-preemption" => {}
             "node-pool" => {
                 let p = Arc::new(NodePool);
                 profile.pre_filters.push(p.clone());
@@ -226,6 +226,15 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                 "`{name}` is not a score plugin and takes no weight"
             )));
         }
+    }
+    // `preemption` makes room of all three kinds, `backfill-preemption` only for overdue
+    // backfill heads: listed together, the first takes in the second.
+    let all_kinds = listed.contains(&"preemption");
+    if all_kinds || listed.contains(&"backfill-preemption") {
+        profile.post_filters.push(Arc::new(Preemption {
+            min_runtime_ms: settings.queueing.min_runtime,
+            backfill_only: !all_kinds,
+        }));
     }
     if !has_allocator {
         return Err(error(

@@ -1,4 +1,5 @@
-//! `preemption` (PostFilter): makes room for a job that did not fit, conservatively.
+//! `preemption` (PostFilter): makes room for a job that did not fit, conservatively;
+//! `backfill-preemption` is the same for the backfill kind alone.
 //!
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
 //!   blocked, of no higher priority.
@@ -49,11 +50,17 @@ const MAX_MINIMIZED: usize = 16;
 
 pub struct Preemption {
     pub min_runtime_ms: u64,
+    /// Only backfill preemption (`backfill-preemption`): no priority, no quota reclaim.
+    pub backfill_only: bool,
 }
 
 impl Plugin for Preemption {
     fn name(&self) -> &'static str {
-        "preemption"
+        if self.backfill_only {
+            "backfill-preemption"
+        } else {
+            "preemption"
+        }
     }
 }
 
@@ -108,6 +115,9 @@ impl Preemption {
             && in_reservation(context, victim)
         {
             return Some(PreemptionKind::Backfill);
+        }
+        if self.backfill_only {
+            return None;
         }
         let tenants = context.tenants;
         // Only borrowed GPUs are reclaimed, for a job asking for GPUs: the victim's tenant
@@ -397,6 +407,10 @@ fn remove(state: &mut ClusterState, victim: &RunningJob) {
 }
 
 impl PostFilter for Preemption {
+    fn for_backfill_heads_only(&self) -> bool {
+        self.backfill_only
+    }
+
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
         // Cheap gates first: this runs for every waiting job whenever capacity frees.
         // Only GPUs are reclaimed, for a job asking for some.
@@ -408,7 +422,7 @@ impl PostFilter for Preemption {
         let outranks = context
             .lowest_running_priority
             .is_some_and(|p| p < job.priority);
-        if context.backfill_since.is_none() && !may_reclaim && !outranks {
+        if context.backfill_since.is_none() && (self.backfill_only || !may_reclaim && !outranks) {
             return PostFilterResult::None;
         }
         // Victims still inside their minimum runtime are protected; the earliest end of a

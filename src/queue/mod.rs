@@ -145,6 +145,9 @@ pub struct Room {
     free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// The most free whole GPUs on one node.
     widest_node: u32,
+    /// Whether a backfill head may make room by preemption: admission then refuses it
+    /// nothing, as its victims may free what it lacks.
+    heads_make_room: bool,
 }
 
 impl Room {
@@ -159,6 +162,15 @@ impl Room {
             free_gpus,
             free_histogram,
             widest_node,
+            heads_make_room: false,
+        }
+    }
+
+    /// The same room where a backfill head may make room by preemption.
+    pub fn with_heads_making_room(self) -> Room {
+        Room {
+            heads_make_room: true,
+            ..self
         }
     }
 
@@ -166,8 +178,11 @@ impl Room {
     /// more free GPUs than there are, or more pods of its width than the free nodes hold
     /// (for a job of one pod, or of pods that differ, a node with room for the widest). A
     /// backfill head is judged on its quota and the free GPUs alone, as the scheduler
-    /// holds room for it in the shape it needs.
+    /// holds room for it in the shape it needs, and not at all where it may preempt.
     fn refuses(&self, need: &Need, head: bool) -> bool {
+        if head && self.heads_make_room {
+            return false;
+        }
         let beyond_nodes = need.width > self.widest_node
             || (need.pods > 1 && pods_that_fit(&self.free_histogram, need.width) < need.pods);
         need.milli > self.quota_milli || need.whole > self.free_gpus || (!head && beyond_nodes)
