@@ -1071,8 +1071,9 @@ impl World {
     }
 
     /// A GPU model came to be carried by some node, or stopped being, or the GPU models
-    /// the shards are configured for changed: a pod naming several may have changed shards. Queued jobs of such pods form again, and such pods left to
-    /// another shard are looked at again.
+    /// the shards are configured for changed: a pod naming several may have changed
+    /// shards. Queued jobs of such pods form again, and such pods left to another shard
+    /// are looked at again.
     pub(super) fn shard_owners_changed(&mut self, now_ms: u64) {
         let entries = &self.pods.entries;
         let names_several =
