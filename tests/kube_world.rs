@@ -1552,6 +1552,7 @@ fn shards_seen(models: &[&str]) -> Input {
             default_shard: false,
         },
         leading: false,
+        current: true,
     };
     Input::Shards(models.iter().map(seen).collect())
 }
@@ -1600,6 +1601,14 @@ fn a_pod_naming_a_model_no_shard_schedules_goes_to_the_shard_of_another_it_names
     apply_pod(&mut w, &either, T0);
     w.round(T0);
     assert_eq!(w.scheduler().pending(), 1, "queued on the H100 shard");
+    // A Lease of L40S left unrenewed for an hour is a shard removed.
+    let Input::Shards(mut stale) = shards_seen(&["H100", "L40S"]) else {
+        unreachable!()
+    };
+    stale[1].current = false;
+    w.apply(Input::Shards(stale), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(w.scheduler().pending(), 1, "still queued on the H100 shard");
     w.apply(shards_seen(&["H100", "L40S"]), T0 + 1);
     w.round(T0 + 1);
     assert_eq!(w.scheduler().pending(), 0, "withdrawn from the H100 shard");

@@ -1,9 +1,10 @@
-//! Events on pods (events.k8s.io/v1), written as client-go's events broadcaster writes
-//! them: the same event again within [`SERIES_TTL`] (the same pod, type, reason and
-//! note) is one Event whose `series` counts it; a different note is a new Event, since the
-//! API server refuses to change an Event's note. (kube-runtime's `Recorder` leaves the
-//! note out of what it counts as the same event: a pod's later reasons would be counted
-//! under its first one, which `kubectl describe` would go on showing.)
+//! Events on pods (events.k8s.io/v1): the same event again within [`SERIES_TTL`] (the
+//! same pod, type, reason and note) is one Event whose `series` counts it; a different
+//! note is a new Event, since the API server refuses to change an Event's note. That is
+//! how client-go's core/v1 event recorder keys events (with the message). Its
+//! events.k8s.io broadcaster, and kube-runtime's `Recorder`, leave the note out of what
+//! they count as the same event: a pod's later reasons would be counted under its first
+//! one, which `kubectl describe` would go on showing.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

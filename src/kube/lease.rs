@@ -60,6 +60,10 @@ pub enum Attempt {
 /// its holder to count as leading (a loose bound: clocks between nodes differ a little).
 const CLAIM_FRESHNESS: SignedDuration = SignedDuration::from_secs(60);
 
+/// How long a Lease may go unrenewed before its shard counts as removed (a shard down
+/// for less keeps the pods naming its GPU models first).
+const SHARD_GONE_AFTER: SignedDuration = SignedDuration::from_hours(1);
+
 const SCHEDULER_NAME_ANNOTATION: &str = "kant.io/scheduler-name";
 const GPU_MODELS_ANNOTATION: &str = "kant.io/gpu-models";
 const DEFAULT_SHARD_ANNOTATION: &str = "kant.io/default-shard";
@@ -142,6 +146,9 @@ pub struct ShardSeen {
     pub claim: ShardClaim,
     /// Whether a leader holds it and renewed it within [`CLAIM_FRESHNESS`].
     pub leading: bool,
+    /// Whether it was renewed within [`SHARD_GONE_AFTER`]: a Lease left longer is a shard
+    /// removed (or the one of a run before the cluster was sharded).
+    pub current: bool,
 }
 
 /// One replica's view of one Lease.
@@ -240,17 +247,20 @@ impl Elector {
     }
 
     /// Every shard of this scheduler that a Lease shows, this one's included, led or not:
-    /// what each is configured to schedule.
+    /// what each is configured to schedule, and whether it is still current.
     pub async fn shards(&self) -> Result<Vec<ShardSeen>, String> {
         let leases = within(self.leases.list(&ListParams::default())).await?;
         let now = Timestamp::now();
+        let renewed_within = |lease: &Lease, within: SignedDuration| {
+            let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
+            renewed.is_some_and(|t| now.duration_since(t.0).abs() < within)
+        };
         let leading = |lease: &Lease| {
-            let spec = lease.spec.as_ref();
-            let held = spec
-                .and_then(|s| s.holder_identity.as_deref())
-                .is_some_and(|h| !h.is_empty());
-            let renewed = spec.and_then(|s| s.renew_time.as_ref());
-            held && renewed.is_some_and(|t| now.duration_since(t.0).abs() < CLAIM_FRESHNESS)
+            let holder = lease
+                .spec
+                .as_ref()
+                .and_then(|s| s.holder_identity.as_deref());
+            holder.is_some_and(|h| !h.is_empty()) && renewed_within(lease, CLAIM_FRESHNESS)
         };
         Ok((leases.items.iter())
             .filter_map(|lease| {
@@ -262,6 +272,7 @@ impl Elector {
                     lease: name.to_owned(),
                     claim,
                     leading: leading(lease),
+                    current: renewed_within(lease, SHARD_GONE_AFTER),
                 })
             })
             .collect())

@@ -252,6 +252,13 @@ pub async fn run_with_config(
     });
     if election.is_none() {
         health.set_leader(true);
+        if !options.world.shard_models.is_empty() {
+            tracing::warn!(
+                "without leader election this shard writes no Lease: the other shards \
+                 cannot see the GPU models it schedules, and a pod naming one of them \
+                 and one of theirs may be placed by both (the API server takes one binding)"
+            );
+        }
     }
 
     let stopping = Arc::new(AtomicBool::new(false));

@@ -36,9 +36,9 @@ pub enum QueueingPolicy {
     BestEffortFifo,
     /// As best-effort, but the first job blocked past the backfill threshold becomes the
     /// head: room is held for it (no job of lower or equal priority is placed there) and,
-    /// with the `preemption` plugin, made by preempting the jobs placed there after it
-    /// blocked. An isolated tenant's later jobs wait behind its head, which its quota
-    /// gathers for.
+    /// with `backfill-preemption` or `preemption`, made by preempting the jobs placed
+    /// there after it blocked. An isolated tenant's later jobs wait behind its head, which
+    /// its quota gathers for.
     Backfill,
 }
 

@@ -87,8 +87,8 @@ impl WorldOptions {
     }
 }
 
-/// The GPU models some shard of this scheduler is configured for, as the shards' Leases
-/// show them (this replica's own included).
+/// The GPU models some shard of this scheduler is configured for, as the shards' current
+/// Leases show them (this replica's own included).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum ShardModels {
     /// Some shard takes every model.
@@ -99,7 +99,8 @@ enum ShardModels {
 impl ShardModels {
     fn of(shards: &[ShardSeen], own: &WorldOptions) -> Self {
         let mut listed = BTreeSet::new();
-        for models in (shards.iter().map(|s| &s.claim.gpu_models)).chain([&own.shard_models]) {
+        let current = shards.iter().filter(|s| s.current);
+        for models in (current.map(|s| &s.claim.gpu_models)).chain([&own.shard_models]) {
             if models.is_empty() {
                 return ShardModels::Every;
             }
