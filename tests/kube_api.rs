@@ -1421,6 +1421,28 @@ async fn a_binding_never_answered_is_given_up_and_tried_again() {
     kant.stop().await;
 }
 
+/// A binding left unanswered may still be carried out by the API server after its
+/// client gave up: its devices go to no other pod for as long again as the timeout, and
+/// once it lands the pod is bound where it was placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binding_carried_out_after_its_timeout_shares_no_device() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 4));
+    let mut options = single_replica(Config::embedded());
+    options.api_timeout = Duration::from_secs(2);
+    let kant = Kant::start_with(&server, options).await;
+    server.land_next_bindings_late(1, Duration::from_secs(3));
+    server.create(&gpu_pod("x", 4));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    server.create(&gpu_pod("y", 4));
+    eventually("x's binding lands", || node_of(&server, "x").is_some()).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let bound = bound_pods(&server);
+    assert_eq!(bound.len(), 1, "only x holds the node's 4 GPUs");
+    assert_devices_valid(&bound);
+    kant.stop().await;
+}
+
 /// A status write that is never answered must not hold up the later ones while it waits
 /// for its timeout (long here, as a loaded API server's answers may be slow).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -562,8 +562,23 @@ async fn bind(
         annotations.get(GPU_IDS_ANNOTATION).cloned(),
     );
     let unsettled = error.code.is_none_or(|code| code == 409 || code >= 500);
-    if unsettled && bound_where(&api, target, timeout).await == Some(planned) {
-        return Ok(());
+    if !unsettled {
+        return Err(error);
+    }
+    match bound_where(&api, target, timeout).await {
+        Some(bound) if bound == planned => return Ok(()),
+        Some(_) => return Err(error),
+        None => {}
+    }
+    // Unanswered, or a server error: the API server may still carry the binding out (its
+    // handler goes on after the request timed out; an etcd write in flight commits). Its
+    // devices stay this job's for as long again before the pod is read a last time, so
+    // that they go to no other pod meanwhile.
+    if error.code != Some(409) {
+        tokio::time::sleep(timeout).await;
+        if bound_where(&api, target, timeout).await == Some(planned) {
+            return Ok(());
+        }
     }
     Err(error)
 }

@@ -93,6 +93,9 @@ pub(crate) struct Shared {
     /// Whether watch streams hold their events back (see `ApiServer::pause_watches`).
     paused_tx: tokio::sync::watch::Sender<bool>,
     addr: SocketAddr,
+    /// Bindings still to be left unanswered and carried out late, and how late (see
+    /// `ApiServer::land_next_bindings_late`).
+    pub(crate) late_bindings: Mutex<(usize, Duration)>,
 }
 
 impl Shared {
@@ -107,6 +110,16 @@ impl Shared {
             drop_tx: tokio::sync::watch::Sender::new(0),
             paused_tx: tokio::sync::watch::Sender::new(false),
             addr,
+            late_bindings: Mutex::new((0, Duration::ZERO)),
+        })
+    }
+
+    /// Whether the next binding is to be carried out late, and how late.
+    pub(crate) fn take_late_binding(&self) -> Option<Duration> {
+        let mut late = lock(&self.late_bindings);
+        (late.0 > 0).then(|| {
+            late.0 -= 1;
+            late.1
         })
     }
 
@@ -778,6 +791,13 @@ impl ApiServer {
     /// reconnect.
     pub fn drop_watches(&self) {
         self.shared().drop_tx.send_modify(|e| *e += 1);
+    }
+
+    /// The next `n` bindings are never answered and are carried out `delay` later, as a
+    /// real API server's handler goes on after its request timed out, or an etcd write in
+    /// flight commits after its client went away.
+    pub fn land_next_bindings_late(&self, n: usize, delay: Duration) {
+        *lock(&self.shared().late_bindings) = (n, delay);
     }
 
     /// Forgets the watch history and list snapshots: a watch from any earlier

@@ -45,6 +45,15 @@ pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> R
             return ApiError::bad_request(format!("reading the request body: {e}")).into_response();
         }
     };
+    let binding = parts.method == Method::POST && parts.uri.path().ends_with("/binding");
+    if let Some(delay) = binding.then(|| shared.take_late_binding()).flatten() {
+        // Carried out later; the client hears nothing.
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            dispatch(&shared, &parts.method, &parts.uri, &parts.headers, &body);
+        });
+        return std::future::pending().await;
+    }
     let response = dispatch(&shared, &parts.method, &parts.uri, &parts.headers, &body);
     if response.extensions().get::<Unanswered>().is_some() {
         // The connection stays open and silent until the client gives up.
