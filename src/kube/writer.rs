@@ -13,15 +13,16 @@
 //! - A binding whose answer does not tell whether it landed (no answer, a 5xx, or a 409,
 //!   which is also what kube's retry of a binding that landed gets) is settled by reading
 //!   the pod: bound to the planned node is a success. Until the read is answered, the
-//!   binding's devices stay reserved.
+//!   binding's devices stay reserved; one unanswered, or a 5xx, read as not landed keeps
+//!   them for the timeout again before a last read, as the API server may still carry
+//!   it out.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)
 //!   are coalesced per object and field (the latest wins: a pod's condition and its
 //!   nominated node are apart) and sent at a bounded rate, a few at once but never two of
 //!   one key, so a storm of unschedulable pods can neither flood the API server nor slow
 //!   scheduling, and one slow answer holds up no other write. A pod's condition that could not
 //!   be written goes back to the loop as an input, to be written again. Events past a
-//!   backlog are dropped; an event's note is cut to the API server's limit, as
-//!   kube-scheduler cuts it.
+//!   backlog are dropped; events are written by [`EventRecorder`].
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
