@@ -1495,10 +1495,11 @@ impl Driver for Round<'_> {
             u64::from(cluster.free_gpus),
             cluster.free_histogram,
         );
-        Some(match post_filters.is_empty() {
-            true => room,
-            false => room.with_heads_making_room(),
-        })
+        if post_filters.is_empty() {
+            Some(room)
+        } else {
+            Some(room.with_heads_making_room())
+        }
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -81,7 +81,7 @@ impl EventRecorder {
             written.get(&key).map(|w| (w.name.clone(), w.count + 1))
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
-        let series = match repeat {
+        let patched = match repeat {
             Some((name, count)) => {
                 let series = EventSeries {
                     count,
@@ -97,7 +97,7 @@ impl EventRecorder {
             }
             None => None,
         };
-        let (name, count) = match series {
+        let (name, count) = match patched {
             Some(written) => written,
             None => {
                 let event = self.event(&key, now);

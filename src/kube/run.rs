@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
 use crate::plugins::build_profile;
 
-use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim, ShardSeen};
+use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim};
 use super::serve::{Health, serve};
 use super::watch;
 use super::world::{Input, World, WorldOptions};
@@ -459,8 +459,6 @@ const OVERLAP_REPEAT: Duration = Duration::from_secs(600);
 struct ShardsCheck {
     metrics: Arc<LiveMetrics>,
     inputs: mpsc::Sender<Input>,
-    /// What was last sent to the loop.
-    sent: Option<Vec<ShardSeen>>,
     found: Vec<(String, Vec<String>)>,
     due: Option<tokio::time::Instant>,
     logged: Option<tokio::time::Instant>,
@@ -473,7 +471,6 @@ impl ShardsCheck {
         Self {
             metrics,
             inputs,
-            sent: None,
             found: Vec::new(),
             due: None,
             logged: None,
@@ -502,12 +499,9 @@ impl ShardsCheck {
             }
         };
         self.failure = None;
-        if self.sent.as_ref() != Some(&shards) {
-            // The loop has stopped if it hung up.
-            let _ = self.inputs.send(Input::Shards(shards.clone()));
-        }
         let found = elector.overlapping(&shards);
-        self.sent = Some(shards);
+        // The loop has stopped if it hung up; it ignores a view that changes nothing.
+        let _ = self.inputs.send(Input::Shards(shards));
         let repeat = self.logged.is_some_and(|at| now >= at + OVERLAP_REPEAT);
         if !found.is_empty() && (found != self.found || repeat) {
             for (lease, shared) in &found {

@@ -4,11 +4,11 @@
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
 //!   blocked, of no higher priority.
 //! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
-//!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that pool, whatever their
-//!   priority, as long as their tenant keeps at least its quota without them and its
-//!   other victims (only borrowed room is taken back, so reclaims never cascade; and the
-//!   preemptor borrows nothing its victims' tenant could take back for priority, so the
-//!   two never evict each other in turn).
+//!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that
+//!   pool, whatever their priority, as long as their tenant keeps at least its quota
+//!   without them and its other victims (only borrowed room is taken back, so reclaims
+//!   never cascade; and the preemptor borrows nothing its victims' tenant could take back
+//!   for priority, so the two never evict each other in turn).
 //! - Priority: jobs of strictly lower priority.
 //!
 //! An isolated tenant's jobs within its quota are evicted for its own jobs only (what it
