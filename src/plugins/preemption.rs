@@ -254,13 +254,71 @@ fn refused_whoever_goes(
     })
 }
 
+/// Milli-GPUs the victim holds, on every pool.
+fn held_milli(victim: &RunningJob) -> u64 {
+    victim.pools.iter().map(|&(_, milli)| milli).sum()
+}
+
+/// Which candidates [`reclaimable_after`] would refuse every set of victims holding: the
+/// job has one pool, where its tenant would borrow more even with all of its own
+/// candidates gone, and the victim's going alone leaves its (shared) tenant below its
+/// quota there, with the victim wanting the pool back.
+fn refused_with_any_of<'c>(
+    job: &Job,
+    context: &'c PreemptionContext,
+    candidates: &[(&RunningJob, PreemptionKind)],
+) -> impl Fn(&RunningJob) -> bool + 'c {
+    let pool = match pools_for(job, context.snapshot) {
+        &[pool] => Some(pool),
+        _ => None,
+    };
+    let on_pool = move |victim: &RunningJob, pool: PoolId| -> u64 {
+        (victim.pools.iter())
+            .filter(|&&(p, _)| p == pool)
+            .map(|&(_, milli)| milli)
+            .sum()
+    };
+    let tenants = context.tenants;
+    let preemptor = context.tenant;
+    let need = job.total_milli();
+    let borrows_more = pool.is_some_and(|pool| {
+        let own: u64 = (candidates.iter())
+            .filter(|(v, _)| v.tenant == preemptor)
+            .map(|(v, _)| on_pool(v, pool))
+            .sum();
+        need > own
+            && tenants.used(preemptor, pool).saturating_sub(own) + need
+                > tenants.quota(preemptor, pool)
+    });
+    move |victim| {
+        let owner = victim.tenant;
+        borrows_more
+            && pool.is_some_and(|pool| {
+                owner != preemptor
+                    && tenants.mode(owner) == TenantMode::Shared
+                    && wants(&victim.job, pool)
+                    && tenants
+                        .used(owner, pool)
+                        .saturating_sub(on_pool(victim, pool))
+                        < tenants.quota(owner, pool)
+            })
+    }
+}
+
 /// Where the job would land with only `victims` gone (see [`fits_without`]); `None` also
-/// where they could not all be taken ([`settle_reclaims`]).
+/// where they could not all be taken ([`settle_reclaims`]), and without a placement tried
+/// where they and the room free now (`free_now`, milli-GPUs on the job's pools) hold less
+/// than the job asks.
 fn fits_with_only(
     job: &Job,
     context: &PreemptionContext,
+    free_now: u64,
     victims: &[(&RunningJob, PreemptionKind)],
 ) -> Option<Landing> {
+    let room: u64 = free_now + victims.iter().map(|(v, _)| held_milli(v)).sum::<u64>();
+    if room < job.total_milli() {
+        return None;
+    }
     let mut state = context.snapshot.snapshot();
     for (victim, _) in victims {
         remove(&mut state, victim);
@@ -275,6 +333,7 @@ fn fits_with_only(
 fn spare_where(
     job: &Job,
     context: &PreemptionContext,
+    free_now: u64,
     chosen: &mut Vec<(&RunningJob, PreemptionKind)>,
     landing: &mut Landing,
     spared: impl Fn(&RunningJob, &Landing) -> bool,
@@ -286,7 +345,7 @@ fn spare_where(
         .filter(|(victim, _)| !spared(victim, landing))
         .cloned()
         .collect();
-    if let Some(found) = fits_with_only(job, context, &fewer) {
+    if let Some(found) = fits_with_only(job, context, free_now, &fewer) {
         *chosen = fewer;
         *landing = found;
     }
@@ -454,9 +513,10 @@ impl PostFilter for Preemption {
         if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
+        let refuses_sets_with = refused_with_any_of(job, context, &candidates);
         let lost = |victim: &RunningJob| {
-            let held: u64 = victim.pools.iter().map(|(_, milli)| milli).sum();
-            u128::from(held) * u128::from(context.now_ms.saturating_sub(victim.started_ms))
+            let held = u128::from(held_milli(victim));
+            held * u128::from(context.now_ms.saturating_sub(victim.started_ms))
         };
         // Jobs backfilled past the head go before any others; then the minimal order.
         let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
@@ -480,14 +540,13 @@ impl PostFilter for Preemption {
                 u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
             })
             .sum();
-        let held = |v: &RunningJob| v.pools.iter().map(|(_, m)| m).sum::<u64>();
         // The cheapest candidates that could free what the job lacks, and as many again as
         // MAX_CANDIDATES for a choice of where.
         let mut freeable = 0;
         let enough = candidates
             .iter()
             .position(|(v, _)| {
-                freeable += held(v);
+                freeable += held_milli(v);
                 free_now + freeable >= need
             })
             .map_or(candidates.len(), |last| last + 1);
@@ -512,7 +571,7 @@ impl PostFilter for Preemption {
                 return false;
             }
             budget.remove(victim);
-            freed += victim.pools.iter().map(|(_, m)| m).sum::<u64>();
+            freed += held_milli(victim);
             remove(&mut state, victim);
             chosen.push(candidate);
             landing = (freed >= need)
@@ -526,6 +585,14 @@ impl PostFilter for Preemption {
         if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
+        // Every smaller set is a subset of this one: one that no set short of a victim
+        // holds enough room without, and that the owner rule refuses any set with, leaves
+        // nothing to make minimal.
+        if (chosen.iter())
+            .any(|(victim, _)| refuses_sets_with(victim) && freed - held_milli(victim) < need)
+        {
+            return nothing_now;
+        }
         // Minimal: spare every victim the job fits without. Those with nothing on the pool
         // it lands in all at once (taken while it might have landed elsewhere: a job
         // accepting several GPU models), then those with nothing on the nodes it lands on
@@ -535,6 +602,7 @@ impl PostFilter for Preemption {
         spare_where(
             job,
             context,
+            free_now,
             &mut chosen,
             &mut landing,
             |victim, landing| !victim.pools.iter().any(|&(pool, _)| pool == landing.pool),
@@ -542,6 +610,7 @@ impl PostFilter for Preemption {
         spare_where(
             job,
             context,
+            free_now,
             &mut chosen,
             &mut landing,
             |victim, landing| {
@@ -555,7 +624,7 @@ impl PostFilter for Preemption {
             index -= 1;
             let mut fewer = chosen.clone();
             fewer.remove(index);
-            if let Some(found) = fits_with_only(job, context, &fewer) {
+            if let Some(found) = fits_with_only(job, context, free_now, &fewer) {
                 chosen = fewer;
                 landing = found;
             }
