@@ -445,7 +445,20 @@ impl Config {
     pub fn profile_names(&self) -> Vec<&str> {
         self.profiles.iter().map(|p| p.name.as_str()).collect()
     }
+
+    /// What a valid profile does that its reader may not expect, one line each.
+    pub fn cautions(&self) -> Vec<String> {
+        (self.profiles.iter())
+            .filter(|p| p.search == SearchMode::Flat)
+            .map(|p| format!("profile `{}`: {FLAT_SEARCH_CAUTION}", p.name))
+            .collect()
+    }
 }
+
+/// What the flat search (the baseline's) leaves out.
+pub const FLAT_SEARCH_CAUTION: &str = "`search: flat`, the baseline's search, ignores jobs' \
+     required topology (a job that requires one leaf, spine or scale-up domain may cross \
+     it) and the room held for backfill heads";
 
 /// The YAML parser's error in the file's terms: its first line (the rest draws the same
 /// line), without the "error: " the command line adds or advice meant for the parser's

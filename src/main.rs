@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use kant::config::{Config, Placement};
+use kant::config::{Config, FLAT_SEARCH_CAUTION, Placement};
+use kant::framework::SearchMode;
 use kant::model::ClusterSpec;
 use kant::plugins::build_profile;
 use kant::queue::{DEFAULT_TENANT, QueueingPolicy, Tenants};
@@ -339,6 +340,13 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
             names.join(", ")
         );
     }
+    let profile_name = args.profile.as_deref().unwrap_or(&config.default_profile);
+    if config
+        .profile(profile_name)
+        .is_some_and(|p| p.search == SearchMode::Flat)
+    {
+        tracing::warn!("profile `{profile_name}`: {FLAT_SEARCH_CAUTION}");
+    }
     let mut options = kant::kube::RunOptions::new(config);
     options.kubeconfig = args.kubeconfig;
     options.profile = args.profile;
@@ -415,6 +423,9 @@ fn check_config(file: &Path) -> Result<(), Failure> {
         config.profile_names().join(", "),
         config.default_profile
     );
+    for caution in config.cautions() {
+        println!("note: {caution}");
+    }
     Ok(())
 }
 

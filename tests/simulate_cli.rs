@@ -781,6 +781,36 @@ fn run_says_it_ignores_the_configurations_tenants() {
     );
 }
 
+/// A profile searching flat (the baseline's search) ignores required topology: `config
+/// check` notes it for each such profile, and `kant run` warns when it runs one.
+#[test]
+fn a_flat_search_is_noted_by_config_check_and_warned_of_by_run() {
+    let dir = temp_dir("flat-search");
+    let config = write(dir.path(), "kant.yaml", kant::config::DEFAULT_CONFIG);
+    let checked = kant(&["config", "check", &config]);
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    assert!(checked.status.success(), "{stdout}");
+    let notes: Vec<&str> = stdout.lines().filter(|l| l.starts_with("note: ")).collect();
+    assert_eq!(notes.len(), 1, "{stdout}");
+    assert!(
+        notes[0].starts_with("note: profile `native`: `search: flat`")
+            && notes[0].contains("ignores jobs' required topology"),
+        "{stdout}"
+    );
+    let caution = "`search: flat`, the baseline's search, ignores";
+    let run = |profile: &[&str]| {
+        let args = [&["run", "--kubeconfig", "/nonexistent"], profile].concat();
+        String::from_utf8_lossy(&kant(&args).stderr).into_owned()
+    };
+    let native = run(&["--profile", "native"]);
+    assert!(
+        native.contains(&format!("profile `native`: {caution}")),
+        "{native}"
+    );
+    let default = run(&[]);
+    assert!(!default.contains(caution), "{default}");
+}
+
 /// A kubeconfig that cannot be read is bad input (exit 2), as a bad flag is; a replica
 /// that stops while running (a lost Lease) exits 1 (`kube_api`'s lease tests).
 #[test]
