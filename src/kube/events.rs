@@ -150,7 +150,7 @@ impl EventRecorder {
 
 /// A note cut to `NOTE_MAX_BYTES` and ending in " ..." when cut, as kube-scheduler cuts its
 /// messages (here on a character boundary).
-fn fit_note(mut note: String) -> String {
+pub(super) fn fit_note(mut note: String) -> String {
     const CUT: &str = " ...";
     if note.len() <= NOTE_MAX_BYTES {
         return note;

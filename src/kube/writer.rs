@@ -43,7 +43,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
-use super::events::EventRecorder;
+use super::events::{EventRecorder, fit_note};
 use super::run::RunOptions;
 use super::world::{
     ClaimBinding, Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
@@ -853,6 +853,22 @@ fn enqueue(
             return;
         }
     };
+    // An event's note is cut to what the API server takes before it is keyed: two notes
+    // alike up to the cut are one event, written one at a time (a series).
+    let output = match output {
+        Output::Event {
+            target,
+            warning,
+            reason,
+            message,
+        } => Output::Event {
+            target,
+            warning,
+            reason,
+            message: fit_note(message),
+        },
+        other => other,
+    };
     let Some(key) = status_key(&output) else {
         return;
     };
@@ -1005,6 +1021,29 @@ mod tests {
             target: pod(name),
             node: node.map(str::to_owned),
         })
+    }
+
+    #[test]
+    fn events_alike_up_to_the_notes_cut_wait_as_one() {
+        let mut waiting = HashMap::new();
+        let mut order = VecDeque::new();
+        let long = |tail: &str| {
+            StatusWork::Write(Output::Event {
+                target: pod("p"),
+                warning: true,
+                reason: "FailedScheduling",
+                message: format!("{}{tail}", "x".repeat(2000)),
+            })
+        };
+        enqueue(&mut waiting, &mut order, long("a"));
+        enqueue(&mut waiting, &mut order, long("b"));
+        assert_eq!(order.len(), 1, "{order:?}");
+        let (_, Output::Event { message, .. }) =
+            next_ready(&mut waiting, &mut order, &HashSet::new())
+        else {
+            panic!("an event was waiting");
+        };
+        assert_eq!(message, fit_note("x".repeat(2000)));
     }
 
     #[test]
