@@ -354,12 +354,9 @@ fn failed_scheduling_events(server: &ApiServer) -> Vec<(String, i32)> {
     .collect()
 }
 
-/// A pod told a new reason why it waits gets a new Event (the API server keeps an Event's
-/// note as written), so that `kubectl describe` shows the reason of now; told an earlier
-/// reason again, that reason's Event counts it in its series.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in_its_series() {
-    let server = ApiServer::start().await;
+/// One node of 8 GPUs, cordoned, with 4 of them taken by another scheduler's pod: a pod
+/// asking for 8 is unschedulable while it is cordoned, short of GPUs once it is not.
+fn cordoned_half_full_node(server: &ApiServer) {
     let mut cordoned = node("node-0", 8);
     cordoned.spec.get_or_insert_default().unschedulable = Some(true);
     server.create(&cordoned);
@@ -368,33 +365,78 @@ async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in
     spec.scheduler_name = Some("default-scheduler".into());
     spec.node_name = Some("node-0".into());
     server.create(&other);
+}
+
+fn cordon(server: &ApiServer, unschedulable: bool) {
+    let mut node = server.get::<Node>(None, "node-0").unwrap();
+    node.spec.get_or_insert_default().unschedulable = Some(unschedulable);
+    server.update(&node);
+}
+
+/// Whether a `FailedScheduling` Event's note says `says`, counted `count` times.
+fn told(says: &'static str, count: i32) -> impl Fn(&(String, i32)) -> bool {
+    move |(note, n)| note.contains(says) && *n == count
+}
+
+/// A pod told a new reason why it waits gets a new Event (the API server keeps an Event's
+/// note as written), so that `kubectl describe` shows the reason of now; told an earlier
+/// reason again, that reason's Event counts it in its series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in_its_series() {
+    let server = ApiServer::start().await;
+    cordoned_half_full_node(&server);
     let mut options = single_replica(Config::embedded());
     options.world.diagnose_every_ms = 200;
     let kant = Kant::start_with(&server, options).await;
     server.create(&gpu_pod("big", 8));
-    let cordon = |unschedulable: bool| {
-        let mut node = server.get::<Node>(None, "node-0").unwrap();
-        node.spec.get_or_insert_default().unschedulable = Some(unschedulable);
-        server.update(&node);
-    };
     let events = || failed_scheduling_events(&server);
-    let told = |says: &'static str, count: i32| {
-        move |(note, n): &(String, i32)| note.contains(says) && *n == count
-    };
     eventually("told why", || {
         events().len() == 1 && events().iter().any(told("unschedulable", 1))
     })
     .await;
-    cordon(false);
+    cordon(&server, false);
     eventually("told the new reason", || {
         events().len() == 2 && events().iter().any(told("Insufficient", 1))
     })
     .await;
-    cordon(true);
+    cordon(&server, true);
     eventually("told the first reason again", || {
         events().len() == 2 && events().iter().any(told("unschedulable", 2))
     })
     .await;
+    kant.stop().await;
+}
+
+/// An Event created whose answer never came (the writer gave up waiting) is counted at
+/// the pod's next telling of that reason, not created a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_created_unanswered_counts_its_repeat_rather_than_being_created_again() {
+    let server = ApiServer::start().await;
+    cordoned_half_full_node(&server);
+    server.lose_next_answers("create", "events", None, None, 1, None);
+    let mut options = single_replica(Config::embedded());
+    options.world.diagnose_every_ms = 200;
+    options.api_timeout = Duration::from_secs(1);
+    let kant = Kant::start_with(&server, options).await;
+    server.create(&gpu_pod("big", 8));
+    let events = || failed_scheduling_events(&server);
+    eventually("told why, unanswered", || {
+        events().len() == 1 && events().iter().any(told("unschedulable", 1))
+    })
+    .await;
+    // Past the writer's wait for the answer: it gave up on the create.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cordon(&server, false);
+    eventually("told the new reason", || {
+        events().iter().any(told("Insufficient", 1))
+    })
+    .await;
+    cordon(&server, true);
+    eventually("told the first reason again", || {
+        events().iter().any(told("unschedulable", 2))
+    })
+    .await;
+    assert_eq!(events().len(), 2, "{:?}", events());
     kant.stop().await;
 }
 

@@ -101,20 +101,29 @@ impl EventRecorder {
             Some(written) => written,
             None => {
                 let event = self.event(&key, now);
-                let created = api.create(&PostParams::default(), &event).await?;
-                (created.metadata.name.unwrap_or_default(), 1)
+                let name = event.metadata.name.clone().unwrap_or_default();
+                // Counted before it is sent: a create that lands after its caller gave up
+                // waiting is then counted at the next repeat (one that never landed is
+                // found gone then, and created), not created twice.
+                self.remember(&key, &name, 1, now);
+                if let Err(e) = api.create(&PostParams::default(), &event).await {
+                    self.written
+                        .lock()
+                        .expect("events cache poisoned")
+                        .remove(&key);
+                    return Err(e);
+                }
+                (name, 1)
             }
         };
-        let mut written = self.written.lock().expect("events cache poisoned");
-        written.insert(
-            key,
-            Written {
-                name,
-                count,
-                last: now,
-            },
-        );
+        self.remember(&key, &name, count, now);
         Ok(())
+    }
+
+    fn remember(&self, key: &EventKey, name: &str, count: i32, last: Timestamp) {
+        let mut written = self.written.lock().expect("events cache poisoned");
+        let name = name.to_owned();
+        written.insert(key.clone(), Written { name, count, last });
     }
 
     /// A new Event.
