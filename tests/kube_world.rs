@@ -989,6 +989,29 @@ fn a_gangs_launcher_follows_its_workers_shard() {
     assert!(!told_a100, "another shard's pods are written to: {out:?}");
 }
 
+/// A pod naming a GPU model no node carries (a misspelt `nvidia.com/gpu.product`) is told
+/// which model, quoted, and which models the nodes carry; bound once a node of it joins.
+#[test]
+fn a_pod_naming_a_model_no_node_carries_is_told_which() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    let misspelt = json!({"spec": {"nodeSelector": {"nvidia.com/gpu.product": "h100 "}}});
+    apply_pod(&mut world, &pod("p", 1, misspelt), T0);
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(
+        messages(&out),
+        [r#"p: no node carries the job's GPU model "h100 " (nodes carry "H100")"#]
+    );
+    let lower = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "h100 "}}});
+    apply_node(&mut world, &node_with("n2", 8, lower), T0 + 1);
+    let out = run_until(&mut world, T0 + 1, T0 + 60_000);
+    assert_eq!(
+        bindings(&out),
+        [("p".into(), "n2".into(), "0".into())],
+        "{out:?}"
+    );
+}
+
 /// A shard's gang whose launcher may only go to CPU-only nodes (a node selector keeps it
 /// off the GPU nodes, as MPIJob users often ask) is placed by that shard: every replica
 /// uses CPU-only nodes, not only the `--default-shard` one.

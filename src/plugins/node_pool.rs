@@ -8,7 +8,7 @@ use crate::framework::{
     CycleState, Filter, NodeView, Plugin, PodContext, PreFilter, Status, pools_for,
     some_domain_could_hold,
 };
-use crate::model::{Job, JobShape};
+use crate::model::{Job, JobShape, Pool};
 
 pub struct NodePool;
 
@@ -25,6 +25,9 @@ impl PreFilter for NodePool {
         let shape = JobShape::of(job);
         let fits_some_pool = pools.iter().any(|&p| shape.fits(&spec.pool(p).node_sizes));
         if !fits_some_pool {
+            if let Some(uncarried) = uncarried_models(job, snapshot) {
+                return Status::unresolvable(uncarried);
+            }
             let widest = job.pods.iter().map(|p| p.gpu).max_by_key(|g| g.milli());
             let alike = job.pods.iter().all(|p| Some(p.gpu) == widest);
             let pods = match job.pods.len() {
@@ -52,6 +55,35 @@ impl PreFilter for NodePool {
             _ => Status::SUCCESS,
         }
     }
+}
+
+/// Where the job names GPU models and no node carries any of them (a misspelt model, or
+/// nodes not yet joined): which, with those the nodes do carry.
+fn uncarried_models(job: &Job, snapshot: &ClusterState) -> Option<String> {
+    let spec = snapshot.spec();
+    let carried = |p: &Pool| !p.nodes.is_empty();
+    let named = job.pools.iter().map(|&p| spec.pool(p));
+    if job.pools.is_empty() || named.clone().any(carried) {
+        return None;
+    }
+    let quoted = |pools: &mut dyn Iterator<Item = &Pool>| {
+        let models = pools.filter_map(|p| p.gpu_model.as_deref());
+        models
+            .map(|m| format!("{m:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let names = quoted(&mut named.clone());
+    let others = quoted(&mut spec.pools.iter().filter(|p| carried(p)));
+    let model = if job.pools.len() == 1 {
+        "model"
+    } else {
+        "models"
+    };
+    Some(match others.is_empty() {
+        true => format!("no node carries the job's GPU {model} {names}, nor any other GPU"),
+        false => format!("no node carries the job's GPU {model} {names} (nodes carry {others})"),
+    })
 }
 
 impl Filter for NodePool {
