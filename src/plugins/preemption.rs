@@ -174,21 +174,45 @@ fn tenants_without(
 ) -> Tenants {
     let mut tenants = context.tenants.clone();
     for (victim, _) in victims {
-        for &(pool, milli) in &victim.pools {
-            tenants.charge(victim.tenant, pool, -(milli as i64));
-        }
+        uncharge(&mut tenants, victim);
     }
     tenants
 }
 
-/// Where the job, within its quota, lands once `victims` are gone from `state` (the
-/// snapshot without them); `None` if it does not fit.
-fn fits_without(
-    context: &PreemptionContext,
-    victims: &[(&RunningJob, PreemptionKind)],
-    state: &ClusterState,
-) -> Option<Landing> {
-    (context.fits)(state, &tenants_without(context, victims))
+fn uncharge(tenants: &mut Tenants, victim: &RunningJob) {
+    for &(pool, milli) in &victim.pools {
+        tenants.charge(victim.tenant, pool, -(milli as i64));
+    }
+}
+
+/// The cluster and the tenants' accounts with victims gone, taken one at a time.
+struct WhatIf {
+    state: ClusterState,
+    tenants: Tenants,
+}
+
+impl WhatIf {
+    fn new(context: &PreemptionContext) -> WhatIf {
+        WhatIf {
+            state: context.snapshot.snapshot(),
+            tenants: context.tenants.clone(),
+        }
+    }
+
+    fn take(&mut self, victim: &RunningJob) {
+        for pod in 0..victim.job.pods.len() as u32 {
+            let _ = self.state.forget(PodKey {
+                job: victim.job.id,
+                pod,
+            });
+        }
+        uncharge(&mut self.tenants, victim);
+    }
+
+    /// Where the job, within its quota, lands; `None` if it does not fit.
+    fn fits(&self, context: &PreemptionContext) -> Option<Landing> {
+        (context.fits)(&self.state, &self.tenants)
+    }
 }
 
 /// Whether `owner` has had a job waiting for GPUs of `pool` since the round began (or a
@@ -305,7 +329,7 @@ fn refused_with_any_of<'c>(
     }
 }
 
-/// Where the job would land with only `victims` gone (see [`fits_without`]); `None` also
+/// Where the job, within its quota, would land with only `victims` gone; `None` also
 /// where they could not all be taken ([`settle_reclaims`]), and without a placement tried
 /// where they and the room free now (`free_now`, milli-GPUs on the job's pools) hold less
 /// than the job asks.
@@ -319,11 +343,11 @@ fn fits_with_only(
     if room < job.total_milli() {
         return None;
     }
-    let mut state = context.snapshot.snapshot();
+    let mut what_if = WhatIf::new(context);
     for (victim, _) in victims {
-        remove(&mut state, victim);
+        what_if.take(victim);
     }
-    let landing = fits_without(context, victims, &state)?;
+    let landing = what_if.fits(context)?;
     settle_reclaims(job, context, victims, &landing)?;
     Some(landing)
 }
@@ -455,16 +479,6 @@ fn settle_reclaims<'v>(
     Some(settled)
 }
 
-/// Removes a running job's pods from a what-if state.
-fn remove(state: &mut ClusterState, victim: &RunningJob) {
-    for pod in 0..victim.job.pods.len() as u32 {
-        let _ = state.forget(PodKey {
-            job: victim.job.id,
-            pod,
-        });
-    }
-}
-
 impl PostFilter for Preemption {
     fn for_backfill_heads_only(&self) -> bool {
         self.backfill_only
@@ -554,7 +568,7 @@ impl PostFilter for Preemption {
         if free_now + freeable < need {
             return nothing_now;
         }
-        let mut state = context.snapshot.snapshot();
+        let mut what_if = WhatIf::new(context);
         let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
         let mut freed = free_now;
         let mut landing = None;
@@ -572,11 +586,9 @@ impl PostFilter for Preemption {
             }
             budget.remove(victim);
             freed += held_milli(victim);
-            remove(&mut state, victim);
+            what_if.take(victim);
             chosen.push(candidate);
-            landing = (freed >= need)
-                .then(|| fits_without(context, &chosen, &state))
-                .flatten();
+            landing = (freed >= need).then(|| what_if.fits(context)).flatten();
             landing.is_some()
         });
         let (true, Some(mut landing)) = (fitted, landing) else {
