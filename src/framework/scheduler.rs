@@ -17,8 +17,8 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRules, PoolId,
 };
 use crate::queue::{
-    Admission, Attempted, Driver, Offer, PoolsWanted, QueueingPolicy, Queues, Room, TenantMode,
-    Tenants, Waiting,
+    Admission, Attempted, Driver, Offer, PoolsWanted, PreemptionReach, QueueingPolicy, Queues,
+    Room, TenantMode, Tenants, Waiting,
 };
 
 use super::fruitless::{FailedSearch, RoomLog, SearchScope};
@@ -1482,24 +1482,27 @@ impl Driver for Round<'_> {
     }
 
     fn admission_room(&self, tenant: usize) -> Option<Room> {
-        // With preemption, a job admission denies may still make room (`attempt`); with
-        // preemption for backfill heads alone, a head may.
+        // A job admission denies may still make room by preemption (`attempt`): a backfill
+        // head, and with priority and quota-reclaim preemption a job that outranks a
+        // running one or whose tenant may reclaim quota.
         let scheduler = &self.scheduler;
         let post_filters = &scheduler.profile.post_filters;
-        if post_filters.iter().any(|p| !p.for_backfill_heads_only()) {
-            return None;
-        }
         let cluster = scheduler.state.total();
         let room = Room::new(
             scheduler.tenants.admission_room(tenant),
             u64::from(cluster.free_gpus),
             cluster.free_histogram,
         );
-        if post_filters.is_empty() {
-            Some(room)
+        Some(if post_filters.is_empty() {
+            room
+        } else if post_filters.iter().all(|p| p.for_backfill_heads_only()) {
+            room.with_heads_making_room()
         } else {
-            Some(room.with_heads_making_room())
-        }
+            room.with_preemption(PreemptionReach {
+                lowest_running: scheduler.running_priorities.keys().next().copied(),
+                reclaims: scheduler.tenants.may_reclaim(tenant),
+            })
+        })
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -101,6 +101,8 @@ struct Need {
     /// room holds, for a job of fractions; nothing at all for a job asking for no GPU).
     pods: u64,
     width: u32,
+    /// The job's priority, where it may preempt (`None`: it never does).
+    preempts_at: Option<i32>,
 }
 
 impl Need {
@@ -117,6 +119,7 @@ impl Need {
             // Pods that differ, or ask for fractions: a node with room for the widest.
             pods: widths.uniform_whole.map_or(1, |_| widths.pods),
             width: widths.widest_whole,
+            preempts_at: job.may_preempt.then_some(job.priority),
         }
     }
 
@@ -128,7 +131,28 @@ impl Need {
             whole: self.whole.min(other.whole),
             pods: self.pods.min(other.pods),
             width: self.width.min(other.width),
+            // A higher priority may preempt more.
+            preempts_at: self.preempts_at.max(other.preempts_at),
         }
+    }
+}
+
+/// Where priority and quota-reclaim preemption are on: which jobs of a tenant could
+/// preempt to make the room admission finds missing.
+#[derive(Debug, Clone, Copy)]
+pub struct PreemptionReach {
+    /// The lowest priority of a running job: a job of a higher one may preempt it.
+    pub lowest_running: Option<i32>,
+    /// Whether the tenant may reclaim quota: it is below its quota on a pool where another
+    /// tenant borrows.
+    pub reclaims: bool,
+}
+
+impl PreemptionReach {
+    fn may_make_room(&self, need: &Need) -> bool {
+        need.preempts_at.is_some_and(|priority| {
+            self.reclaims || self.lowest_running.is_some_and(|lowest| lowest < priority)
+        })
     }
 }
 
@@ -148,6 +172,9 @@ pub struct Room {
     /// Whether a backfill head may make room by preemption: admission then refuses it
     /// nothing, as its victims may free what it lacks.
     heads_make_room: bool,
+    /// With priority and quota-reclaim preemption, the jobs admission refuses nothing
+    /// either.
+    preemption: Option<PreemptionReach>,
 }
 
 impl Room {
@@ -163,6 +190,7 @@ impl Room {
             free_histogram,
             widest_node,
             heads_make_room: false,
+            preemption: None,
         }
     }
 
@@ -171,6 +199,15 @@ impl Room {
         Room {
             heads_make_room: true,
             ..self
+        }
+    }
+
+    /// The same room where priority and quota-reclaim preemption may make room too, for
+    /// backfill heads and for the jobs `reach` tells.
+    pub fn with_preemption(self, reach: PreemptionReach) -> Room {
+        Room {
+            preemption: Some(reach),
+            ..self.with_heads_making_room()
         }
     }
 
@@ -185,7 +222,12 @@ impl Room {
         }
         let beyond_nodes = need.width > self.widest_node
             || (need.pods > 1 && pods_that_fit(&self.free_histogram, need.width) < need.pods);
-        need.milli > self.quota_milli || need.whole > self.free_gpus || (!head && beyond_nodes)
+        let short =
+            need.milli > self.quota_milli || need.whole > self.free_gpus || (!head && beyond_nodes);
+        short
+            && !self
+                .preemption
+                .is_some_and(|reach| reach.may_make_room(need))
     }
 }
 
@@ -223,8 +265,8 @@ pub trait Driver {
     fn quota_is_own(&self, tenant: usize) -> bool;
     /// What admission could grant a job of the tenant now: a job that asks for more cannot
     /// be placed before capacity is freed, and fails as admission fails it (`Failed`, no
-    /// retry time) without being offered. `None` when that cannot be told without trying
-    /// (preemption might make room).
+    /// retry time) without being offered; the room says which jobs preemption may still
+    /// make room for. `None` when the driver cannot tell: every job is offered.
     fn admission_room(&self, tenant: usize) -> Option<Room>;
     fn attempt(&mut self, offer: Offer) -> Attempted;
 }
@@ -672,9 +714,36 @@ mod tests {
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
         let short_of_quota = Room::of_nodes(1_500, &[4, 2]);
         assert_eq!(offered(&mut queues, 1, Some(short_of_quota)), [3]);
-        // When the driver cannot tell (preemption could make room), every job is tried.
+        // A driver that cannot tell what admission would grant has every job tried.
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
         assert_eq!(offered(&mut queues, 1, None), [0, 1, 2, 3]);
+    }
+
+    /// With priority and quota-reclaim preemption, a job admission finds short of room is
+    /// still offered where it could preempt: it outranks a running job, or its tenant may
+    /// reclaim quota; else it waits for capacity as without preemption.
+    #[test]
+    fn with_preemption_only_jobs_that_could_preempt_are_offered_beyond_the_room() {
+        let room = Room::of_nodes(16_000, &[4, 2]);
+        let reach = |lowest_running, reclaims| {
+            room.with_preemption(PreemptionReach {
+                lowest_running,
+                reclaims,
+            })
+        };
+        // Every job here is of priority 0.
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        assert_eq!(offered(&mut queues, 1, Some(reach(Some(0), false))), [1, 3]);
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        assert_eq!(
+            offered(&mut queues, 1, Some(reach(Some(-1), false))),
+            [0, 1, 2, 3]
+        );
+        let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+        assert_eq!(
+            offered(&mut queues, 1, Some(reach(None, true))),
+            [0, 1, 2, 3]
+        );
     }
 
     #[test]
@@ -758,12 +827,26 @@ mod tests {
     }
 
     fn need() -> impl Strategy<Value = Need> {
-        (0u64..20_000, 0u64..20, 1u64..5, 0u32..=8).prop_map(|(milli, whole, pods, width)| Need {
-            milli,
-            whole,
-            pods,
-            width,
-        })
+        let preempts_at = proptest::option::of(-2i32..=2);
+        (0u64..20_000, 0u64..20, 1u64..5, 0u32..=8, preempts_at).prop_map(
+            |(milli, whole, pods, width, preempts_at)| Need {
+                milli,
+                whole,
+                pods,
+                width,
+                preempts_at,
+            },
+        )
+    }
+
+    fn reach() -> impl Strategy<Value = Option<PreemptionReach>> {
+        let lowest_running = proptest::option::of(-2i32..=2);
+        proptest::option::of((lowest_running, any::<bool>()).prop_map(
+            |(lowest_running, reclaims)| PreemptionReach {
+                lowest_running,
+                reclaims,
+            },
+        ))
     }
 
     proptest! {
@@ -774,8 +857,13 @@ mod tests {
             quota_milli in 0u64..20_000,
             free in proptest::collection::vec(0u32..=8, 0..5),
             head in any::<bool>(),
+            reach in reach(),
         ) {
             let room = Room::of_nodes(quota_milli, &free);
+            let room = match reach {
+                Some(reach) => room.with_preemption(reach),
+                None => room,
+            };
             if room.refuses(&a.least(&b), head) {
                 prop_assert!(room.refuses(&a, head) && room.refuses(&b, head));
             }

@@ -365,6 +365,18 @@ impl Tenants {
             .saturating_sub(self.quota(tenant, pool))
     }
 
+    /// Whether the tenant may reclaim quota anywhere: it is below its quota on a pool where
+    /// another tenant borrows.
+    pub fn may_reclaim(&self, tenant: usize) -> bool {
+        (0..self.capacity.len())
+            .map(|p| PoolId(p as u16))
+            .any(|pool| {
+                self.under_quota(tenant, pool)
+                    && (0..self.len())
+                        .any(|other| other != tenant && self.borrowed(other, pool) > 0)
+            })
+    }
+
     /// Whether the tenant is below its quota on a pool (and so may reclaim it).
     pub fn under_quota(&self, tenant: usize, pool: PoolId) -> bool {
         self.used(tenant, pool) < self.quota(tenant, pool)
