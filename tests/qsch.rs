@@ -1630,6 +1630,46 @@ fn a_head_served_past_the_threshold_is_not_evicted_as_backfilled() {
     assert_eq!(placed_jobs(&s.schedule(later)), ids(&[2]));
 }
 
+/// A job evicted as backfilled past one head, then backfilled past another (it fits where
+/// that head does not), is not evicted as backfilled a second time: a job loses at most
+/// one run to backfill preemption.
+#[test]
+fn a_job_evicted_as_backfilled_is_not_evicted_as_backfilled_again() {
+    let mut s = scheduler(backfill_only(), cluster(3, 8, 3, LinkProfile::NvlinkAll));
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(8), 0, 0));
+    s.submit(job(2, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(job(10, 1, whole(8), 0, 60)); // the first head: a whole node
+    s.submit(job(11, 2, whole(8), 0, 61)); // the next: two whole nodes
+    assert!(s.schedule(61 * SECOND).is_empty());
+    s.submit(job(20, 1, whole(4), 0, 120)); // backfilled past both
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[20]));
+    s.finish(JobId(2));
+    assert!(s.schedule(10 * MINUTE).is_empty());
+    let overdue = 61 * SECOND + BACKFILL_THRESHOLD;
+    let decisions = s.schedule(overdue);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[20]), JobId(10), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[10]));
+    // A node frees: the second head needs two, and job 20 is backfilled past it.
+    s.finish(JobId(0));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[20]));
+    // Past job 20's minimum runtime another node frees: the head would fit without job
+    // 20, which overtook it, but job 20 lost a run to backfill preemption already.
+    s.finish(JobId(1));
+    let decisions = s.schedule(overdue + MIN_RUNTIME + 2 * MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 20));
+    s.finish(JobId(20));
+    let later = overdue + MIN_RUNTIME + 3 * MINUTE;
+    assert_eq!(placed_jobs(&s.schedule(later)), ids(&[11]));
+    check_accounting(&s);
+}
+
 /// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(

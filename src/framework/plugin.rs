@@ -305,9 +305,10 @@ pub struct RunningJob {
     /// False for pods this scheduler does not manage (placed by another scheduler): they
     /// count against capacity but are never victims.
     pub preemptible: bool,
-    /// Placed as a backfill head (blocked past the threshold): it was served in its turn,
-    /// not ahead of anyone, so no other head may evict it as backfilled.
-    pub served_overdue: bool,
+    /// Placed as a backfill head (blocked past the threshold), so served in its turn, not
+    /// ahead of anyone; or evicted once before as backfilled past a head: no head may evict
+    /// it as backfilled (a job loses at most one run to backfill preemption).
+    pub backfill_exempt: bool,
     /// On its way out (a victim whose pods are still going, or pods found terminating):
     /// it holds its devices, is charged to no tenant and is never a victim.
     pub terminating: bool,

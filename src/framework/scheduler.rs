@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
@@ -118,6 +118,9 @@ pub struct Scheduler {
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
+    /// Jobs evicted as backfilled past a head and not placed since: placed again, no head
+    /// evicts them as backfilled a second time.
+    evicted_as_backfilled: HashSet<JobId>,
     /// Whether victims hold what they had until the world reports their pods gone (a
     /// real cluster, where eviction takes time), instead of leaving at once (the
     /// simulator).
@@ -167,6 +170,7 @@ impl Scheduler {
             reaches_by_shape: ReachesByShape::default(),
             domains: DomainIndex::default(),
             bind_failures: HashMap::new(),
+            evicted_as_backfilled: HashSet::new(),
             evicted: Vec::new(),
             hold_victims: false,
             terminating: Vec::new(),
@@ -234,6 +238,7 @@ impl Scheduler {
     /// Drops what the scheduler remembers of a job that is neither pending nor running.
     fn forget_job(&mut self, job: JobId) {
         self.drop_reservation(job);
+        self.evicted_as_backfilled.remove(&job);
         self.waits.remove(&job);
         self.reaches.remove(&job);
         self.bind_failures.remove(&job);
@@ -807,8 +812,9 @@ impl Scheduler {
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
             self.drop_reservation(job.id);
+            let evicted_before = self.evicted_as_backfilled.remove(&job.id);
             if let Some(running) = self.running.get_mut(&job.id) {
-                running.served_overdue = offer.backfill_since.is_some();
+                running.backfill_exempt = offer.backfill_since.is_some() || evicted_before;
             }
         }
         attempted
@@ -1100,7 +1106,7 @@ impl Scheduler {
                 started_ms,
                 pools,
                 preemptible: adopted == (Adopted::Running { preemptible: true }),
-                served_overdue: false,
+                backfill_exempt: false,
                 terminating: adopted == Adopted::Terminating,
             },
         );
@@ -1201,7 +1207,7 @@ impl Scheduler {
         let Some(victims) = proposal else {
             return retry_at.map_or(Preempted::Nothing, Preempted::RetryAt);
         };
-        for &(victim, _) in &victims {
+        for &(victim, kind) in &victims {
             let placements = if self.hold_victims {
                 self.placements_of(victim)
             } else {
@@ -1214,8 +1220,12 @@ impl Scheduler {
                     wanted.add(&evicted.job);
                 }
                 if self.hold_victims {
+                    // Its pods go; what comes back (a controller's new pods) is a new job.
                     self.terminating.push((evicted, placements));
                 } else {
+                    if kind == PreemptionKind::Backfill {
+                        self.evicted_as_backfilled.insert(victim);
+                    }
                     self.evicted.push((evicted.job, evicted.tenant));
                 }
             }

@@ -2,7 +2,8 @@
 //! `backfill-preemption` is the same for the backfill kind alone.
 //!
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
-//!   blocked, of no higher priority.
+//!   blocked, of no higher priority, that were never evicted as backfilled before (a job
+//!   loses at most one run to backfill preemption).
 //! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
 //!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that
 //!   pool, whatever their priority, as long as their tenant keeps at least its quota
@@ -105,10 +106,10 @@ impl Preemption {
         let lower = victim.job.priority < job.priority;
         // Backfilled: it was submitted after the head and started while the head waited,
         // so it overtook the head (a job older than the head never counts, nor one placed
-        // as an overdue head itself: no cascade).
+        // as an overdue head itself: no cascade; nor one evicted as backfilled before).
         if let Some(since) = context.backfill_since
             && !other_isolated
-            && !victim.served_overdue
+            && !victim.backfill_exempt
             && victim.started_ms >= since
             && victim.job.submit_ms > job.submit_ms
             && victim.job.priority <= job.priority
