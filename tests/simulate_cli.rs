@@ -416,7 +416,7 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     ];
     assert_rejected(
         &args,
-        "quota.yaml: tenant a: quota for unknown GPU model B200",
+        "quota.yaml: tenant a: quota for unknown GPU model \"B200\" (the cluster has: H100, A100)",
         &out_path,
     );
     // The embedded cluster has 2,048 H100.

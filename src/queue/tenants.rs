@@ -164,7 +164,7 @@ impl Tenants {
                 let pool = cluster.pool_of_model(Some(model)).ok_or_else(|| {
                     let known: Vec<&str> = cluster.gpu_models().collect();
                     format!(
-                        "tenant {}: quota for unknown GPU model {model} (the cluster has {})",
+                        "tenant {}: quota for unknown GPU model \"{model}\" (the cluster has: {})",
                         config.name,
                         known.join(", ")
                     )
