@@ -1670,6 +1670,50 @@ fn a_job_evicted_as_backfilled_is_not_evicted_as_backfilled_again() {
     check_accounting(&s);
 }
 
+/// The same, where the job is evicted for priority in between: it stays exempt from
+/// backfill preemption until it finishes, not only for its next run.
+#[test]
+fn a_job_evicted_as_backfilled_stays_exempt_after_a_priority_eviction() {
+    let backfill = profile("default", Some(QueueingPolicy::Backfill), None);
+    let mut s = scheduler(backfill, cluster(3, 8, 3, LinkProfile::NvlinkAll));
+    s.submit(job(0, 1, whole(8), 0, 0));
+    s.submit(job(1, 1, whole(8), 0, 0));
+    s.submit(job(2, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(job(10, 1, whole(8), 0, 60));
+    s.submit(job(11, 2, whole(8), 0, 61));
+    assert!(s.schedule(61 * SECOND).is_empty());
+    s.submit(job(20, 1, whole(4), 0, 120));
+    assert_eq!(placed_jobs(&s.schedule(2 * MINUTE)), ids(&[20]));
+    s.finish(JobId(2));
+    let overdue = 61 * SECOND + BACKFILL_THRESHOLD;
+    let decisions = s.schedule(overdue);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[20]), JobId(10), PreemptionKind::Backfill)]
+    );
+    s.finish(JobId(0));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[20]));
+    // A job of higher priority takes job 20's node past its minimum runtime.
+    let urgent_at = overdue + MINUTE + MIN_RUNTIME + MINUTE;
+    s.submit(job(30, 1, whole(8), 1, urgent_at / 1000));
+    let decisions = s.schedule(urgent_at);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[20]), JobId(30), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    s.finish(JobId(30));
+    let again = urgent_at + MIN_RUNTIME + MINUTE;
+    assert_eq!(placed_jobs(&s.schedule(again)), ids(&[20]));
+    // Job 20, backfilled past the head once more, is still not evicted as backfilled.
+    s.finish(JobId(1));
+    let decisions = s.schedule(again + MIN_RUNTIME + MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    assert!(is_running(&s, 20));
+    check_accounting(&s);
+}
+
 /// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(

@@ -306,8 +306,9 @@ pub struct RunningJob {
     /// count against capacity but are never victims.
     pub preemptible: bool,
     /// Placed as a backfill head (blocked past the threshold), so served in its turn, not
-    /// ahead of anyone; or evicted once before as backfilled past a head: no head may evict
-    /// it as backfilled (a job loses at most one run to backfill preemption).
+    /// ahead of anyone; or evicted once before as backfilled past a head and requeued (the
+    /// simulator's victims; a live cluster's come back as new pods): no head may evict it
+    /// as backfilled (such a job loses at most one run to backfill preemption).
     pub backfill_exempt: bool,
     /// On its way out (a victim whose pods are still going, or pods found terminating):
     /// it holds its devices, is charged to no tenant and is never a victim.

@@ -118,8 +118,8 @@ pub struct Scheduler {
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
-    /// Jobs evicted as backfilled past a head and not placed since: placed again, no head
-    /// evicts them as backfilled a second time.
+    /// Jobs evicted as backfilled past a head (and back in their queues, in the simulator):
+    /// no head evicts them as backfilled again, until they finish or are withdrawn.
     evicted_as_backfilled: HashSet<JobId>,
     /// Whether victims hold what they had until the world reports their pods gone (a
     /// real cluster, where eviction takes time), instead of leaving at once (the
@@ -812,7 +812,7 @@ impl Scheduler {
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
             self.drop_reservation(job.id);
-            let evicted_before = self.evicted_as_backfilled.remove(&job.id);
+            let evicted_before = self.evicted_as_backfilled.contains(&job.id);
             if let Some(running) = self.running.get_mut(&job.id) {
                 running.backfill_exempt = offer.backfill_since.is_some() || evicted_before;
             }
@@ -1220,7 +1220,8 @@ impl Scheduler {
                     wanted.add(&evicted.job);
                 }
                 if self.hold_victims {
-                    // Its pods go; what comes back (a controller's new pods) is a new job.
+                    // Its pods go; what comes back (a controller's new pods) is a new job,
+                    // which the rule above cannot tell from any other.
                     self.terminating.push((evicted, placements));
                 } else {
                     if kind == PreemptionKind::Backfill {
@@ -1273,6 +1274,7 @@ impl Scheduler {
     /// The job ran to completion: its resources return to the cluster.
     pub fn finish(&mut self, job: JobId) -> Option<Arc<Job>> {
         self.bind_failures.remove(&job);
+        self.evicted_as_backfilled.remove(&job);
         self.release(job).map(|r| r.job)
     }
 

@@ -2,8 +2,9 @@
 //! `backfill-preemption` is the same for the backfill kind alone.
 //!
 //! - Backfill: for a backfill head blocked past the threshold, the jobs placed after it
-//!   blocked, of no higher priority, that were never evicted as backfilled before (a job
-//!   loses at most one run to backfill preemption).
+//!   blocked, of no higher priority, that were never evicted as backfilled before (a
+//!   requeued job loses at most one run to backfill preemption; in a live cluster an
+//!   evicted pod comes back as a new one, which counts afresh).
 //! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
 //!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that
 //!   pool, whatever their priority, as long as their tenant keeps at least its quota

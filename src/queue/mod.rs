@@ -422,8 +422,10 @@ impl Queues {
         // other tenant's do, and the scheduler holds room for the head. `None`: nothing
         // held; an empty list (a head that accepts any pool) holds every pool.
         let mut held_pools: Vec<Option<Vec<PoolId>>> = vec![None; tenants];
-        // Per tenant, what admission could grant it, as last asked: only a placement
-        // changes it (a job that fails changes nothing when the driver can tell).
+        // Per tenant, what admission could grant it, as last asked: asked again after a
+        // placement. A job that fails changes nothing, but for a preemptor in a live
+        // cluster, which fails until its victims are gone: what their going changes in the
+        // tenants' accounts is read at the next round.
         let mut rooms: Vec<Option<Option<Room>>> = vec![None; tenants];
         // The tenants' shares, as last asked: only an attempt changes them.
         let mut shares: Option<Vec<f64>> = None;
