@@ -264,13 +264,7 @@ fn refused_whoever_goes(
 ) -> bool {
     let need = job.total_milli();
     pools_for(job, context.snapshot).iter().all(|&pool| {
-        let own: u64 = victims
-            .iter()
-            .filter(|(v, _)| v.tenant == context.tenant)
-            .flat_map(|(v, _)| &v.pools)
-            .filter(|&&(p, _)| p == pool)
-            .map(|&(_, milli)| milli)
-            .sum();
+        let own = own_on_pool(context, victims, pool);
         need > own
             && context
                 .tenants
@@ -285,6 +279,26 @@ fn held_milli(victim: &RunningJob) -> u64 {
     victim.pools.iter().map(|&(_, milli)| milli).sum()
 }
 
+/// Milli-GPUs the victim holds on `pool`.
+fn held_on(victim: &RunningJob, pool: PoolId) -> u64 {
+    (victim.pools.iter())
+        .filter(|&&(p, _)| p == pool)
+        .map(|&(_, milli)| milli)
+        .sum()
+}
+
+/// Milli-GPUs the preemptor's own tenant's victims hold on `pool`.
+fn own_on_pool(
+    context: &PreemptionContext,
+    victims: &[(&RunningJob, PreemptionKind)],
+    pool: PoolId,
+) -> u64 {
+    (victims.iter())
+        .filter(|(v, _)| v.tenant == context.tenant)
+        .map(|(v, _)| held_on(v, pool))
+        .sum()
+}
+
 /// Which candidates [`reclaimable_after`] would refuse every set of victims holding: the
 /// job has one pool, where its tenant would borrow more even with all of its own
 /// candidates gone, and the victim's going alone leaves its (shared) tenant below its
@@ -294,40 +308,31 @@ fn refused_with_any_of<'c>(
     context: &'c PreemptionContext,
     candidates: &[(&RunningJob, PreemptionKind)],
 ) -> impl Fn(&RunningJob) -> bool + 'c {
-    let pool = match pools_for(job, context.snapshot) {
-        &[pool] => Some(pool),
-        _ => None,
-    };
-    let on_pool = move |victim: &RunningJob, pool: PoolId| -> u64 {
-        (victim.pools.iter())
-            .filter(|&&(p, _)| p == pool)
-            .map(|&(_, milli)| milli)
-            .sum()
-    };
     let tenants = context.tenants;
     let preemptor = context.tenant;
     let need = job.total_milli();
-    let borrows_more = pool.is_some_and(|pool| {
-        let own: u64 = (candidates.iter())
-            .filter(|(v, _)| v.tenant == preemptor)
-            .map(|(v, _)| on_pool(v, pool))
-            .sum();
+    // The one pool, where the preemptor would borrow more whoever of its own goes.
+    let borrowing_pool = match pools_for(job, context.snapshot) {
+        &[pool] => Some(pool),
+        _ => None,
+    }
+    .filter(|&pool| {
+        let own = own_on_pool(context, candidates, pool);
         need > own
             && tenants.used(preemptor, pool).saturating_sub(own) + need
                 > tenants.quota(preemptor, pool)
     });
     move |victim| {
         let owner = victim.tenant;
-        borrows_more
-            && pool.is_some_and(|pool| {
-                owner != preemptor
-                    && tenants.mode(owner) == TenantMode::Shared
-                    && wants(&victim.job, pool)
-                    && tenants
-                        .used(owner, pool)
-                        .saturating_sub(on_pool(victim, pool))
-                        < tenants.quota(owner, pool)
-            })
+        borrowing_pool.is_some_and(|pool| {
+            owner != preemptor
+                && tenants.mode(owner) == TenantMode::Shared
+                && wants(&victim.job, pool)
+                && tenants
+                    .used(owner, pool)
+                    .saturating_sub(held_on(victim, pool))
+                    < tenants.quota(owner, pool)
+        })
     }
 }
 
