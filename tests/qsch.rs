@@ -1208,10 +1208,40 @@ fn a_shared_job_larger_than_what_isolated_quotas_leave_is_never_tried() {
             assert_eq!(s.pending_of(2), 1);
             assert_eq!(
                 s.diagnose(JobId(0), 0).expect("pending").message(),
-                "the job needs 16 GPUs: more than it can ever have under tenant shared's quota"
+                "the job needs 16 GPUs: more than tenant shared can ever have (shared, it is \
+                 granted at most what the isolated tenants' quotas leave: 8 H100)"
             );
         }
     }
+}
+
+/// An isolated tenant with no quota on a model is told so, model by model, rather than
+/// that its quota is short.
+#[test]
+fn a_job_no_quota_can_admit_names_each_pools_ceiling() {
+    let spec = models_cluster(&[("H100", 8), ("H100", 8), ("A100", 8), ("A100", 8)]);
+    let configs = [tenant("iso", TenantMode::Isolated, 8)];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    let a100 = PoolId(1);
+    s.submit(Job {
+        pools: vec![a100],
+        ..tjob(0, 1, 1, 4, 0, 0)
+    });
+    s.submit(Job {
+        pools: vec![H100, a100],
+        ..tjob(1, 1, 2, 8, 0, 0)
+    });
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let told = |job| s.diagnose(JobId(job), 0).expect("pending").message();
+    assert_eq!(
+        told(0),
+        "the job needs 4 GPUs: more than tenant iso can ever have (isolated, its quota is 0 A100)"
+    );
+    assert_eq!(
+        told(1),
+        "the job needs 16 GPUs: more than tenant iso can ever have (isolated, its quota is 8 \
+         H100, 0 A100)"
+    );
 }
 
 #[test]

@@ -1341,11 +1341,6 @@ impl Scheduler {
             }
         }
         let gpus = job.total_milli() as f64 / f64::from(MILLI_PER_GPU);
-        let quota = |verdict: fn(String) -> Status, why: &str| {
-            let tenant = self.tenants.name(tenant);
-            let message = format!("the job needs {gpus} GPUs: {why} tenant {tenant}'s quota");
-            Some(Diagnosis::job_level(verdict(message)))
-        };
         let mut cycle = CycleState::new(now_ms);
         for plugin in &self.profile.pre_filters {
             let status = plugin.pre_filter(job, &self.state, &mut cycle);
@@ -1361,13 +1356,22 @@ impl Scheduler {
             }
         }
         if !self.tenants.could_ever_admit(tenant, job) {
-            return quota(Status::unresolvable, "more than it can ever have under");
+            let ceilings = self.tenants.ceilings(tenant, job, self.state.spec());
+            let message = format!(
+                "the job needs {gpus} GPUs: more than tenant {} can ever have ({ceilings})",
+                self.tenants.name(tenant)
+            );
+            return Some(Diagnosis::job_level(Status::unresolvable(message)));
         }
         // A shared tenant denied admission lacks room the nodes explain; an isolated one
         // waits for its own quota.
         let isolated = self.tenants.mode(tenant) == TenantMode::Isolated;
         if isolated && self.tenants.admit(tenant, job) == Admission::Denied {
-            return quota(Status::unschedulable, "more than is free now of isolated");
+            let message = format!(
+                "the job needs {gpus} GPUs: more than is free now of isolated tenant {}'s quota",
+                self.tenants.name(tenant)
+            );
+            return Some(Diagnosis::job_level(Status::unschedulable(message)));
         }
         Some(diagnose(&self.profile, job, &self.state, &cycle))
     }

@@ -327,6 +327,32 @@ impl Tenants {
         need == 0 || self.pools_of(job).any(|p| self.ceiling(tenant, p) >= need)
     }
 
+    /// The most admission could ever grant the tenant on each of the job's pools, in
+    /// words (`cluster` names the pools): why a job larger than each waits for good.
+    pub fn ceilings(&self, tenant: usize, job: &Job, cluster: &ClusterSpec) -> String {
+        let each: Vec<String> = self
+            .pools_of(job)
+            .map(|p| {
+                let gpus = self.ceiling(tenant, p) as f64 / f64::from(MILLI_PER_GPU);
+                let model = cluster
+                    .pools
+                    .get(p)
+                    .and_then(|pool| pool.gpu_model.as_deref());
+                format!("{gpus} {}", model.unwrap_or("GPUs of no model"))
+            })
+            .collect();
+        if each.is_empty() {
+            return "no pool of the GPU models it accepts has GPUs".into();
+        }
+        match self.modes[tenant] {
+            TenantMode::Isolated => format!("isolated, its quota is {}", each.join(", ")),
+            TenantMode::Shared => format!(
+                "shared, it is granted at most what the isolated tenants' quotas leave: {}",
+                each.join(", ")
+            ),
+        }
+    }
+
     /// Whether the job could be admitted on `pool` (one it accepts) were nothing else
     /// running.
     pub fn could_ever_admit_on(&self, tenant: usize, job: &Job, pool: PoolId) -> bool {
