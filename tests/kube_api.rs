@@ -407,6 +407,41 @@ async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in
     kant.stop().await;
 }
 
+/// A node Kant refuses gets a Warning Event on it, in `default` as kubelet writes node
+/// events, naming the node by its uid, so that `kubectl describe node` shows why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_node_is_told_with_an_event_on_it() {
+    let server = ApiServer::start().await;
+    let mut unlabelled = node("node-0", 8);
+    unlabelled.metadata.labels = None;
+    server.create(&unlabelled);
+    let uid = (server.get::<Node>(None, "node-0").unwrap().metadata.uid).expect("a uid");
+    let kant = Kant::start(&server, Config::embedded()).await;
+    let on_node = || {
+        (server
+            .list::<k8s_openapi::api::events::v1::Event>()
+            .into_iter())
+        .filter(|e| e.reason.as_deref() == Some("InvalidNode"))
+        .collect::<Vec<_>>()
+    };
+    eventually("the node told", || !on_node().is_empty()).await;
+    let event = on_node().remove(0);
+    assert_eq!(event.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let regarding = event.regarding.expect("regarding");
+    assert_eq!(
+        (regarding.kind.as_deref(), regarding.api_version.as_deref()),
+        (Some("Node"), Some("v1"))
+    );
+    assert_eq!(
+        (regarding.name.as_deref(), regarding.uid.as_deref()),
+        (Some("node-0"), Some(uid.as_str()))
+    );
+    assert_eq!(regarding.namespace, None);
+    assert!(event.note.unwrap_or_default().contains("node-0"));
+    kant.stop().await;
+}
+
 /// An Event created whose answer never came (the writer gave up waiting) is counted at
 /// the pod's next telling of that reason, not created a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

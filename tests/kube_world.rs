@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use kant::kube::world::{Input, Output, World, WorldOptions};
+use kant::kube::world::{EventKind, Input, Output, World, WorldOptions};
 use kant::kube::{ShardClaim, ShardSeen};
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -2057,6 +2057,91 @@ fn a_node_invalid_for_a_moment_keeps_what_its_pods_hold() {
     let out = run_until(&mut world, T0 + 60_001, T0 + 90_000);
     assert!(binds(&out).is_empty(), "{:?}", bindings(&out));
     assert_eq!(world.scheduler().state().total().used_milli, 12_000);
+}
+
+/// The events on nodes in `out`: (node, reason, message).
+fn node_events(out: &[Output]) -> Vec<(String, &'static str, String)> {
+    (out.iter())
+        .filter_map(|o| match o {
+            Output::Event {
+                target,
+                reason,
+                message,
+                ..
+            } if target.kind == EventKind::Node => {
+                Some((target.name.clone(), *reason, message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A node Kant refuses is told with a Warning event on the node, once per reason, by one
+/// replica (the shard of the model its label names, else the default shard), and a pod
+/// that finds no node counts it among the nodes, as kube-scheduler would.
+#[test]
+fn a_refused_node_is_told_on_the_node_and_counted_in_a_pods_reason() {
+    let unlabelled = |name: &str| {
+        let unlabel = json!({"metadata": {"labels": {"nvidia.com/gpu.product": null}}});
+        node_with(name, 8, unlabel)
+    };
+    let bad_layout = |name: &str| {
+        let layout = json!({"metadata": {"annotations": {"kant.io/gpu-topology": "nvlink-rings"}}});
+        node_with(name, 8, layout)
+    };
+    let nodes = [node("n1", 8), unlabelled("n2"), bad_layout("n3")];
+    let mut w = synced(&plain(), &nodes);
+    let told = node_events(&w.take_outputs());
+    let reasons: Vec<(&str, &str)> = (told.iter()).map(|(n, r, _)| (n.as_str(), *r)).collect();
+    assert_eq!(
+        reasons,
+        [("n2", "InvalidNode"), ("n3", "InvalidGpuAnnotation")],
+        "{told:?}"
+    );
+    assert!(
+        told[0].2.contains("nvidia.com/gpu.product"),
+        "{}",
+        told[0].2
+    );
+    assert!(told[1].2.contains("nvlink-rings"), "{}", told[1].2);
+    // Listed again unchanged (a heartbeat), they are not told again.
+    apply_node(&mut w, &unlabelled("n2"), T0 + 1);
+    apply_node(&mut w, &bad_layout("n3"), T0 + 1);
+    assert!(node_events(&w.take_outputs()).is_empty());
+    // n1 is the one node with GPUs to give: the second pod waits, and says why.
+    apply_pod(&mut w, &pod("first", 8, json!({})), T0 + 2);
+    apply_pod(&mut w, &pod("second", 8, json!({})), T0 + 2);
+    let out = run_until(&mut w, T0 + 2, T0 + 1_000);
+    assert_eq!(bindings(&out).len(), 1);
+    let waiting = messages(&out);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert!(
+        waiting[0].ends_with(
+            ": 0/3 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) had an \
+             invalid description (see the node's events)."
+        ),
+        "{waiting:?}"
+    );
+    // Of the shards, the H100 one tells of the node labelled H100, and the default one
+    // of the node labelled none.
+    let shards = [
+        (h100_shard(), vec!["n3"]),
+        (shard_of("A100"), vec![]),
+        (
+            WorldOptions {
+                default_shard: true,
+                ..shard_of("A100")
+            },
+            vec!["n2"],
+        ),
+    ];
+    for (options, expected) in shards {
+        let mut w = sync(world_with(&plain(), options.clone()), &nodes, &[]);
+        let told: Vec<String> = (node_events(&w.take_outputs()).into_iter())
+            .map(|(n, _, _)| n)
+            .collect();
+        assert_eq!(told, expected, "{options:?}");
+    }
 }
 
 /// A node invalid with no pod placed there leaves the cluster, and comes back usable once

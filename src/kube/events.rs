@@ -1,5 +1,6 @@
-//! Events on pods (events.k8s.io/v1): the same event again within [`SERIES_TTL`] (the
-//! same pod, type, reason and note) is one Event whose `series` counts it; a different
+//! Events (events.k8s.io/v1) on pods, and on the nodes and PodGroups Kant refuses or reads
+//! otherwise than written: the same event again within [`SERIES_TTL`] (the same object,
+//! type, reason and note) is one Event whose `series` counts it; a different
 //! note is a new Event, since the API server refuses to change an Event's note. That is
 //! how client-go's core/v1 event recorder keys events (with the message). Its
 //! events.k8s.io broadcaster, and kube-runtime's `Recorder`, leave the note out of what
@@ -10,15 +11,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::Reporter;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use serde_json::json;
 
+use super::crd::PodGroup;
 use super::world::PodRef;
 
 /// How long after its last occurrence an event still counts in its series (client-go's
@@ -28,10 +30,94 @@ const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
 /// The most bytes of an event's note (events.k8s.io/v1 refuses a longer one with 422).
 const NOTE_MAX_BYTES: usize = 1024;
 
+/// The namespace of the events on a cluster-scoped object (a node), as kubelet writes them.
+const CLUSTER_EVENTS_NAMESPACE: &str = "default";
+
+/// The kinds of object Kant writes events on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Pod,
+    Node,
+    PodGroup,
+}
+
+/// What an event is about, as its `regarding` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Regarding {
+    pub kind: Kind,
+    /// `None`: a cluster-scoped object, whose events go to [`CLUSTER_EVENTS_NAMESPACE`].
+    pub namespace: Option<String>,
+    pub name: String,
+    pub uid: String,
+}
+
+impl Regarding {
+    pub fn node(name: &str, uid: &str) -> Self {
+        Self {
+            kind: Kind::Node,
+            namespace: None,
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+        }
+    }
+
+    pub fn pod_group(namespace: &str, name: &str, uid: &str) -> Self {
+        Self {
+            kind: Kind::PodGroup,
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+            uid: uid.to_owned(),
+        }
+    }
+
+    /// The namespace its events are written in.
+    fn events_namespace(&self) -> &str {
+        self.namespace
+            .as_deref()
+            .unwrap_or(CLUSTER_EVENTS_NAMESPACE)
+    }
+
+    fn reference(&self) -> ObjectReference {
+        let (api_version, kind) = match self.kind {
+            Kind::Pod => (Pod::api_version(&()), Pod::kind(&())),
+            Kind::Node => (Node::api_version(&()), Node::kind(&())),
+            Kind::PodGroup => (PodGroup::api_version(&()), PodGroup::kind(&())),
+        };
+        ObjectReference {
+            api_version: Some(api_version.into_owned()),
+            kind: Some(kind.into_owned()),
+            namespace: self.namespace.clone(),
+            name: Some(self.name.clone()),
+            uid: Some(self.uid.clone()),
+            ..ObjectReference::default()
+        }
+    }
+}
+
+impl From<PodRef> for Regarding {
+    fn from(pod: PodRef) -> Self {
+        Self {
+            kind: Kind::Pod,
+            namespace: Some(pod.namespace),
+            name: pod.name,
+            uid: pod.uid,
+        }
+    }
+}
+
+impl std::fmt::Display for Regarding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{:?} {namespace}/{}", self.kind, self.name),
+            None => write!(f, "{:?} {}", self.kind, self.name),
+        }
+    }
+}
+
 /// What makes two events the same.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct EventKey {
-    pod: PodRef,
+    regarding: Regarding,
     warning: bool,
     reason: &'static str,
     note: String,
@@ -60,17 +146,17 @@ impl EventRecorder {
         }
     }
 
-    /// Records an event on a pod; `message` is cut to what the API server takes.
+    /// Records an event; `message` is cut to what the API server takes.
     pub async fn publish(
         &self,
-        pod: &PodRef,
+        regarding: &Regarding,
         warning: bool,
         reason: &'static str,
         message: String,
     ) -> Result<(), kube::Error> {
         let now = Timestamp::now();
         let key = EventKey {
-            pod: pod.clone(),
+            regarding: regarding.clone(),
             warning,
             reason,
             note: fit_note(message),
@@ -80,7 +166,8 @@ impl EventRecorder {
             written.retain(|_, w| w.last + SERIES_TTL > now);
             written.get(&key).map(|w| (w.name.clone(), w.count + 1))
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let namespace = regarding.events_namespace();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         let patched = match repeat {
             Some((name, count)) => {
                 let series = EventSeries {
@@ -131,19 +218,12 @@ impl EventRecorder {
         let controller = &self.reporter.controller;
         Event {
             metadata: ObjectMeta {
-                namespace: Some(key.pod.namespace.clone()),
-                name: Some(format!("{}.{:x}", key.pod.name, now.as_nanosecond())),
+                namespace: Some(key.regarding.events_namespace().to_owned()),
+                name: Some(format!("{}.{:x}", key.regarding.name, now.as_nanosecond())),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
-            regarding: Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(key.pod.namespace.clone()),
-                name: Some(key.pod.name.clone()),
-                uid: Some(key.pod.uid.clone()),
-                ..ObjectReference::default()
-            }),
+            regarding: Some(key.regarding.reference()),
             type_: Some(if key.warning { "Warning" } else { "Normal" }.into()),
             reason: Some(key.reason.into()),
             action: Some("Scheduling".into()),

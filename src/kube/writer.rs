@@ -43,7 +43,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::convert::GPU_IDS_ANNOTATION;
 use super::crd::{PodGroup, Queue};
-use super::events::{EventRecorder, fit_note};
+use super::events::{EventRecorder, Regarding, fit_note};
 use super::run::RunOptions;
 use super::world::{
     ClaimBinding, Condition, Input, Output, PodRef, SELECTED_NODE_ANNOTATION, Unwritten, WriteError,
@@ -692,7 +692,7 @@ enum StatusWork {
 enum StatusKey {
     Condition(PodRef),
     Nominated(PodRef),
-    Event(PodRef, &'static str, String),
+    Event(Regarding, &'static str, String),
     Group(String, String),
     Queue(String),
 }
@@ -996,7 +996,7 @@ mod tests {
 
     fn event(name: &str) -> StatusWork {
         StatusWork::Write(Output::Event {
-            target: pod(name),
+            target: pod(name).into(),
             warning: false,
             reason: "Scheduled",
             message: "placed".into(),
@@ -1029,7 +1029,7 @@ mod tests {
         let mut order = VecDeque::new();
         let long = |tail: &str| {
             StatusWork::Write(Output::Event {
-                target: pod("p"),
+                target: pod("p").into(),
                 warning: true,
                 reason: "FailedScheduling",
                 message: format!("{}{tail}", "x".repeat(2000)),

@@ -34,6 +34,7 @@ use crate::queue::Tenants;
 
 use super::convert::{NodeConverter, TopologyKeys};
 use super::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus};
+pub use super::events::{Kind as EventKind, Regarding};
 use super::lease::ShardSeen;
 
 pub use pods::PodRef;
@@ -211,9 +212,9 @@ pub enum Output {
         target: PodRef,
         node: Option<String>,
     },
-    /// Record an event on a pod.
+    /// Record an event.
     Event {
-        target: PodRef,
+        target: Regarding,
         warning: bool,
         reason: &'static str,
         message: String,
@@ -505,6 +506,7 @@ impl World {
     /// Follows what a change to the nodes did to the shards: pods waiting on nodes that
     /// were another shard's, and the GPU models no node carried.
     fn nodes_changed(&mut self, left_other_shards: Vec<String>, now_ms: u64) {
+        self.outputs.extend(self.nodes.take_events());
         self.pods.nodes_left_other_shards(left_other_shards);
         if self.nodes.take_carried_changed() {
             self.nodes.warn_misnamed_link_models();

@@ -28,6 +28,11 @@
 //! reservations dropped and given again while a binding could still land. It takes a new
 //! pod once its description is valid again; if no pod is placed there first, it is left
 //! out of the cluster meanwhile, as any invalid node is.
+//!
+//! A node refused so, or whose GPUs a GPU annotation that does not parse closes, is told
+//! with a Warning event on the node (besides the log), once per reason, by the replica of
+//! the GPU model its `nvidia.com/gpu.product` label names, or by the `--default-shard` one
+//! where it names none; pods that find no node say how many are refused.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -40,7 +45,14 @@ use crate::model::{
 
 use super::super::convert::{GPU_PRODUCT_LABEL, NodeConverter, NodeFacts};
 use super::resync::Change;
-use super::{World, WorldOptions};
+use super::{Output, Regarding, World, WorldOptions};
+
+/// The reason of the event on a node left out of the cluster (or kept taking no new pod)
+/// for an invalid description.
+const INVALID_NODE: &str = "InvalidNode";
+/// The reason of the event on a node whose GPUs a GPU annotation that does not parse
+/// closes.
+const INVALID_GPU_ANNOTATION: &str = "InvalidGpuAnnotation";
 
 /// What is known of one node.
 enum NodeEntry {
@@ -79,7 +91,46 @@ pub(super) struct Nodes {
     deleted: HashMap<String, Option<String>>,
     /// Whether a node came to be kept so since last asked.
     newly_deleted: bool,
+    /// Each node's uid and the GPU model its label names, as last listed: who is to tell
+    /// of it, and the events' object.
+    identities: HashMap<String, NodeIdentity>,
+    /// Events on nodes, to be taken.
+    events: Vec<Output>,
     dirty: bool,
+}
+
+/// Who a node is, whatever its description.
+struct NodeIdentity {
+    uid: String,
+    /// Its `nvidia.com/gpu.product` label, if not empty.
+    labelled_model: Option<String>,
+}
+
+impl NodeIdentity {
+    fn of(node: &Node) -> Self {
+        let labels = node.metadata.labels.as_ref();
+        Self {
+            uid: node.metadata.uid.clone().unwrap_or_default(),
+            labelled_model: (labels.and_then(|l| l.get(GPU_PRODUCT_LABEL)))
+                .filter(|m| !m.is_empty())
+                .cloned(),
+        }
+    }
+
+    /// Whether the node may be this replica's: its label names a model of this shard, or
+    /// none.
+    fn may_be_ours(&self, options: &WorldOptions) -> bool {
+        (self.labelled_model.as_deref()).is_none_or(|m| options.owns_model(m))
+    }
+
+    /// Whether this replica tells of the node: the shard of its labelled model, or, where
+    /// it names none, the default shard; one replica in all.
+    fn told_here(&self, options: &WorldOptions) -> bool {
+        match &self.labelled_model {
+            Some(model) => options.owns_model(model),
+            None => options.default_shard,
+        }
+    }
 }
 
 impl Nodes {
@@ -95,6 +146,8 @@ impl Nodes {
             shrunk: HashMap::new(),
             deleted: HashMap::new(),
             newly_deleted: false,
+            identities: HashMap::new(),
+            events: Vec::new(),
             dirty: false,
         }
     }
@@ -106,6 +159,7 @@ impl Nodes {
         let (applied, gone) = change.split(name, self.known.keys().cloned());
         let mut left_other_shards = Vec::new();
         for key in gone {
+            self.identities.remove(&key);
             self.shrunk.remove(&key);
             let entry = self.known.remove(&key);
             self.count_model(entry.as_ref(), -1);
@@ -129,6 +183,7 @@ impl Nodes {
         }
         for node in applied {
             let key = name(&node);
+            self.identities.insert(key.clone(), NodeIdentity::of(&node));
             self.shrunk.remove(&key);
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
@@ -136,16 +191,46 @@ impl Nodes {
                     let facts = self.keeping_unlisted_devices(&key, listed);
                     entry_of(facts, self.known.get(&key), options)
                 }
-                Err(e) => self.invalid(&key, e.to_string()),
+                Err(e) => self.invalid(&key, e.to_string(), options),
             };
-            self.settle(key, entry, &mut left_other_shards);
+            self.settle(key, entry, &mut left_other_shards, options);
         }
         left_other_shards
     }
 
+    /// Logs a warning about a node, and writes it as an event on the node where this
+    /// replica tells of it.
+    fn warn(&mut self, node: &str, reason: &'static str, message: String, options: &WorldOptions) {
+        tracing::warn!("{message}");
+        let Some(identity) = self.identities.get(node).filter(|i| i.told_here(options)) else {
+            return;
+        };
+        self.events.push(Output::Event {
+            target: Regarding::node(node, &identity.uid),
+            warning: true,
+            reason,
+            message,
+        });
+    }
+
+    /// The events on nodes since last asked.
+    pub fn take_events(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// How many nodes that may be this replica's are left out of the cluster, their
+    /// descriptions invalid.
+    pub fn refused(&self, options: &WorldOptions) -> u32 {
+        let refused = self.known.iter().filter(|(name, entry)| {
+            matches!(entry, NodeEntry::Invalid(_))
+                && (self.identities.get(*name)).is_some_and(|i| i.may_be_ours(options))
+        });
+        refused.count() as u32
+    }
+
     /// What a node whose description is invalid becomes: kept on its facts as last valid,
     /// taking no new pod, when it was usable (see the module documentation), else invalid.
-    fn invalid(&mut self, key: &str, reason: String) -> NodeEntry {
+    fn invalid(&mut self, key: &str, reason: String, options: &WorldOptions) -> NodeEntry {
         let (Some(NodeEntry::Usable(facts)) | Some(NodeEntry::Deleted(facts))) =
             self.known.get(key)
         else {
@@ -155,10 +240,11 @@ impl Nodes {
         let kept = NodeEntry::Deleted(Box::new(taking_no_pod((**facts).clone())));
         let was = self.deleted.insert(key.to_owned(), Some(reason.clone()));
         if was.flatten().as_ref() != Some(&reason) {
-            tracing::warn!(
+            let message = format!(
                 "{reason}; the node takes no new pod until it is fixed (the pods it runs \
                  keep what they hold)"
             );
+            self.warn(key, INVALID_NODE, message, options);
             self.newly_deleted = true;
         }
         kept
@@ -193,7 +279,7 @@ impl Nodes {
         for name in released {
             if let Some(listed) = self.shrunk.remove(&name) {
                 let entry = entry_of(listed, self.known.get(&name), options);
-                self.settle(name, entry, &mut left_other_shards);
+                self.settle(name, entry, &mut left_other_shards, options);
             }
         }
         left_other_shards
@@ -226,7 +312,13 @@ impl Nodes {
 
     /// Records what a node now is; adds it to `left_other_shards` when it was another
     /// shard's and no longer is.
-    fn settle(&mut self, key: String, entry: NodeEntry, left_other_shards: &mut Vec<String>) {
+    fn settle(
+        &mut self,
+        key: String,
+        entry: NodeEntry,
+        left_other_shards: &mut Vec<String>,
+        options: &WorldOptions,
+    ) {
         let changed = match (self.known.get(&key), &entry) {
             (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
             (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
@@ -239,14 +331,16 @@ impl Nodes {
         }
         match &entry {
             NodeEntry::Invalid(reason) => {
-                tracing::warn!("{reason}; the node takes no new pod until it is fixed");
+                let message = format!("{reason}; the node takes no new pod until it is fixed");
+                self.warn(&key, INVALID_NODE, message, options);
             }
             NodeEntry::Usable(facts) => {
                 if let Some(problem) = &facts.problem {
-                    tracing::warn!(
+                    let message = format!(
                         "{problem}; the node's GPUs take no new pod until it is fixed (the \
                          pods it runs keep theirs)"
                     );
+                    self.warn(&key, INVALID_GPU_ANNOTATION, message, options);
                 }
             }
             NodeEntry::OtherShard(_) | NodeEntry::Deleted(_) => {}

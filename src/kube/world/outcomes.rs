@@ -90,7 +90,7 @@ impl World {
         }
         for (pod, target) in targets {
             self.outputs.push(Output::Event {
-                target: target.clone(),
+                target: target.clone().into(),
                 warning: true,
                 reason: "Preempted",
                 message: format!("preempted ({}) to make room for {by_name}", kind.name()),
@@ -374,7 +374,7 @@ impl World {
                     place.node,
                     describe_devices(&place.gpus)
                 ),
-                target,
+                target: target.into(),
                 warning: false,
                 reason: "Scheduled",
             });
@@ -452,7 +452,7 @@ impl World {
                 && let Some(target) = self.pods.entries.get(&uid).map(|e| e.target.clone())
             {
                 events.push(Output::Event {
-                    target,
+                    target: target.into(),
                     warning: true,
                     reason: "FailedScheduling",
                     message: format!(
@@ -834,7 +834,7 @@ impl World {
             .collect();
         for target in targets {
             self.outputs.push(Output::Event {
-                target,
+                target: target.into(),
                 warning,
                 reason,
                 message: message.to_owned(),

@@ -1112,7 +1112,7 @@ impl World {
         );
         tracing::warn!("pod {}: {message}", entry.target);
         self.outputs.push(Output::Event {
-            target: entry.target.clone(),
+            target: entry.target.clone().into(),
             warning: true,
             reason: "FailedScheduling",
             message,
@@ -1161,7 +1161,7 @@ impl World {
             let ignored = self.unenforced(&facts);
             if !ignored.is_empty() && self.pods.warned.insert(uid.clone()) {
                 self.outputs.push(Output::Event {
-                    target: entry.target.clone(),
+                    target: entry.target.clone().into(),
                     warning: true,
                     reason: "IgnoredConstraint",
                     message: format!(
@@ -1563,7 +1563,7 @@ impl World {
                     continue;
                 }
                 self.outputs.push(Output::Event {
-                    target: pod.clone(),
+                    target: pod.clone().into(),
                     warning: true,
                     reason,
                     message: format!(

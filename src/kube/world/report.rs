@@ -26,6 +26,9 @@ const REFRESH_MS: u64 = 1_000;
 const SHARD_ENTRY_REFRESH_MS: u64 = 5 * 60 * 1_000;
 const SHARD_ENTRY_STALE_MS: u64 = 3 * SHARD_ENTRY_REFRESH_MS;
 
+/// How a job's explanation counts the nodes left out for an invalid description.
+const REFUSED_NODES: &str = "node(s) had an invalid description (see the node's events)";
+
 pub(super) struct Reporter {
     diagnose_every_ms: u64,
     diagnoses_per_round: usize,
@@ -153,7 +156,7 @@ impl World {
                 .push(entry.not_scheduled(reason, message.clone()));
             if !gated {
                 self.outputs.push(Output::Event {
-                    target,
+                    target: target.into(),
                     warning: true,
                     reason: "FailedScheduling",
                     message: message.clone(),
@@ -204,11 +207,17 @@ impl World {
             })
             .take(self.reporter.diagnoses_per_round)
             .collect();
+        let refused = self.nodes.refused(&self.options);
         for job in due {
             self.reporter.diagnosed.insert(job, now_ms);
-            let Some(diagnosis) = self.scheduler.diagnose(job, now_ms) else {
+            let Some(mut diagnosis) = self.scheduler.diagnose(job, now_ms) else {
                 continue;
             };
+            if refused > 0 {
+                // Left out of the cluster, they are nodes to kube-scheduler all the same.
+                diagnosis.nodes += refused;
+                diagnosis.add(REFUSED_NODES.into(), refused);
+            }
             let Some(entry) = self.pods.jobs.get(&job) else {
                 continue;
             };
