@@ -1975,6 +1975,146 @@ fn a_gang_member_of_another_queue_is_told_whose_queue_is_charged() {
     assert!(told[0].1.contains("Queue of ml/w0"), "{}", told[0].1);
 }
 
+/// A PodGroup with a negative `minMember` is read as one of 1 (each member on its own,
+/// as coscheduling reads it), and told so on the PodGroup, once per value.
+#[test]
+fn a_negative_min_member_is_read_as_one_and_told_on_the_pod_group() {
+    let (mut w, _) = gang_world(&[]);
+    let negative = |min| Input::PodGroup(Box::new(Event::Apply(pod_group("train", min))));
+    w.apply(negative(-2), T0);
+    apply_pod(&mut w, &member("w0", 8, "train", json!({})), T0);
+    w.round(T0);
+    let told = |out: &[Output]| -> Vec<(EventKind, String, String)> {
+        (out.iter())
+            .filter_map(|o| match o {
+                Output::Event {
+                    target,
+                    reason: "InvalidMinMember",
+                    message,
+                    ..
+                } => Some((target.kind, target.to_string(), message.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let out = w.take_outputs();
+    assert_eq!(bindings(&out).len(), 1, "a member alone is a gang of 1");
+    assert_eq!(
+        told(&out),
+        [(
+            EventKind::PodGroup,
+            "PodGroup ml/train".into(),
+            "spec.minMember is -2, below 1: kant reads it as 1, each member scheduled on its \
+             own"
+            .into()
+        )]
+    );
+    apply_pod(&mut w, &member("w1", 8, "train", json!({})), T0 + 1);
+    w.round(T0 + 1);
+    assert!(told(&w.take_outputs()).is_empty(), "told once");
+    w.apply(negative(-3), T0 + 2);
+    apply_pod(&mut w, &member("w2", 1, "train", json!({})), T0 + 2);
+    w.round(T0 + 2);
+    assert_eq!(told(&w.take_outputs()).len(), 1, "a new value is told");
+}
+
+/// A gang short of members because one is malformed names that member and why to the
+/// others, whichever came first.
+#[test]
+fn a_gang_stalled_by_a_malformed_member_names_it() {
+    let malformed = member(
+        "w1",
+        1,
+        "train",
+        json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "1.5"}}}),
+    );
+    for malformed_first in [false, true] {
+        let (mut w, _) = gang_world(&[]);
+        let good = member("w0", 8, "train", json!({}));
+        let arrivals = if malformed_first {
+            [&malformed, &good]
+        } else {
+            [&good, &malformed]
+        };
+        for (i, pod) in arrivals.into_iter().enumerate() {
+            apply_pod(&mut w, pod, T0 + i as u64);
+            w.round(T0 + i as u64);
+        }
+        let out = run_until(&mut w, T0 + 2, T0 + 1_000);
+        let w0: Vec<String> = (messages(&out).into_iter())
+            .filter(|m| m.starts_with("w0: "))
+            .collect();
+        let last = w0.last().expect("w0 told why it waits");
+        assert!(
+            last.starts_with(
+                "w0: pod group ml/train: fewer than the 2 pods needed to start are waiting; \
+                 member ml/w1 is held: "
+            ) && last.contains("kant.io/gpu-fraction"),
+            "{w0:?}"
+        );
+    }
+}
+
+/// Gang members that set another topology need or workload kind than the template member
+/// are told that the template's apply; a member of a lower priority, that the gang's
+/// (the highest) applies. A launcher setting neither is told of priority alone.
+#[test]
+fn gang_members_differing_in_topology_workload_or_priority_are_told() {
+    let (mut w, _) = gang_world(&[]);
+    let group = Input::PodGroup(Box::new(Event::Apply(pod_group("train", 3))));
+    w.apply(group, T0);
+    let asking = |name: &str, gpus, topology: &str, workload: &str, priority: i32| {
+        let extra = json!({"metadata": {"labels": {"kant.io/workload": workload},
+                                        "annotations": {"kant.io/topology": topology}},
+                           "spec": {"priority": priority}});
+        member(name, gpus, "train", extra)
+    };
+    apply_pod(&mut w, &asking("w0", 8, "preferred:leaf", "train", 100), T0);
+    apply_pod(
+        &mut w,
+        &asking("w1", 4, "preferred:spine", "inference", 0),
+        T0,
+    );
+    apply_pod(&mut w, &member("launcher", 0, "train", json!({})), T0);
+    w.round(T0 + 1_000);
+    let out = w.take_outputs();
+    assert_eq!(binds(&out).len(), 3);
+    let mut told: Vec<(&str, &str, &str)> = (out.iter())
+        .filter_map(|o| match o {
+            Output::Event {
+                target,
+                reason,
+                message,
+                ..
+            } if reason.ends_with("Differs") => {
+                Some((target.name.as_str(), *reason, message.as_str()))
+            }
+            _ => None,
+        })
+        .collect();
+    told.sort();
+    let reasons: Vec<(&str, &str)> = told.iter().map(|(n, r, _)| (*n, *r)).collect();
+    assert_eq!(
+        reasons,
+        [
+            ("launcher", "PriorityDiffers"),
+            ("w1", "PriorityDiffers"),
+            ("w1", "TopologyDiffers"),
+            ("w1", "WorkloadDiffers"),
+        ]
+    );
+    assert_eq!(
+        told[0].2,
+        "the pods of pod group ml/train differ in priority; kant schedules and preempts for \
+         them all at the highest, 100"
+    );
+    assert_eq!(
+        told[2].2,
+        "the pods of pod group ml/train differ in their kant.io/topology; kant places them all \
+         by the topology need of ml/w0, the member asking for the most GPUs"
+    );
+}
+
 /// A kubelet restarting before its device plugin registers again lists no GPU on its node
 /// for a moment. A binding in flight there keeps its devices meanwhile, on every replica
 /// (the node's GPU model is unknown while it lists none): dropped, they were given to the

@@ -636,6 +636,7 @@ impl World {
         let (applied, gone) = change.split(group_key, self.groups.keys().cloned());
         for key in gone {
             self.pods.group_changed(&key);
+            self.pods.told_negative_min.remove(&key);
             self.groups.remove(&key);
             if !self.pods.members.contains_key(&key) {
                 self.pods.forget_workload(&pods::group_workload(&key));

@@ -39,7 +39,7 @@ use super::super::convert::{
 use super::super::crd::POD_GROUP_LABEL;
 use super::outcomes::VICTIM_PATIENCE_MS;
 use super::resync::Change;
-use super::{Condition, Output, World};
+use super::{Condition, Output, Regarding, World};
 
 /// A pod as the API server names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,8 +74,13 @@ pub(super) enum Hold {
     NoGroup(String),
     /// Its gang lacks members: fewer than `needed` wait. (A message counting them would be
     /// written again to every member each time one more comes: some N² writes for a gang
-    /// created pod by pod.)
-    GangIncomplete { group: String, needed: usize },
+    /// created pod by pod.) `held`: a member held for a reason of its own, and the reason,
+    /// the first such by uid.
+    GangIncomplete {
+        group: String,
+        needed: usize,
+        held: Option<Box<(PodRef, String)>>,
+    },
     /// Its gang has the members it needs without it: it goes once `needed` are placed.
     GangStarting { group: String, needed: usize },
 }
@@ -88,9 +93,19 @@ impl Hold {
             }
             Hold::Gated => "the pod has scheduling gates".into(),
             Hold::NoGroup(group) => format!("pod group {group} does not exist"),
-            Hold::GangIncomplete { group, needed } => format!(
-                "pod group {group}: fewer than the {needed} pods needed to start are waiting"
-            ),
+            Hold::GangIncomplete {
+                group,
+                needed,
+                held,
+            } => {
+                let mut message = format!(
+                    "pod group {group}: fewer than the {needed} pods needed to start are waiting"
+                );
+                if let Some((pod, why)) = held.as_deref() {
+                    message.push_str(&format!("; member {pod} is held: {why}"));
+                }
+                message
+            }
             Hold::GangStarting { group, needed } => format!(
                 "pod group {group}: waits until the {needed} pods it needs to start are placed"
             ),
@@ -372,9 +387,12 @@ pub(super) struct Pods {
     held: BTreeSet<String>,
     /// Pods told that some of their constraints are not enforced.
     warned: BTreeSet<String>,
-    /// PodGroup members told that another member's GPU models or Queue are applied to
-    /// them: the reasons told, by uid.
+    /// PodGroup members told that another member's GPU models, Queue, topology need or
+    /// workload kind, or the gang's priority, are applied to them: the reasons told, by
+    /// uid.
     told_differing: BTreeMap<String, BTreeSet<&'static str>>,
+    /// PodGroups told that their negative `minMember` is read as 1, with the value told.
+    pub told_negative_min: BTreeMap<GroupKey, i32>,
     /// Pods told that no node carries the GPU models they name.
     told_uncarried: BTreeSet<String>,
     /// Pods held for an unknown Queue, re-examined when the Queues change.
@@ -1267,6 +1285,8 @@ impl World {
             return Vec::new();
         };
         let mut waiting = Vec::new();
+        // The first member held for a reason of its own (a malformed pod, say).
+        let mut held: Option<Box<(PodRef, String)>> = None;
         let mut placed = 0usize;
         let mut queued: Option<JobId> = None;
         // Members past `minMember` queued on their own, once the gang was placed.
@@ -1283,6 +1303,14 @@ impl World {
                 }
                 PodState::Held(Hold::GangIncomplete { .. } | Hold::GangStarting { .. }) => {
                     waiting.push(uid.clone());
+                }
+                PodState::Held(
+                    hold @ (Hold::Invalid(_)
+                    | Hold::UnknownQueue(_)
+                    | Hold::Volume(_)
+                    | Hold::Gated),
+                ) if held.is_none() => {
+                    held = Some(Box::new((entry.target.clone(), hold.message())));
                 }
                 PodState::InJob { job, .. } => {
                     let Some(j) = self.pods.jobs.get(job) else {
@@ -1320,6 +1348,7 @@ impl World {
             return Vec::new();
         };
         let min_member = pod_group.spec.min_member.max(1) as usize;
+        self.tell_negative_min_member(group);
         let needed = min_member.saturating_sub(placed);
         let name = format!("{}/{}", group.0, group.1);
         if starting {
@@ -1353,6 +1382,7 @@ impl World {
             let hold = Hold::GangIncomplete {
                 group: name,
                 needed,
+                held,
             };
             for uid in &waiting {
                 self.set_state(uid, PodState::Held(hold.clone()));
@@ -1376,6 +1406,34 @@ impl World {
         self.new_job(waiting, Some(group.clone()), now_ms)
             .into_iter()
             .collect()
+    }
+
+    /// A PodGroup whose `minMember` is negative is told, once per value, that it is read as
+    /// 1 (each member scheduled on its own), as scheduler-plugins' coscheduling reads it;
+    /// by the replica that forms its gang. (0, or none, is read as 1 without a word.)
+    fn tell_negative_min_member(&mut self, group: &GroupKey) {
+        let Some(pod_group) = self.groups.get(group) else {
+            return;
+        };
+        let min_member = pod_group.spec.min_member;
+        if min_member >= 0 || self.pods.told_negative_min.get(group) == Some(&min_member) {
+            return;
+        }
+        self.pods
+            .told_negative_min
+            .insert(group.clone(), min_member);
+        let uid = pod_group.metadata.uid.as_deref().unwrap_or_default();
+        let message = format!(
+            "spec.minMember is {min_member}, below 1: kant reads it as 1, each member \
+             scheduled on its own"
+        );
+        tracing::warn!("pod group {}/{}: {message}", group.0, group.1);
+        self.outputs.push(Output::Event {
+            target: Regarding::pod_group(&group.0, &group.1, uid),
+            warning: true,
+            reason: "InvalidMinMember",
+            message,
+        });
     }
 
     /// A queued job taken out of its queue, to be formed again: its live pods.
@@ -1534,18 +1592,24 @@ impl World {
         Some(constraints)
     }
 
-    /// Tells each member of a PodGroup whose GPU models or Queue differ from the template
-    /// member's that the template's are applied to it: a gang never mixes GPU models, and
-    /// is one job of one tenant. Once per pod and difference.
+    /// Tells each member of a PodGroup whose GPU models, Queue, topology need or workload
+    /// kind differ from the template member's that the template's are applied to it (a
+    /// gang never mixes GPU models, and is one job of one tenant, placed and scheduled as
+    /// one), and each member of a priority below the gang's that the gang's is applied.
+    /// A member that sets no GPU model, topology need or workload kind (a launcher,
+    /// mostly) is not overruled. Once per pod and difference.
     fn tell_differing_members(
         &mut self,
         group: &GroupKey,
         members: &[(PodFacts, u64, PodRef)],
         (template, _, template_pod): &(PodFacts, u64, PodRef),
     ) {
+        let gang_priority = members.iter().map(|(f, _, _)| f.priority).max();
         for (facts, _, pod) in members {
+            let of_template = |what: &str| {
+                format!("{what} of {template_pod}, the member asking for the most GPUs",)
+            };
             let differences = [
-                // A member that accepts any model (a launcher, mostly) is not overruled.
                 (
                     !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models,
                     "GpuModelsDiffer",
@@ -1556,8 +1620,29 @@ impl World {
                     "QueueDiffers",
                     "their Queue; kant charges them all to the Queue",
                 ),
+                (
+                    facts.topology.is_some() && facts.topology != template.topology,
+                    "TopologyDiffers",
+                    "their kant.io/topology; kant places them all by the topology need",
+                ),
+                (
+                    facts.kind != JobKind::Unknown && facts.kind != template.kind,
+                    "WorkloadDiffers",
+                    "their kant.io/workload; kant schedules them all as the workload",
+                ),
             ];
-            for (_, reason, what) in differences.into_iter().filter(|d| d.0) {
+            let mut told: Vec<(&'static str, String)> = (differences.into_iter())
+                .filter(|d| d.0)
+                .map(|(_, reason, what)| (reason, of_template(what)))
+                .collect();
+            if let Some(highest) = gang_priority.filter(|&p| p > facts.priority) {
+                let what = format!(
+                    "priority; kant schedules and preempts for them all at the highest, \
+                     {highest}"
+                );
+                told.push(("PriorityDiffers", what));
+            }
+            for (reason, what) in told {
                 let told = self.pods.told_differing.entry(pod.uid.clone()).or_default();
                 if !told.insert(reason) {
                     continue;
@@ -1567,8 +1652,7 @@ impl World {
                     warning: true,
                     reason,
                     message: format!(
-                        "the pods of pod group {}/{} differ in {what} of {template_pod}, the \
-                         member asking for the most GPUs",
+                        "the pods of pod group {}/{} differ in {what}",
                         group.0, group.1
                     ),
                 });
