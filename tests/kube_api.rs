@@ -408,7 +408,8 @@ async fn a_pods_new_reason_to_wait_is_a_new_event_and_an_old_one_again_counts_in
 }
 
 /// A node Kant refuses gets a Warning Event on it, in `default` as kubelet writes node
-/// events, naming the node by its uid, so that `kubectl describe node` shows why.
+/// events, naming the node by its uid, so that `kubectl describe node` shows why; one
+/// refused before the replica led is told once it leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_node_is_told_with_an_event_on_it() {
     let server = ApiServer::start().await;
@@ -416,7 +417,9 @@ async fn a_refused_node_is_told_with_an_event_on_it() {
     unlabelled.metadata.labels = None;
     server.create(&unlabelled);
     let uid = (server.get::<Node>(None, "node-0").unwrap().metadata.uid).expect("a uid");
-    let kant = Kant::start(&server, Config::embedded()).await;
+    let mut options = single_replica(Config::embedded());
+    options.leader_election = true;
+    let kant = Kant::start_with(&server, options).await;
     let on_node = || {
         (server
             .list::<k8s_openapi::api::events::v1::Event>()

@@ -314,6 +314,8 @@ fn whole_gpus(q: &Quantity) -> Result<u64, String> {
 pub struct PodFacts {
     pub request: PodRequest,
     pub priority: i32,
+    /// Whether it names a `priorityClassName` (rather than taking the default priority).
+    pub names_priority_class: bool,
     /// Not `preemptionPolicy: Never`.
     pub may_preempt: bool,
     /// `status.nominatedNodeName`: where a preemption made room for it.
@@ -421,6 +423,7 @@ pub fn pod_facts(pod: &Pod) -> Result<PodFacts, ConvertError> {
     Ok(PodFacts {
         request,
         priority: spec.priority.unwrap_or(0),
+        names_priority_class: (spec.priority_class_name.as_deref()).is_some_and(|c| !c.is_empty()),
         may_preempt: spec.preemption_policy.as_deref() != Some("Never"),
         nominated_node: (pod.status.as_ref())
             .and_then(|s| s.nominated_node_name.clone())

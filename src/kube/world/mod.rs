@@ -473,6 +473,7 @@ impl World {
             return;
         }
         self.take_up_listed_nodes(now_ms);
+        self.outputs.extend(self.nodes.take_events(&self.options));
         self.rebuild_cluster(now_ms);
         if self.nodes.take_newly_deleted() {
             self.requeue_awaiting_on_deleted_nodes(now_ms);
@@ -506,7 +507,6 @@ impl World {
     /// Follows what a change to the nodes did to the shards: pods waiting on nodes that
     /// were another shard's, and the GPU models no node carried.
     fn nodes_changed(&mut self, left_other_shards: Vec<String>, now_ms: u64) {
-        self.outputs.extend(self.nodes.take_events());
         self.pods.nodes_left_other_shards(left_other_shards);
         if self.nodes.take_carried_changed() {
             self.nodes.warn_misnamed_link_models();

@@ -29,10 +29,11 @@
 //! pod once its description is valid again; if no pod is placed there first, it is left
 //! out of the cluster meanwhile, as any invalid node is.
 //!
-//! A node refused so, or whose GPUs a GPU annotation that does not parse closes, is told
-//! with a Warning event on the node (besides the log), once per reason, by the replica of
-//! the GPU model its `nvidia.com/gpu.product` label names, or by the `--default-shard` one
-//! where it names none; pods that find no node say how many are refused.
+//! A node refused so, or whose GPUs a GPU annotation that does not parse closes, is logged
+//! and told with a Warning event on the node, once per reason (and again to a new leader,
+//! or for a node created anew), by the replicas of the GPU model its
+//! `nvidia.com/gpu.product` label names, or by the `--default-shard` one where it names
+//! none; pods that find no node say how many are refused.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -94,8 +95,9 @@ pub(super) struct Nodes {
     /// Each node's uid and the GPU model its label names, as last listed: who is to tell
     /// of it, and the events' object.
     identities: HashMap<String, NodeIdentity>,
-    /// Events on nodes, to be taken.
-    events: Vec<Output>,
+    /// The nodes whose warning (see [`Nodes::warning`]) is yet to be told in an event,
+    /// with it: taken by the leader's rounds, kept while a standby.
+    untold: BTreeMap<String, (&'static str, String)>,
     dirty: bool,
 }
 
@@ -147,7 +149,7 @@ impl Nodes {
             deleted: HashMap::new(),
             newly_deleted: false,
             identities: HashMap::new(),
-            events: Vec::new(),
+            untold: BTreeMap::new(),
             dirty: false,
         }
     }
@@ -160,6 +162,7 @@ impl Nodes {
         let mut left_other_shards = Vec::new();
         for key in gone {
             self.identities.remove(&key);
+            self.untold.remove(&key);
             self.shrunk.remove(&key);
             let entry = self.known.remove(&key);
             self.count_model(entry.as_ref(), -1);
@@ -183,7 +186,14 @@ impl Nodes {
         }
         for node in applied {
             let key = name(&node);
-            self.identities.insert(key.clone(), NodeIdentity::of(&node));
+            let identity = NodeIdentity::of(&node);
+            let created_anew = (self.identities.get(&key)).is_some_and(|i| i.uid != identity.uid);
+            self.identities.insert(key.clone(), identity);
+            let before = if created_anew {
+                None
+            } else {
+                self.warning(&key)
+            };
             self.shrunk.remove(&key);
             let entry = match self.converter.node(&node) {
                 Ok(listed) => {
@@ -191,31 +201,71 @@ impl Nodes {
                     let facts = self.keeping_unlisted_devices(&key, listed);
                     entry_of(facts, self.known.get(&key), options)
                 }
-                Err(e) => self.invalid(&key, e.to_string(), options),
+                Err(e) => self.invalid(&key, e.to_string()),
             };
-            self.settle(key, entry, &mut left_other_shards, options);
+            self.settle(key.clone(), entry, &mut left_other_shards);
+            self.follow_warning(&key, before);
         }
         left_other_shards
     }
 
-    /// Logs a warning about a node, and writes it as an event on the node where this
-    /// replica tells of it.
-    fn warn(&mut self, node: &str, reason: &'static str, message: String, options: &WorldOptions) {
-        tracing::warn!("{message}");
-        let Some(identity) = self.identities.get(node).filter(|i| i.told_here(options)) else {
-            return;
+    /// Why Kant refuses the node, or closes its GPUs, if it does: the reason of the event
+    /// on it, and its note.
+    fn warning(&self, node: &str) -> Option<(&'static str, String)> {
+        let refused = |reason: &String| {
+            let message = format!(
+                "{reason}; Kant places no new pod on the node until it is fixed (pods already \
+                 there keep what they hold)"
+            );
+            (INVALID_NODE, message)
         };
-        self.events.push(Output::Event {
-            target: Regarding::node(node, &identity.uid),
-            warning: true,
-            reason,
-            message,
-        });
+        match self.known.get(node)? {
+            NodeEntry::Invalid(reason) => Some(refused(reason)),
+            NodeEntry::Deleted(_) => self.deleted.get(node)?.as_ref().map(refused),
+            NodeEntry::Usable(facts) => facts.problem.as_ref().map(|problem| {
+                let message = format!(
+                    "{problem}; Kant places no new GPU pod on the node until it is fixed (pods \
+                     already there keep their GPUs)"
+                );
+                (INVALID_GPU_ANNOTATION, message)
+            }),
+            NodeEntry::OtherShard(_) => None,
+        }
     }
 
-    /// The events on nodes since last asked.
-    pub fn take_events(&mut self) -> Vec<Output> {
-        std::mem::take(&mut self.events)
+    /// Logs the node's warning, and keeps it to be told, when it differs from `before`;
+    /// forgets one untold that no longer holds.
+    fn follow_warning(&mut self, node: &str, before: Option<(&'static str, String)>) {
+        let now = self.warning(node);
+        if now == before {
+            return;
+        }
+        match now {
+            Some(warning) => {
+                tracing::warn!("{}", warning.1);
+                self.untold.insert(node.to_owned(), warning);
+            }
+            None => {
+                self.untold.remove(node);
+            }
+        }
+    }
+
+    /// The events to write on the nodes this replica tells of (see the module
+    /// documentation): what is untold, as it stands now.
+    pub fn take_events(&mut self, options: &WorldOptions) -> Vec<Output> {
+        let untold = std::mem::take(&mut self.untold);
+        (untold.into_iter())
+            .filter_map(|(node, (reason, message))| {
+                let identity = self.identities.get(&node)?;
+                identity.told_here(options).then(|| Output::Event {
+                    target: Regarding::node(&node, &identity.uid),
+                    warning: true,
+                    reason,
+                    message,
+                })
+            })
+            .collect()
     }
 
     /// How many nodes that may be this replica's are left out of the cluster, their
@@ -230,7 +280,7 @@ impl Nodes {
 
     /// What a node whose description is invalid becomes: kept on its facts as last valid,
     /// taking no new pod, when it was usable (see the module documentation), else invalid.
-    fn invalid(&mut self, key: &str, reason: String, options: &WorldOptions) -> NodeEntry {
+    fn invalid(&mut self, key: &str, reason: String) -> NodeEntry {
         let (Some(NodeEntry::Usable(facts)) | Some(NodeEntry::Deleted(facts))) =
             self.known.get(key)
         else {
@@ -240,11 +290,6 @@ impl Nodes {
         let kept = NodeEntry::Deleted(Box::new(taking_no_pod((**facts).clone())));
         let was = self.deleted.insert(key.to_owned(), Some(reason.clone()));
         if was.flatten().as_ref() != Some(&reason) {
-            let message = format!(
-                "{reason}; the node takes no new pod until it is fixed (the pods it runs \
-                 keep what they hold)"
-            );
-            self.warn(key, INVALID_NODE, message, options);
             self.newly_deleted = true;
         }
         kept
@@ -278,8 +323,10 @@ impl Nodes {
         let mut left_other_shards = Vec::new();
         for name in released {
             if let Some(listed) = self.shrunk.remove(&name) {
+                let before = self.warning(&name);
                 let entry = entry_of(listed, self.known.get(&name), options);
-                self.settle(name, entry, &mut left_other_shards, options);
+                self.settle(name.clone(), entry, &mut left_other_shards);
+                self.follow_warning(&name, before);
             }
         }
         left_other_shards
@@ -312,13 +359,7 @@ impl Nodes {
 
     /// Records what a node now is; adds it to `left_other_shards` when it was another
     /// shard's and no longer is.
-    fn settle(
-        &mut self,
-        key: String,
-        entry: NodeEntry,
-        left_other_shards: &mut Vec<String>,
-        options: &WorldOptions,
-    ) {
+    fn settle(&mut self, key: String, entry: NodeEntry, left_other_shards: &mut Vec<String>) {
         let changed = match (self.known.get(&key), &entry) {
             (Some(NodeEntry::Usable(old)), NodeEntry::Usable(new)) => old != new,
             (Some(NodeEntry::Invalid(old)), NodeEntry::Invalid(new)) => old != new,
@@ -328,22 +369,6 @@ impl Nodes {
         };
         if !changed {
             return;
-        }
-        match &entry {
-            NodeEntry::Invalid(reason) => {
-                let message = format!("{reason}; the node takes no new pod until it is fixed");
-                self.warn(&key, INVALID_NODE, message, options);
-            }
-            NodeEntry::Usable(facts) => {
-                if let Some(problem) = &facts.problem {
-                    let message = format!(
-                        "{problem}; the node's GPUs take no new pod until it is fixed (the \
-                         pods it runs keep theirs)"
-                    );
-                    self.warn(&key, INVALID_GPU_ANNOTATION, message, options);
-                }
-            }
-            NodeEntry::OtherShard(_) | NodeEntry::Deleted(_) => {}
         }
         let was_usable = matches!(
             self.known.get(&key),
@@ -388,7 +413,7 @@ impl Nodes {
     pub fn closed(&self, node: &str) -> Option<String> {
         match self.deleted.get(node)? {
             None => Some(format!("node {node} was deleted")),
-            Some(reason) => Some(format!("{reason} (the node takes no new pod)")),
+            Some(reason) => Some(format!("{reason} (Kant places no new pod on the node)")),
         }
     }
 

@@ -74,12 +74,13 @@ pub(super) enum Hold {
     NoGroup(String),
     /// Its gang lacks members: fewer than `needed` wait. (A message counting them would be
     /// written again to every member each time one more comes: some N² writes for a gang
-    /// created pod by pod.) `held`: a member held for a reason of its own, and the reason,
-    /// the first such by uid.
+    /// created pod by pod; and a message naming a member held back would change as each
+    /// is let go, Kueue lifting its gates pod by pod.) `others_held`: some member is held
+    /// for a reason of its own.
     GangIncomplete {
         group: String,
         needed: usize,
-        held: Option<Box<(PodRef, String)>>,
+        others_held: bool,
     },
     /// Its gang has the members it needs without it: it goes once `needed` are placed.
     GangStarting { group: String, needed: usize },
@@ -96,13 +97,16 @@ impl Hold {
             Hold::GangIncomplete {
                 group,
                 needed,
-                held,
+                others_held,
             } => {
                 let mut message = format!(
                     "pod group {group}: fewer than the {needed} pods needed to start are waiting"
                 );
-                if let Some((pod, why)) = held.as_deref() {
-                    message.push_str(&format!("; member {pod} is held: {why}"));
+                if *others_held {
+                    message.push_str(
+                        "; other members are held back (scheduling gates, a malformed pod, an \
+                         unknown Queue or a volume): their own conditions say why",
+                    );
                 }
                 message
             }
@@ -1285,8 +1289,8 @@ impl World {
             return Vec::new();
         };
         let mut waiting = Vec::new();
-        // The first member held for a reason of its own (a malformed pod, say).
-        let mut held: Option<Box<(PodRef, String)>> = None;
+        // Whether a member is held for a reason of its own (a malformed pod, say).
+        let mut others_held = false;
         let mut placed = 0usize;
         let mut queued: Option<JobId> = None;
         // Members past `minMember` queued on their own, once the gang was placed.
@@ -1305,13 +1309,8 @@ impl World {
                     waiting.push(uid.clone());
                 }
                 PodState::Held(
-                    hold @ (Hold::Invalid(_)
-                    | Hold::UnknownQueue(_)
-                    | Hold::Volume(_)
-                    | Hold::Gated),
-                ) if held.is_none() => {
-                    held = Some(Box::new((entry.target.clone(), hold.message())));
-                }
+                    Hold::Invalid(_) | Hold::UnknownQueue(_) | Hold::Volume(_) | Hold::Gated,
+                ) => others_held = true,
                 PodState::InJob { job, .. } => {
                     let Some(j) = self.pods.jobs.get(job) else {
                         continue;
@@ -1382,7 +1381,7 @@ impl World {
             let hold = Hold::GangIncomplete {
                 group: name,
                 needed,
-                held,
+                others_held,
             };
             for uid in &waiting {
                 self.set_state(uid, PodState::Held(hold.clone()));
@@ -1595,8 +1594,8 @@ impl World {
     /// Tells each member of a PodGroup whose GPU models, Queue, topology need or workload
     /// kind differ from the template member's that the template's are applied to it (a
     /// gang never mixes GPU models, and is one job of one tenant, placed and scheduled as
-    /// one), and each member of a priority below the gang's that the gang's is applied.
-    /// A member that sets no GPU model, topology need or workload kind (a launcher,
+    /// one), and each member naming a priority class below another member's that the
+    /// gang takes the highest priority. A member that sets none of these (a launcher,
     /// mostly) is not overruled. Once per pod and difference.
     fn tell_differing_members(
         &mut self,
@@ -1604,41 +1603,56 @@ impl World {
         members: &[(PodFacts, u64, PodRef)],
         (template, _, template_pod): &(PodFacts, u64, PodRef),
     ) {
-        let gang_priority = members.iter().map(|(f, _, _)| f.priority).max();
+        // The member of the highest priority, the first by name among equals.
+        let highest = (members.iter()).max_by_key(|(f, _, pod)| (f.priority, Reverse(&pod.name)));
         for (facts, _, pod) in members {
-            let of_template = |what: &str| {
-                format!("{what} of {template_pod}, the member asking for the most GPUs",)
-            };
+            // What differs, the template's way if it sets one, and if it sets none.
             let differences = [
                 (
                     !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models,
                     "GpuModelsDiffer",
-                    "the GPU models they accept; kant places them all on the models",
+                    !template.gpu_models.is_empty(),
+                    "the GPU models they accept; kant places them all on the models of",
+                    "the GPU models they accept; kant places them all on any model, as does",
                 ),
                 (
                     facts.queue != template.queue,
                     "QueueDiffers",
-                    "their Queue; kant charges them all to the Queue",
+                    template.queue.is_some(),
+                    "their Queue; kant charges them all to the Queue of",
+                    "their Queue; kant charges them all to the default Queue, as it does",
                 ),
                 (
                     facts.topology.is_some() && facts.topology != template.topology,
                     "TopologyDiffers",
-                    "their kant.io/topology; kant places them all by the topology need",
+                    template.topology.is_some(),
+                    "their kant.io/topology; kant places them all by the topology need of",
+                    "their kant.io/topology; kant places them all with no topology need, as",
                 ),
                 (
                     facts.kind != JobKind::Unknown && facts.kind != template.kind,
                     "WorkloadDiffers",
-                    "their kant.io/workload; kant schedules them all as the workload",
+                    template.kind != JobKind::Unknown,
+                    "their kant.io/workload; kant schedules them all as the workload of",
+                    "their kant.io/workload; kant schedules them all with no workload kind, as",
                 ),
             ];
             let mut told: Vec<(&'static str, String)> = (differences.into_iter())
                 .filter(|d| d.0)
-                .map(|(_, reason, what)| (reason, of_template(what)))
+                .map(|(_, reason, template_sets, set, unset)| {
+                    let what = if template_sets { set } else { unset };
+                    let of = format!("{what} {template_pod}, the member asking for the most GPUs");
+                    (reason, of)
+                })
                 .collect();
-            if let Some(highest) = gang_priority.filter(|&p| p > facts.priority) {
+            if let Some((top, _, top_pod)) = highest
+                && facts.names_priority_class
+                && top.priority > facts.priority
+            {
                 let what = format!(
-                    "priority; kant schedules and preempts for them all at the highest, \
-                     {highest}"
+                    "priority; kant schedules them all, and preempts for them, at the highest, \
+                     {} of {top_pod}",
+                    top.priority
                 );
                 told.push(("PriorityDiffers", what));
             }
