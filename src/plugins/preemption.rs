@@ -32,14 +32,16 @@
 //! reclaimed, evicts again). The job then waits for room as any other. Where that rule
 //! refuses every set the candidates could form (or every subset of the greedy set), no
 //! placement is tried (or the set is not made minimal): on a crowded cluster most
-//! preemptors end there.
+//! preemptors end there. Nor is one tried where the devices free and those the candidates
+//! hold could not hold the job's pods, node by node, whichever of them went (a gang of
+//! whole nodes among small jobs, mostly).
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
     Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
     pools_for,
 };
-use crate::model::{Job, MILLI_PER_GPU, PoolId};
+use crate::model::{GpuRequest, Job, MILLI_PER_GPU, NodeId, PoolId};
 use crate::queue::{TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor beyond the cheapest that could free
@@ -215,6 +217,66 @@ impl WhatIf {
     fn fits(&self, context: &PreemptionContext) -> Option<Landing> {
         (context.fits)(&self.state, &self.tenants)
     }
+}
+
+/// Whether the job's GPU pods could all find whole devices were every candidate gone,
+/// counted node by node on its pools: an upper bound on the room any set of them frees
+/// (every device a candidate holds counted free, quota and constraints other than GPUs
+/// left out), so that a job it refuses fits with no set of them. A job with a shared
+/// (fractional) pod is not judged.
+fn room_could_suffice(
+    job: &Job,
+    context: &PreemptionContext,
+    candidates: &[(&RunningJob, PreemptionKind)],
+) -> bool {
+    let mut sizes = Vec::with_capacity(job.pods.len());
+    for pod in &job.pods {
+        match pod.gpu {
+            GpuRequest::Whole(0) => {}
+            GpuRequest::Whole(gpus) => sizes.push(gpus),
+            GpuRequest::Fraction(_) => return true,
+        }
+    }
+    // Pods of one GPU fit wherever one is free: the totals judged before say as much.
+    let Some(&smallest) = sizes.iter().min().filter(|&&gpus| gpus > 1) else {
+        return true;
+    };
+    let snapshot = context.snapshot;
+    let pools = pools_for(job, snapshot);
+    // The devices the candidates hold, by node, on the job's pools.
+    let mut held: Vec<(NodeId, u32)> = Vec::new();
+    for (victim, _) in candidates {
+        for pod in 0..victim.job.pods.len() as u32 {
+            let key = PodKey {
+                job: victim.job.id,
+                pod,
+            };
+            if let Some(placed) = snapshot.placement(key) {
+                let node = placed.placement.node;
+                if pools.contains(&snapshot.spec().node(node).pool) {
+                    held.push((node, placed.placement.gpus.devices));
+                }
+            }
+        }
+    }
+    held.sort_unstable_by_key(|&(node, _)| node);
+    // The free devices first, read from the pools' histograms; then, on each node a
+    // candidate is on, what its devices add.
+    let (mut pods, mut gpus) = (0u64, 0u64);
+    for &pool in pools {
+        let aggregate = snapshot.pool(pool);
+        gpus += u64::from(aggregate.free_gpus);
+        pods += aggregate.pods_that_fit(smallest);
+    }
+    for same_node in held.chunk_by(|a, b| a.0 == b.0) {
+        let state = snapshot.node(same_node[0].0);
+        let devices = same_node.iter().fold(0, |all, &(_, d)| all | d) & !state.unhealthy();
+        let free = state.free_whole();
+        let room = free | devices;
+        pods += u64::from(room.count_ones() / smallest - free.count_ones() / smallest);
+        gpus += u64::from((room & !free).count_ones());
+    }
+    pods >= sizes.len() as u64 && gpus >= sizes.iter().map(|&n| u64::from(n)).sum::<u64>()
 }
 
 /// Whether `owner` has had a job waiting for GPUs of `pool` since the round began (or a
@@ -573,6 +635,11 @@ impl PostFilter for Preemption {
             .map_or(candidates.len(), |last| last + 1);
         candidates.truncate(enough.saturating_add(MAX_CANDIDATES));
         if free_now + freeable < need {
+            return nothing_now;
+        }
+        // No set of them could free whole devices enough, node by node: the greedy search
+        // below would take them all and find no placement.
+        if !room_could_suffice(job, context, &candidates) {
             return nothing_now;
         }
         let mut what_if = WhatIf::new(context);

@@ -338,7 +338,10 @@ impl Tenants {
                     .pools
                     .get(p)
                     .and_then(|pool| pool.gpu_model.as_deref());
-                format!("{gpus} {}", model.unwrap_or("GPUs of the pool without a model"))
+                format!(
+                    "{gpus} {}",
+                    model.unwrap_or("GPUs of the pool without a model")
+                )
             })
             .collect();
         if each.is_empty() {
