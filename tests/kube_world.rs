@@ -430,7 +430,10 @@ fn a_pod_of_an_unknown_queue_waits_until_the_queue_exists() {
     world.apply(Input::Pod(Box::new(Event::Apply(labelled))), T0);
     world.round(T0);
     let out = world.take_outputs();
-    assert_eq!(messages(&out), ["p: queue team-a does not exist"]);
+    assert_eq!(
+        messages(&out),
+        ["p: queue team-a does not exist, or cannot be read (the scheduler's log says why)"]
+    );
     assert!(binds(&out).is_empty());
     world.apply(Input::Queue(Box::new(Event::Apply(queue("team-a", 8)))), T0);
     // Queue status is refreshed once a second.
@@ -734,7 +737,10 @@ fn a_deleted_queue_takes_its_waiting_pods_out_of_the_queues() {
     world.round(T0 + 1);
     let out = world.take_outputs();
     assert_eq!(world.scheduler().pending(), 0);
-    assert_eq!(messages(&out), ["waiting: queue team-a does not exist"]);
+    assert_eq!(
+        messages(&out),
+        ["waiting: queue team-a does not exist, or cannot be read (the scheduler's log says why)"]
+    );
 }
 
 /// A Queue whose spec is invalid is no tenant, and its status says why (once: the

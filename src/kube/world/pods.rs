@@ -93,7 +93,7 @@ impl Hold {
                 reason.clone()
             }
             Hold::Gated => "the pod has scheduling gates".into(),
-            Hold::NoGroup(group) => format!("pod group {group} does not exist"),
+            Hold::NoGroup(group) => format!("pod group {group} {ABSENT}"),
             Hold::GangIncomplete {
                 group,
                 needed,
@@ -116,6 +116,10 @@ impl Hold {
         }
     }
 }
+
+/// What a pod naming a PodGroup or Queue the watch does not show is told: one that cannot
+/// be read is left out of it (and logged).
+const ABSENT: &str = "does not exist, or cannot be read (the scheduler's log says why)";
 
 /// Where a pod stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1058,7 +1062,7 @@ impl World {
             && self.scheduler.tenants().index(queue).is_none()
         {
             let reason = match self.queues.get(queue) {
-                None => format!("queue {queue} does not exist"),
+                None => format!("queue {queue} {ABSENT}"),
                 Some(q) => match q.spec.to_tenant_config(queue) {
                     Err(e) => format!("{e}; its pods wait until it is fixed"),
                     Ok(_) => format!("queue {queue} is not in effect yet"),
