@@ -541,6 +541,7 @@ fn scheduling_loop(
     stopping: Arc<AtomicBool>,
 ) -> Writer {
     let mut wakeup: Option<u64> = None;
+    let mut leading = false;
     while !stopping.load(Ordering::Acquire) {
         health.tick();
         let now = now_ms();
@@ -560,7 +561,12 @@ fn scheduling_loop(
             world.apply(input, now);
         }
         health.set_synced(world.synced());
-        if leader.load(Ordering::Acquire) {
+        let leads = leader.load(Ordering::Acquire);
+        if leads && !leading {
+            world.took_the_lead();
+        }
+        leading = leads;
+        if leads {
             world.round(now);
             let outputs = world.take_outputs();
             // A leader that stood down during the round sends nothing of it.

@@ -220,7 +220,7 @@ impl WhatIf {
 }
 
 /// Whether the job's GPU pods could all find whole devices were every candidate gone,
-/// counted node by node on its pools: an upper bound on the room any set of them frees
+/// counted node by node on one of its pools: an upper bound on the room any set of them frees
 /// (every device a candidate holds counted free, quota and constraints other than GPUs
 /// left out), so that a job it refuses fits with no set of them. A job with a shared
 /// (fractional) pod is not judged.
@@ -243,8 +243,8 @@ fn room_could_suffice(
     };
     let snapshot = context.snapshot;
     let pools = pools_for(job, snapshot);
-    // The devices the candidates hold, by node, on the job's pools.
-    let mut held: Vec<(NodeId, u32)> = Vec::new();
+    // The devices the candidates hold, by pool and node, on the job's pools.
+    let mut held: Vec<(PoolId, NodeId, u32)> = Vec::new();
     for (victim, _) in candidates {
         for pod in 0..victim.job.pods.len() as u32 {
             let key = PodKey {
@@ -253,30 +253,33 @@ fn room_could_suffice(
             };
             if let Some(placed) = snapshot.placement(key) {
                 let node = placed.placement.node;
-                if pools.contains(&snapshot.spec().node(node).pool) {
-                    held.push((node, placed.placement.gpus.devices));
+                let pool = snapshot.spec().node(node).pool;
+                if pools.contains(&pool) {
+                    held.push((pool, node, placed.placement.gpus.devices));
                 }
             }
         }
     }
-    held.sort_unstable_by_key(|&(node, _)| node);
-    // The free devices first, read from the pools' histograms; then, on each node a
-    // candidate is on, what its devices add.
-    let (mut pods, mut gpus) = (0u64, 0u64);
-    for &pool in pools {
+    held.sort_unstable_by_key(|&(pool, node, _)| (pool, node));
+    let need_gpus: u64 = sizes.iter().map(|&n| u64::from(n)).sum();
+    // Its GPU pods all land in one pool: one must hold them. The free devices first, read
+    // from the pool's histogram; then, on each node a candidate is on, what its devices
+    // add.
+    pools.iter().any(|&pool| {
         let aggregate = snapshot.pool(pool);
-        gpus += u64::from(aggregate.free_gpus);
-        pods += aggregate.pods_that_fit(smallest);
-    }
-    for same_node in held.chunk_by(|a, b| a.0 == b.0) {
-        let state = snapshot.node(same_node[0].0);
-        let devices = same_node.iter().fold(0, |all, &(_, d)| all | d) & !state.unhealthy();
-        let free = state.free_whole();
-        let room = free | devices;
-        pods += u64::from(room.count_ones() / smallest - free.count_ones() / smallest);
-        gpus += u64::from((room & !free).count_ones());
-    }
-    pods >= sizes.len() as u64 && gpus >= sizes.iter().map(|&n| u64::from(n)).sum::<u64>()
+        let mut pods = aggregate.pods_that_fit(smallest);
+        let mut gpus = u64::from(aggregate.free_gpus);
+        let on_pool = held.partition_point(|h| h.0 < pool)..held.partition_point(|h| h.0 <= pool);
+        for same_node in held[on_pool].chunk_by(|a, b| a.1 == b.1) {
+            let state = snapshot.node(same_node[0].1);
+            let devices = same_node.iter().fold(0, |all, &(_, _, d)| all | d) & !state.unhealthy();
+            let free = state.free_whole();
+            let room = free | devices;
+            pods += u64::from(room.count_ones() / smallest - free.count_ones() / smallest);
+            gpus += u64::from((room & !free).count_ones());
+        }
+        pods >= sizes.len() as u64 && gpus >= need_gpus
+    })
 }
 
 /// Whether `owner` has had a job waiting for GPUs of `pool` since the round began (or a

@@ -466,6 +466,12 @@ impl World {
         }
     }
 
+    /// This replica became the leader (again): what is told once, on the nodes, is told
+    /// again at its next round, since the last leader may not have told it.
+    pub fn took_the_lead(&mut self) {
+        self.nodes.tell_again();
+    }
+
     /// One round at `now_ms`: what the events changed is applied, the scheduler runs, and
     /// its decisions become outputs. Does nothing before the caches are synced.
     pub fn round(&mut self, now_ms: u64) {

@@ -30,8 +30,8 @@
 //! out of the cluster meanwhile, as any invalid node is.
 //!
 //! A node refused so, or whose GPUs a GPU annotation that does not parse closes, is logged
-//! and told with a Warning event on the node, once per reason (and again to a new leader,
-//! or for a node created anew), by the replicas of the GPU model its
+//! and told with a Warning event on the node, once per reason (and again each time this
+//! replica takes the lead, or for a node created anew), by the replicas of the GPU model its
 //! `nvidia.com/gpu.product` label names, or by the `--default-shard` one where it names
 //! none; pods that find no node say how many are refused.
 
@@ -249,6 +249,13 @@ impl Nodes {
                 self.untold.remove(node);
             }
         }
+    }
+
+    /// Every node's warning is to be told again.
+    pub fn tell_again(&mut self) {
+        self.untold = (self.known.keys())
+            .filter_map(|node| Some((node.clone(), self.warning(node)?)))
+            .collect();
     }
 
     /// The events to write on the nodes this replica tells of (see the module

@@ -1610,45 +1610,55 @@ impl World {
         // The member of the highest priority, the first by name among equals.
         let highest = (members.iter()).max_by_key(|(f, _, pod)| (f.priority, Reverse(&pod.name)));
         for (facts, _, pod) in members {
-            // What differs, the template's way if it sets one, and if it sets none.
-            let differences = [
-                (
-                    !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models,
-                    "GpuModelsDiffer",
-                    !template.gpu_models.is_empty(),
-                    "the GPU models they accept; kant places them all on the models of",
-                    "the GPU models they accept; kant places them all on any model, as does",
-                ),
-                (
-                    facts.queue != template.queue,
-                    "QueueDiffers",
-                    template.queue.is_some(),
-                    "their Queue; kant charges them all to the Queue of",
-                    "their Queue; kant charges them all to the default Queue, as it does",
-                ),
-                (
-                    facts.topology.is_some() && facts.topology != template.topology,
-                    "TopologyDiffers",
-                    template.topology.is_some(),
-                    "their kant.io/topology; kant places them all by the topology need of",
-                    "their kant.io/topology; kant places them all with no topology need, as",
-                ),
-                (
-                    facts.kind != JobKind::Unknown && facts.kind != template.kind,
-                    "WorkloadDiffers",
-                    template.kind != JobKind::Unknown,
-                    "their kant.io/workload; kant schedules them all as the workload of",
-                    "their kant.io/workload; kant schedules them all with no workload kind, as",
-                ),
-            ];
-            let mut told: Vec<(&'static str, String)> = (differences.into_iter())
-                .filter(|d| d.0)
-                .map(|(_, reason, template_sets, set, unset)| {
-                    let what = if template_sets { set } else { unset };
-                    let of = format!("{what} {template_pod}, the member asking for the most GPUs");
-                    (reason, of)
-                })
-                .collect();
+            let t = format!("{template_pod}, the member asking for the most GPUs");
+            let mut told: Vec<(&'static str, String)> = Vec::new();
+            if !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models {
+                let what = "the GPU models they accept";
+                let models = template.gpu_models.join(", ");
+                let shared = (facts.gpu_models.iter()).any(|m| template.gpu_models.contains(m));
+                let how = if template.gpu_models.is_empty() {
+                    format!(
+                        "{t} accepts any, so kant places them all on one model every member's \
+                         node rules allow"
+                    )
+                } else if shared {
+                    format!(
+                        "kant places them all on one model {t} accepts ({models}) that every \
+                         member's node rules allow"
+                    )
+                } else {
+                    format!(
+                        "kant places them all on a model {t} accepts ({models}), which this pod's \
+                         node rules exclude: the gang cannot be placed until they agree"
+                    )
+                };
+                told.push(("GpuModelsDiffer", format!("{what}; {how}")));
+            }
+            if facts.queue != template.queue {
+                let how = match template.queue {
+                    Some(_) => format!("kant charges them all to the Queue of {t}"),
+                    None => {
+                        format!("{t} names none, so kant charges them all to the default Queue")
+                    }
+                };
+                told.push(("QueueDiffers", format!("their Queue; {how}")));
+            }
+            if facts.topology.is_some() && facts.topology != template.topology {
+                let how = match template.topology {
+                    Some(_) => format!("kant places them all by the topology need of {t}"),
+                    None => format!("{t} sets none, so kant places them all with no topology need"),
+                };
+                told.push(("TopologyDiffers", format!("their kant.io/topology; {how}")));
+            }
+            if facts.kind != JobKind::Unknown && facts.kind != template.kind {
+                let how = match template.kind {
+                    JobKind::Unknown => {
+                        format!("{t} sets none, so kant schedules them all with no workload kind")
+                    }
+                    _ => format!("kant schedules them all as the workload of {t}"),
+                };
+                told.push(("WorkloadDiffers", format!("their kant.io/workload; {how}")));
+            }
             if let Some((top, _, top_pod)) = highest
                 && facts.names_priority_class
                 && top.priority > facts.priority
