@@ -125,8 +125,9 @@ impl NodeIdentity {
         (self.labelled_model.as_deref()).is_none_or(|m| options.owns_model(m))
     }
 
-    /// Whether this replica tells of the node: the shard of its labelled model, or, where
-    /// it names none, the default shard; one replica in all.
+    /// Whether this replica tells of the node: it takes the node's labelled model, or,
+    /// where the label names none, it is the default shard (one replica in all where the
+    /// shards' models do not overlap and one takes the rest).
     fn told_here(&self, options: &WorldOptions) -> bool {
         match &self.labelled_model {
             Some(model) => options.owns_model(model),
