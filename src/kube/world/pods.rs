@@ -1618,18 +1618,18 @@ impl World {
                 let shared = (facts.gpu_models.iter()).any(|m| template.gpu_models.contains(m));
                 let how = if template.gpu_models.is_empty() {
                     format!(
-                        "{t} accepts any, so kant places them all on one model every member's \
+                        "{t}, accepts any, so kant places them all on one model every member's \
                          node rules allow"
                     )
                 } else if shared {
                     format!(
-                        "kant places them all on one model {t} accepts ({models}) that every \
+                        "{t}, accepts {models}: kant places them all on one of those that every \
                          member's node rules allow"
                     )
                 } else {
                     format!(
-                        "kant places them all on a model {t} accepts ({models}), which this pod's \
-                         node rules exclude: the gang cannot be placed until they agree"
+                        "{t}, accepts {models}, which this pod's node rules exclude: kant cannot \
+                         place the gang until they agree"
                     )
                 };
                 told.push(("GpuModelsDiffer", format!("{what}; {how}")));
@@ -1638,7 +1638,7 @@ impl World {
                 let how = match template.queue {
                     Some(_) => format!("kant charges them all to the Queue of {t}"),
                     None => {
-                        format!("{t} names none, so kant charges them all to the default Queue")
+                        format!("{t}, names none, so kant charges them all to the default Queue")
                     }
                 };
                 told.push(("QueueDiffers", format!("their Queue; {how}")));
@@ -1646,14 +1646,16 @@ impl World {
             if facts.topology.is_some() && facts.topology != template.topology {
                 let how = match template.topology {
                     Some(_) => format!("kant places them all by the topology need of {t}"),
-                    None => format!("{t} sets none, so kant places them all with no topology need"),
+                    None => {
+                        format!("{t}, sets none, so kant places them all with no topology need")
+                    }
                 };
                 told.push(("TopologyDiffers", format!("their kant.io/topology; {how}")));
             }
             if facts.kind != JobKind::Unknown && facts.kind != template.kind {
                 let how = match template.kind {
                     JobKind::Unknown => {
-                        format!("{t} sets none, so kant schedules them all with no workload kind")
+                        format!("{t}, sets none, so kant schedules them all with no workload kind")
                     }
                     _ => format!("kant schedules them all as the workload of {t}"),
                 };
