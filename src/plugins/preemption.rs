@@ -33,8 +33,8 @@
 //! refuses every set the candidates could form (or every subset of the greedy set), no
 //! placement is tried (or the set is not made minimal): on a crowded cluster most
 //! preemptors end there. Nor is one tried where the devices free and those the candidates
-//! hold could not hold the job's pods, node by node, whichever of them went (a gang of
-//! whole nodes among small jobs, mostly).
+//! hold could not hold the job's pods, node by node in any one of its pools, whichever of
+//! them went (a gang of whole nodes among small jobs, mostly).
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
@@ -220,9 +220,9 @@ impl WhatIf {
 }
 
 /// Whether the job's GPU pods could all find whole devices were every candidate gone,
-/// counted node by node on one of its pools: an upper bound on the room any set of them frees
-/// (every device a candidate holds counted free, quota and constraints other than GPUs
-/// left out), so that a job it refuses fits with no set of them. A job with a shared
+/// counted node by node on one of its pools: an upper bound on the room any set of them
+/// frees (every device a candidate holds counted free, quota and constraints other than
+/// GPUs left out), so that a job it refuses fits with no set of them. A job with a shared
 /// (fractional) pod is not judged.
 fn room_could_suffice(
     job: &Job,
