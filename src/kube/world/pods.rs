@@ -1609,8 +1609,8 @@ impl World {
     ) {
         // The member of the highest priority, the first by name among equals.
         let highest = (members.iter()).max_by_key(|(f, _, pod)| (f.priority, Reverse(&pod.name)));
+        let t = format!("{template_pod}, the member asking for the most GPUs");
         for (facts, _, pod) in members {
-            let t = format!("{template_pod}, the member asking for the most GPUs");
             let mut told: Vec<(&'static str, String)> = Vec::new();
             if !facts.gpu_models.is_empty() && facts.gpu_models != template.gpu_models {
                 let what = "the GPU models they accept";
