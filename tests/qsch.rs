@@ -2355,6 +2355,86 @@ fn priority_preemption_spares_every_victim_off_the_nodes_it_lands_on() {
     assert_eq!(placed_jobs(&decisions).first(), Some(&JobId(9)));
 }
 
+/// A gang that requires one scale-up domain evicts the job of lower priority in the one
+/// whose other node is free, though the other domain holds nothing it may evict: the
+/// victim search judges room domain by domain, and finds it there.
+#[test]
+fn a_gang_held_to_one_hbd_makes_room_inside_one() {
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::BestEffortFifo), None),
+        fabric(4, 8, 2, 2, 2, LinkProfile::NvlinkAll),
+    );
+    let in_one_hbd = |id, priority, submit_s| Job {
+        topology: Some(TopologyNeed {
+            tier: Tier::Hbd,
+            required: true,
+        }),
+        ..job(id, 2, whole(8), priority, submit_s)
+    };
+    s.submit(in_one_hbd(1, 9, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[1]));
+    s.submit(job(2, 1, whole(8), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[2]));
+    s.submit(in_one_hbd(3, 5, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2]), JobId(3), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[3]));
+    assert!(nodes_of(&s, 3).iter().all(|n| !nodes_of(&s, 1).contains(n)));
+}
+
+/// A gang waiting for a tight placement (its patience) may take a block of nodes outside
+/// every leaf whole: where its pool has such nodes, the victim search does not hold it to
+/// the leaves' domains. Here the labelled nodes are two leaves apart, both busy with jobs
+/// it may not evict, and the unlabelled pair holds one it may.
+#[test]
+fn a_patient_gang_makes_room_on_nodes_outside_every_leaf() {
+    let mut builder = ClusterSpecBuilder::new();
+    for (i, leaf) in ["leaf-0", "leaf-1", "", ""].into_iter().enumerate() {
+        let row = NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            cpu_milli: Some(128_000),
+            memory_bytes: Some(1 << 40),
+            leaf: (!leaf.is_empty()).then(|| LeafPath {
+                superspine: "ss".into(),
+                spine: format!("spine-{i}"),
+                leaf: leaf.into(),
+            }),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let mut s = scheduler(
+        profile("default", Some(QueueingPolicy::BestEffortFifo), None),
+        Arc::new(builder.build()),
+    );
+    s.submit(job(1, 1, whole(8), 9, 0));
+    s.submit(job(2, 1, whole(8), 9, 0));
+    s.submit(job(3, 2, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    let unlabelled = [NodeId(2), NodeId(3)];
+    assert_eq!(
+        nodes_of(&s, 3),
+        unlabelled,
+        "the gang took the unlabelled pair"
+    );
+    s.submit(job(4, 2, whole(8), 5, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3]), JobId(4), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(nodes_of(&s, 4), unlabelled);
+}
+
 #[test]
 fn preemption_cannot_cascade_within_the_minimum_runtime() {
     // Job 1 (prio 0) is evicted for job 2 (prio 5); job 3 (prio 9) arrives a minute later:

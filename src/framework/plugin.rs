@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
 use crate::metrics::PlacementSpread;
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId,
+    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId, Tier,
 };
 use crate::queue::{PoolsWanted, Tenants};
 
@@ -335,6 +335,9 @@ pub struct PreemptionContext<'a> {
     pub backfill_since: Option<u64>,
     /// The search groups held for the job (its backfill reservation), sorted.
     pub reserved: Option<&'a [GroupId]>,
+    /// Per pool of the job, the tier of one domain its placement there must stay inside
+    /// (`None`: the whole pool), as `fits` places it ([`super::search::domain_limits`]).
+    pub domain_limits: &'a [(PoolId, Option<Tier>)],
     /// Whether the job would pass static quota admission with these accounts and be
     /// placed on this state (both without the victims), kept to the pools it is admitted
     /// on: where it would land.

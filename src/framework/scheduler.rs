@@ -26,8 +26,8 @@ use super::plugin::{
     Bind, JobPlan, Landing, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use super::search::{
-    Found, HeldGroups, RoomUse, TightWaitSince, diagnose, is_patient, place_job, pools_for,
-    reservation_groups, tight_wait_ends,
+    Found, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits, is_patient, place_job,
+    pools_for, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{Code, CycleState, Diagnosis, Profile, Status};
@@ -764,8 +764,8 @@ impl Scheduler {
                 offer.tenant,
                 admitted,
                 &inputs,
+                &cycle,
                 offer.backfill_since,
-                now_ms,
             ) {
                 Preempted::Evicted => true,
                 Preempted::RetryAt(at) => {
@@ -1157,8 +1157,8 @@ impl Scheduler {
         tenant: usize,
         admitted: bool,
         inputs: &CycleInputs,
+        cycle: &CycleState,
         backfill_since: Option<u64>,
-        now_ms: u64,
     ) -> Preempted {
         let mut retry_at: Option<u64> = None;
         let milli = job.total_milli();
@@ -1180,9 +1180,10 @@ impl Scheduler {
                 .iter()
                 .find(|r| r.head.id == job.id)
                 .map(|r| r.groups.as_slice());
+            let domain_limits = domain_limits(&self.profile, job, &self.state, cycle);
             let context = PreemptionContext {
                 snapshot: &self.state,
-                now_ms,
+                now_ms: inputs.now_ms,
                 tenant,
                 admitted,
                 tenants: &self.tenants,
@@ -1191,6 +1192,7 @@ impl Scheduler {
                 lowest_running_priority: self.running_priorities.keys().next().copied(),
                 backfill_since,
                 reserved,
+                domain_limits: &domain_limits,
                 fits: &fits,
             };
             self.profile.post_filters.iter().find_map(|plugin| {

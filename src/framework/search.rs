@@ -148,6 +148,38 @@ fn widest_tier(
     }
 }
 
+/// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
+/// placement there inside now, given the cycle state of its attempt: a tier it requires,
+/// or while a gang is patient the tightest one its usable nodes could hold it in. `None`:
+/// the whole pool may be needed, as for a single pod or a job that spreads, a preferred
+/// scale-up domain (one cuts across groups), the flat search, or a pool with groups
+/// outside every leaf (a patient gang may go to one such group whole).
+pub fn domain_limits(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+) -> Vec<(PoolId, Option<Tier>)> {
+    let spec = snapshot.spec();
+    let required = job.topology.is_some_and(|n| n.required);
+    let bounded = job.pods.len() > 1
+        && profile.search == SearchMode::TwoLevel
+        && (required
+            || state.read::<AnyGroup>().is_none()
+                && job.topology.is_none_or(|n| n.tier != Tier::Hbd));
+    let pools = pools_for(job, snapshot);
+    (pools.iter())
+        .map(|&pool| {
+            let all_in_leaves =
+                || (spec.pool(pool).groups.iter()).all(|&g| spec.group(g).leaf.is_some());
+            let tier = (bounded && (required || all_in_leaves()))
+                .then(|| widest_tier(profile, job, snapshot, &[pool], state))
+                .flatten();
+            (pool, tier)
+        })
+        .collect()
+}
+
 /// Whether room that came back in a group could let [`place_job`] place a job there,
 /// judged from aggregates as the search judges groups and domains: the group is not held
 /// from the job, passes the group filters, and holds the whole job or, for a gang, some
@@ -382,7 +414,7 @@ pub fn some_domain_holds(
 /// The search groups of `pools` inside a domain of `tier` (a leaf, spine or superspine;
 /// groups outside every leaf are in none), each with its domain, one pool's part of it,
 /// sorted by domain.
-fn domain_groups(
+pub fn domain_groups(
     spec: &ClusterSpec,
     pools: &[PoolId],
     tier: Tier,

@@ -34,14 +34,16 @@
 //! placement is tried (or the set is not made minimal): on a crowded cluster most
 //! preemptors end there. Nor is one tried where the devices free and those the candidates
 //! hold could not hold the job's pods, node by node in any one of its pools, whichever of
-//! them went (a gang of whole nodes among small jobs, mostly).
+//! them went (a gang of whole nodes among small jobs, mostly), or not inside one domain
+//! where its placement is held to one (a required tier; a gang patient for a tight
+//! placement, as a backfill head short of room is at each try).
 
-use crate::cache::{ClusterState, PodKey};
+use crate::cache::{ClusterState, GpuAggregate, PodKey};
 use crate::framework::{
     Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
-    pools_for,
+    domain_groups, pools_for, some_domain_holds,
 };
-use crate::model::{GpuRequest, Job, MILLI_PER_GPU, NodeId, PoolId};
+use crate::model::{GpuRequest, GroupId, Job, MILLI_PER_GPU, NodeId, PoolId, Tier};
 use crate::queue::{TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor beyond the cheapest that could free
@@ -220,10 +222,11 @@ impl WhatIf {
 }
 
 /// Whether the job's GPU pods could all find whole devices were every candidate gone,
-/// counted node by node on one of its pools: an upper bound on the room any set of them
-/// frees (every device a candidate holds counted free, quota and constraints other than
-/// GPUs left out), so that a job it refuses fits with no set of them. A job with a shared
-/// (fractional) pod is not judged.
+/// counted node by node on one of its pools, inside one domain where its placement there
+/// is held to one: an upper bound on the room any set of them frees (every device a
+/// candidate holds counted free, quota and constraints other than GPUs left out), so that
+/// a job it refuses fits with no set of them. A job with a shared (fractional) pod is not
+/// judged.
 fn room_could_suffice(
     job: &Job,
     context: &PreemptionContext,
@@ -242,9 +245,10 @@ fn room_could_suffice(
         return true;
     };
     let snapshot = context.snapshot;
+    let spec = snapshot.spec();
     let pools = pools_for(job, snapshot);
-    // The devices the candidates hold, by pool and node, on the job's pools.
-    let mut held: Vec<(PoolId, NodeId, u32)> = Vec::new();
+    // The devices the candidates hold, by search group and node, on the job's pools.
+    let mut held: Vec<(GroupId, NodeId, u32)> = Vec::new();
     for (victim, _) in candidates {
         for pod in 0..victim.job.pods.len() as u32 {
             let key = PodKey {
@@ -253,33 +257,70 @@ fn room_could_suffice(
             };
             if let Some(placed) = snapshot.placement(key) {
                 let node = placed.placement.node;
-                let pool = snapshot.spec().node(node).pool;
-                if pools.contains(&pool) {
-                    held.push((pool, node, placed.placement.gpus.devices));
+                if pools.contains(&spec.node(node).pool) {
+                    let group = spec.node_group[node.index()];
+                    held.push((group, node, placed.placement.gpus.devices));
                 }
             }
         }
     }
-    held.sort_unstable_by_key(|&(pool, node, _)| (pool, node));
+    held.sort_unstable_by_key(|&(group, node, _)| (group, node));
     let need_gpus: u64 = sizes.iter().map(|&n| u64::from(n)).sum();
-    // Its GPU pods all land in one pool: one must hold them. The free devices first, read
-    // from the pool's histogram; then, on each node a candidate is on, what its devices
-    // add.
-    pools.iter().any(|&pool| {
-        let aggregate = snapshot.pool(pool);
-        let mut pods = aggregate.pods_that_fit(smallest);
-        let mut gpus = u64::from(aggregate.free_gpus);
-        let on_pool = held.partition_point(|h| h.0 < pool)..held.partition_point(|h| h.0 <= pool);
-        for same_node in held[on_pool].chunk_by(|a, b| a.1 == b.1) {
+    let enough = |(pods, gpus): (u64, u64)| pods >= sizes.len() as u64 && gpus >= need_gpus;
+    // What the candidates' devices add to the free ones, node by node: pods of the
+    // smallest size, and GPUs.
+    let added = |held: &[(GroupId, NodeId, u32)]| {
+        (held.chunk_by(|a, b| a.1 == b.1)).fold((0, 0), |(pods, gpus), same_node| {
             let state = snapshot.node(same_node[0].1);
-            let devices = same_node.iter().fold(0, |all, &(_, _, d)| all | d) & !state.unhealthy();
+            let devices = same_node.iter().fold(0, |all, &(.., d)| all | d) & !state.unhealthy();
             let free = state.free_whole();
             let room = free | devices;
-            pods += u64::from(room.count_ones() / smallest - free.count_ones() / smallest);
-            gpus += u64::from((room & !free).count_ones());
-        }
-        pods >= sizes.len() as u64 && gpus >= need_gpus
-    })
+            let more_pods = room.count_ones() / smallest - free.count_ones() / smallest;
+            let more_gpus = (room & !free).count_ones();
+            (pods + u64::from(more_pods), gpus + u64::from(more_gpus))
+        })
+    };
+    let held_in = |range: std::ops::Range<(GroupId, NodeId)>| {
+        let key = |h: &(GroupId, NodeId, u32)| (h.0, h.1);
+        &held[held.partition_point(|h| key(h) < range.start)
+            ..held.partition_point(|h| key(h) < range.end)]
+    };
+    let with_free = |(pods, gpus): (u64, u64), aggregate: &GpuAggregate| {
+        (
+            pods + aggregate.pods_that_fit(smallest),
+            gpus + u64::from(aggregate.free_gpus),
+        )
+    };
+    // The free devices read from the groups' histograms, then what the candidates add.
+    let in_groups = |groups: &mut dyn Iterator<Item = GroupId>| {
+        groups.fold((0, 0), |sum, group| {
+            let held = held_in((group, NodeId(0))..(GroupId(group.0 + 1), NodeId(0)));
+            let (pods, gpus) = added(held);
+            with_free((sum.0 + pods, sum.1 + gpus), snapshot.group(group))
+        })
+    };
+    // Its GPU pods all land in one pool, and there in one domain where it is held to one.
+    context
+        .domain_limits
+        .iter()
+        .any(|&(pool, tier)| match tier {
+            None => enough(in_groups(&mut spec.pool(pool).groups.iter().copied())),
+            // A scale-up domain cuts across groups: its nodes one by one.
+            Some(Tier::Hbd) => some_domain_holds(spec, &[pool], Tier::Hbd, |nodes| {
+                enough(nodes.fold((0, 0), |(pods, gpus), node| {
+                    let free = snapshot.node(node).free_whole().count_ones();
+                    let group = spec.node_group[node.index()];
+                    let (more_pods, more_gpus) =
+                        added(held_in((group, node)..(group, NodeId(node.0 + 1))));
+                    (
+                        pods + u64::from(free / smallest) + more_pods,
+                        gpus + u64::from(free) + more_gpus,
+                    )
+                }))
+            }),
+            Some(tier) => (domain_groups(spec, &[pool], tier).chunk_by(|a, b| a.0 == b.0))
+                .any(|domain| enough(in_groups(&mut domain.iter().map(|&(_, group)| group)))),
+        })
 }
 
 /// Whether `owner` has had a job waiting for GPUs of `pool` since the round began (or a
