@@ -479,6 +479,58 @@ fn preemption_judges_the_rules_without_its_victims() {
     assert_eq!(nodes_of(&s, 3), ["n0"]);
 }
 
+/// A gang spreading its pods over zones made of leaves goes wherever its pools hold it,
+/// patient or not, and so may make room across spines. Two spines of two nodes, a leaf
+/// each; zone `a` is the first node of each spine, zone `b` the second. Jobs it may not
+/// evict hold one node of each spine; one it may holds a third node, in zone `a`.
+#[test]
+fn a_gang_spreading_over_zones_makes_room_across_spines() {
+    let mut builder = ClusterSpecBuilder::new();
+    for i in 0..4 {
+        let name = format!("n{i}");
+        let row = NodeRow {
+            labels: [
+                (HOSTNAME.to_owned(), name.clone()),
+                ("zone".to_owned(), ["a", "b"][i % 2].to_owned()),
+            ]
+            .into(),
+            name,
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: format!("spine-{}", i / 2),
+                leaf: format!("leaf-{i}"),
+            }),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let mut s = preempting_scheduler(Arc::new(builder.build()));
+    let on = |mut job: kant::model::Job, node: &str, priority| {
+        job.set_constraints(NodeConstraints {
+            node_selector: vec![(HOSTNAME.into(), node.into())],
+            ..NodeConstraints::default()
+        });
+        job.priority = priority;
+        job
+    };
+    s.submit(on(app(1, 1, 8, "kept", vec![], vec![]), "n0", 9));
+    s.submit(on(app(2, 1, 8, "kept", vec![], vec![]), "n3", 9));
+    s.submit(on(app(3, 1, 8, "batch", vec![], vec![]), "n2", 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    let mut spreading = spread_app(4, 2, 8, "web", vec![skew("web", "zone", 1)]);
+    spreading.priority = 5;
+    s.submit(spreading);
+    let decisions = s.schedule(LATER_MS);
+    assert_eq!(victims(&decisions), [JobId(3)], "{decisions:?}");
+    let mut nodes = nodes_of(&s, 4);
+    nodes.sort();
+    assert_eq!(nodes, ["n1", "n2"]);
+}
+
 #[test]
 fn only_pods_that_every_affinity_term_selects_count() {
     let mut s = default_scheduler(zoned(&["a", "b"]));
