@@ -479,28 +479,25 @@ fn preemption_judges_the_rules_without_its_victims() {
     assert_eq!(nodes_of(&s, 3), ["n0"]);
 }
 
-/// A gang spreading its pods over zones made of leaves goes wherever its pools hold it,
-/// patient or not, and so may make room across spines. Two spines of two nodes, a leaf
-/// each; zone `a` is the first node of each spine, zone `b` the second. Jobs it may not
-/// evict hold one node of each spine; one it may holds a third node, in zone `a`.
-#[test]
-fn a_gang_spreading_over_zones_makes_room_across_spines() {
+/// Nodes of 8 GPUs named `n0`, `n1`, ..., each of the GPU model, spine, leaf and zone
+/// given.
+fn fabric_in_zones(nodes: &[(&str, &str, &str, &str)]) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
-    for i in 0..4 {
+    for (i, &(model, spine, leaf, zone)) in nodes.iter().enumerate() {
         let name = format!("n{i}");
         let row = NodeRow {
             labels: [
                 (HOSTNAME.to_owned(), name.clone()),
-                ("zone".to_owned(), ["a", "b"][i % 2].to_owned()),
+                ("zone".to_owned(), zone.to_owned()),
             ]
             .into(),
             name,
-            gpu_model: Some("H100".into()),
+            gpu_model: Some(model.into()),
             gpus: 8,
             leaf: Some(kant::model::LeafPath {
                 superspine: "ss".into(),
-                spine: format!("spine-{}", i / 2),
-                leaf: format!("leaf-{i}"),
+                spine: spine.into(),
+                leaf: leaf.into(),
             }),
             ..Default::default()
         };
@@ -508,27 +505,90 @@ fn a_gang_spreading_over_zones_makes_room_across_spines() {
             .add(row, LinkProfile::NvlinkAll)
             .expect("valid node");
     }
-    let mut s = preempting_scheduler(Arc::new(builder.build()));
-    let on = |mut job: kant::model::Job, node: &str, priority| {
+    Arc::new(builder.build())
+}
+
+/// Runs a job of one pod of 8 GPUs and the priority given on each node named, in turn,
+/// from job 100 on (its model the node's).
+fn running_on(s: &mut Scheduler, nodes: &[(&str, i32)]) {
+    for (i, &(node, priority)) in nodes.iter().enumerate() {
+        let mut job = app(100 + i as u32, 1, 8, "other", vec![], vec![]);
+        job.pools.clear();
         job.set_constraints(NodeConstraints {
             node_selector: vec![(HOSTNAME.into(), node.into())],
             ..NodeConstraints::default()
         });
         job.priority = priority;
-        job
-    };
-    s.submit(on(app(1, 1, 8, "kept", vec![], vec![]), "n0", 9));
-    s.submit(on(app(2, 1, 8, "kept", vec![], vec![]), "n3", 9));
-    s.submit(on(app(3, 1, 8, "batch", vec![], vec![]), "n2", 0));
-    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
-    let mut spreading = spread_app(4, 2, 8, "web", vec![skew("web", "zone", 1)]);
-    spreading.priority = 5;
-    s.submit(spreading);
+        s.submit(job);
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), nodes.len());
+}
+
+/// A gang of two 8-GPU pods of priority 5 spreading over zones, on the pools given.
+fn spreading_gang(pools: &[u16]) -> kant::model::Job {
+    let mut gang = spread_app(1, 2, 8, "web", vec![skew("web", "zone", 1)]);
+    gang.priority = 5;
+    gang.pools = pools.iter().map(|&p| kant::model::PoolId(p)).collect();
+    gang
+}
+
+/// A gang spreading its pods over zones made of leaves goes wherever its pools hold it,
+/// patient or not, and so may make room across spines. Two spines of two nodes, a leaf
+/// each; zone `a` is the first node of each spine, zone `b` the second. Jobs it may not
+/// evict hold one node of each spine; one it may holds a third node, in zone `a`.
+#[test]
+fn a_gang_spreading_over_zones_makes_room_across_spines() {
+    let mut s = preempting_scheduler(fabric_in_zones(&[
+        ("H100", "spine-0", "leaf-0", "a"),
+        ("H100", "spine-0", "leaf-1", "b"),
+        ("H100", "spine-1", "leaf-2", "a"),
+        ("H100", "spine-1", "leaf-3", "b"),
+    ]));
+    running_on(&mut s, &[("n0", 9), ("n3", 9), ("n2", 0)]);
+    s.submit(spreading_gang(&[0]));
     let decisions = s.schedule(LATER_MS);
-    assert_eq!(victims(&decisions), [JobId(3)], "{decisions:?}");
-    let mut nodes = nodes_of(&s, 4);
+    assert_eq!(victims(&decisions), [JobId(102)], "{decisions:?}");
+    let mut nodes = nodes_of(&s, 1);
     nodes.sort();
     assert_eq!(nodes, ["n1", "n2"]);
+}
+
+/// Whether a gang spreads is judged on the pools its quota admits it on: a gang the full
+/// cluster admits on neither of its models, whose `A100` leaf straddles both zones, is
+/// admitted on `H100` alone once its victims go, and spreads there over two leaves, each a
+/// zone. (A review found the victim search refusing it: it had judged the gang held to one
+/// leaf, from the attempt on both pools.)
+#[test]
+fn a_spreading_gang_makes_room_on_the_pool_its_quota_admits_once_victims_go() {
+    let mut s = preempting_scheduler(fabric_in_zones(&[
+        ("H100", "spine-0", "leaf-0", "a"),
+        ("H100", "spine-0", "leaf-0", "a"),
+        ("H100", "spine-0", "leaf-1", "b"),
+        ("H100", "spine-0", "leaf-1", "b"),
+        ("A100", "spine-1", "leaf-2", "a"),
+        ("A100", "spine-1", "leaf-2", "b"),
+    ]));
+    running_on(
+        &mut s,
+        &[
+            ("n0", 0),
+            ("n1", 9),
+            ("n2", 0),
+            ("n3", 9),
+            ("n4", 9),
+            ("n5", 9),
+        ],
+    );
+    s.submit(spreading_gang(&[0, 1]));
+    let decisions = s.schedule(LATER_MS);
+    assert_eq!(
+        victims(&decisions),
+        [JobId(100), JobId(102)],
+        "{decisions:?}"
+    );
+    let mut nodes = nodes_of(&s, 1);
+    nodes.sort();
+    assert_eq!(nodes, ["n0", "n2"]);
 }
 
 #[test]

@@ -149,11 +149,13 @@ fn widest_tier(
 }
 
 /// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
-/// placement there inside now, given the cycle state of its attempt: a tier it requires,
-/// or while a gang is patient the tightest one its usable nodes could hold it in. `None`:
-/// the whole pool may be needed, as for a single pod or a job that spreads, a preferred
-/// scale-up domain (one cuts across groups), the flat search, or a pool with groups
-/// outside every leaf (a patient gang may go to one such group whole).
+/// placement there inside, on any state, given the cycle state of its attempt now: a tier
+/// it requires, or while a gang is patient the tightest one its usable nodes could hold
+/// it in. `None`: the whole pool may be needed, as for a single pod, a job that spreads,
+/// a preferred scale-up domain (one cuts across groups), the flat search, or a pool with
+/// groups outside every leaf (a patient gang may go to one such group whole). A job with
+/// spread rules may spread though this cycle says it does not: on another state, quota
+/// may admit it on fewer pools, which topology-spread judges anew.
 pub fn domain_limits(
     profile: &Profile,
     job: &Job,
@@ -162,10 +164,12 @@ pub fn domain_limits(
 ) -> Vec<(PoolId, Option<Tier>)> {
     let spec = snapshot.spec();
     let required = job.topology.is_some_and(|n| n.required);
+    let spread_rules = job.pod_rules.as_ref().is_some_and(|r| !r.spread.is_empty());
     let bounded = job.pods.len() > 1
         && profile.search == SearchMode::TwoLevel
         && (required
-            || state.read::<AnyGroup>().is_none()
+            || !spread_rules
+                && state.read::<AnyGroup>().is_none()
                 && job.topology.is_none_or(|n| n.tier != Tier::Hbd));
     let pools = pools_for(job, snapshot);
     (pools.iter())
