@@ -33,8 +33,16 @@ fn zoned(zones: &[&str]) -> Arc<ClusterSpec> {
 
 /// Nodes of 8 GPUs named `n0`, `n1`, ..., each in the zone and of the GPU model given.
 fn zoned_models(nodes: &[(&str, &str)]) -> Arc<ClusterSpec> {
+    zoned_nodes(nodes.iter().map(|&(zone, model)| (zone, model, None)))
+}
+
+/// Nodes of 8 GPUs named `n0`, `n1`, ..., each in the zone, of the GPU model and under
+/// the leaf given.
+fn zoned_nodes<'a>(
+    nodes: impl Iterator<Item = (&'a str, &'a str, Option<kant::model::LeafPath>)>,
+) -> Arc<ClusterSpec> {
     let mut builder = ClusterSpecBuilder::new();
-    for (i, (zone, model)) in nodes.iter().enumerate() {
+    for (i, (zone, model, leaf)) in nodes.enumerate() {
         let name = format!("n{i}");
         let row = NodeRow {
             labels: [
@@ -45,6 +53,7 @@ fn zoned_models(nodes: &[(&str, &str)]) -> Arc<ClusterSpec> {
             name,
             gpu_model: Some(model.to_string()),
             gpus: 8,
+            leaf,
             ..Default::default()
         };
         builder
@@ -482,30 +491,14 @@ fn preemption_judges_the_rules_without_its_victims() {
 /// Nodes of 8 GPUs named `n0`, `n1`, ..., each of the GPU model, spine, leaf and zone
 /// given.
 fn fabric_in_zones(nodes: &[(&str, &str, &str, &str)]) -> Arc<ClusterSpec> {
-    let mut builder = ClusterSpecBuilder::new();
-    for (i, &(model, spine, leaf, zone)) in nodes.iter().enumerate() {
-        let name = format!("n{i}");
-        let row = NodeRow {
-            labels: [
-                (HOSTNAME.to_owned(), name.clone()),
-                ("zone".to_owned(), zone.to_owned()),
-            ]
-            .into(),
-            name,
-            gpu_model: Some(model.into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: "ss".into(),
-                spine: spine.into(),
-                leaf: leaf.into(),
-            }),
-            ..Default::default()
+    zoned_nodes(nodes.iter().map(|&(model, spine, leaf, zone)| {
+        let path = kant::model::LeafPath {
+            superspine: "ss".into(),
+            spine: spine.into(),
+            leaf: leaf.into(),
         };
-        builder
-            .add(row, LinkProfile::NvlinkAll)
-            .expect("valid node");
-    }
-    Arc::new(builder.build())
+        (zone, model, Some(path))
+    }))
 }
 
 /// Runs a job of one pod of 8 GPUs and the priority given on each node named, in turn,
@@ -532,6 +525,16 @@ fn spreading_gang(pools: &[u16]) -> kant::model::Job {
     gang
 }
 
+/// Later, the gang (job 1) evicts exactly `expected` and lands on `nodes`.
+fn assert_makes_room(s: &mut Scheduler, expected: &[u32], nodes: [&str; 2]) {
+    let decisions = s.schedule(LATER_MS);
+    let expected: Vec<JobId> = expected.iter().map(|&v| JobId(v)).collect();
+    assert_eq!(victims(&decisions), expected, "{decisions:?}");
+    let mut landed = nodes_of(s, 1);
+    landed.sort();
+    assert_eq!(landed, nodes);
+}
+
 /// A gang spreading its pods over zones made of leaves goes wherever its pools hold it,
 /// patient or not, and so may make room across spines. Two spines of two nodes, a leaf
 /// each; zone `a` is the first node of each spine, zone `b` the second. Jobs it may not
@@ -546,11 +549,7 @@ fn a_gang_spreading_over_zones_makes_room_across_spines() {
     ]));
     running_on(&mut s, &[("n0", 9), ("n3", 9), ("n2", 0)]);
     s.submit(spreading_gang(&[0]));
-    let decisions = s.schedule(LATER_MS);
-    assert_eq!(victims(&decisions), [JobId(102)], "{decisions:?}");
-    let mut nodes = nodes_of(&s, 1);
-    nodes.sort();
-    assert_eq!(nodes, ["n1", "n2"]);
+    assert_makes_room(&mut s, &[102], ["n1", "n2"]);
 }
 
 /// Whether a gang spreads is judged on the pools its quota admits it on: a gang the full
@@ -580,15 +579,7 @@ fn a_spreading_gang_makes_room_on_the_pool_its_quota_admits_once_victims_go() {
         ],
     );
     s.submit(spreading_gang(&[0, 1]));
-    let decisions = s.schedule(LATER_MS);
-    assert_eq!(
-        victims(&decisions),
-        [JobId(100), JobId(102)],
-        "{decisions:?}"
-    );
-    let mut nodes = nodes_of(&s, 1);
-    nodes.sort();
-    assert_eq!(nodes, ["n0", "n2"]);
+    assert_makes_room(&mut s, &[100, 102], ["n0", "n2"]);
 }
 
 #[test]
