@@ -1,9 +1,12 @@
 //! The links between the GPU devices of one node, and the choice of the best-connected set
 //! of free devices for a multi-GPU pod.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::ModelError;
+
+/// Matrices of at most this many devices answer [`LinkMatrix::best_set`] from a table.
+const TABLED_DEVICES: usize = 8;
 
 /// How two devices of one node talk, best first. The order is the preference order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -66,6 +69,30 @@ pub struct LinkMatrix {
     nic_names: Vec<String>,
     /// `within[c][i]`: devices reached from `i` over a link of class `c` or better.
     within: [Vec<u32>; 4],
+    best_sets: BestSets,
+}
+
+/// [`LinkMatrix::best_set`] for every free set and count of a matrix of at most
+/// [`TABLED_DEVICES`] devices, worked out at first need: the search asks it of every node
+/// it scores for a multi-GPU pod, and nodes of one shape share one matrix. Entry
+/// `free * (devices + 1) + count` is the set, 0 for none.
+#[derive(Clone, Default)]
+struct BestSets(OnceLock<Box<[u8]>>);
+
+/// A function of the matrix's links, whether worked out yet or not: every two matrices
+/// with equal links have equal tables.
+impl PartialEq for BestSets {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for BestSets {}
+
+impl std::fmt::Debug for BestSets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BestSets")
+    }
 }
 
 impl LinkMatrix {
@@ -126,6 +153,7 @@ impl LinkMatrix {
             nics_assumed: false,
             nic_names: Vec::new(),
             within,
+            best_sets: BestSets::default(),
         })
     }
 
@@ -258,11 +286,31 @@ impl LinkMatrix {
     /// equally small (lone devices on PCIe or NVLink-pair boards). Only an island that is
     /// connected but not fully linked pays the `O(n^2 * k)` multi-start pick (a few hundred
     /// steps on 8 devices), and only a start that finds no clean set pays the exact search,
-    /// bounded by the island's cliques.
+    /// bounded by the island's cliques. A matrix of at most [`TABLED_DEVICES`] devices
+    /// reads the answer from a table it works out at first need.
     pub fn best_set(&self, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
         }
+        let devices = self.devices();
+        if devices > TABLED_DEVICES || free >> devices != 0 || count as usize > devices {
+            return self.search_best_set(free, count);
+        }
+        let table = self.best_sets.0.get_or_init(|| {
+            let sets = (0..1u32 << devices).flat_map(|free| {
+                (0..=devices as u32).map(move |count| match count {
+                    0 => 0,
+                    _ => self.search_best_set(free, count).map_or(0, |set| set as u8),
+                })
+            });
+            sets.collect()
+        });
+        let set = table[free as usize * (devices + 1) + count as usize];
+        (set != 0).then_some(u32::from(set))
+    }
+
+    /// [`LinkMatrix::best_set`] worked out (`count` at least 1).
+    fn search_best_set(&self, free: u32, count: u32) -> Option<u32> {
         if free.count_ones() < count {
             return None;
         }
@@ -497,6 +545,41 @@ mod tests {
 
     fn mask(devices: &[usize]) -> u32 {
         devices.iter().fold(0, |m, d| m | 1 << d)
+    }
+
+    /// The table answers as the search does, for every free set and count (and the
+    /// search past the table's reach: a 16-device board).
+    #[test]
+    fn the_tabled_best_sets_are_the_searched_ones() {
+        let mut matrices = vec![dgx1()];
+        for profile in [
+            LinkProfile::NvlinkAll,
+            LinkProfile::NvlinkPairs,
+            LinkProfile::Pcie,
+        ] {
+            for devices in [1, 2, 3, 4, 6, 8, 16] {
+                matrices.push(LinkMatrix::from_profile(profile, devices).unwrap());
+            }
+        }
+        for m in &matrices {
+            let devices = m.devices() as u32;
+            // Every free set of a tabled matrix; a sample of the 16-device board's.
+            let step = if devices as usize <= TABLED_DEVICES {
+                1
+            } else {
+                97
+            };
+            for free in (0..1u32 << devices).step_by(step) {
+                for count in 1..=devices + 1 {
+                    let searched = m.search_best_set(free, count);
+                    assert_eq!(m.best_set(free, count), searched, "{m:?} {free:b} {count}");
+                    if let Some(set) = searched {
+                        assert_eq!((set.count_ones(), set & !free), (count, 0));
+                    }
+                }
+            }
+            assert_eq!(m.best_set(0, 0), Some(0));
+        }
     }
 
     #[test]
