@@ -38,7 +38,7 @@
 //! where its placement is held to one (a required tier; a gang patient for a tight
 //! placement, as a backfill head short of room is at each try).
 
-use crate::cache::{ClusterState, GpuAggregate, PodKey};
+use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
     Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
     domain_groups, pools_for, some_domain_holds,
@@ -285,18 +285,16 @@ fn room_could_suffice(
         &held[held.partition_point(|h| key(h) < range.start)
             ..held.partition_point(|h| key(h) < range.end)]
     };
-    let with_free = |(pods, gpus): (u64, u64), aggregate: &GpuAggregate| {
-        (
-            pods + aggregate.pods_that_fit(smallest),
-            gpus + u64::from(aggregate.free_gpus),
-        )
-    };
     // The free devices read from the groups' histograms, then what the candidates add.
     let in_groups = |groups: &mut dyn Iterator<Item = GroupId>| {
-        groups.fold((0, 0), |sum, group| {
+        groups.fold((0, 0), |(pods, gpus), group| {
+            let free = snapshot.group(group);
             let held = held_in((group, NodeId(0))..(GroupId(group.0 + 1), NodeId(0)));
-            let (pods, gpus) = added(held);
-            with_free((sum.0 + pods, sum.1 + gpus), snapshot.group(group))
+            let (more_pods, more_gpus) = added(held);
+            (
+                pods + free.pods_that_fit(smallest) + more_pods,
+                gpus + u64::from(free.free_gpus) + more_gpus,
+            )
         })
     };
     // Its GPU pods all land in one pool, and there in one domain where it is held to one.
