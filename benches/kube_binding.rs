@@ -68,7 +68,7 @@ fn node(i: usize) -> Node {
             "nvidia.com/gpu.product": "H100",
             "kant.io/leaf": format!("leaf-{}", i / 32),
             "kant.io/spine": format!("spine-{}", i / 512)}},
-        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "128", "memory": "1Ti"}}
+        "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "128", "memory": "1Ti", "pods": "110"}}
     }))
     .expect("valid node")
 }

@@ -25,7 +25,7 @@ fn node(name: &str, gpus: u32) -> Node {
     serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
                                              "kant.io/leaf": format!("leaf-{}", &name[..name.len().min(6)])}},
-        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "128", "memory": "1Ti"}}
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "128", "memory": "1Ti", "pods": "110"}}
     }))
     .expect("a valid node")
 }

@@ -112,6 +112,36 @@ fn a_lone_pod_is_bound_with_its_devices_and_reported() {
     assert_eq!(world.scheduler().state().total().free_gpus, 6);
 }
 
+/// A node whose allocatable lists no `pods` takes no pod, and one listing no `cpu` no pod
+/// asking for some, as kube-scheduler reads a node a kubelet has not filled in: the
+/// kubelet would refuse them.
+#[test]
+fn a_node_listing_no_pods_or_no_cpu_takes_no_pod_that_needs_them() {
+    let without = |name: &str, entry: &str| {
+        node_with(name, 8, json!({"status": {"allocatable": {entry: null}}}))
+    };
+    let mut world = synced(&plain(), &[without("n1", "pods"), without("n2", "cpu")]);
+    let requests = json!({"nvidia.com/gpu": "1", "cpu": "1"});
+    let asking_cpu = pod(
+        "p",
+        1,
+        json!({"spec": {"containers": [{"name": "c", "resources": {"limits": requests}}]}}),
+    );
+    for pod in [asking_cpu, pod("q", 1, json!({}))] {
+        world.apply(Input::Pod(Box::new(Event::Apply(pod))), T0);
+    }
+    world.round(T0);
+    let out = world.take_outputs();
+    assert_eq!(bindings(&out), [("q".into(), "n2".into(), "0".into())]);
+    let told = messages(&out);
+    assert!(
+        told.len() == 1
+            && told[0].contains("Too many pods")
+            && told[0].contains("Insufficient cpu"),
+        "{told:?}"
+    );
+}
+
 /// A pod asking for an extended resource goes only to a node whose allocatable lists
 /// it; one asking for a resource no node lists is told so, and placed once a node lists it.
 #[test]

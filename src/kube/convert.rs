@@ -63,9 +63,10 @@
 //!   `status.allocatable`, whole, absent = 0. GPUs without the label are an error; the
 //!   label on a node with no GPUs is ignored (a CPU-only node).
 //! - CPU, memory and ephemeral storage: `status.allocatable` `cpu`, `memory` and
-//!   `ephemeral-storage`, rounded down to millicores and bytes; absent: unknown (unlimited).
+//!   `ephemeral-storage`, rounded down to millicores and bytes; absent: none, as
+//!   kube-scheduler reads it (a pod asking for some does not fit).
 //! - Pods: `status.allocatable["pods"]`, the most pods the node runs (every pod bound
-//!   there counts); absent: unknown (unlimited).
+//!   there counts); absent: none (the node takes no pod, as under kube-scheduler).
 //! - Extended resources: every other entry of `status.allocatable`, rounded down to its
 //!   base unit.
 //! - Network position: the labels `kant.io/superspine`, `kant.io/spine`, `kant.io/leaf`
@@ -1492,8 +1493,12 @@ impl NodeConverter {
             u64::try_from(nano / unit)
                 .map_err(|_| ConvertError::new(&object, &field, format!("{:?} is too large", q.0)))
         };
-        let listed =
-            |name: &str, unit: u128| quantity(name).map(|q| capacity(name, q, unit)).transpose();
+        // Absent is none, as kube-scheduler reads it: a node that lists no `pods` takes
+        // no pod, and one that lists no `cpu` no pod asking for some.
+        let listed = |name: &str, unit: u128| match quantity(name) {
+            Some(q) => capacity(name, q, unit).map(Some),
+            None => Ok(Some(0)),
+        };
         let cpu_milli = listed(CPU, 1_000_000)?;
         let memory_bytes = listed(MEMORY, NANO)?;
         let ephemeral_bytes = listed(EPHEMERAL_STORAGE, NANO)?;
@@ -2866,7 +2871,10 @@ mod tests {
 
         let bare: Node = serde_json::from_value(json!({"metadata": {"name": "cpu1"}})).unwrap();
         let row = converter().node(&bare).unwrap().row;
-        assert_eq!((row.gpus, row.cpu_milli, row.memory_bytes), (0, None, None));
+        assert_eq!(
+            (row.gpus, row.cpu_milli, row.memory_bytes),
+            (0, Some(0), Some(0))
+        );
 
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"nvidia.com/gpu": "2.5"}}})),
@@ -2906,8 +2914,9 @@ mod tests {
             ]),
             "rounded down; GPUs, cpu and memory are not among them"
         );
+        // Absent is none, as kube-scheduler reads it.
         let bare = converter().node(&node(json!({}))).unwrap().row;
-        assert_eq!((bare.max_pods, bare.ephemeral_bytes), (None, None));
+        assert_eq!((bare.max_pods, bare.ephemeral_bytes), (Some(0), Some(0)));
         assert!(bare.extended.is_empty());
         assert_eq!(
             node_error(json!({"status": {"allocatable": {"rdma/hca": "many"}}})),

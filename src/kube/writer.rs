@@ -562,7 +562,11 @@ async fn bind(
         node.to_owned(),
         annotations.get(GPU_IDS_ANNOTATION).cloned(),
     );
-    let unsettled = error.code.is_none_or(|code| code == 409 || code >= 500);
+    // A 429 is the last of the client's own retries (it retries 429, 503 and 504), the
+    // first of which may have landed answered 504.
+    let unsettled = error
+        .code
+        .is_none_or(|code| code == 409 || code == 429 || code >= 500);
     if !unsettled {
         return Err(error);
     }
@@ -571,10 +575,10 @@ async fn bind(
         Some(_) => return Err(error),
         None => {}
     }
-    // Unanswered, or a server error: the API server may still carry the binding out (its
-    // handler goes on after the request timed out; an etcd write in flight commits). Its
-    // devices stay this job's for as long again before the pod is read a last time, so
-    // that they go to no other pod meanwhile.
+    // Unanswered, a server error or too many requests: the API server may still carry the
+    // binding out (its handler goes on after the request timed out; an etcd write in
+    // flight commits). Its devices stay this job's for as long again before the pod is
+    // read a last time, so that they go to no other pod meanwhile.
     if error.code != Some(409) {
         tokio::time::sleep(timeout).await;
         if bound_where(&api, target, timeout).await == Some(planned) {

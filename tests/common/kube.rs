@@ -146,7 +146,7 @@ pub fn node_with(name: &str, gpus: u32, extra: Value) -> Node {
     let mut value = json!({
         "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "H100",
                                              "kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "memory": "512Gi"}}
+        "status": {"allocatable": {"nvidia.com/gpu": gpus.to_string(), "cpu": "64", "memory": "512Gi", "pods": "110"}}
     });
     merge(&mut value, extra);
     serde_json::from_value(value).unwrap()
