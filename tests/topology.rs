@@ -309,14 +309,26 @@ fn a_gang_without_gpus_never_crosses_its_required_tier() {
 }
 
 /// A gang of pods without GPUs that requires no tier spans GPU models: each of two nodes
-/// of two models holds one of its pods alone.
+/// of two models holds one of its pods alone. Naming a model, it keeps to that model's
+/// nodes, as a single pod does.
 #[test]
-fn a_gang_without_gpus_spans_gpu_models() {
+fn a_gang_without_gpus_spans_gpu_models_unless_it_names_one() {
     let spec = models_cluster_with_cpu(&[("H100", 8), ("A100", 8)], Some(4_000));
     let mut s = scheduler(profile("default", None, None), spec);
-    s.submit(asking_cpu(job(0, 2, GpuRequest::NONE, 0, 0), 3_000));
-    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
-    assert_eq!(nodes_of(&s, JobId(0)).len(), 2);
+    let mut named = asking_cpu(job(0, 2, GpuRequest::NONE, 0, 0), 3_000);
+    named.pools = vec![kant::model::PoolId(0)];
+    s.submit(named);
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("hold at most 1 of its 2 pods without GPUs"),
+        "{message}"
+    );
+    let mut any_model = asking_cpu(job(1, 2, GpuRequest::NONE, 0, 1), 3_000);
+    any_model.pools.clear();
+    s.submit(any_model);
+    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, JobId(1)).len(), 2);
 }
 
 #[test]

@@ -986,13 +986,14 @@ impl Attempt {
     /// Places the job's remaining pods on `nodes`, in order, until one does not fit. A
     /// gang's pod without GPUs that fits none of them (a launcher) may go to any node of
     /// the cluster its own rules allow: it is bound neither to the domain of the job's
-    /// GPUs nor to their models. A gang of no GPUs at all that requires a tier has no
-    /// launcher: its pods keep to one domain of that tier.
+    /// GPUs nor to their models. A gang of no GPUs at all may go to any node of the pools
+    /// it accepts, and has no launcher where it requires a tier: its pods keep to one
+    /// domain of that tier.
     fn fill(&mut self, profile: &Profile, job: &Job, cycle: &CycleState, nodes: &[&[NodeId]]) {
         let plugins = JobPlugins::of(profile, job, self.state.spec());
-        let has_launchers = job.is_gang()
-            && (job.pods.iter().any(|p| !p.gpu.is_none())
-                || !job.topology.is_some_and(|need| need.required));
+        let asks_gpus = job.pods.iter().any(|p| !p.gpu.is_none());
+        let has_launchers =
+            job.is_gang() && (asks_gpus || !job.topology.is_some_and(|need| need.required));
         while let Some(index) = self.next_pod(job) {
             let pod = self.pod_context(job, index);
             let placement =
@@ -1002,8 +1003,10 @@ impl Attempt {
                         return None;
                     }
                     let spec = self.state.spec();
-                    let everywhere: Vec<&[NodeId]> =
-                        spec.pools.iter().map(|p| p.nodes.as_slice()).collect();
+                    let everywhere: Vec<&[NodeId]> = (spec.pools.iter().zip(0..))
+                        .filter(|&(_, id)| asks_gpus || job.accepts_pool(PoolId(id)))
+                        .map(|(p, _)| p.nodes.as_slice())
+                        .collect();
                     place_pod(profile, &plugins, &pod, cycle, &self.state, &everywhere)
                 });
             let Some(placement) = placement else {

@@ -323,7 +323,8 @@ impl UsableGpus {
 
 /// Why a gang's pods, each of which fits a node alone, could never all run at once on the
 /// nodes they may use (for its GPU pods, those of one of its pools that `may_use` marks,
-/// as a gang never mixes GPU models; for a launcher, any node): judged per kind of pod
+/// as a gang never mixes GPU models; for a launcher, any node, or any of its pools for a
+/// gang of no GPUs): judged per kind of pod
 /// (pods asking alike), by how many of that kind those nodes, all empty, hold at once, and
 /// for a gang of one launcher and workers asking alike, by how many workers they hold
 /// beside the launcher wherever it goes. Exact for those gangs; other kinds of pod that
@@ -341,7 +342,9 @@ fn packing_shortfall(
         ([(launcher, 1)], [(worker, wanted)]) => Some((launcher, worker, *wanted)),
         _ => None,
     };
-    let launchers_short = first_short(&kinds, false, || spec.nodes.iter());
+    // A launcher beside GPU pods may go to any node; a gang of no GPUs keeps to its pools.
+    let launcher_may_go = |node: &&NodeSpec| !workers.is_empty() || pools.contains(&node.pool);
+    let launchers_short = first_short(&kinds, false, || spec.nodes.iter().filter(launcher_may_go));
     let shortfall = launchers_short.or_else(|| {
         let in_pool = |pool: PoolId| {
             let may_go = |node: &NodeSpec, id: NodeId| {
