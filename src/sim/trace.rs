@@ -181,7 +181,7 @@ pub fn parse_nodes(
     // Nodes naming a GPU model but no GPU, read as CPU-only: how many, and the first.
     let mut modelled_without_gpus: Option<(u64, u64, String)> = None;
     let mut record = csv::StringRecord::new();
-    while source.read_record(&mut csv, &mut record)? {
+    while source.read_record(&mut csv, &mut record, &header)? {
         let row = Row::new(&source, &record);
         let node_name = row.text(Some(node_id));
         if node_name.is_empty() {
@@ -312,7 +312,7 @@ pub fn parse_jobs(
     // first.
     let mut unknown_alternatives: Option<(u64, u64, String)> = None;
     let mut record = csv::StringRecord::new();
-    while source.read_record(&mut csv, &mut record)? {
+    while source.read_record(&mut csv, &mut record, &header)? {
         let row = Row::new(&source, &record);
         let job_name = row.text(Some(job_id));
         if job_name.is_empty() {
@@ -516,18 +516,65 @@ impl<'a> Source<'a> {
     /// Reads the next record into `record`; `false` at the end of the file. A line of
     /// nothing but spaces and tabs is skipped, as the reader skips an empty one, and so is a
     /// row of empty fields alone (`,,,,`, as a spreadsheet writes past its last row).
+    /// `header`: the columns' names.
     fn read_record(
         &self,
         csv: &mut csv::Reader<&[u8]>,
         record: &mut csv::StringRecord,
+        header: &Header,
     ) -> Result<bool, TraceError> {
         loop {
             match csv.read_record(record) {
                 Err(e) if self.is_blank_line(&e) => continue,
                 Ok(true) if record.iter().all(str::is_empty) => continue,
+                Ok(true) => return self.closed_quotes(csv, record, header).map(|()| true),
                 read => return read.map_err(|e| self.record_error(csv, &e)),
             }
         }
+    }
+
+    /// Refuses a record with a quote left open, which the reader takes in silence: no field
+    /// of a trace holds a line break, so a quoted field that runs on over the lines after
+    /// it (rows that would be lost in it where it is the last) or to the end of the file
+    /// (its quotes odd in number) is named on its row's line.
+    fn closed_quotes(
+        &self,
+        csv: &csv::Reader<&[u8]>,
+        record: &csv::StringRecord,
+        header: &Header,
+    ) -> Result<(), TraceError> {
+        let Some(position) = record.position() else {
+            return Ok(());
+        };
+        let (from, to) = (self.record_start(position), self.position_byte(csv));
+        let quotes = self.text[from..to].iter().filter(|&&b| b == b'"').count();
+        let broken = record.iter().position(|f| f.contains(['\n', '\r']));
+        if broken.is_none() && quotes % 2 == 0 {
+            return Ok(());
+        }
+        let field = match broken {
+            Some(column) => format!("field {}: ", header.name(column)),
+            None => String::new(),
+        };
+        let last_line = self.line_of_byte(to.saturating_sub(1));
+        Err(self.error(
+            self.line(Some(position)),
+            format!(
+                "{field}a quoted field runs on to line {last_line}{}: is a closing quote missing?",
+                if to >= self.text.len() {
+                    ", the end of the file"
+                } else {
+                    ""
+                }
+            ),
+        ))
+    }
+
+    /// The byte the reader has read to.
+    fn position_byte(&self, csv: &csv::Reader<&[u8]>) -> usize {
+        usize::try_from(csv.position().byte()).map_or(self.text.len(), |b| {
+            b.saturating_add(self.start).min(self.text.len())
+        })
     }
 
     /// Whether a short row is a line of spaces and tabs alone.
@@ -549,9 +596,7 @@ impl<'a> Source<'a> {
         let mut error = self.csv_error(e);
         // A quote left open runs its row on over the lines after it, which then read as
         // one field: the row's own line looks right.
-        let end = usize::try_from(csv.position().byte())
-            .map_or(usize::MAX, |b| b.saturating_add(self.start));
-        let last_line = self.line_of_byte(end.saturating_sub(1));
+        let last_line = self.line_of_byte(self.position_byte(csv).saturating_sub(1));
         if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
             error.message.push_str(&format!(
                 " (a quoted field runs on to line {last_line}: is a closing quote missing?)"
@@ -637,6 +682,12 @@ impl<'a> Header<'a> {
             line,
             names,
         })
+    }
+
+    /// The name of column `column`, as the file spells it.
+    fn name(&self, column: usize) -> &str {
+        // A record has as many fields as the header: the reader refuses any other.
+        &self.names[column]
     }
 
     fn find(&self, column: &str) -> Result<Option<usize>, TraceError> {
@@ -1598,6 +1649,43 @@ mod tests {
         );
     }
 
+    /// A quote left open in the last column takes the rows after it into its field, the
+    /// row's count of fields right, or runs to the end of the file: no field holds a line
+    /// break, so the row is refused on its line.
+    #[test]
+    fn a_quote_left_open_in_the_last_column_loses_no_row() {
+        let header = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n";
+        let text = format!(
+            "{header}n1,H100,8,,,l1,s1,ss1,\"h1\nn2,H100,8,,,l1,s1,ss1,h1\nn3,H100,8,,,l1,s1,ss1,h1\n"
+        );
+        let err = parse_nodes("nodes.csv", text.as_bytes(), &options()).unwrap_err();
+        assert_error(
+            err,
+            2,
+            &["field hbd: a quoted field runs on to line 4, the end of the file"],
+        );
+        // An ignored column last, a closing quote further down.
+        let text = format!(
+            "{}a,,0,10,1,1,,,,\"oops\nb,,0,10,1,1,,,,x\nc,,0,10,1,1,,,,\"\nd,,0,10,1,1,,,,\n",
+            JOBS_HEADER.trim_end().to_owned() + ",note\n"
+        );
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(
+            err.unwrap_err(),
+            2,
+            &["field note: a quoted field runs on to line 4:"],
+        );
+        // Open at the end of a file without a last line break.
+        assert_error(
+            jobs("a,,0,10,1,1,,,\nb,,0,10,1,1,,,\"train").unwrap_err(),
+            3,
+            &["a quoted field runs on to line 3, the end of the file"],
+        );
+        // Quotes closed, commas inside: read as before.
+        let workload = jobs("\"a,1\",,0,10,1,1,,,\"train\"\n").expect("parse");
+        assert_eq!(workload.jobs[0].name, "a,1");
+    }
+
     /// A line of spaces or tabs is blank, as an empty one is, wherever it is, and so is a
     /// row of empty fields; a short row with text is still refused on its own line.
     #[test]
@@ -1644,9 +1732,9 @@ mod tests {
             &["duplicate job \"a\" (first on line 2)"],
         );
         assert_error(
-            jobs("\"q\nq\",,0,10,1,1,,,\n\nb,,0,10,1,1,,\n").unwrap_err(),
-            5,
-            &["8 fields"],
+            jobs("a,,0,10,1,1,,,\n\n\"q\nq\",,0,10,1,1,,,\n").unwrap_err(),
+            4,
+            &["field job_id: a quoted field runs on to line 5"],
         );
         let crlf = JOBS_HEADER.replace('\n', "\r\n") + "\r\na,,0,10,1,1,,,\r\nb,,x,10,1,1,,,\r\n";
         let err = parse_jobs("jobs.csv", crlf.as_bytes(), &small_cluster(), &options());
