@@ -159,10 +159,25 @@ pub(crate) fn whole_seconds<'de, D: serde::Deserializer<'de>>(
 }
 
 /// Whether a trace's `priority` column holding `text` is read as a number (an optional
-/// sign and digits) rather than as the name of a priority class.
+/// sign and digits, and perhaps a fraction of zeros) rather than as the name of a
+/// priority class.
 pub fn is_priority_number(text: &str) -> bool {
+    let text = without_zero_fraction(text);
     let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A whole number written as a float (`8.0`, as a table tool writes a column with empty
+/// cells), as the whole number; other text as it is.
+pub fn without_zero_fraction(text: &str) -> &str {
+    match text.split_once('.') {
+        Some((whole, zeros))
+            if !whole.is_empty() && !zeros.is_empty() && zeros.bytes().all(|b| b == b'0') =>
+        {
+            whole
+        }
+        _ => text,
+    }
 }
 
 /// A YAML scalar as text, whatever its type (null is empty), so that the error of a value
@@ -428,6 +443,13 @@ impl Config {
                  letter)"
             )));
         }
+        let mut names = config.priority_classes.keys();
+        if let Some(name) = names.find(|name| name.is_empty() || name.trim() != *name) {
+            return Err(error(format!(
+                "priority_classes: class \"{name}\" is empty or has spaces around it: a \
+                 trace's priority is read trimmed (and empty as 0), never as the class"
+            )));
+        }
         config.links.parsed_topologies().map_err(error)?;
         if config.profile(&config.default_profile).is_none() {
             return Err(error(format!(
@@ -611,7 +633,7 @@ mod tests {
 
     #[test]
     fn a_priority_class_a_trace_would_read_as_a_number_is_refused() {
-        for name in ["12", "-3", "+7"] {
+        for name in ["12", "-3", "+7", "8.0", "-1.00"] {
             let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{name}\": 7"));
             let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
             assert!(
@@ -619,8 +641,21 @@ mod tests {
                 "{err}"
             );
         }
-        let text = DEFAULT_CONFIG.replace("  BE: 0", "  \"P12\": 7");
-        assert!(Config::parse("kant.yaml", &text).is_ok());
+        // Nor can one the trace's trimmed column never holds.
+        for name in ["", " BE", "BE "] {
+            let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{name}\": 7"));
+            let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!(
+                    "class \"{name}\" is empty or has spaces around it"
+                )),
+                "{err}"
+            );
+        }
+        for name in ["P12", "8.5"] {
+            let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{name}\": 7"));
+            assert!(Config::parse("kant.yaml", &text).is_ok(), "{name}");
+        }
     }
 
     #[test]
@@ -681,6 +716,17 @@ mod tests {
             let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
             assert_eq!(err, format!("kant.yaml: tenant {name} is declared twice"));
         }
+    }
+
+    /// A tenant no trace row could name: the trace's tenant column is read trimmed.
+    #[test]
+    fn a_tenant_named_with_spaces_around_is_refused() {
+        let text = format!("{DEFAULT_CONFIG}tenants:\n  - name: \" team-a\"\n");
+        let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
+        assert!(
+            err.contains("tenant \" team-a\": spaces around the name"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -62,6 +62,12 @@ impl TenantConfig {
         if name.is_empty() {
             return Err("a tenant has an empty name".into());
         }
+        if name.trim() != name {
+            return Err(format!(
+                "tenant \"{name}\": spaces around the name (a trace's tenant is read \
+                 trimmed, so no job could name it)"
+            ));
+        }
         if !(self.weight.is_finite() && self.weight > 0.0) {
             return Err(format!(
                 "tenant {name}: weight {} must be positive",

@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::is_priority_number;
+use crate::config::{is_priority_number, without_zero_fraction};
 use crate::model::{
     BYTES_PER_MIB, ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath,
     MAX_GPUS_PER_NODE, NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
@@ -895,19 +895,6 @@ impl<'a> Row<'a> {
                 format!("unknown priority class \"{text}\" ({known}; or give an integer)"),
             )
         })
-    }
-}
-
-/// A whole number written as a float (`8.0`, as a table tool writes a column with empty
-/// cells), as the whole number; other text as it is.
-fn without_zero_fraction(text: &str) -> &str {
-    match text.split_once('.') {
-        Some((whole, zeros))
-            if !whole.is_empty() && !zeros.is_empty() && zeros.bytes().all(|b| b == b'0') =>
-        {
-            whole
-        }
-        _ => text,
     }
 }
 
