@@ -2361,6 +2361,32 @@ fn a_refused_node_is_told_on_the_node_and_counted_in_a_pods_reason() {
     }
 }
 
+/// A node with a spine label and no leaf label is usable, in no leaf group, and told
+/// why its spine counts for nothing (a trace refuses such a node).
+#[test]
+fn a_spine_without_a_leaf_is_told_on_a_usable_node() {
+    let spine_alone = node_with(
+        "n1",
+        8,
+        json!({"metadata": {"labels": {"kant.io/spine": "s1"}}}),
+    );
+    let mut w = synced(&plain(), &[spine_alone]);
+    apply_pod(&mut w, &pod("p", 8, json!({})), T0);
+    w.round(T0);
+    let out = w.take_outputs();
+    assert_eq!(bindings(&out).len(), 1);
+    let told = node_events(&out);
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!((told[0].0.as_str(), told[0].1), ("n1", "IneffectiveLabel"));
+    assert!(
+        told[0].2.contains(
+            "node n1: metadata.labels[kant.io/spine]: set without metadata.labels[kant.io/leaf]"
+        ),
+        "{}",
+        told[0].2
+    );
+}
+
 /// A node invalid with no pod placed there leaves the cluster, and comes back usable once
 /// its description is valid again.
 #[test]

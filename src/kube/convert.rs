@@ -1405,6 +1405,9 @@ pub struct NodeFacts {
     /// unhealthy (it takes no new GPU pod; the pods it runs keep theirs), on the layout and
     /// NIC names its model has without GPU annotations.
     pub problem: Option<String>,
+    /// A label that cannot take effect though the node is usable: a spine or superspine
+    /// without a leaf (the node is in no leaf group, so under no spine either).
+    pub notice: Option<String>,
 }
 
 /// Converts nodes, sharing one link matrix between nodes of one layout: a layout name and
@@ -1517,6 +1520,17 @@ impl NodeConverter {
             leaf,
         });
         let hbd = label(&self.keys.hbd);
+        let above_no_leaf = [&self.keys.spine, &self.keys.superspine]
+            .into_iter()
+            .find(|key| leaf.is_none() && label(key).is_some());
+        let notice = above_no_leaf.map(|key| {
+            format!(
+                "{object}: {}: set without {}: the node is in no leaf group, so under no \
+                 spine either",
+                label_field(key),
+                label_field(&self.keys.leaf)
+            )
+        });
 
         let taints = taints(&object, node)?;
         // A GPU annotation that does not parse closes the node's GPUs, not the node: its
@@ -1558,6 +1572,7 @@ impl NodeConverter {
             nics,
             unlisted_unhealthy,
             problem,
+            notice,
         })
     }
 

@@ -54,6 +54,8 @@ const INVALID_NODE: &str = "InvalidNode";
 /// The reason of the event on a node whose GPUs a GPU annotation that does not parse
 /// closes.
 const INVALID_GPU_ANNOTATION: &str = "InvalidGpuAnnotation";
+/// The reason of the event on a usable node with a label that cannot take effect.
+const INEFFECTIVE_LABEL: &str = "IneffectiveLabel";
 
 /// What is known of one node.
 enum NodeEntry {
@@ -210,8 +212,8 @@ impl Nodes {
         left_other_shards
     }
 
-    /// Why Kant refuses the node, or closes its GPUs, if it does: the reason of the event
-    /// on it, and its note.
+    /// Why Kant refuses the node, closes its GPUs, or ignores a label of it, if it does: the
+    /// reason of the event on it, and its note.
     fn warning(&self, node: &str) -> Option<(&'static str, String)> {
         let refused = |reason: &String| {
             let message = format!(
@@ -223,13 +225,17 @@ impl Nodes {
         match self.known.get(node)? {
             NodeEntry::Invalid(reason) => Some(refused(reason)),
             NodeEntry::Deleted(_) => self.deleted.get(node)?.as_ref().map(refused),
-            NodeEntry::Usable(facts) => facts.problem.as_ref().map(|problem| {
-                let message = format!(
-                    "{problem}; Kant places no new GPU pod on the node until it is fixed (pods \
-                     already there keep their GPUs)"
-                );
-                (INVALID_GPU_ANNOTATION, message)
-            }),
+            NodeEntry::Usable(facts) => match (&facts.problem, &facts.notice) {
+                (Some(problem), _) => {
+                    let message = format!(
+                        "{problem}; Kant places no new GPU pod on the node until it is fixed \
+                         (pods already there keep their GPUs)"
+                    );
+                    Some((INVALID_GPU_ANNOTATION, message))
+                }
+                (None, Some(notice)) => Some((INEFFECTIVE_LABEL, notice.clone())),
+                (None, None) => None,
+            },
             NodeEntry::OtherShard(_) => None,
         }
     }

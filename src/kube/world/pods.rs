@@ -1920,10 +1920,16 @@ impl World {
             }
             named => {
                 if let Some(alloc) = named {
+                    let gpus = state.spec().node(node).gpus();
+                    let ids: Vec<String> = bits(alloc.devices).map(|d| d.to_string()).collect();
+                    let why = match bits(alloc.devices).any(|d| d >= gpus) {
+                        true => format!("past the node's {gpus} GPUs"),
+                        false => "held by another pod".to_owned(),
+                    };
                     tracing::warn!(
-                        "pod {target}: devices {:#b} of {} are held by another pod; it is \
-                         counted on the lowest free devices",
-                        alloc.devices,
+                        "pod {target}: its GPUs {} on {} (`kant.io/gpu-ids`) are {why}; it \
+                         is counted on the lowest free devices",
+                        ids.join(","),
                         bound.node
                     );
                 }
