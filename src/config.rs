@@ -470,12 +470,30 @@ impl Config {
 
     /// What a valid profile does that its reader may not expect, one line each.
     pub fn cautions(&self) -> Vec<String> {
-        (self.profiles.iter())
+        let makes_no_room = |p: &ProfileConfig| {
+            p.queueing == QueueingPolicy::Backfill
+                && !(p.plugins.iter())
+                    .any(|plugin| matches!(plugin.name(), "preemption" | "backfill-preemption"))
+        };
+        let flat = (self.profiles.iter())
             .filter(|p| p.search == SearchMode::Flat)
-            .map(|p| format!("profile `{}`: {FLAT_SEARCH_CAUTION}", p.name))
-            .collect()
+            .map(|p| format!("profile `{}`: {FLAT_SEARCH_CAUTION}", p.name));
+        let backfill = (self.profiles.iter())
+            .filter(|p| makes_no_room(p))
+            .map(|p| {
+                format!(
+                    "profile `{}`: {BACKFILL_WITHOUT_PREEMPTION_CAUTION}",
+                    p.name
+                )
+            });
+        flat.chain(backfill).collect()
     }
 }
+
+/// What backfill without a preemption plugin leaves out.
+const BACKFILL_WITHOUT_PREEMPTION_CAUTION: &str = "`queueing: backfill` without \
+     `backfill-preemption` or `preemption` holds room for an overdue head only once its \
+     pools have enough free; short of room, the head waits as under best-effort";
 
 /// What the flat search (the baseline's) leaves out.
 pub const FLAT_SEARCH_CAUTION: &str = "`search: flat`, the baseline's search, ignores jobs' \
@@ -716,6 +734,22 @@ mod tests {
             let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
             assert_eq!(err, format!("kant.yaml: tenant {name} is declared twice"));
         }
+    }
+
+    /// Backfill without a preemption plugin is noted: short of room, its head waits as
+    /// under best-effort.
+    #[test]
+    fn backfill_without_preemption_is_noted() {
+        let embedded = Config::parse("kant.yaml", DEFAULT_CONFIG).unwrap();
+        assert_eq!(embedded.cautions().len(), 1, "the flat baseline's alone");
+        let text = DEFAULT_CONFIG.replace("      - backfill-preemption\n", "");
+        let config = Config::parse("kant.yaml", &text).unwrap();
+        let cautions = config.cautions();
+        assert_eq!(cautions.len(), 2, "{cautions:?}");
+        assert!(
+            cautions[1].starts_with("profile `default`: `queueing: backfill` without"),
+            "{cautions:?}"
+        );
     }
 
     /// A tenant no trace row could name: the trace's tenant column is read trimmed.

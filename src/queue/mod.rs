@@ -35,10 +35,11 @@ pub enum QueueingPolicy {
     /// Later jobs that fit go ahead of a blocked head.
     BestEffortFifo,
     /// As best-effort, but the first job blocked past the backfill threshold becomes the
-    /// head: room is held for it (no job of lower or equal priority is placed there) and,
-    /// with `backfill-preemption` or `preemption`, made by preempting the jobs placed
-    /// there after it blocked. An isolated tenant's later jobs wait behind its head, which
-    /// its quota gathers for.
+    /// head: once its pools have room enough free, that room is held for it (no job of
+    /// lower or equal priority is placed there); short of room, it is made, with
+    /// `backfill-preemption` or `preemption`, by preempting the jobs placed after it
+    /// blocked, and without either the head waits as under best-effort. An isolated
+    /// tenant's later jobs wait behind its head, which its quota gathers for.
     Backfill,
 }
 
