@@ -719,7 +719,7 @@ fn load_workload(
             let cluster = trace::read_nodes(nodes, &options).map_err(input)?;
             // A model misspelt in a configuration file's links is warned of (the embedded
             // one's serve any trace).
-            let models: Vec<&String> = (config.links.by_model.keys())
+            let models: std::collections::BTreeSet<&String> = (config.links.by_model.keys())
                 .chain(config.links.topologies.keys())
                 .collect();
             for model in models.into_iter().filter(|_| args.config.is_some()) {
@@ -763,7 +763,8 @@ fn load_workload(
 }
 
 /// Refuses a run that would write over one of its inputs, or write two outputs to one
-/// file: files are compared as the file system resolves them.
+/// file: files are compared as the file system resolves them. A device or pipe
+/// (`/dev/null`) may take several outputs.
 fn check_outputs(args: &SimulateArgs) -> Result<(), Failure> {
     let trace_file = |name: &str| args.write_trace.as_ref().map(|dir| dir.join(name));
     let inputs = [
@@ -785,6 +786,10 @@ fn check_outputs(args: &SimulateArgs) -> Result<(), Failure> {
         let Some(file) = path.as_deref().and_then(resolved) else {
             continue;
         };
+        let device = std::fs::metadata(&file).is_ok_and(|m| !m.is_file() && !m.is_dir());
+        if device {
+            continue;
+        }
         if let Some((other, _)) = taken.iter().find(|(_, taken)| *taken == file) {
             return Err(Failure::Input(format!(
                 "{flag} would write over {}, which {other} also names",

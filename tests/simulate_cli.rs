@@ -499,6 +499,16 @@ fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     assert_rejected(&args, "--write-trace would write over", &out_path);
     assert_eq!(std::fs::read_to_string(&same_jobs).unwrap(), JOBS);
     assert_eq!(std::fs::read_to_string(&same_nodes).unwrap(), NODES);
+    // Two outputs to one file are refused; a device takes both.
+    let small = ["simulate", "--synthetic-jobs", "10", "--baseline", "none"];
+    let args = [&small[..], &["--out", &out, "--events", &out]].concat();
+    assert_rejected(&args, "--events would write over", &out_path);
+    let sink = kant(&[&small[..], &["--out", "/dev/null", "--events", "/dev/null"]].concat());
+    assert!(
+        sink.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sink.stderr)
+    );
     let args = ["simulate", "--format", "xml", "--out", &out];
     assert_rejected(&args, "invalid value 'xml'", &out_path);
     let args = ["simulate", "--nodes", &nodes, "--out", &out];
