@@ -1,3 +1,7 @@
+//! Tests of the cluster state: aggregates kept equal to a recount from the nodes, no
+//! device overcommitted, snapshots unaffected by later changes, under hand-made and random
+//! sequences of placements, confirmations and removals.
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
