@@ -443,11 +443,14 @@ impl Config {
                  letter)"
             )));
         }
-        let mut names = config.priority_classes.keys();
-        if let Some(name) = names.find(|name| name.is_empty() || name.trim() != *name) {
+        let unnamable = |name: &&String| {
+            name.is_empty() || name.trim() != name.as_str() || name.contains(['\n', '\r'])
+        };
+        if let Some(name) = config.priority_classes.keys().filter(unnamable).min() {
             return Err(error(format!(
-                "priority_classes: class \"{name}\" is empty or has spaces around it: a \
-                 trace's priority is read trimmed (and empty as 0), never as the class"
+                "priority_classes: class {name:?} is empty, has spaces around it or a line \
+                 break: a trace's priority is read trimmed (and empty as 0), on one line, \
+                 never as the class"
             )));
         }
         config.links.parsed_topologies().map_err(error)?;
@@ -660,13 +663,12 @@ mod tests {
             );
         }
         // Nor can one the trace's trimmed column never holds.
-        for name in ["", " BE", "BE "] {
-            let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{name}\": 7"));
+        // (YAML's "\n" in a double-quoted key is a line break.)
+        for (yaml, name) in [("", ""), (" BE", " BE"), ("BE ", "BE "), ("B\\nE", "B\nE")] {
+            let text = DEFAULT_CONFIG.replace("  BE: 0", &format!("  \"{yaml}\": 7"));
             let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
             assert!(
-                err.contains(&format!(
-                    "class \"{name}\" is empty or has spaces around it"
-                )),
+                err.contains(&format!("class {name:?} is empty, has spaces around it")),
                 "{err}"
             );
         }

@@ -1406,7 +1406,7 @@ pub struct NodeFacts {
     /// NIC names its model has without GPU annotations.
     pub problem: Option<String>,
     /// A label that cannot take effect though the node is usable: a spine or superspine
-    /// without a leaf (the node is in no leaf group, so under no spine either).
+    /// without a leaf (the node is in no leaf group, and so in no spine or superspine).
     pub notice: Option<String>,
 }
 
@@ -1525,8 +1525,8 @@ impl NodeConverter {
             .find(|key| leaf.is_none() && label(key).is_some());
         let notice = above_no_leaf.map(|key| {
             format!(
-                "{object}: {}: set without {}: the node is in no leaf group, so under no \
-                 spine either",
+                "{object}: {}: set without {}: the node is in no leaf group, and so in no \
+                 spine or superspine either",
                 label_field(key),
                 label_field(&self.keys.leaf)
             )

@@ -10,10 +10,11 @@
 //! - Every call is bounded by a timeout: an API server that takes a request and never
 //!   answers cannot hold a binding's devices, an eviction, or the status writes queued
 //!   behind one. A call past it reads as one that got no answer.
-//! - A binding whose answer does not tell whether it landed (no answer, a 5xx, or a 409,
-//!   which is also what kube's retry of a binding that landed gets) is settled by reading
-//!   the pod: bound to the planned node is a success. Until the read is answered, the
-//!   binding's devices stay reserved; one unanswered, or a 5xx, read as not landed keeps
+//! - A binding whose answer does not tell whether it landed (no answer, a 5xx, a 409,
+//!   which is also what kube's retry of a binding that landed gets, or a 429 that ends
+//!   those retries) is settled by reading the pod: bound to the planned node is a
+//!   success. Until the read is answered, the binding's devices stay reserved; one
+//!   unanswered, a 5xx or a 429, read as not landed keeps
 //!   them for the timeout again before a last read, as the API server may still carry
 //!   it out.
 //! - Status writes (pod conditions, nominated nodes, events, PodGroup and Queue status)

@@ -1,5 +1,5 @@
 //! Reading and writing the neutral CSV trace format (`nodes.csv` and `jobs.csv`, described
-//! in `traces/README.md`): trace rows to model types ([`ClusterSpec`], [`Job`]) and back.
+//! in the shared traces' `README.md`): trace rows to model types ([`ClusterSpec`], [`Job`]) and back.
 //!
 //! This module owns the format: which columns exist, how each value is spelled and what it
 //! means in the model, and the errors that say which file, line and field were wrong. It
@@ -526,8 +526,13 @@ impl<'a> Source<'a> {
         loop {
             match csv.read_record(record) {
                 Err(e) if self.is_blank_line(&e) => continue,
-                Ok(true) if record.iter().all(str::is_empty) => continue,
-                Ok(true) => return self.closed_quotes(csv, record, header).map(|()| true),
+                Ok(true) => {
+                    self.closed_quotes(csv, record, header)?;
+                    if record.iter().all(str::is_empty) {
+                        continue;
+                    }
+                    return Ok(true);
+                }
                 read => return read.map_err(|e| self.record_error(csv, &e)),
             }
         }
@@ -536,7 +541,7 @@ impl<'a> Source<'a> {
     /// Refuses a record with a quote left open, which the reader takes in silence: no field
     /// of a trace holds a line break, so a quoted field that runs on over the lines after
     /// it (rows that would be lost in it where it is the last) or to the end of the file
-    /// (its quotes odd in number) is named on its row's line.
+    /// is named on its row's line.
     fn closed_quotes(
         &self,
         csv: &csv::Reader<&[u8]>,
@@ -547,25 +552,49 @@ impl<'a> Source<'a> {
             return Ok(());
         };
         let (from, to) = (self.record_start(position), self.position_byte(csv));
-        let quotes = self.text[from..to].iter().filter(|&&b| b == b'"').count();
-        let broken = record.iter().position(|f| f.contains(['\n', '\r']));
-        if broken.is_none() && quotes % 2 == 0 {
-            return Ok(());
+        match self.open_quote(from, to) {
+            Some((column, runs_on)) => Err(self.error(
+                self.line(Some(position)),
+                format!("field {}: {runs_on}", header.name(column)),
+            )),
+            None => Ok(()),
         }
-        let field = match broken {
-            Some(column) => format!("field {}: ", header.name(column)),
-            None => String::new(),
-        };
-        let last_line = self.line_of_byte(to.saturating_sub(1));
-        Err(self.error(
-            self.line(Some(position)),
-            format!(
-                "{field}a quoted field runs on to line {last_line}{}: is a closing quote missing?",
-                if to >= self.text.len() {
-                    ", the end of the file"
-                } else {
-                    ""
+    }
+
+    /// Where the record whose text is `from..to` (its line break included) has a quoted
+    /// field holding a line break, or never closed: the field's column, and where it runs
+    /// on to. Read as the CSV reader reads quotes: one opens a field only as its first
+    /// byte (elsewhere it is text), and inside, `""` is a quote.
+    fn open_quote(&self, from: usize, to: usize) -> Option<(usize, String)> {
+        let mut bytes = self.text[from..to].iter().peekable();
+        let (mut column, mut quoted, mut field_start) = (0, false, true);
+        let mut open = None;
+        while let Some(&b) = bytes.next() {
+            match (quoted, b) {
+                (true, b'"') if bytes.peek() == Some(&&b'"') => {
+                    bytes.next();
                 }
+                (true, b'"') => quoted = false,
+                (true, b'\n' | b'\r') => open = open.or(Some(column)),
+                (true, _) => {}
+                (false, b'"') if field_start => quoted = true,
+                (false, b',') => column += 1,
+                (false, _) => {}
+            }
+            field_start = !quoted && b == b',';
+        }
+        let column = open.or(quoted.then_some(column))?;
+        let end = self.text[from..to].trim_ascii_end().len() + from;
+        let last_line = self.line_of_byte(end.saturating_sub(1));
+        let at_end = if to >= self.text.len() {
+            ", the end of the file"
+        } else {
+            ""
+        };
+        Some((
+            column,
+            format!(
+                "a quoted field runs on to line {last_line}{at_end}: is a closing quote missing?"
             ),
         ))
     }
@@ -662,8 +691,13 @@ struct Header<'a> {
 
 impl<'a> Header<'a> {
     fn read(source: &'a Source<'a>, csv: &mut csv::Reader<&[u8]>) -> Result<Self, TraceError> {
-        let record = csv.headers().map_err(|e| source.csv_error(&e))?;
+        let record = csv.headers().map_err(|e| source.csv_error(&e))?.clone();
         let line = source.header_line();
+        let end = source.position_byte(csv);
+        if let Some((column, runs_on)) = source.open_quote(source.start, end) {
+            let message = format!("the header's column {}: {runs_on}", column + 1);
+            return Err(source.error(line, message));
+        }
         let names = record
             .iter()
             .enumerate()
@@ -1668,9 +1702,36 @@ mod tests {
             3,
             &["a quoted field runs on to line 3, the end of the file"],
         );
-        // Quotes closed, commas inside: read as before.
-        let workload = jobs("\"a,1\",,0,10,1,1,,,\"train\"\n").expect("parse");
-        assert_eq!(workload.jobs[0].name, "a,1");
+        // Its line breaks alone between the quotes, which trimming would take away.
+        let text = format!(
+            "{}a,,0,10,1,1,,,,\"\nb,,0,10,1,1,,,,x\n\"\nc,,0,10,1,1,,,,y\n",
+            JOBS_HEADER.trim_end().to_owned() + ",note\n"
+        );
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(
+            err.unwrap_err(),
+            2,
+            &["field note: a quoted field runs on to line 4:"],
+        );
+        // In the header.
+        let text = format!("{},\"note\na,,0,10,1,1,,,,x\n", JOBS_HEADER.trim_end());
+        let err = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        assert_error(
+            err.unwrap_err(),
+            1,
+            &["the header's column 10: a quoted field runs on to line 2, the end of the file"],
+        );
+        // Quotes closed, commas and quotes inside, and a quote that opens no field (an
+        // inch mark): read as before.
+        let text = format!(
+            "{}\"a,1\",,0,10,1,1,,,\"train\",\"a \"\"b\"\"\"\nb12\"x,,0,10,1,1,,,,27\" wide\n",
+            JOBS_HEADER.trim_end().to_owned() + ",note\n"
+        );
+        let workload = parse_jobs("jobs.csv", text.as_bytes(), &small_cluster(), &options());
+        let names: Vec<String> = (workload.expect("parse").jobs.iter())
+            .map(|j| j.name.clone())
+            .collect();
+        assert_eq!(names, ["a,1", "b12\"x"]);
     }
 
     /// A line of spaces or tabs is blank, as an empty one is, wherever it is, and so is a
