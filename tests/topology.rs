@@ -310,25 +310,68 @@ fn a_gang_without_gpus_never_crosses_its_required_tier() {
 
 /// A gang of pods without GPUs that requires no tier spans GPU models: each of two nodes
 /// of two models holds one of its pods alone. Naming a model, it keeps to that model's
-/// nodes, as a single pod does.
+/// nodes, as a single pod does: it waits while one of them is busy (in either search), and
+/// is told it can never run where they could never hold it.
 #[test]
 fn a_gang_without_gpus_spans_gpu_models_unless_it_names_one() {
+    let h100_only = |mut gang: kant::model::Job| {
+        gang.pools = vec![kant::model::PoolId(0)];
+        gang
+    };
+    for search in [None, Some(kant::framework::SearchMode::Flat)] {
+        let models = [("H100", 8), ("H100", 8), ("A100", 8)];
+        let spec = models_cluster_with_cpu(&models, Some(4_000));
+        let mut s = scheduler(profile("default", None, search), spec);
+        s.submit(asking_cpu(job(0, 1, whole(1), 0, 0), 3_000));
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+        s.submit(h100_only(asking_cpu(
+            job(1, 2, GpuRequest::NONE, 0, 1),
+            3_000,
+        )));
+        assert!(placed_jobs(&s.schedule(1)).is_empty(), "{search:?}");
+        let mut any_model = asking_cpu(job(2, 2, GpuRequest::NONE, 0, 2), 3_000);
+        any_model.pools.clear();
+        s.submit(any_model);
+        assert_eq!(placed_jobs(&s.schedule(2)), [JobId(2)], "{search:?}");
+        assert_eq!(nodes_of(&s, JobId(2)).len(), 2);
+    }
     let spec = models_cluster_with_cpu(&[("H100", 8), ("A100", 8)], Some(4_000));
     let mut s = scheduler(profile("default", None, None), spec);
-    let mut named = asking_cpu(job(0, 2, GpuRequest::NONE, 0, 0), 3_000);
-    named.pools = vec![kant::model::PoolId(0)];
-    s.submit(named);
+    s.submit(h100_only(asking_cpu(
+        job(0, 2, GpuRequest::NONE, 0, 0),
+        3_000,
+    )));
     assert!(placed_jobs(&s.schedule(0)).is_empty());
     let message = s.diagnose(JobId(0), 0).expect("pending").message();
     assert!(
         message.contains("hold at most 1 of its 2 pods without GPUs"),
         "{message}"
     );
-    let mut any_model = asking_cpu(job(1, 2, GpuRequest::NONE, 0, 1), 3_000);
-    any_model.pools.clear();
-    s.submit(any_model);
-    assert_eq!(placed_jobs(&s.schedule(1)), [JobId(1)]);
-    assert_eq!(nodes_of(&s, JobId(1)).len(), 2);
+}
+
+/// A pod without GPUs naming a model asks more CPU than that model's nodes allocate: it
+/// can never run, though another model's nodes allocate enough (only a launcher beside
+/// GPU pods may go to any node).
+#[test]
+fn a_pod_without_gpus_is_judged_on_the_nodes_of_its_model() {
+    let row = |name: &str, model: &str, cpu_milli: u64| kant::model::NodeRow {
+        name: name.into(),
+        gpu_model: Some(model.into()),
+        gpus: 8,
+        cpu_milli: Some(cpu_milli),
+        ..Default::default()
+    };
+    let spec = nvlink_cluster([row("h", "H100", 4_000), row("a", "A100", 8_000)]);
+    let mut s = scheduler(profile("default", None, None), spec);
+    let mut pod = asking_cpu(job(0, 1, GpuRequest::NONE, 0, 0), 6_000);
+    pod.pools = vec![kant::model::PoolId(0)];
+    s.submit(pod);
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let message = s.diagnose(JobId(0), 0).expect("pending").message();
+    assert!(
+        message.contains("no node a pod of the job may go to allocates the cpu it asks"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -1050,6 +1093,25 @@ fn room_is_held_for_a_single_pod_only_where_it_may_go() {
     s.submit(job(3, 1, whole(8), 0, 2_500));
     s.submit(job(4, 1, whole(8), 0, 2_500));
     assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)).len(), 2);
+}
+
+/// Room held for a backfill head keeps out jobs asking for GPUs, not one asking for none:
+/// it takes nothing the room is held for.
+#[test]
+fn room_held_for_a_head_keeps_out_no_job_asking_no_gpu() {
+    let spec = models_cluster_with_cpu(&[("H100", 8), ("H100", 8)], Some(64_000));
+    let mut s = scheduler(profile("default", None, None), spec);
+    // Half of each node taken, each by a job asking most of its node's CPU.
+    s.submit(asking_cpu(job(0, 1, whole(4), 0, 0), 40_000));
+    s.submit(asking_cpu(job(1, 1, whole(4), 0, 0), 40_000));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(job(2, 1, whole(8), 0, 1));
+    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
+    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
+    assert_eq!(s.reservations().len(), 1, "room is held for the head");
+    s.submit(job(3, 1, whole(1), 0, 2_500));
+    s.submit(asking_cpu(job(4, 1, GpuRequest::NONE, 0, 2_500), 1_000));
+    assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)), [JobId(4)]);
 }
 
 /// Where the nodes a single pod may use are outside every leaf, room is held for it there.

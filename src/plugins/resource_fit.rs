@@ -83,14 +83,15 @@ impl PreFilter for ResourceFit {
 }
 
 /// The resource (cpu, memory, ephemeral-storage) some pod of the job asks more of than
-/// any node it may go to allocates: a node of `job_pools` for a pod with GPUs, any node
-/// for one without (a launcher).
+/// any node it may go to allocates: a node of `job_pools`, or any node for a gang's pod
+/// without GPUs beside pods with GPUs (a launcher).
 fn short_on_every_node(
     job: &Job,
     snapshot: &ClusterState,
     job_pools: &[PoolId],
 ) -> Option<&'static str> {
     let spec = snapshot.spec();
+    let has_launchers = job.is_gang() && job.pods.iter().any(|p| !p.gpu.is_none());
     let mut previous = None;
     for pod in &job.pods {
         // A gang's pods mostly ask alike: each request is judged once in a row.
@@ -103,7 +104,7 @@ fn short_on_every_node(
             short = short.or(lacking);
             lacking.is_none()
         };
-        let fits_somewhere = if pod.gpu.is_none() {
+        let fits_somewhere = if pod.gpu.is_none() && has_launchers {
             spec.pools.iter().any(&mut fits)
         } else {
             job_pools.iter().any(|&p| fits(spec.pool(p)))
