@@ -65,8 +65,9 @@ pub struct QueueSettings {
     /// (a duration: `30m`, `1800s`, `2h`).
     #[serde(deserialize_with = "duration_ms::<0, _>")]
     pub backfill_threshold: u64,
-    /// A job placed less than this long ago is never preempted, so preemption cannot
-    /// cascade.
+    /// A job placed less than this long ago is never preempted, so a preemptor is not
+    /// evicted in turn before it has run (no cycle). A victim may still preempt jobs of
+    /// lower priority than its own in its turn.
     #[serde(deserialize_with = "duration_ms::<1, _>")]
     pub min_runtime: u64,
     /// The first wait of a job requeued after a failed binding; it doubles per failure.

@@ -608,6 +608,40 @@ fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
     check_accounting(&s);
 }
 
+/// An owner reclaims where its job can land: the borrower's cheapest jobs, spread over
+/// both nodes, spend the reclaim budget where no whole node frees, so the victims are
+/// taken again among those on the nodes the job lands on.
+#[test]
+fn an_owner_reclaims_from_a_borrower_whose_cheapest_jobs_are_spread_over_nodes() {
+    let mut s = shared_pair(profile("default", None, None));
+    // E-Binpack fills one node, then the other: the even priorities on the first.
+    let priorities = [0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15];
+    for (id, priority) in (0..).zip(priorities) {
+        s.submit(tjob(id, 2, 1, 1, priority, u64::from(id)));
+        let placed = placed_jobs(&s.schedule(u64::from(id) * SECOND));
+        assert_eq!(placed, ids(&[id]));
+    }
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    let first = nodes_of(&s, 0);
+    assert!((0..8).all(|id| nodes_of(&s, id) == first));
+    s.submit(tjob(20, 1, 1, 8, 0, 100));
+    let decisions = s.schedule(100 * SECOND + MIN_RUNTIME);
+    let reclaims: Vec<_> = (preemptions(&decisions).into_iter())
+        .filter(|(_, by, _)| *by == JobId(20))
+        .collect();
+    assert_eq!(
+        reclaims,
+        [(
+            ids(&[0, 1, 2, 3, 4, 5, 6, 7]),
+            JobId(20),
+            PreemptionKind::QuotaReclaim
+        )],
+        "{decisions:?}"
+    );
+    assert_eq!(nodes_of(&s, 20), first);
+    check_accounting(&s);
+}
+
 #[test]
 fn an_owner_reclaims_on_its_pool_whatever_another_pool_of_its_job_allows() {
     // t owns 8 H100, o 8 A100; the default tenant borrows every GPU, low priority on H100,

@@ -23,8 +23,9 @@
 //! back to its queue and is tried again in the same instant, where it may preempt in its
 //! turn. For a backfill head, the jobs backfilled past it are taken before any others;
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
-//! the job fits on the state without them; then any victim whose removal is not needed is
-//! spared. Nothing is proposed unless the job was checked to fit, within its quota.
+//! the job fits on the state without them (where a reclaim's budget passed some over and
+//! no set was found, they are taken again among those on the nodes the job lands on when
+//! the budget is left out); then any victim whose removal is not needed is spared. Nothing is proposed unless the job was checked to fit, within its quota.
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
 //! the pool (a victim included): that owner could reclaim the job as soon as its minimum
@@ -463,6 +464,56 @@ fn fits_with_only(
     Some(landing)
 }
 
+/// What taking victims in order until the job fits came to.
+enum Greedy<'v> {
+    /// The victims taken, where the job lands without them, and the room free once they
+    /// are gone (milli-GPUs on the job's pools).
+    Fits((Vec<(&'v RunningJob, PreemptionKind)>, Landing, u64)),
+    /// Every candidate it could take was taken, and the job fits nowhere; `passed_over`:
+    /// some were passed over as reclaims past the budget.
+    Fails { passed_over: bool },
+}
+
+/// Takes `candidates` in order until the job fits, on one state they are removed from as
+/// they are taken, checking only once they hold enough. A reclaim past the budget may
+/// still be a priority preemption's; the victims' reasons are settled once the set is
+/// final, and where the job lands known (the search counts the preemptor's own victims
+/// wherever they are). One only a reclaim may take is passed over (where `budgeted`).
+fn take_until_fit<'v>(
+    job: &Job,
+    context: &PreemptionContext,
+    free_now: u64,
+    candidates: &[(&'v RunningJob, PreemptionKind)],
+    budgeted: bool,
+) -> Greedy<'v> {
+    let need = job.total_milli();
+    let mut what_if = WhatIf::new(context);
+    let mut chosen = Vec::new();
+    let mut freed = free_now;
+    let mut passed_over = false;
+    let mut budget = ReclaimBudget::new(job, context, None);
+    for &(victim, kind) in candidates {
+        if budgeted
+            && kind == PreemptionKind::QuotaReclaim
+            && !budget.allows_reclaim(victim, false)
+            && only_reclaim(job, context, victim)
+        {
+            passed_over = true;
+            continue;
+        }
+        budget.remove(victim);
+        freed += held_milli(victim);
+        what_if.take(victim);
+        chosen.push((victim, kind));
+        if freed >= need
+            && let Some(landing) = what_if.fits(context)
+        {
+            return Greedy::Fits((chosen, landing, freed));
+        }
+    }
+    Greedy::Fails { passed_over }
+}
+
 /// Spares at once every victim that `spared` (given where the job lands) says it may not
 /// need, if the job still fits without the others.
 fn spare_where(
@@ -684,32 +735,33 @@ impl PostFilter for Preemption {
         if !room_could_suffice(job, context, &candidates) {
             return nothing_now;
         }
-        let mut what_if = WhatIf::new(context);
-        let mut chosen: Vec<(&RunningJob, PreemptionKind)> = Vec::new();
-        let mut freed = free_now;
-        let mut landing = None;
-        // A reclaim past the budget may still be a priority preemption's; the victims'
-        // reasons are settled once the set is final, and where the job lands known (the
-        // search counts the preemptor's own victims wherever they are).
-        let mut budget = ReclaimBudget::new(job, context, None);
-        let fitted = candidates.into_iter().any(|candidate| {
-            let (victim, kind) = candidate;
-            if kind == PreemptionKind::QuotaReclaim
-                && !budget.allows_reclaim(victim, false)
-                && only_reclaim(job, context, victim)
-            {
-                return false;
+        let greedy = match take_until_fit(job, context, free_now, &candidates, true) {
+            Greedy::Fits(found) => found,
+            Greedy::Fails { passed_over: false } => return nothing_now,
+            // The budget was spent on victims where the job does not land (the borrower's
+            // cheapest jobs spread over nodes) and passed over others: taken again among
+            // those on the nodes it lands on when the budget is left out.
+            Greedy::Fails { passed_over: true } => {
+                let Greedy::Fits((_, landing, _)) =
+                    take_until_fit(job, context, free_now, &candidates, false)
+                else {
+                    return nothing_now;
+                };
+                let snapshot = context.snapshot;
+                let on_landing: Vec<_> = (candidates.iter().copied())
+                    .filter(|(v, _)| {
+                        snapshot
+                            .job_nodes(v.job.id)
+                            .any(|n| landing.nodes.contains(&n))
+                    })
+                    .collect();
+                match take_until_fit(job, context, free_now, &on_landing, true) {
+                    Greedy::Fits(found) => found,
+                    Greedy::Fails { .. } => return nothing_now,
+                }
             }
-            budget.remove(victim);
-            freed += held_milli(victim);
-            what_if.take(victim);
-            chosen.push(candidate);
-            landing = (freed >= need).then(|| what_if.fits(context)).flatten();
-            landing.is_some()
-        });
-        let (true, Some(mut landing)) = (fitted, landing) else {
-            return nothing_now;
         };
+        let (mut chosen, mut landing, freed) = greedy;
         if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
