@@ -642,6 +642,44 @@ fn an_owner_reclaims_from_a_borrower_whose_cheapest_jobs_are_spread_over_nodes()
     check_accounting(&s);
 }
 
+/// Where the victims the budget leaves out land the job on a node whose borrowers could
+/// not all be reclaimed (c borrows 2 of the 4 GPUs it holds there), the next landing is
+/// tried: b's 8 jobs on the other node, all borrowed.
+#[test]
+fn an_owner_reclaims_on_the_next_landing_where_the_first_cannot_be_reclaimed() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 4),
+        tenant("c", TenantMode::Shared, 2),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    // The first node: c's 4 jobs (priorities 0 to 3) and b's 4 (4 to 7); the second,
+    // b's 8 (8 to 15).
+    for id in 0..16 {
+        let tenant = if id < 4 { 3 } else { 2 };
+        s.submit(tjob(id, tenant, 1, 1, id as i32, u64::from(id)));
+        let placed = placed_jobs(&s.schedule(u64::from(id) * SECOND));
+        assert_eq!(placed, ids(&[id]));
+    }
+    let first = nodes_of(&s, 0);
+    assert!((0..8).all(|id| nodes_of(&s, id) == first));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    assert_eq!(s.tenants().borrowed(3, H100), gpus(2));
+    s.submit(tjob(20, 1, 1, 8, 0, 100));
+    let decisions = s.schedule(100 * SECOND + MIN_RUNTIME);
+    let reclaims: Vec<_> = (preemptions(&decisions).into_iter())
+        .filter(|(_, by, _)| *by == JobId(20))
+        .collect();
+    let second_node = ids(&[8, 9, 10, 11, 12, 13, 14, 15]);
+    assert_eq!(
+        reclaims,
+        [(second_node, JobId(20), PreemptionKind::QuotaReclaim)],
+        "{decisions:?}"
+    );
+    check_accounting(&s);
+}
+
 #[test]
 fn an_owner_reclaims_on_its_pool_whatever_another_pool_of_its_job_allows() {
     // t owns 8 H100, o 8 A100; the default tenant borrows every GPU, low priority on H100,

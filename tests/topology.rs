@@ -1095,25 +1095,6 @@ fn room_is_held_for_a_single_pod_only_where_it_may_go() {
     assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)).len(), 2);
 }
 
-/// Room held for a backfill head keeps out jobs asking for GPUs, not one asking for none:
-/// it takes nothing the room is held for.
-#[test]
-fn room_held_for_a_head_keeps_out_no_job_asking_no_gpu() {
-    let spec = models_cluster_with_cpu(&[("H100", 8), ("H100", 8)], Some(64_000));
-    let mut s = scheduler(profile("default", None, None), spec);
-    // Half of each node taken, each by a job asking most of its node's CPU.
-    s.submit(asking_cpu(job(0, 1, whole(4), 0, 0), 40_000));
-    s.submit(asking_cpu(job(1, 1, whole(4), 0, 0), 40_000));
-    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
-    s.submit(job(2, 1, whole(8), 0, 1));
-    assert!(placed_jobs(&s.schedule(1_000)).is_empty());
-    assert!(placed_jobs(&s.schedule(40 * MINUTE_MS)).is_empty());
-    assert_eq!(s.reservations().len(), 1, "room is held for the head");
-    s.submit(job(3, 1, whole(1), 0, 2_500));
-    s.submit(asking_cpu(job(4, 1, GpuRequest::NONE, 0, 2_500), 1_000));
-    assert_eq!(placed_jobs(&s.schedule(42 * MINUTE_MS)), [JobId(4)]);
-}
-
 /// Where the nodes a single pod may use are outside every leaf, room is held for it there.
 #[test]
 fn room_is_held_for_a_single_pod_whose_nodes_are_outside_every_leaf() {

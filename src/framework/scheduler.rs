@@ -699,12 +699,9 @@ impl Scheduler {
         }
         let wait = self.waits.get(&job.id).copied().unwrap_or_default();
         let since = wait.tight_since;
-        // A job asking no GPU takes nothing a head's room is held for (were it to take CPU
-        // the head needs, backfill preemption may evict it, as any job that overtook the
-        // head).
         let mut held: Vec<GroupId> = Vec::new();
         for r in &mut self.reservations {
-            if r.head.id != job.id && r.head.priority >= job.priority && job.total_milli() > 0 {
+            if r.head.id != job.id && r.head.priority >= job.priority {
                 r.kept_out = true;
                 held.extend_from_slice(&r.groups);
             }

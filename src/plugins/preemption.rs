@@ -25,7 +25,9 @@
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
 //! the job fits on the state without them (where a reclaim's budget passed some over and
 //! no set was found, they are taken again among those on the nodes the job lands on when
-//! the budget is left out); then any victim whose removal is not needed is spared. Nothing is proposed unless the job was checked to fit, within its quota.
+//! the budget is left out, landing after landing); then any victim whose removal is not
+//! needed is spared. Nothing is proposed unless the job was checked to fit, within its
+//! quota.
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
 //! the pool (a victim included): that owner could reclaim the job as soon as its minimum
@@ -514,6 +516,39 @@ fn take_until_fit<'v>(
     Greedy::Fails { passed_over }
 }
 
+/// The most landings a reclaim whose budget passed candidates over is tried on.
+const MAX_LANDINGS: usize = 4;
+
+/// For a job whose victims, taken in order within the reclaim's budget, freed no room it
+/// fits in: the victims taken again among those on the nodes where the job lands when the
+/// budget is left out, and, where none fit there, on the next such landing without those
+/// nodes' candidates, up to [`MAX_LANDINGS`].
+fn within_landings<'v>(
+    job: &Job,
+    context: &PreemptionContext,
+    free_now: u64,
+    candidates: &[(&'v RunningJob, PreemptionKind)],
+) -> Option<(Vec<(&'v RunningJob, PreemptionKind)>, Landing, u64)> {
+    let snapshot = context.snapshot;
+    let mut elsewhere = candidates.to_vec();
+    for _ in 0..MAX_LANDINGS {
+        let Greedy::Fits((_, landing, _)) =
+            take_until_fit(job, context, free_now, &elsewhere, false)
+        else {
+            return None;
+        };
+        let on_landing = |(victim, _): &(&RunningJob, PreemptionKind)| {
+            (snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
+        };
+        let there: Vec<_> = candidates.iter().copied().filter(on_landing).collect();
+        if let Greedy::Fits(found) = take_until_fit(job, context, free_now, &there, true) {
+            return Some(found);
+        }
+        elsewhere.retain(|candidate| !on_landing(candidate));
+    }
+    None
+}
+
 /// Spares at once every victim that `spared` (given where the job lands) says it may not
 /// need, if the job still fits without the others.
 fn spare_where(
@@ -739,25 +774,11 @@ impl PostFilter for Preemption {
             Greedy::Fits(found) => found,
             Greedy::Fails { passed_over: false } => return nothing_now,
             // The budget was spent on victims where the job does not land (the borrower's
-            // cheapest jobs spread over nodes) and passed over others: taken again among
-            // those on the nodes it lands on when the budget is left out.
+            // cheapest jobs spread over nodes) and passed over others.
             Greedy::Fails { passed_over: true } => {
-                let Greedy::Fits((_, landing, _)) =
-                    take_until_fit(job, context, free_now, &candidates, false)
-                else {
-                    return nothing_now;
-                };
-                let snapshot = context.snapshot;
-                let on_landing: Vec<_> = (candidates.iter().copied())
-                    .filter(|(v, _)| {
-                        snapshot
-                            .job_nodes(v.job.id)
-                            .any(|n| landing.nodes.contains(&n))
-                    })
-                    .collect();
-                match take_until_fit(job, context, free_now, &on_landing, true) {
-                    Greedy::Fits(found) => found,
-                    Greedy::Fails { .. } => return nothing_now,
+                match within_landings(job, context, free_now, &candidates) {
+                    Some(found) => found,
+                    None => return nothing_now,
                 }
             }
         };
