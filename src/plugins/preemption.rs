@@ -466,14 +466,23 @@ fn fits_with_only(
     Some(landing)
 }
 
+/// Victims that make room for the job.
+struct Taken<'v> {
+    victims: Vec<(&'v RunningJob, PreemptionKind)>,
+    /// Where the job lands without them.
+    landing: Landing,
+    /// The room free once they are gone, milli-GPUs on the job's pools.
+    freed: u64,
+}
+
 /// What taking victims in order until the job fits came to.
 enum Greedy<'v> {
-    /// The victims taken, where the job lands without them, and the room free once they
-    /// are gone (milli-GPUs on the job's pools).
-    Fits((Vec<(&'v RunningJob, PreemptionKind)>, Landing, u64)),
+    Fits(Taken<'v>),
     /// Every candidate it could take was taken, and the job fits nowhere; `passed_over`:
     /// some were passed over as reclaims past the budget.
-    Fails { passed_over: bool },
+    Fails {
+        passed_over: bool,
+    },
 }
 
 /// Takes `candidates` in order until the job fits, on one state they are removed from as
@@ -510,7 +519,11 @@ fn take_until_fit<'v>(
         if freed >= need
             && let Some(landing) = what_if.fits(context)
         {
-            return Greedy::Fits((chosen, landing, freed));
+            return Greedy::Fits(Taken {
+                victims: chosen,
+                landing,
+                freed,
+            });
         }
     }
     Greedy::Fails { passed_over }
@@ -528,11 +541,11 @@ fn within_landings<'v>(
     context: &PreemptionContext,
     free_now: u64,
     candidates: &[(&'v RunningJob, PreemptionKind)],
-) -> Option<(Vec<(&'v RunningJob, PreemptionKind)>, Landing, u64)> {
+) -> Option<Taken<'v>> {
     let snapshot = context.snapshot;
     let mut elsewhere = candidates.to_vec();
     for _ in 0..MAX_LANDINGS {
-        let Greedy::Fits((_, landing, _)) =
+        let Greedy::Fits(Taken { landing, .. }) =
             take_until_fit(job, context, free_now, &elsewhere, false)
         else {
             return None;
@@ -782,7 +795,11 @@ impl PostFilter for Preemption {
                 }
             }
         };
-        let (mut chosen, mut landing, freed) = greedy;
+        let Taken {
+            victims: mut chosen,
+            mut landing,
+            freed,
+        } = greedy;
         if refused_whoever_goes(job, context, &chosen) {
             return nothing_now;
         }
