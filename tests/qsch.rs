@@ -358,7 +358,7 @@ fn models() -> impl Strategy<Value = Models> {
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,
-        ..ProptestConfig::with_cases(64)
+        ..ProptestConfig::with_cases(proptest_cases(64))
     })]
 
     /// Static admission, borrowing and the queueing policies (the default profile

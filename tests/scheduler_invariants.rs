@@ -992,7 +992,7 @@ fn run_case(setup: Setup, ops: &[Op]) {
 proptest! {
     #![proptest_config(ProptestConfig {
         failure_persistence: None,
-        ..ProptestConfig::with_cases(256)
+        ..ProptestConfig::with_cases(proptest_cases(256))
     })]
 
     #[test]

@@ -465,7 +465,7 @@ fn assert_invariants(
 
 proptest! {
     // Few random cases need another arrangement than the greedy one: many are tried.
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(1000)))]
     /// A gang of pods of several widths is placed whenever some arrangement of its pods
     /// fits the nodes' free GPUs (one group of all-NVLink nodes, so only the counts
     /// matter). Each case is made from such an arrangement: each pod's node, and a few GPUs
@@ -505,7 +505,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(48)))]
     #[test]
     fn random_workloads_keep_gangs_whole_and_devices_single(
         jobs in proptest::collection::vec((1usize..6, prop_oneof![Just(0u32), 1u32..9], 0u32..1000, any::<bool>()), 1..40),
@@ -607,7 +607,7 @@ fn replay_decisions(mut s: Scheduler, jobs: &[Job]) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1000))]
+    #![proptest_config(ProptestConfig::with_cases(proptest_cases(1000)))]
     /// A search that found nothing is repeated only once room comes back where it could
     /// place the job: skipping the others changes no decision. Gangs hold out for one leaf
     /// or spine, backfill heads hold room, jobs of two priorities and three tenants (one

@@ -52,6 +52,15 @@ pub fn fabric(
     Arc::new(builder.build())
 }
 
+/// How many cases a property test runs: `PROPTEST_CASES` where set (to run more than CI
+/// does), else `default`.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(default)
+}
+
 pub fn job(id: u32, pods: usize, gpus: GpuRequest, priority: i32, submit_s: u64) -> Job {
     Job {
         priority,
