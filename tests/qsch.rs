@@ -78,7 +78,9 @@ fn tjob(id: u32, tenant: u16, pods: usize, gpus: u32, priority: i32, submit_s: u
 }
 
 /// Preemptions as (victims sorted, preemptor, kind).
-fn preemptions(decisions: &[Decision]) -> Vec<(Vec<JobId>, JobId, PreemptionKind)> {
+type Preemptions = Vec<(Vec<JobId>, JobId, PreemptionKind)>;
+
+fn preemptions(decisions: &[Decision]) -> Preemptions {
     decisions
         .iter()
         .filter_map(|d| match d {
@@ -608,27 +610,43 @@ fn the_owner_reclaims_lent_quota_once_the_borrower_has_run_its_minimum() {
     check_accounting(&s);
 }
 
+/// Places 1-GPU jobs one at a time, job `i` of `jobs[i]` (tenant, priority) submitted at
+/// second `i`, E-Binpack filling the first node before the second; returns the first node,
+/// which the first eight share.
+fn one_gpu_jobs_one_at_a_time(s: &mut Scheduler, jobs: &[(u16, i32)]) -> Vec<NodeId> {
+    for (id, &(tenant, priority)) in (0..).zip(jobs) {
+        s.submit(tjob(id, tenant, 1, 1, priority, u64::from(id)));
+        let placed = placed_jobs(&s.schedule(u64::from(id) * SECOND));
+        assert_eq!(placed, ids(&[id]));
+    }
+    let first = nodes_of(s, 0);
+    assert!((0..8).all(|id| nodes_of(s, id) == first));
+    first
+}
+
+/// Tenant a's job 20 of 8 GPUs tries once the borrowers' minimum runtime is past: the
+/// round's decisions, and the preemptions job 20 made.
+fn owner_of_eight_tries(s: &mut Scheduler) -> (Vec<Decision>, Preemptions) {
+    s.submit(tjob(20, 1, 1, 8, 0, 100));
+    let decisions = s.schedule(100 * SECOND + MIN_RUNTIME);
+    let by_owner = (preemptions(&decisions).into_iter())
+        .filter(|(_, by, _)| *by == JobId(20))
+        .collect();
+    (decisions, by_owner)
+}
+
 /// An owner reclaims where its job can land: the borrower's cheapest jobs, spread over
 /// both nodes, spend the reclaim budget where no whole node frees, so the victims are
 /// taken again among those on the nodes the job lands on.
 #[test]
 fn an_owner_reclaims_from_a_borrower_whose_cheapest_jobs_are_spread_over_nodes() {
     let mut s = shared_pair(profile("default", None, None));
-    // E-Binpack fills one node, then the other: the even priorities on the first.
+    // The even priorities on the first node.
     let priorities = [0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15];
-    for (id, priority) in (0..).zip(priorities) {
-        s.submit(tjob(id, 2, 1, 1, priority, u64::from(id)));
-        let placed = placed_jobs(&s.schedule(u64::from(id) * SECOND));
-        assert_eq!(placed, ids(&[id]));
-    }
+    let jobs: Vec<(u16, i32)> = priorities.iter().map(|&p| (2, p)).collect();
+    let first = one_gpu_jobs_one_at_a_time(&mut s, &jobs);
     assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
-    let first = nodes_of(&s, 0);
-    assert!((0..8).all(|id| nodes_of(&s, id) == first));
-    s.submit(tjob(20, 1, 1, 8, 0, 100));
-    let decisions = s.schedule(100 * SECOND + MIN_RUNTIME);
-    let reclaims: Vec<_> = (preemptions(&decisions).into_iter())
-        .filter(|(_, by, _)| *by == JobId(20))
-        .collect();
+    let (decisions, reclaims) = owner_of_eight_tries(&mut s);
     assert_eq!(
         reclaims,
         [(
@@ -656,21 +674,11 @@ fn an_owner_reclaims_on_the_next_landing_where_the_first_cannot_be_reclaimed() {
     let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
     // The first node: c's 4 jobs (priorities 0 to 3) and b's 4 (4 to 7); the second,
     // b's 8 (8 to 15).
-    for id in 0..16 {
-        let tenant = if id < 4 { 3 } else { 2 };
-        s.submit(tjob(id, tenant, 1, 1, id as i32, u64::from(id)));
-        let placed = placed_jobs(&s.schedule(u64::from(id) * SECOND));
-        assert_eq!(placed, ids(&[id]));
-    }
-    let first = nodes_of(&s, 0);
-    assert!((0..8).all(|id| nodes_of(&s, id) == first));
+    let jobs: Vec<(u16, i32)> = (0..16).map(|p| (if p < 4 { 3 } else { 2 }, p)).collect();
+    one_gpu_jobs_one_at_a_time(&mut s, &jobs);
     assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
     assert_eq!(s.tenants().borrowed(3, H100), gpus(2));
-    s.submit(tjob(20, 1, 1, 8, 0, 100));
-    let decisions = s.schedule(100 * SECOND + MIN_RUNTIME);
-    let reclaims: Vec<_> = (preemptions(&decisions).into_iter())
-        .filter(|(_, by, _)| *by == JobId(20))
-        .collect();
+    let (decisions, reclaims) = owner_of_eight_tries(&mut s);
     let second_node = ids(&[8, 9, 10, 11, 12, 13, 14, 15]);
     assert_eq!(
         reclaims,
