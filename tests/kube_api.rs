@@ -907,6 +907,51 @@ async fn a_leader_finds_another_shard_scheduling_its_gpu_models() {
     b.stop().await;
 }
 
+/// Two Deployments given the same `--shard` by mistake, one for H100 and one for A100:
+/// the A100 replica stands by for good while no one schedules A100, and says so.
+#[tokio::test]
+async fn a_standby_whose_leader_schedules_other_gpu_models_says_so() {
+    let log = kant::captured_log::CapturedLog::default();
+    let _logging = tracing::subscriber::set_default(log.subscriber());
+    let server = ApiServer::start().await;
+    let on = |identity: &str, model: &str| {
+        let mut options = replica(identity);
+        options.world.shard_models = vec![model.into()];
+        options
+    };
+    let h = Kant::start_with(&server, on("replica-h", "H100")).await;
+    eventually("h leads", || {
+        lease_holder(&server).as_deref() == Some("replica-h")
+    })
+    .await;
+    let a = Kant::start_with(&server, on("replica-a", "A100")).await;
+    let said = "lease kant-scheduler-all: its leader replica-h schedules GPU models H100 and \
+                the pods that name none, this replica GPU models A100 and the pods that name none";
+    eventually("a says why it stands by", || log.text().contains(said)).await;
+    assert_eq!(log.text().matches(said).count(), 1, "said once");
+    a.stop().await;
+    h.stop().await;
+}
+
+/// No replica started with `--default-shard`: the pods that name no GPU model are no
+/// shard's, and the leaders say so.
+#[tokio::test]
+async fn a_leader_finding_no_shard_for_pods_naming_no_gpu_model_says_so() {
+    let log = kant::captured_log::CapturedLog::default();
+    let _logging = tracing::subscriber::set_default(log.subscriber());
+    let server = ApiServer::start().await;
+    let mut options = replica("replica-h");
+    options.world.shard_models = vec!["H100".into()];
+    options.world.default_shard = false;
+    let h = Kant::start_with(&server, options).await;
+    eventually("h says no shard takes them", || {
+        log.text()
+            .contains("no shard of this scheduler takes the pods that name no GPU model")
+    })
+    .await;
+    h.stop().await;
+}
+
 /// A pod naming `L40S|H100`, where L40S nodes exist but no shard is configured for L40S
 /// (no Lease claims it), is placed by the H100 shard once its leader has read the Leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1194,6 +1239,49 @@ async fn a_stopping_leader_keeps_its_lease_until_its_bindings_are_answered() {
     b.stop().await;
 }
 
+/// A standby's watch may run behind the API server, so the leader it follows may have
+/// bound pods it has not seen when it takes the Lease that leader gave up. It lists the
+/// pods anew and places nothing before: q, of higher priority and seen waiting, would be
+/// given the GPUs p was bound to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_taking_a_lease_given_up_lists_the_pods_anew_before_placing() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    server.create(&lease_held_by("replica-a"));
+    server.create(&with_priority(gpu_pod("p", 8), 0, "p"));
+    server.create(&with_priority(gpu_pod("q", 8), 100, "q"));
+    let b = Kant::start_with(&server, replica("replica-b")).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // replica-a binds p and gives the Lease up; b's watch shows neither.
+    server.pause_watches();
+    bind_to_node_0(&server, "p");
+    let mut lease = shard_lease(&server).expect("the lease");
+    lease.spec.as_mut().unwrap().holder_identity = None;
+    server.update(&lease);
+    eventually("b leads", || {
+        lease_holder(&server).as_deref() == Some("replica-b")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(binding_count(&server), 0, "b placed q on p's GPUs");
+    server.resume_watches();
+    server.create(&node("node-1", 8));
+    eventually("q is bound beside p", || {
+        node_of(&server, "q").as_deref() == Some("node-1")
+    })
+    .await;
+    b.stop().await;
+}
+
+/// Binds the pod `name` to all 8 GPUs of node-0, as another scheduler (or leader) would.
+fn bind_to_node_0(server: &ApiServer, name: &str) {
+    let mut pod = server.get::<Pod>(Some("ml"), name).expect("the pod exists");
+    pod.spec.as_mut().unwrap().node_name = Some("node-0".into());
+    (pod.metadata.annotations.get_or_insert_with(BTreeMap::new))
+        .insert("kant.io/gpu-ids".into(), "0,1,2,3,4,5,6,7".into());
+    server.update(&pod);
+}
+
 /// A replica that takes the Lease over from a leader whose record expired (one cut off
 /// from the API server, say) places nothing for `--api-timeout`: a binding that leader
 /// sent just before standing down may still land, onto GPUs the new leader sees free.
@@ -1226,11 +1314,7 @@ async fn takes_the_lease_from_and_waits_for_its_bindings(holder: &str) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let ready = http_get(b.serving.health, "/readyz").await;
     assert!(ready.ends_with("\r\n\r\ntaking over\n"), "{ready}");
-    let mut p = server.get::<Pod>(Some("ml"), "p").expect("p exists");
-    p.spec.as_mut().unwrap().node_name = Some("node-0".into());
-    (p.metadata.annotations.get_or_insert_with(BTreeMap::new))
-        .insert("kant.io/gpu-ids".into(), "0,1,2,3,4,5,6,7".into());
-    server.update(&p);
+    bind_to_node_0(&server, "p");
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         binding_count(&server),

@@ -1831,6 +1831,41 @@ fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
     assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
 }
 
+/// A gang found half bound at a restart (the last leader stood down between its two
+/// bindings) is completed, then a pod of higher priority needs one node's GPUs: the gang
+/// goes whole, not the half found bound alone.
+#[test]
+fn a_gang_found_part_bound_at_restart_is_preempted_whole_once_complete() {
+    let w0 = member(
+        "w0",
+        8,
+        "train",
+        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
+               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
+    );
+    let w1 = member("w1", 8, "train", json!({}));
+    let mut w = sync(
+        world(&preempting()),
+        &[node("n1", 8), node("n2", 8)],
+        &[w0, w1.clone()],
+    );
+    let group = Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2))));
+    w.apply(group, T0);
+    w.round(T0);
+    let bound = binds(&w.take_outputs());
+    assert_eq!(bound.len(), 1, "the other half is bound");
+    bind_ok(&mut w, &w1, &bound[0], 2, T0 + 1);
+    w.round(T0 + 2);
+    w.take_outputs();
+    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 3);
+    w.round(T0 + 3);
+    let mut evicted: Vec<String> = (evictions(&w.take_outputs()).into_iter())
+        .map(|(_, _, name)| name)
+        .collect();
+    evicted.sort();
+    assert_eq!(evicted, ["w0", "w1"]);
+}
+
 #[test]
 fn a_gang_whose_pods_are_made_again_for_its_pod_group_stays_one_job() {
     let (mut w, metrics) = gang_world(&[]);
@@ -2308,7 +2343,7 @@ fn a_refused_node_is_told_on_the_node_and_counted_in_a_pods_reason() {
     assert!(node_events(&w.take_outputs()).is_empty());
     // Taking the lead again (it lost it meanwhile), it tells them again: the leader
     // between may not have.
-    w.took_the_lead();
+    w.took_the_lead(false);
     w.round(T0 + 1);
     assert_eq!(node_events(&w.take_outputs()).len(), 2);
     // n1 is the one node with GPUs to give: the second pod waits, and says why.

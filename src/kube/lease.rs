@@ -50,8 +50,10 @@ pub enum Attempt {
     /// that one may have sent bindings that are still to land ([`run`](super::run) waits
     /// for them).
     TookOver(String),
-    /// Another replica holds it and has renewed it within its duration.
-    HeldByOther(String),
+    /// Another replica holds it and has renewed it within its duration; with the claim
+    /// its Lease carries where that differs from this replica's (two Deployments given the
+    /// same `--shard`, or a rollout changing the shard's flags).
+    HeldByOther(String, Option<ShardClaim>),
     /// The API server did not answer, refused, or another write came in between.
     Failed(String),
 }
@@ -139,6 +141,19 @@ impl ShardClaim {
     }
 }
 
+impl std::fmt::Display for ShardClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.gpu_models.as_slice() {
+            [] => write!(f, "every GPU model")?,
+            models => write!(f, "GPU models {}", models.join(", "))?,
+        }
+        if self.default_shard {
+            write!(f, " and the pods that name none")?;
+        }
+        Ok(())
+    }
+}
+
 /// A shard of this scheduler as its Lease shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardSeen {
@@ -209,7 +224,8 @@ impl Elector {
                 .and_then(|s| u64::try_from(s).ok())
                 .map_or(LEASE_DURATION, Duration::from_secs);
             if seen_at.elapsed() < duration {
-                return Attempt::HeldByOther(other.to_owned());
+                let differing = ShardClaim::of(&lease).filter(|claim| *claim != self.claim);
+                return Attempt::HeldByOther(other.to_owned(), differing);
             }
         }
         // A record of this identity that this process never wrote is an earlier run's

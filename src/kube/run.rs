@@ -225,7 +225,8 @@ pub async fn run_with_config(
     }
 
     let (inputs, events) = mpsc::channel::<Input>();
-    let watchers = watch::spawn_all(&client, &inputs);
+    let relist_pods = Arc::new(tokio::sync::Notify::new());
+    let watchers = watch::spawn_all(&client, &inputs, relist_pods.clone());
     let reporter = Reporter {
         controller: options.world.scheduler_name.clone(),
         instance: Some(options.identity.clone()),
@@ -264,9 +265,13 @@ pub async fn run_with_config(
     let stopping = Arc::new(AtomicBool::new(false));
     let loop_thread = {
         let (stopping, leader, health) = (stopping.clone(), leader.clone(), health.clone());
+        // Without an election there is no leader before this replica to catch up with.
+        let relist_pods = election.is_some().then_some(relist_pods);
         std::thread::Builder::new()
             .name("kant-scheduling".into())
-            .spawn(move || scheduling_loop(world, events, writer, leader, health, stopping))
+            .spawn(move || {
+                scheduling_loop(world, events, writer, leader, health, stopping, relist_pods)
+            })
             .context("starting the scheduling thread")
             .map_err(RunError::Stopped)?
     };
@@ -337,6 +342,7 @@ fn elect(
         gpu_models: options.world.shard_models.clone(),
         default_shard: options.world.default_shard,
     };
+    let own_claim = claim.to_string();
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
     let api_timeout = options.api_timeout;
     let mut shards = ShardsCheck::new(metrics, inputs);
@@ -350,6 +356,8 @@ fn elect(
         // been read once, leadership stays undecided and the replica is not ready, so
         // that a rollout of replicas that can never lead stops.
         let mut last_failure = None;
+        // The leader's differing claim, said once each.
+        let mut told_claim = None;
         let taken_over_from = loop {
             tokio::select! {
                 _ = &mut stopped => return,
@@ -358,9 +366,23 @@ fn elect(
             match elector.try_acquire_or_renew().await {
                 Attempt::Holds => break None,
                 Attempt::TookOver(from) => break Some(from),
-                Attempt::HeldByOther(_) => {
+                Attempt::HeldByOther(holder, differing) => {
                     health.set_leader(false);
                     last_failure = None;
+                    if let Some(claim) = differing
+                        .as_ref()
+                        .filter(|c| told_claim.as_ref() != Some(*c))
+                    {
+                        tracing::error!(
+                            "lease {}: its leader {holder} schedules {claim}, this replica {}: \
+                             unless a rollout is changing the shard's flags, two Deployments \
+                             were given the same --shard, and what only this one names is \
+                             scheduled by no one while it stands by",
+                            elector.name(),
+                            own_claim,
+                        );
+                    }
+                    told_claim = differing;
                 }
                 Attempt::Failed(e) if last_failure.as_ref() != Some(&e) => {
                     tracing::warn!("lease {}: {e}; trying again", elector.name());
@@ -428,7 +450,7 @@ fn elect(
                         renewed = tokio::time::Instant::now();
                         shards.run(&elector).await;
                     }
-                    Attempt::HeldByOther(other) => break format!("{other} holds it"),
+                    Attempt::HeldByOther(other, _) => break format!("{other} holds it"),
                     // Another replica led meanwhile.
                     Attempt::TookOver(other) => break format!("{other} held it meanwhile"),
                     Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
@@ -464,6 +486,8 @@ struct ShardsCheck {
     logged: Option<tokio::time::Instant>,
     /// The last reason the Leases could not be listed, said once.
     failure: Option<String>,
+    /// Whether no current shard was found to take the pods that name no GPU model.
+    no_default_shard: bool,
 }
 
 impl ShardsCheck {
@@ -475,6 +499,7 @@ impl ShardsCheck {
             due: None,
             logged: None,
             failure: None,
+            no_default_shard: false,
         }
     }
 
@@ -499,6 +524,16 @@ impl ShardsCheck {
             }
         };
         self.failure = None;
+        let no_default_shard = !shards.iter().any(|s| s.current && s.claim.default_shard);
+        if no_default_shard && !self.no_default_shard {
+            tracing::error!(
+                "no shard of this scheduler takes the pods that name no GPU model (no \
+                 replica was started with --default-shard): they wait, and no one tells them"
+            );
+        } else if !no_default_shard && self.no_default_shard {
+            tracing::info!("a shard takes the pods that name no GPU model again");
+        }
+        self.no_default_shard = no_default_shard;
         let found = elector.overlapping(&shards);
         // The loop has stopped if it hung up; it ignores a view that changes nothing.
         let _ = self.inputs.send(Input::Shards(shards));
@@ -539,6 +574,7 @@ fn scheduling_loop(
     leader: Arc<AtomicBool>,
     health: Health,
     stopping: Arc<AtomicBool>,
+    relist_pods: Option<Arc<tokio::sync::Notify>>,
 ) -> Writer {
     let mut wakeup: Option<u64> = None;
     let mut leading = false;
@@ -563,7 +599,12 @@ fn scheduling_loop(
         health.set_synced(world.synced());
         let leads = leader.load(Ordering::Acquire);
         if leads && !leading {
-            world.took_the_lead();
+            // The watch may run behind the leader before: the pods are listed anew, and
+            // nothing is placed until that listing is in.
+            world.took_the_lead(relist_pods.is_some());
+            if let Some(relist) = &relist_pods {
+                relist.notify_one();
+            }
         }
         leading = leads;
         if leads {

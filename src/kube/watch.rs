@@ -2,7 +2,10 @@
 //! PersistentVolumes and StorageClasses that say where pods' volumes let them run; each a
 //! kube-rs watcher (list, then watch from the list's resourceVersion with bookmarks;
 //! relist on 410 Gone) whose events are forwarded to the scheduling loop. A stream that
-//! fails is retried with backoff; the loop never waits on it.
+//! fails is retried with backoff; the loop never waits on it. Every listing is a quorum
+//! read (kube's default `ListSemantic::MostRecent`), never an API server's cache. The pod
+//! watch lists anew when asked ([`Relist`]): a replica taking the lead does, so that it
+//! places nothing on a watch running behind (see [`spawn_all`]).
 //!
 //! Pods, nodes and the volume kinds are forwarded as they come, less what is never read
 //! (managed fields, a node's list of images). A volume kind this replica may not read
@@ -15,6 +18,8 @@
 use std::fmt::Debug;
 use std::sync::mpsc::Sender;
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -23,14 +28,29 @@ use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::crd::{self, PodGroup, Queue};
 use super::world::Input;
 
+/// A request to a watch to list anew: once `asked` is notified, the watch sends `begun`
+/// and starts over with a fresh listing, so that the listing that follows `begun` in the
+/// loop's inputs was read after the request.
+struct Relist {
+    asked: Arc<Notify>,
+    begun: fn() -> Input,
+}
+
 /// Starts one watcher per kind; every event goes to `inputs`. The tasks end when the
-/// loop hangs up.
-pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>> {
+/// loop hangs up. `relist_pods` makes the pod watch list anew: a standby's watch may run
+/// seconds behind the API server (a slow connection, a busy API server), and the leader
+/// it replaces may have bound pods it has not seen yet.
+pub fn spawn_all(
+    client: &Client,
+    inputs: &Sender<Input>,
+    relist_pods: Arc<Notify>,
+) -> Vec<JoinHandle<()>> {
     vec![
         spawn(
             Api::<Pod>::all(client.clone()),
@@ -38,6 +58,10 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| Some(Input::Pod(Box::new(slim(e, |_| {})))),
             false,
+            Some(Relist {
+                asked: relist_pods,
+                begun: || Input::PodsListedAnew,
+            }),
         ),
         spawn(
             Api::<Node>::all(client.clone()),
@@ -45,6 +69,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| Some(Input::Node(Box::new(slim(e, without_images)))),
             false,
+            None,
         ),
         spawn(
             untyped::<PodGroup>(client),
@@ -52,6 +77,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| read_event(e).map(|e| Input::PodGroup(Box::new(e))),
             true,
+            None,
         ),
         spawn(
             untyped::<Queue>(client),
@@ -59,6 +85,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| read_event(e).map(|e| Input::Queue(Box::new(e))),
             true,
+            None,
         ),
         spawn(
             Api::<PersistentVolumeClaim>::all(client.clone()),
@@ -66,6 +93,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| Some(Input::Claim(Box::new(e))),
             true,
+            None,
         ),
         spawn(
             Api::<PersistentVolume>::all(client.clone()),
@@ -73,6 +101,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| Some(Input::Volume(Box::new(e))),
             true,
+            None,
         ),
         spawn(
             Api::<StorageClass>::all(client.clone()),
@@ -80,6 +109,7 @@ pub fn spawn_all(client: &Client, inputs: &Sender<Input>) -> Vec<JoinHandle<()>>
             inputs.clone(),
             |e| Some(Input::StorageClass(Box::new(e))),
             true,
+            None,
         ),
     ]
 }
@@ -150,7 +180,8 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
 /// that scheduling does not wait for it; the watcher keeps retrying and picks the objects
 /// up once it can. Once a listing has come, a relist that fails so (an API server just
 /// restarted serves custom resources only once it has loaded them) keeps what was
-/// listed, as an informer does, and is retried.
+/// listed, as an informer does, and is retried. With `relist`, the watch starts over when
+/// asked.
 /// How long one watch call lasts before it is made again (from the last version seen),
 /// and so, 5 s more, how long a watch may go without any event before its connection is
 /// taken for dead. A connection lost without a reset (an API server gone behind a load
@@ -164,15 +195,33 @@ fn spawn<K>(
     inputs: Sender<Input>,
     input: fn(watcher::Event<K>) -> Option<Input>,
     optional: bool,
+    relist: Option<Relist>,
 ) -> JoinHandle<()>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
         let config = watcher::Config::default().timeout(WATCH_TIMEOUT_S);
-        let mut stream = watcher(api, config).default_backoff().boxed();
+        let start = || {
+            watcher(api.clone(), config.clone())
+                .default_backoff()
+                .boxed()
+        };
+        let mut stream = start();
         let (mut absent_reported, mut listed) = (false, false);
-        while let Some(next) = stream.next().await {
+        loop {
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = asked(relist.as_ref()) => {
+                    let begun = relist.as_ref().map(|relist| (relist.begun)());
+                    if begun.is_some_and(|begun| inputs.send(begun).is_err()) {
+                        return;
+                    }
+                    stream = start();
+                    continue;
+                }
+            };
+            let Some(next) = next else { return };
             let event = match next {
                 Ok(event) => event,
                 Err(e) => {
@@ -214,6 +263,14 @@ where
     })
 }
 
+/// Resolves once the watch is asked to list anew; never without `relist`.
+async fn asked(relist: Option<&Relist>) {
+    match relist {
+        Some(relist) => relist.asked.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -237,6 +294,7 @@ mod tests {
             inputs,
             |e| Some(Input::Node(Box::new(e))),
             false,
+            None,
         );
         let listed = async {
             loop {

@@ -188,10 +188,11 @@ impl LinkMatrix {
                 classes.push(class);
             }
         }
+        // A NIC per PCIe switch, behind it (so never across NUMA nodes).
         let nic = (0..devices)
             .map(|i| match profile {
                 LinkProfile::NvlinkAll => i as u8,
-                _ => (i / 2) as u8,
+                _ => switch(i) as u8,
             })
             .collect();
         let matrix = Self::new(&format!("{profile:?} profile"), devices, classes, numa, nic)?;
@@ -908,8 +909,8 @@ mod tests {
             assert_ne!(m.class(3, 4), LinkClass::SameNuma, "{profile:?}");
             assert_eq!(
                 (0..6).map(|d| m.nic(d)).collect::<Vec<_>>(),
-                [0, 0, 1, 1, 2, 2],
-                "three NICs, one per device pair"
+                [0, 0, 1, 2, 2, 3],
+                "a NIC per switch: none serves both sockets, an NVLink pair has one"
             );
             assert_eq!(m.best_set(0b11_1100, 2), Some(0b01_1000), "{profile:?}");
         }

@@ -122,6 +122,9 @@ impl ShardModels {
 #[derive(Debug)]
 pub enum Input {
     Pod(Box<watcher::Event<Pod>>),
+    /// The pod watch starts a listing anew, as [`World::took_the_lead`] asked: the pods it
+    /// lists next were read after the lead was taken.
+    PodsListedAnew,
     Node(Box<watcher::Event<Node>>),
     PodGroup(Box<watcher::Event<PodGroup>>),
     Queue(Box<watcher::Event<Queue>>),
@@ -387,6 +390,7 @@ impl World {
                     self.apply_pods(change, now_ms);
                 }
             }
+            Input::PodsListedAnew => self.pod_resync.begun_anew(),
             Input::Node(event) => {
                 let change = self.node_resync.feed(*event);
                 self.synced.nodes |= self.node_resync.synced();
@@ -467,15 +471,22 @@ impl World {
     }
 
     /// This replica became the leader (again): what is told once, on the nodes, is told
-    /// again at its next round, since the last leader may not have told it.
-    pub fn took_the_lead(&mut self) {
+    /// again at its next round, since the last leader may not have told it. With
+    /// `pods_listed_anew`, the pod watch has been asked to list anew: nothing is placed
+    /// until a listing it begins after [`Input::PodsListedAnew`] is complete, so that
+    /// pods the last leader bound are known, however far behind the watch ran.
+    pub fn took_the_lead(&mut self, pods_listed_anew: bool) {
         self.nodes.tell_again();
+        if pods_listed_anew {
+            self.pod_resync.await_anew();
+        }
     }
 
     /// One round at `now_ms`: what the events changed is applied, the scheduler runs, and
-    /// its decisions become outputs. Does nothing before the caches are synced.
+    /// its decisions become outputs. Does nothing before the caches are synced, nor while
+    /// a listing of pods is awaited anew.
     pub fn round(&mut self, now_ms: u64) {
-        if !self.synced() {
+        if !self.synced() || self.pod_resync.awaits_anew() {
             return;
         }
         self.take_up_listed_nodes(now_ms);

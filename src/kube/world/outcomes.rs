@@ -336,9 +336,10 @@ impl World {
         entry.started_ms = now_ms;
         let submit_ms = entry.job.submit_ms;
         let workload = entry.workload.clone();
+        let group = entry.group.clone();
         // Members held behind a gang go once it is bound.
-        if let Some(group) = entry.group.clone() {
-            self.pods.group_changed(&group);
+        if let Some(group) = &group {
+            self.pods.group_changed(group);
         }
         let first = self.pods.placed_workloads.insert(workload.clone());
         // The gang is whole: pods of it that landed earlier, while others were refused,
@@ -380,11 +381,25 @@ impl World {
             });
         }
         self.outputs.extend(outputs);
-        self.merge_parts(job, landed, now_ms);
+        // So do the gang's pods found bound at a restart, adopted as a job of their own
+        // (an earlier leader stood down between the gang's bindings).
+        let mut parts = landed;
+        if let Some(group) = &group {
+            let mut adopted: Vec<JobId> = (self.pods.jobs.iter())
+                .filter(|(id, e)| {
+                    **id != job && e.group.as_ref() == Some(group) && e.phase == JobPhase::Running
+                })
+                .map(|(id, _)| *id)
+                .filter(|id| !parts.contains(id))
+                .collect();
+            adopted.sort_unstable();
+            parts.extend(adopted);
+        }
+        self.merge_parts(job, parts, now_ms);
     }
 
-    /// A gang bound in several goes (some bindings refused, then bound on a retry) runs
-    /// as one job from now on, under the id of the part bound last, so that it is preempted
+    /// A gang bound in several goes (some bindings refused, then bound on a retry; or
+    /// part bound before a restart, the rest after) runs as one job from now on, under the id of the part bound last, so that it is preempted
     /// whole. Parts no longer running (evicted meanwhile) stay apart.
     fn merge_parts(&mut self, job: JobId, parts: Vec<JobId>, now_ms: u64) {
         let Some(last) = self.pods.jobs.get(&job) else {
