@@ -1187,6 +1187,16 @@ async fn a_stopping_leader_gives_its_lease_to_one_standby_at_once() {
     let (a, b) = leader_and_standby(&server).await;
     let c = Kant::start_with(&server, replica("replica-c")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // Only the leader exports the cluster's figures.
+    let leader = http_get(a.serving.metrics, "/metrics").await;
+    let standby = http_get(b.serving.metrics, "/metrics").await;
+    assert!(leader.contains("\nkant_leader 1\n"), "{leader}");
+    assert!(
+        leader.contains("\nkant_gpus_capacity_milli 8000\n"),
+        "{leader}"
+    );
+    assert!(standby.contains("\nkant_leader 0\n"), "{standby}");
+    assert!(!standby.contains("kant_gpus_capacity_milli"), "{standby}");
     let stopped = std::time::Instant::now();
     a.stop().await;
     eventually("a standby leads", || {

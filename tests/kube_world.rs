@@ -1391,24 +1391,33 @@ fn a_queue_loses_the_figures_of_a_gpu_model_no_node_carries_any_more() {
 }
 
 /// A shard's replica names null only the models of its own shard that no node carries:
-/// another shard's figures are that shard's to remove.
+/// another shard's figures are that shard's to remove. The `--default-shard` replica also
+/// names null the models no node carries at all, which a shard removed since may have left.
 #[test]
 fn a_shard_leaves_another_shards_gone_model_in_the_queue() {
-    let mut world = sync(world_with(&plain(), h100_shard()), &[node("h1", 8)], &[]);
-    let mut team = queue("team", 8);
-    team.status = serde_json::from_value(json!(
-        {"allocated": {"H100": "0", "A100": "8", "B200": "1"}, "borrowed": {}}))
-    .unwrap();
-    world.apply(Input::Queue(Box::new(Event::Apply(team))), T0);
-    world.round(T0);
-    let out = world.take_outputs();
-    let nulls: Vec<Vec<&str>> = (out.iter())
-        .filter_map(|o| match o {
-            Output::QueueStatus { status, .. } => Some(named_null(&status.allocated)),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(nulls, [Vec::<&str>::new()], "{out:?}");
+    let a100 = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "A100"}}});
+    let nodes = [node("h1", 8), node_with("a1", 8, a100)];
+    for (default_shard, nulled) in [(false, &[][..]), (true, &["B200"][..])] {
+        let options = WorldOptions {
+            default_shard,
+            ..h100_shard()
+        };
+        let mut world = sync(world_with(&plain(), options), &nodes, &[]);
+        let mut team = queue("team", 8);
+        team.status = serde_json::from_value(json!(
+            {"allocated": {"H100": "0", "A100": "8", "B200": "1"}, "borrowed": {}}))
+        .unwrap();
+        world.apply(Input::Queue(Box::new(Event::Apply(team))), T0);
+        world.round(T0);
+        let out = world.take_outputs();
+        let nulls: Vec<Vec<&str>> = (out.iter())
+            .filter_map(|o| match o {
+                Output::QueueStatus { status, .. } => Some(named_null(&status.allocated)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(nulls, [nulled], "{out:?}");
+    }
 }
 
 /// The models a Queue status's figures name null: removed by the merge patch.
@@ -1805,6 +1814,22 @@ fn gang_world(pods: &[Pod]) -> (World, std::sync::Arc<kant::metrics::live::LiveM
     let group = Input::PodGroup(Box::new(Event::Apply(pod_group("train", 2))));
     w.apply(group, T0);
     (w, metrics)
+}
+
+/// A job deleted while it waits no longer counts as never placed (an alert on
+/// `kant_jobs_never_placed > 0` would fire for good after the first cancelled pod).
+#[test]
+fn a_job_deleted_before_it_was_placed_no_longer_counts_as_never_placed() {
+    let (mut w, metrics) = gang_world(&[]);
+    let big = pod("big", 16, json!({}));
+    apply_pod(&mut w, &big, T0);
+    w.round(T0);
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(1.0));
+    delete_pod(&mut w, &big, T0 + 1_000);
+    w.round(T0 + 1_000);
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
+    assert_eq!(metric(&metrics, "kant_jobs_withdrawn_total"), Some(1.0));
+    assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(1.0));
 }
 
 #[test]

@@ -120,10 +120,10 @@ impl NodeState {
         p.gpus.devices != self.devices || p.gpus.milli_each < MILLI_PER_GPU
     }
 
-    /// Assigned milli-GPUs above 0 and below capacity.
+    /// Something assigned, and room left for more: a healthy device free, or one shared
+    /// with room. A node whose only free devices are unhealthy strands nothing.
     pub fn is_fragmented(&self) -> bool {
-        let used = self.used_milli();
-        used > 0 && used < u64::from(self.device_count()) * u64::from(MILLI_PER_GPU)
+        self.used_milli() > 0 && (self.free_whole() != 0 || self.shared_room().1 > 0)
     }
 
     /// Free milli-GPUs on the healthy devices that are partly assigned: on the roomiest

@@ -198,6 +198,28 @@ fn unhealthy_device_takes_no_new_pod_and_keeps_its_own() {
     assert_aggregates_match(&state);
 }
 
+/// GFR counts nodes that strand free GPUs: a node whose only free device is unhealthy
+/// strands none, and counts again once that device is back.
+#[test]
+fn a_node_whose_only_free_device_is_unhealthy_is_not_fragmented() {
+    let mut state = ClusterState::new(cluster(&[(2, None)]));
+    state
+        .assume(key(1, 0), place(0, 0b1, MILLI_PER_GPU))
+        .unwrap();
+    assert_eq!(state.total().fragmented_nodes, 1);
+    state.set_device_health(NodeId(0), 1, false).unwrap();
+    assert_eq!(state.total().fragmented_nodes, 0);
+    assert_aggregates_match(&state);
+    state.set_device_health(NodeId(0), 1, true).unwrap();
+    assert_eq!(state.total().fragmented_nodes, 1);
+    // Half a GPU free beside an unhealthy device still strands room.
+    state.set_device_health(NodeId(0), 1, false).unwrap();
+    state.forget(key(1, 0)).unwrap();
+    state.assume(key(2, 0), place(0, 0b1, 500)).unwrap();
+    assert_eq!(state.total().fragmented_nodes, 1);
+    assert_aggregates_match(&state);
+}
+
 #[test]
 fn extended_resources_are_held_from_record_to_the_last_placement() {
     use crate::model::{NodeConstraints, PodRequest};
@@ -348,7 +370,9 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         max_free = max_free.max(free);
         free_nodes += u32::from(devices > 0 && free == devices as u32);
         used_milli += node_used;
-        fragmented += u32::from(node_used > 0 && node_used < devices as u64 * 1000);
+        // Room left on healthy devices, free or shared.
+        let room = free > 0 || rooms.iter().any(|&r| r > 0);
+        fragmented += u32::from(node_used > 0 && room);
     }
     let assumed: u64 = state
         .placements()

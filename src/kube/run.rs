@@ -201,6 +201,8 @@ pub async fn run_with_config(
     })?;
     let profile = build_profile(profile, config).map_err(|e| setup(anyhow::Error::msg(e)))?;
     let metrics = Arc::new(LiveMetrics::new());
+    // A replica stands by until it leads (World::took_the_lead).
+    metrics.set_leading(!options.leader_election);
     let health = Health::new();
     let world = World::new(options.world.clone(), config, profile, metrics.clone())
         .map_err(|e| setup(anyhow::Error::msg(e)))?;

@@ -128,6 +128,7 @@ impl LiveMetrics {
             series: Series::default(),
             jobs_submitted: 0,
             jobs_placed: 0,
+            jobs_withdrawn: 0,
             report: collector.report(0),
             queues: BTreeMap::new(),
             shard_overlaps: Vec::new(),
@@ -136,6 +137,7 @@ impl LiveMetrics {
                 .iter()
                 .map(|&kind| (kind.to_owned(), Preempted::default()))
                 .collect(),
+            leading: true,
         }));
 
         let job_wait =
@@ -202,6 +204,11 @@ impl LiveMetrics {
     pub fn job_submitted(&self, t_ms: u64) {
         lock(&self.feed).collector.job_submitted(t_ms);
         lock(&self.shared).jobs_submitted += 1;
+    }
+
+    /// A job deleted before its pods were ever all placed: it no longer waits.
+    pub fn job_withdrawn(&self) {
+        lock(&self.shared).jobs_withdrawn += 1;
     }
 
     /// From `t_ms` on, `alloc_milli` milli-GPUs are assigned (running or only reserved),
@@ -321,6 +328,13 @@ impl LiveMetrics {
     pub fn set_queue_depths(&self, depths: impl IntoIterator<Item = (String, u64)>) {
         let queues: BTreeMap<String, u64> = depths.into_iter().collect();
         lock(&self.shared).queues = queues;
+    }
+
+    /// Whether this replica schedules (new metrics: it does). A standby exports
+    /// `kant_leader 0` and none of the figures only a leader keeps (the cluster's
+    /// levels and ratios, the jobs, the queues), which would read as an empty cluster.
+    pub fn set_leading(&self, leading: bool) {
+        lock(&self.shared).leading = leading;
     }
 
     /// The Leases of the other shards' leaders found scheduling this shard's GPU models
@@ -458,6 +472,8 @@ struct Shared {
     series: Series,
     jobs_submitted: u64,
     jobs_placed: u64,
+    /// Jobs deleted before they were ever placed whole.
+    jobs_withdrawn: u64,
     /// The collector's report as of the latest refresh.
     report: MetricsReport,
     /// Pending jobs per queue.
@@ -468,6 +484,8 @@ struct Shared {
     isolated_quota_excess: BTreeMap<String, u64>,
     /// Per kind.
     preemptions: BTreeMap<String, Preempted>,
+    /// Whether this replica schedules: a standby's cache is not the cluster's figures.
+    leading: bool,
 }
 
 /// Encodes [`Shared`] on each scrape (a `prometheus-client` collector).
@@ -489,6 +507,17 @@ fn per_second(value_ms: u128) -> f64 {
 
 impl Shared {
     fn encode(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        gauge(
+            encoder,
+            "kant_leader",
+            "1 where this replica schedules (leads its shard, or runs without leader \
+             election); 0 for a standby, which exports no other series of its own but the \
+             histograms and counters of what it did (nothing).",
+            u64::from(self.leading),
+        )?;
+        if !self.leading {
+            return Ok(());
+        }
         let series = &self.series;
         let level = &series.level;
         counter(
@@ -596,11 +625,19 @@ impl Shared {
             "Jobs whose pods were all placed at least once.",
             self.jobs_placed,
         )?;
+        counter(
+            encoder,
+            "kant_jobs_withdrawn",
+            "Jobs deleted before their pods were ever all placed.",
+            self.jobs_withdrawn,
+        )?;
         gauge(
             encoder,
             "kant_jobs_never_placed",
-            "Jobs submitted whose pods were never all placed.",
-            self.jobs_submitted.saturating_sub(self.jobs_placed),
+            "Jobs submitted, still there, whose pods were never all placed.",
+            (self.jobs_submitted)
+                .saturating_sub(self.jobs_placed)
+                .saturating_sub(self.jobs_withdrawn),
         )?;
 
         labelled_gauges(
@@ -828,6 +865,30 @@ mod tests {
         assert_eq!(value(&text, "kant_metrics_window_seconds"), 30.0);
         assert_eq!(value(&text, "kant_jobs_submitted_total"), 1.0);
         assert_eq!(value(&text, "kant_jobs_never_placed"), 1.0);
+    }
+
+    /// A standby's cache is not the cluster's figures: it says it stands by, and exports
+    /// none of them (a capacity of 0, a GAR of NaN, would skew every sum and average).
+    #[test]
+    fn a_standby_exports_that_it_stands_by_and_none_of_the_leaders_figures() {
+        let metrics = LiveMetrics::new();
+        metrics.observe(0, 1_000, 1_000, 0, 8_000, 1);
+        assert_eq!(value(&encoded(&metrics), "kant_leader"), 1.0);
+        assert_eq!(
+            value(&encoded(&metrics), "kant_gpus_capacity_milli"),
+            8000.0
+        );
+        metrics.set_leading(false);
+        let text = encoded(&metrics);
+        assert_eq!(value(&text, "kant_leader"), 0.0);
+        for absent in [
+            "kant_gpus_capacity_milli",
+            "kant_gar_mean",
+            "kant_jobs_never_placed",
+        ] {
+            assert_eq!(sample(&text, absent), None, "{absent} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 
     #[test]

@@ -20,9 +20,12 @@ pub struct JsonReport<'a> {
     pub baseline: Option<&'a RunReport>,
 }
 
-/// A duration in seconds as people read it: `42s`, `7.5m`, `3.2h`, `2.1d`.
+/// A duration in seconds as people read it: `0.4s`, `42s`, `7.5m`, `3.2h`, `2.1d` (a
+/// wait under 10 s to a tenth, so that one under a second does not read as none).
 pub fn human_duration(seconds: f64) -> String {
     match seconds {
+        0.0 => "0s".to_owned(),
+        s if s < 9.95 => format!("{s:.1}s"),
         s if s < 60.0 => format!("{s:.0}s"),
         s if s < 3600.0 => format!("{:.1}m", s / 60.0),
         s if s < 86_400.0 => format!("{:.1}h", s / 3600.0),
@@ -126,7 +129,7 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
         let p = &r.preemptions;
         let lost =
             p.priority.gpu_hours_lost + p.quota_reclaim.gpu_hours_lost + p.backfill.gpu_hours_lost;
-        format!("{lost:.1}")
+        format!("{lost:.2}")
     });
     row("multi-GPU pods off NVLink, NVLink free".into(), &|r| {
         format!("{} of {}", r.nvlink.exceptions, r.nvlink.multi_gpu_pods)
@@ -175,13 +178,13 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
             let Some(t) = r.tenants.iter().find(|t| t.name == name) else {
                 return "-".into();
             };
-            let whole = |x: f64| format!("{x:.0}");
+            let tenth = |x: f64| format!("{x:.1}");
             format!(
                 "{} / {} of {:.0}, {} (max {})",
-                optional(t.used_gpus_mean, whole),
-                optional(t.borrowed_gpus_mean, whole),
+                optional(t.used_gpus_mean, tenth),
+                optional(t.borrowed_gpus_mean, tenth),
                 t.quota_gpus,
-                optional(t.pending_mean, |x| format!("{x:.1}")),
+                optional(t.pending_mean, tenth),
                 t.pending_max
             )
         });
@@ -203,6 +206,9 @@ mod tests {
 
     #[test]
     fn durations_read_naturally() {
+        assert_eq!(human_duration(0.0), "0s");
+        assert_eq!(human_duration(0.4), "0.4s");
+        assert_eq!(human_duration(9.96), "10s");
         assert_eq!(human_duration(42.0), "42s");
         assert_eq!(human_duration(450.0), "7.5m");
         assert_eq!(human_duration(3.0 * 3600.0), "3.0h");

@@ -471,12 +471,14 @@ impl World {
     }
 
     /// This replica became the leader (again): what is told once, on the nodes, is told
-    /// again at its next round, since the last leader may not have told it. With
+    /// again at its next round, since the last leader may not have told it, and the
+    /// metrics are its to export. With
     /// `pods_listed_anew`, the pod watch has been asked to list anew: nothing is placed
     /// until a listing it begins after [`Input::PodsListedAnew`] is complete, so that
     /// pods the last leader bound are known, however far behind the watch ran.
     pub fn took_the_lead(&mut self, pods_listed_anew: bool) {
         self.nodes.tell_again();
+        self.metrics.set_leading(true);
         if pods_listed_anew {
             self.pod_resync.await_anew();
         }
@@ -655,8 +657,10 @@ impl World {
             self.pods.group_changed(&key);
             self.pods.told_negative_min.remove(&key);
             self.groups.remove(&key);
-            if !self.pods.members.contains_key(&key) {
-                self.pods.forget_workload(&pods::group_workload(&key));
+            if !self.pods.members.contains_key(&key)
+                && self.pods.forget_workload(&pods::group_workload(&key))
+            {
+                self.metrics.job_withdrawn();
             }
         }
         for group in applied {

@@ -479,11 +479,14 @@ impl Pods {
         Some(left)
     }
 
-    /// A workload that is gone: one made again under its name is a new job.
-    pub fn forget_workload(&mut self, workload: &str) {
-        self.submitted_workloads.remove(workload);
-        self.placed_workloads.remove(workload);
+    /// A workload that is gone: one made again under its name is a new job. Whether it
+    /// was submitted and never placed (withdrawn, in the metrics).
+    #[must_use]
+    pub fn forget_workload(&mut self, workload: &str) -> bool {
+        let submitted = self.submitted_workloads.remove(workload);
+        let placed = self.placed_workloads.remove(workload);
         self.landed_parts.remove(workload);
+        submitted && !placed
     }
 
     /// The cluster changed: parked pods may be adopted now.
@@ -1000,7 +1003,7 @@ impl World {
         let Some(entry) = pods.entries.remove(uid) else {
             return;
         };
-        match entry.group {
+        let withdrawn = match entry.group {
             None => pods.forget_workload(&pod_workload(uid)),
             Some(group) => {
                 let members = pods.members.get_mut(&group);
@@ -1014,11 +1017,15 @@ impl World {
                     // Pods made again for a PodGroup that lives on (after a preemption,
                     // say) are the same job, as in the simulator: it is forgotten with
                     // its PodGroup.
-                    if !self.groups.contains_key(&group) {
-                        pods.forget_workload(&group_workload(&group));
-                    }
+                    !self.groups.contains_key(&group)
+                        && pods.forget_workload(&group_workload(&group))
+                } else {
+                    false
                 }
             }
+        };
+        if withdrawn {
+            self.metrics.job_withdrawn();
         }
     }
 

@@ -417,11 +417,17 @@ impl World {
                 borrowed.insert(model.clone(), Some(gpus(tenants.borrowed(tenant, pool_id))));
             }
             // A merge patch removes only what it names: a model of this replica's that no
-            // node carries any more is named null, or its last figures would stay.
+            // node carries any more is named null, or its last figures would stay; so is
+            // any model no node carries, by the `--default-shard` replica (figures a shard
+            // removed since left behind).
             let shown =
                 (queue.status.iter()).flat_map(|s| s.allocated.keys().chain(s.borrowed.keys()));
             let gone: Vec<String> = shown
-                .filter(|m| self.options.owns_model(m) && !allocated.contains_key(*m))
+                .filter(|m| {
+                    let ours = self.options.owns_model(m)
+                        || (self.options.default_shard && !self.nodes.carries(m));
+                    ours && !allocated.contains_key(*m)
+                })
                 .cloned()
                 .collect();
             for model in gone {
