@@ -16,9 +16,8 @@
 //! it is logged, naming it, and counts as absent.
 
 use std::fmt::Debug;
-use std::sync::mpsc::Sender;
-
 use std::sync::Arc;
+use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
@@ -174,6 +173,13 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
     object
 }
 
+/// How long one watch call lasts before it is made again (from the last version seen),
+/// and so, 5 s more, how long a watch may go without any event before its connection is
+/// taken for dead. A connection lost without a reset (an API server gone behind a load
+/// balancer, a NAT entry dropped) would otherwise leave this replica placing on what it
+/// saw up to 295 s before (kube's default); client-go's HTTP/2 pings notice within 45 s.
+pub(super) const WATCH_TIMEOUT_S: u32 = 60;
+
 /// Forwards one watcher's events, each turned into an input by `input` (`None`: nothing
 /// to forward). With `optional`, a kind whose resource is not installed (its CRD is
 /// absent: 404) or not readable (403) when first listed counts as an empty listing, so
@@ -182,13 +188,6 @@ fn named<K: Resource + Default>(metadata: ObjectMeta) -> K {
 /// restarted serves custom resources only once it has loaded them) keeps what was
 /// listed, as an informer does, and is retried. With `relist`, the watch starts over when
 /// asked.
-/// How long one watch call lasts before it is made again (from the last version seen),
-/// and so, 5 s more, how long a watch may go without any event before its connection is
-/// taken for dead. A connection lost without a reset (an API server gone behind a load
-/// balancer, a NAT entry dropped) would otherwise leave this replica placing on what it
-/// saw up to 295 s before (kube's default); client-go's HTTP/2 pings notice within 45 s.
-pub(super) const WATCH_TIMEOUT_S: u32 = 60;
-
 fn spawn<K>(
     api: Api<K>,
     kind: &'static str,

@@ -472,10 +472,10 @@ impl World {
 
     /// This replica became the leader (again): what is told once, on the nodes, is told
     /// again at its next round, since the last leader may not have told it, and the
-    /// metrics are its to export. With
-    /// `pods_listed_anew`, the pod watch has been asked to list anew: nothing is placed
-    /// until a listing it begins after [`Input::PodsListedAnew`] is complete, so that
-    /// pods the last leader bound are known, however far behind the watch ran.
+    /// metrics are its to export. With `pods_listed_anew`, the pod watch has been asked to
+    /// list anew: nothing is placed until a listing it begins after
+    /// [`Input::PodsListedAnew`] is complete, so that pods the last leader bound are
+    /// known, however far behind the watch ran.
     pub fn took_the_lead(&mut self, pods_listed_anew: bool) {
         self.nodes.tell_again();
         self.metrics.set_leading(true);
