@@ -954,9 +954,7 @@ fn check_devices_and_aggregates(state: &ClusterState, rows: &[Row], step: &str) 
                 u32::from(node_used > 0 && node_used < devices as u64 * 1000);
             aggregate.nvlink_histogram[island as usize] += 1;
             aggregate.nvlink_levels |= 1 << island;
-            if roomiest > 0 {
-                aggregate.shared_room_histogram[(roomiest / 100) as usize] += 1;
-            }
+            aggregate.shared_room_max = aggregate.shared_room_max.max(roomiest);
             aggregate.shared_room_milli += room_milli;
         }
     }

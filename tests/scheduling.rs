@@ -391,6 +391,42 @@ fn a_fraction_seeks_a_shared_device_in_another_group() {
     assert_eq!(at(JobId(4)).0, NodeId(1));
 }
 
+/// A fraction's room on a shared device is judged exactly when ranking groups: 0.33 goes
+/// to the device with 0.4 free in the other group, not beside one with 0.3 free (same
+/// tenth), where it would break the node's whole GPU.
+#[test]
+fn a_fraction_does_not_take_a_shared_device_a_little_too_small_for_room() {
+    use kant::config::Placement as Strategy;
+    let node = |i: usize, gpus: usize| NodeRow {
+        name: format!("node-{i}"),
+        gpu_model: Some("H100".into()),
+        gpus,
+        leaf: Some(LeafPath {
+            superspine: "ss".into(),
+            spine: "spine".into(),
+            leaf: format!("leaf-{i}"),
+        }),
+        ..Default::default()
+    };
+    for strategy in [Strategy::EBinpack, Strategy::ESpread] {
+        let config = profile_config("default", None, None).with_placement(strategy);
+        let mut s = scheduler(build(&config), nvlink_cluster([node(0, 2), node(1, 1)]));
+        // Node 0 (leaf 0): 0.3 free on device 0, device 1 whole. Node 1 (leaf 1): 0.4 free.
+        adopt(&mut s, 1, GpuRequest::Fraction(700), 0, 0b1, 700);
+        adopt(&mut s, 2, GpuRequest::Fraction(600), 1, 0b1, 600);
+        let kind = JobKind::Inference;
+        s.submit(Job {
+            kind,
+            ..job(3, 1, GpuRequest::Fraction(330), 0, 0)
+        });
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(3)]);
+        let placed = s.state().placements().find(|(k, _)| k.job == JobId(3));
+        let at = placed.map(|(_, p)| (p.placement.node, p.placement.gpus.devices));
+        assert_eq!(at, Some((NodeId(1), 0b1)), "{strategy:?}");
+        assert_eq!(s.state().total().free_gpus, 1, "no whole GPU broken");
+    }
+}
+
 #[test]
 fn a_failed_binding_forgets_every_pod_and_requeues_the_job() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);

@@ -1,14 +1,9 @@
 //! Aggregates of node states over a group, a pool or the whole cluster, kept up to date by
 //! subtracting a node's old contribution and adding its new one on every change.
 
-use crate::model::{MAX_GPUS_PER_NODE, MILLI_PER_GPU, Milli};
+use crate::model::{MAX_GPUS_PER_NODE, Milli};
 
 use super::NodeState;
-
-/// Steps of [`GpuAggregate::shared_room_histogram`]: 10, of 100 milli-GPUs each (few, as
-/// every group's aggregate carries them and is copied with its leaf on each change).
-pub(super) const SHARED_ROOM_STEPS: usize = 10;
-pub(super) const SHARED_ROOM_STEP: Milli = MILLI_PER_GPU / SHARED_ROOM_STEPS as Milli;
 
 /// What the first level of the search reads instead of visiting nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,10 +32,11 @@ pub struct GpuAggregate {
     pub nvlink_histogram: [u32; MAX_GPUS_PER_NODE + 1],
     /// Bit `k` set: `nvlink_histogram[k]` is above 0.
     pub nvlink_levels: u64,
-    /// `shared_room_histogram[k]`: nodes whose roomiest shared device (healthy and partly
-    /// assigned) has `k` to `k + 1` steps of 100 milli-GPUs free; nodes without one are
-    /// not counted.
-    pub shared_room_histogram: [u32; SHARED_ROOM_STEPS],
+    /// The most milli-GPUs free on one shared device (healthy and partly assigned) of any
+    /// node, 0 when none has one. Removing a node cannot lower it (the next roomiest node
+    /// is not known here): `ClusterState` works it out anew when a node's roomiest shared
+    /// device loses room.
+    pub shared_room_max: Milli,
     /// Milli-GPUs free on healthy devices that are partly assigned.
     pub shared_room_milli: u64,
 }
@@ -59,7 +55,7 @@ impl Default for GpuAggregate {
             fragmented_nodes: 0,
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
             nvlink_levels: 0,
-            shared_room_histogram: [0; SHARED_ROOM_STEPS],
+            shared_room_max: 0,
             shared_room_milli: 0,
         }
     }
@@ -83,11 +79,8 @@ impl GpuAggregate {
         step(&mut self.nvlink_histogram[island as usize], 1);
         mark_level(&mut self.nvlink_levels, &self.nvlink_histogram, island);
         let (roomiest, room) = node.shared_room();
-        if roomiest > 0 {
-            step(
-                &mut self.shared_room_histogram[(roomiest / SHARED_ROOM_STEP) as usize],
-                1,
-            );
+        if sign > 0 {
+            self.shared_room_max = self.shared_room_max.max(roomiest);
         }
         self.shared_room_milli = (self.shared_room_milli as i64 + sign * i64::from(room)) as u64;
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;
@@ -114,14 +107,10 @@ impl GpuAggregate {
         top_level(self.nvlink_levels)
     }
 
-    /// Whether some node has a shared device with room for a fraction of `milli`, judged
-    /// by steps of 100 milli-GPUs: a device with less room, but in the fraction's own
-    /// step, counts too (300 free for 330 asked), so the answer ranks, it does not promise.
-    pub fn may_share_room(&self, milli: Milli) -> bool {
-        let from = (milli / SHARED_ROOM_STEP) as usize;
-        self.shared_room_histogram
-            .get(from..)
-            .is_some_and(|steps| steps.iter().any(|&n| n > 0))
+    /// Whether some node has a shared device with room for a fraction of `milli` (above
+    /// 0), exactly.
+    pub fn has_shared_room(&self, milli: Milli) -> bool {
+        milli <= self.shared_room_max
     }
 
     /// The most free whole devices on any one node.

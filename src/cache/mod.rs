@@ -522,6 +522,49 @@ impl ClusterState {
             aggregate.apply(&before, -1);
             aggregate.apply(&after, 1);
         }
+        let was = before.shared_room().0;
+        if after.shared_room().0 < was {
+            self.renew_shared_room_max(index, was);
+        }
+    }
+
+    /// After node `index`'s roomiest shared device lost room, from `was` milli-GPUs: the
+    /// most room of each aggregate that `was` may have been, worked out anew. Groups and
+    /// scale-up domains from their nodes, a pool from its groups, the cluster from its
+    /// pools (each partitions the next); an aggregate with more room elsewhere keeps it.
+    fn renew_shared_room_max(&mut self, index: usize, was: Milli) {
+        let spec = &self.spec;
+        let nodes = &self.nodes;
+        let roomiest = |members: &[NodeId]| {
+            let rooms = members.iter().map(|id| nodes[id.index()].shared_room().0);
+            rooms.max().unwrap_or(0)
+        };
+        let node = &spec.nodes[index];
+        let group = spec.node_group[index];
+        let aggregate = &mut self.groups[group.index()];
+        if aggregate.shared_room_max == was {
+            aggregate.shared_room_max = roomiest(&spec.group(group).nodes);
+        }
+        if let Some(hbd) = node.topology.hbd {
+            let aggregate = &mut self.hbds[hbd as usize];
+            if aggregate.shared_room_max == was {
+                aggregate.shared_room_max = roomiest(&spec.hbd_nodes[hbd as usize]);
+            }
+        }
+        let groups = &self.groups;
+        let pool = node.pool.index();
+        let aggregate = &mut self.pools[pool];
+        if aggregate.shared_room_max != was {
+            return;
+        }
+        let in_groups = spec.pools[pool].groups.iter();
+        aggregate.shared_room_max = (in_groups.map(|g| groups[g.index()].shared_room_max))
+            .max()
+            .unwrap_or(0);
+        if self.total.shared_room_max == was {
+            let in_pools = self.pools.iter().map(|p| p.shared_room_max);
+            self.total.shared_room_max = in_pools.max().unwrap_or(0);
+        }
     }
 }
 

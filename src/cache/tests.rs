@@ -350,7 +350,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         .sum();
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
     let mut max_free = 0u32;
-    let (mut shared_room, mut shared_room_milli) = ([0u32; aggregate::SHARED_ROOM_STEPS], 0u64);
+    let (mut shared_room_max, mut shared_room_milli) = (0, 0u64);
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
         let rooms: Vec<u32> = (0..devices)
@@ -358,9 +358,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             .map(|d| MILLI_PER_GPU - used[index][d])
             .collect();
         let roomiest = rooms.iter().copied().max().unwrap_or(0);
-        if roomiest > 0 {
-            shared_room[(roomiest / aggregate::SHARED_ROOM_STEP) as usize] += 1;
-        }
+        shared_room_max = shared_room_max.max(roomiest);
         shared_room_milli += rooms.iter().map(|&r| u64::from(r)).sum::<u64>();
         let free = (0..devices)
             .filter(|&d| used[index][d] == 0 && !unhealthy.contains(&(index as u32, d)))
@@ -391,7 +389,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         ),
         (free_gpus, free_nodes, used_milli, sharing_milli, fragmented)
     );
-    assert_eq!(total.shared_room_histogram, shared_room);
+    assert_eq!(total.shared_room_max, shared_room_max);
     assert_eq!(total.shared_room_milli, shared_room_milli);
     assert_eq!(total.max_free_on_node(), max_free);
     let max_island = (state.nodes()).map(|(_, node)| node.nvlink_island()).max();
@@ -453,21 +451,33 @@ proptest! {
     }
 }
 
-/// Shared-device room is judged in steps of 100 milli-GPUs: exact at a step's edge, and
-/// inside the fraction's own step it says yes (a ranking, not a promise).
+/// Shared-device room is exact to the milli-GPU (330 asked does not fit 300 free), and
+/// when the roomiest shared device fills, the next roomiest one counts.
 #[test]
-fn shared_room_is_judged_in_steps_of_100_milli_gpus() {
-    let mut state = ClusterState::new(cluster(&[(2, None)]));
-    assert!(!state.total().may_share_room(1), "no shared device");
-    // 0.75 on device 0 leaves 250; device 1 stays whole and is no shared room.
-    state.assume(key(1, 0), place(0, 0b1, 750)).unwrap();
-    let total = state.total();
-    assert_eq!(total.shared_room_milli, 250);
-    assert!(total.may_share_room(250));
-    assert!(total.may_share_room(299), "the same step as 250");
-    assert!(!total.may_share_room(300));
-    assert!(!total.may_share_room(MILLI_PER_GPU));
-    state.assume(key(2, 0), place(0, 0b1, 250)).unwrap();
-    assert!(!state.total().may_share_room(1), "the device is full");
+fn shared_room_is_exact_and_follows_the_roomiest_device() {
+    let mut state = ClusterState::new(cluster(&[(2, Some("a")), (1, Some("b"))]));
+    let (a, b) = (GroupId(0), GroupId(1));
+    assert!(!state.total().has_shared_room(1), "no shared device");
+    // 0.7 on node 0's device 0 leaves 300; device 1 stays whole and is no shared room.
+    state.assume(key(1, 0), place(0, 0b1, 700)).unwrap();
+    assert!(state.group(a).has_shared_room(300));
+    assert!(!state.group(a).has_shared_room(301));
+    // 0.65 on node 1 leaves 350: room for 330 in its group only.
+    state.assume(key(2, 0), place(1, 0b1, 650)).unwrap();
+    assert!(!state.group(a).has_shared_room(330));
+    assert!(state.group(b).has_shared_room(330));
+    assert!(!state.total().has_shared_room(351));
+    assert_eq!(state.total().shared_room_milli, 650);
+    // Node 1's device fills: the most room is node 0's 300 again.
+    state.assume(key(3, 0), place(1, 0b1, 350)).unwrap();
+    assert!(!state.total().has_shared_room(301));
+    assert!(state.total().has_shared_room(300));
+    assert!(!state.group(b).has_shared_room(1));
+    state.assume(key(4, 0), place(0, 0b1, 300)).unwrap();
+    assert!(
+        !state.total().has_shared_room(1),
+        "every shared device is full"
+    );
     assert_eq!(state.total().shared_room_milli, 0);
+    assert_aggregates_match(&state);
 }

@@ -74,7 +74,7 @@ impl GroupScore for EBinpack {
                 // A fraction goes first where a shared device has room for it: it breaks
                 // no whole GPU there.
                 Some(GpuRequest::Fraction(milli)) => {
-                    i64::from(aggregate.may_share_room(milli)) * (MAX_NODE_SCORE / 2) + score / 2
+                    i64::from(aggregate.has_shared_room(milli)) * (MAX_NODE_SCORE / 2) + score / 2
                 }
                 _ => score,
             }
