@@ -8,6 +8,11 @@ use super::ModelError;
 /// Matrices of at most this many devices answer [`LinkMatrix::best_set`] from a table.
 const TABLED_DEVICES: usize = 8;
 
+/// At most this many sets of an island that is connected without being fully linked are
+/// weighed besides its greedy picks, lowest devices first: every set of one of at most
+/// [`TABLED_DEVICES`] devices (70 at most).
+const WEIGHED_SETS: usize = 256;
+
 /// How two devices of one node talk, best first. The order is the preference order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkClass {
@@ -257,38 +262,45 @@ impl LinkMatrix {
 
     /// The worst link class inside a set of devices (NVLink for a set of one).
     pub fn worst_class(&self, set: u32) -> LinkClass {
-        let mut worst = LinkClass::NvLink;
-        for a in bits(set) {
-            for b in bits(set) {
-                if b > a {
-                    worst = worst.max(self.class(a, b));
-                }
-            }
-        }
-        worst
+        pairs(set)
+            .map(|(a, b)| self.class(a, b))
+            .max()
+            .unwrap_or(LinkClass::NvLink)
+    }
+
+    /// What linking `a` and `b` costs a pod: the link class.
+    fn pair_cost(&self, a: usize, b: usize) -> u32 {
+        self.class(a, b) as u32
     }
 
     /// The best-connected `count` devices among `free` (a bit mask), or `None` when fewer
     /// are free. The set's worst link is as good as any free set allows: classes are tried
-    /// best first, and at each the islands of free devices connected at that class, smallest
-    /// first (best fit, which leaves the larger islands whole; among equals, the one in the
-    /// smallest coarser component, see `smallest_island`); the first island that holds
-    /// `count` devices all pairwise linked at that class gives the set. Inside an island whose
-    /// every pair is linked at the class (NVSwitch boards, NVLink pairs, PCIe switches, NUMA
-    /// nodes) devices are added one at a time from its lowest device by the lowest total link
-    /// cost to those already chosen. Inside one that is only connected (a DGX-1 cube mesh)
-    /// that pick is run from every device, keeping to devices linked at the class to all
-    /// already chosen, and the set of lowest total cost is kept (then the lowest devices);
-    /// should every start dead-end, an exact search settles whether such a set exists.
+    /// best first, and at each the islands of free devices connected at that class that
+    /// could hold the set.
     ///
-    /// Cost: the fast path (the smallest island is fully linked, as on every generated
-    /// profile) is one component walk per class plus an `O(n)` check and the `O(k * n)`
-    /// pick, and a walk of the coarser components around two islands each time two are
-    /// equally small (lone devices on PCIe or NVLink-pair boards). Only an island that is
-    /// connected but not fully linked pays the `O(n^2 * k)` multi-start pick (a few hundred
-    /// steps on 8 devices), and only a start that finds no clean set pays the exact search,
-    /// bounded by the island's cliques. A matrix of at most [`TABLED_DEVICES`] devices
-    /// reads the answer from a table it works out at first need.
+    /// When every such island has its every pair linked at the class (NVSwitch boards,
+    /// NVLink pairs, PCIe switches, NUMA nodes: every generated layout), the smallest gives
+    /// the set (best fit, which leaves the larger islands whole; among equals, the one in
+    /// the smallest coarser component, see `smallest_island`), picked by `greedy_pick`. Any
+    /// choice inside a
+    /// fully linked island leaves as large an all-NVLink set free as any other would.
+    ///
+    /// When one is only connected (a DGX-1 cube mesh), a choice can break the one free
+    /// all-NVLink set a later pod needs, so candidates are weighed: from each island, its
+    /// greedy pick if fully linked, else a pick from every device keeping to devices
+    /// linked at the class to all already chosen (should every start dead-end, an exact
+    /// search settles whether such a set exists). The lowest total link class wins, then
+    /// the largest all-NVLink set left free, the smaller island, the lowest devices.
+    ///
+    /// Cost: the fast path (every island fully linked, as on every generated profile) is
+    /// two component walks per class plus an `O(n)` check and the `O(k * n)` pick, and a
+    /// walk of the coarser components around two islands each time two are equally small
+    /// (lone devices on PCIe or NVLink-pair boards). Only a node with an island that is
+    /// connected but not fully linked pays the `O(n^2 * k)` multi-start pick and a largest
+    /// clique search per candidate (a few thousand steps on 8 devices), and only a start
+    /// that finds no clean set pays the exact search, bounded by the island's cliques. A
+    /// matrix of at most [`TABLED_DEVICES`] devices reads the answer from a table it works
+    /// out at first need.
     pub fn best_set(&self, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
@@ -319,25 +331,34 @@ impl LinkMatrix {
             let Some(smallest) = self.smallest_island(free, count, class) else {
                 continue;
             };
-            if self.fully_linked(smallest, class) {
+            let holding = || {
+                self.islands(free, class)
+                    .filter(move |island| island.count_ones() >= count)
+            };
+            if holding().all(|island| self.fully_linked(island, class)) {
                 return Some(self.greedy_pick(smallest, count));
             }
-            // Rare: an island that is connected without being fully linked. Every island
-            // that could hold the set, smallest first, lowest device first among equals.
-            let mut islands: Vec<u32> = self
-                .islands(free, class)
-                .filter(|island| island.count_ones() >= count)
-                .collect();
-            islands.sort_by_key(|island| island.count_ones());
-            for island in islands {
-                let set = if self.fully_linked(island, class) {
-                    Some(self.greedy_pick(island, count))
-                } else {
-                    self.clean_pick(island, count, class)
-                };
-                if set.is_some() {
-                    return set;
-                }
+            // Rare: an island that is connected without being fully linked.
+            let best = holding()
+                .flat_map(|island| {
+                    let picks = if self.fully_linked(island, class) {
+                        vec![self.greedy_pick(island, count)]
+                    } else {
+                        self.clean_picks(island, count, class)
+                    };
+                    picks.into_iter().map(move |set| (island, set))
+                })
+                .min_by_key(|&(island, set)| {
+                    let cost: u32 = pairs(set).map(|(a, b)| self.pair_cost(a, b)).sum();
+                    (
+                        cost,
+                        std::cmp::Reverse(self.largest_nvlink_island(free & !set)),
+                        island.count_ones(),
+                        std::cmp::Reverse(set.reverse_bits()),
+                    )
+                });
+            if let Some((_, set)) = best {
+                return Some(set);
             }
         }
         None
@@ -433,7 +454,8 @@ impl LinkMatrix {
         })
     }
 
-    /// `count` devices of a fully linked `island`, from its lowest device.
+    /// `count` devices of a fully linked `island`: from its lowest device, each next the
+    /// one of lowest total cost (`pair_cost`) to those already chosen.
     fn greedy_pick(&self, island: u32, count: u32) -> u32 {
         if island.count_ones() == count {
             return island;
@@ -444,7 +466,7 @@ impl LinkMatrix {
             let next = bits(island & !chosen)
                 .min_by_key(|&candidate| {
                     bits(chosen)
-                        .map(|c| self.class(candidate, c) as u32)
+                        .map(|c| self.pair_cost(candidate, c))
                         .sum::<u32>()
                 })
                 .expect("island holds at least `count` devices");
@@ -453,46 +475,37 @@ impl LinkMatrix {
         chosen
     }
 
-    /// `count` devices of `island` whose every pair is linked at `class` or better, if any:
-    /// the cheapest of the greedy picks from each device (the lowest devices among equals),
-    /// else the first such set an exact search finds.
-    fn clean_pick(&self, island: u32, count: u32, class: LinkClass) -> Option<u32> {
+    /// Sets of `count` devices of `island` whose every pair is linked at `class` or better:
+    /// a greedy pick from each device that finds one (each next device the one of lowest
+    /// total cost to those chosen, among those linked at `class` to all of them), and the
+    /// first [`WEIGHED_SETS`] such sets, lowest devices first.
+    fn clean_picks(&self, island: u32, count: u32, class: LinkClass) -> Vec<u32> {
         let within = &self.within[class as usize];
-        let mut best: Option<(u32, u32)> = None;
-        for start in bits(island) {
-            let mut chosen = 1u32 << start;
-            let mut open = within[start] & island & !chosen;
-            // Each device's total link cost to those chosen.
-            let mut cost_to = [0u32; 32];
-            let mut cost = 0;
-            let mut last = start;
-            while chosen.count_ones() < count && chosen.count_ones() + open.count_ones() >= count {
-                for device in bits(open) {
-                    cost_to[device] += self.class(device, last) as u32;
+        let mut picks: Vec<u32> = bits(island)
+            .filter_map(|start| {
+                let mut chosen = 1u32 << start;
+                let mut open = within[start] & island & !chosen;
+                // Each device's total link cost to those chosen.
+                let mut cost_to = [0u32; 32];
+                let mut last = start;
+                while chosen.count_ones() < count
+                    && chosen.count_ones() + open.count_ones() >= count
+                {
+                    for device in bits(open) {
+                        cost_to[device] += self.pair_cost(device, last);
+                    }
+                    last = bits(open)
+                        .min_by_key(|&device| cost_to[device])
+                        .expect("open holds a device");
+                    chosen |= 1 << last;
+                    open &= within[last] & !(1 << last);
                 }
-                last = bits(open)
-                    .min_by_key(|&device| cost_to[device])
-                    .expect("open holds a device");
-                cost += cost_to[last];
-                chosen |= 1 << last;
-                open &= within[last] & !(1 << last);
-            }
-            if chosen.count_ones() < count {
-                continue;
-            }
-            let better = match best {
-                None => true,
-                Some((best_cost, best_set)) => {
-                    (cost, std::cmp::Reverse(chosen.reverse_bits()))
-                        < (best_cost, std::cmp::Reverse(best_set.reverse_bits()))
-                }
-            };
-            if better {
-                best = Some((cost, chosen));
-            }
-        }
-        best.map(|(_, set)| set)
-            .or_else(|| first_clique(within, 0, island, count))
+                (chosen.count_ones() == count).then_some(chosen)
+            })
+            .collect();
+        let limit = picks.len() + WEIGHED_SETS;
+        cliques(within, 0, island, count, limit, &mut picks);
+        picks
     }
 }
 
@@ -510,21 +523,38 @@ fn largest_clique(within: &[u32], chosen: u32, mut open: u32, largest: &mut u32)
     }
 }
 
-/// The first set of `count` devices, lowest first, that extends `chosen` with devices of
-/// `open` (all linked to every chosen device) into a clique under the adjacency `within`.
-fn first_clique(within: &[u32], chosen: u32, mut open: u32, count: u32) -> Option<u32> {
+/// Pushes onto `found`, until it holds `limit`, the sets of `count` devices, lowest first,
+/// that extend `chosen` with devices of `open` (all linked to every chosen device) into a
+/// clique under the adjacency `within`.
+fn cliques(
+    within: &[u32],
+    chosen: u32,
+    mut open: u32,
+    count: u32,
+    limit: usize,
+    found: &mut Vec<u32>,
+) {
     if chosen.count_ones() == count {
-        return Some(chosen);
+        found.push(chosen);
+        return;
     }
-    while chosen.count_ones() + open.count_ones() >= count {
+    while found.len() < limit && chosen.count_ones() + open.count_ones() >= count {
         let device = open.trailing_zeros() as usize;
         open &= open - 1;
-        let found = first_clique(within, chosen | 1 << device, open & within[device], count);
-        if found.is_some() {
-            return found;
-        }
+        cliques(
+            within,
+            chosen | 1 << device,
+            open & within[device],
+            count,
+            limit,
+            found,
+        );
     }
-    None
+}
+
+/// The pairs `(a, b)` of devices of `set` with `a < b`.
+fn pairs(set: u32) -> impl Iterator<Item = (usize, usize)> {
+    bits(set).flat_map(move |a| bits(set & u32::MAX << a << 1).map(move |b| (a, b)))
 }
 
 /// The indices of the set bits of `mask`, lowest first.
@@ -690,6 +720,29 @@ mod tests {
         }
     }
 
+    /// Free 0-3 and 5 of a cube mesh: 0-3 are the only four all on NVLink, and 5 is linked
+    /// to 1 alone among them. A 1-GPU pod takes 5, which leaves 0-3 to a 4-GPU pod; a 2-GPU
+    /// pod takes 1 and 5, which leaves 0, 2 and 3 all on NVLink.
+    #[test]
+    fn cube_mesh_keeps_the_largest_nvlink_set_free() {
+        let m = dgx1();
+        let free = mask(&[0, 1, 2, 3, 5]);
+        assert_eq!(m.best_set(free, 1), Some(mask(&[5])));
+        assert_eq!(
+            m.best_set(mask(&[0, 1, 2, 3]), 4),
+            Some(mask(&[0, 1, 2, 3]))
+        );
+        assert_eq!(m.best_set(free, 2), Some(mask(&[1, 5])));
+        assert_eq!(m.largest_nvlink_island(mask(&[0, 2, 3])), 3);
+    }
+
+    /// A 1-GPU pod leaves as large an all-NVLink set free as any device would.
+    fn assert_one_keeps_the_largest_nvlink_set(m: &LinkMatrix, free: u32) {
+        let kept = |set: u32| m.largest_nvlink_island(free & !set);
+        let best = bits(free).map(|device| kept(1 << device)).max();
+        assert_eq!(m.best_set(free, 1).map(kept), best, "{m:?} {free:#x}");
+    }
+
     /// The best worst class over every `count`-subset of `free`, by brute force.
     fn best_class_brute(m: &LinkMatrix, free: u32, count: u32) -> Option<LinkClass> {
         (0u32..1 << m.devices())
@@ -708,6 +761,7 @@ mod tests {
                 .max()
                 .unwrap();
             assert_eq!(m.largest_nvlink_island(free), largest, "{free:#x}");
+            assert_one_keeps_the_largest_nvlink_set(&m, free);
             for count in 1..=8 {
                 let set = m.best_set(free, count);
                 match best_class_brute(&m, free, count) {
@@ -870,6 +924,7 @@ mod tests {
                     .max()
                     .unwrap();
                 assert_eq!(m.largest_nvlink_island(free), largest);
+                assert_one_keeps_the_largest_nvlink_set(&m, free);
                 for count in 1..=devices as u32 {
                     let set = m.best_set(free, count);
                     assert_eq!(set.map(u32::count_ones).unwrap_or(count), count);
