@@ -13,6 +13,9 @@ const TABLED_DEVICES: usize = 8;
 /// [`TABLED_DEVICES`] devices (70 at most).
 const WEIGHED_SETS: usize = 256;
 
+/// The low bits of a link cost (`LinkMatrix::pair_cost`) that count NUMA crossings.
+const NUMA_BITS: u32 = 10;
+
 /// How two devices of one node talk, best first. The order is the preference order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum LinkClass {
@@ -74,6 +77,8 @@ pub struct LinkMatrix {
     nic_names: Vec<String>,
     /// `within[c][i]`: devices reached from `i` over a link of class `c` or better.
     within: [Vec<u32>; 4],
+    /// `numa_peers[i]`: the devices on `i`'s NUMA node, `i` among them.
+    numa_peers: Vec<u32>,
     best_sets: BestSets,
 }
 
@@ -150,6 +155,13 @@ impl LinkMatrix {
                 })
                 .collect()
         });
+        let numa_peers = (0..devices)
+            .map(|i| {
+                (0..devices)
+                    .filter(|&j| numa[j] == numa[i])
+                    .fold(0u32, |mask, j| mask | 1 << j)
+            })
+            .collect();
         Ok(Self {
             devices: devices as u8,
             classes,
@@ -158,6 +170,7 @@ impl LinkMatrix {
             nics_assumed: false,
             nic_names: Vec::new(),
             within,
+            numa_peers,
             best_sets: BestSets::default(),
         })
     }
@@ -268,9 +281,11 @@ impl LinkMatrix {
             .unwrap_or(LinkClass::NvLink)
     }
 
-    /// What linking `a` and `b` costs a pod: the link class.
+    /// What linking `a` and `b` costs a pod: the link class, then whether the pair crosses
+    /// NUMA nodes. The crossing sits in the low [`NUMA_BITS`], so that sums over fewer than
+    /// `2^NUMA_BITS` pairs (any set of 32 devices) compare by classes first.
     fn pair_cost(&self, a: usize, b: usize) -> u32 {
-        self.class(a, b) as u32
+        (self.class(a, b) as u32) << NUMA_BITS | u32::from(self.numa[a] != self.numa[b])
     }
 
     /// The best-connected `count` devices among `free` (a bit mask), or `None` when fewer
@@ -281,8 +296,8 @@ impl LinkMatrix {
     /// When every such island has its every pair linked at the class (NVSwitch boards,
     /// NVLink pairs, PCIe switches, NUMA nodes: every generated layout), the smallest gives
     /// the set (best fit, which leaves the larger islands whole; among equals, the one in
-    /// the smallest coarser component, see `smallest_island`), picked by `greedy_pick`. Any
-    /// choice inside a
+    /// the smallest coarser component, see `smallest_island`), picked by `greedy_pick`:
+    /// inside one NUMA node when the island's share of one holds it. Any choice inside a
     /// fully linked island leaves as large an all-NVLink set free as any other would.
     ///
     /// When one is only connected (a DGX-1 cube mesh), a choice can break the one free
@@ -290,7 +305,8 @@ impl LinkMatrix {
     /// greedy pick if fully linked, else a pick from every device keeping to devices
     /// linked at the class to all already chosen (should every start dead-end, an exact
     /// search settles whether such a set exists). The lowest total link class wins, then
-    /// the largest all-NVLink set left free, the smaller island, the lowest devices.
+    /// the largest all-NVLink set left free, the fewest pairs across NUMA nodes, the
+    /// smaller island, the lowest devices.
     ///
     /// Cost: the fast path (every island fully linked, as on every generated profile) is
     /// two component walks per class plus an `O(n)` check and the `O(k * n)` pick, and a
@@ -351,8 +367,9 @@ impl LinkMatrix {
                 .min_by_key(|&(island, set)| {
                     let cost: u32 = pairs(set).map(|(a, b)| self.pair_cost(a, b)).sum();
                     (
-                        cost,
+                        cost >> NUMA_BITS,
                         std::cmp::Reverse(self.largest_nvlink_island(free & !set)),
+                        cost,
                         island.count_ones(),
                         std::cmp::Reverse(set.reverse_bits()),
                     )
@@ -454,9 +471,14 @@ impl LinkMatrix {
         })
     }
 
-    /// `count` devices of a fully linked `island`: from its lowest device, each next the
-    /// one of lowest total cost (`pair_cost`) to those already chosen.
+    /// `count` devices of a fully linked `island`: inside the first NUMA node whose share
+    /// of the island holds them, if any, else across; from the lowest device, each next
+    /// the one of lowest total cost (`pair_cost`) to those already chosen.
     fn greedy_pick(&self, island: u32, count: u32) -> u32 {
+        let island = bits(island)
+            .map(|device| island & self.numa_peers[device])
+            .find(|share| share.count_ones() >= count)
+            .unwrap_or(island);
         if island.count_ones() == count {
             return island;
         }
@@ -611,6 +633,21 @@ mod tests {
             }
             assert_eq!(m.best_set(0, 0), Some(0));
         }
+    }
+
+    /// On an NVSwitch board every pair is on NVLink: a pod goes inside one NUMA node (0-3
+    /// or 4-7) when one holds it. On a cube mesh too, among NVLink pairs that leave as much
+    /// on NVLink free.
+    #[test]
+    fn equally_linked_pods_stay_inside_a_numa_node() {
+        let m = LinkMatrix::from_profile(LinkProfile::NvlinkAll, 8).unwrap();
+        assert_eq!(m.best_set(mask(&[0, 4, 5]), 2), Some(mask(&[4, 5])));
+        assert_eq!(m.best_set(mask(&[3, 4, 5, 6]), 2), Some(mask(&[4, 5])));
+        let seven = mask(&[1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(m.best_set(seven, 4), Some(mask(&[4, 5, 6, 7])));
+        // No NUMA node holds five: three and two.
+        assert_eq!(m.best_set(seven, 5), Some(mask(&[1, 2, 3, 4, 5])));
+        assert_eq!(dgx1().best_set(mask(&[1, 4, 5]), 2), Some(mask(&[4, 5])));
     }
 
     #[test]
@@ -778,8 +815,9 @@ mod tests {
 
     /// The choice before NVLink islands had to be all-pairs sets: the smallest connected
     /// component at the best class that holds `count` (among equals, the one in the
-    /// smallest component at each coarser class in turn, then the lowest), greedy from its
-    /// lowest device.
+    /// smallest component at each coarser class in turn, then the lowest), narrowed to the
+    /// first NUMA node's share of it that holds `count` if any, greedy from its lowest
+    /// device.
     fn component_best_set(m: &LinkMatrix, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
@@ -802,6 +840,11 @@ mod tests {
                 .filter(|island| island.count_ones() >= count)
                 .min_by_key(|&island| around(island, class));
             let Some(island) = island else { continue };
+            let island = (0..m.devices())
+                .map(|d| bits(island).filter(move |&e| m.numa[e] == m.numa[d]))
+                .map(|share| share.fold(0u32, |s, e| s | 1 << e))
+                .find(|share| share.count_ones() >= count)
+                .unwrap_or(island);
             if island.count_ones() == count {
                 return Some(island);
             }
