@@ -950,8 +950,9 @@ fn check_devices_and_aggregates(state: &ClusterState, rows: &[Row], step: &str) 
             aggregate.free_levels |= 1 << free;
             aggregate.used_milli += node_used;
             aggregate.sharing_milli += sharing[n];
-            aggregate.fragmented_nodes +=
-                u32::from(node_used > 0 && node_used < devices as u64 * 1000);
+            // Room left on healthy devices, free or shared.
+            let room = free > 0 || room_milli > 0;
+            aggregate.fragmented_nodes += u32::from(node_used > 0 && room);
             aggregate.nvlink_histogram[island as usize] += 1;
             aggregate.nvlink_levels |= 1 << island;
             aggregate.shared_room_max = aggregate.shared_room_max.max(roomiest);
