@@ -648,8 +648,9 @@ proptest! {
     /// place the job: skipping the others changes no decision. Gangs hold out for one leaf
     /// or spine, backfill heads hold room, jobs of two priorities and three tenants (one
     /// isolated) compete over two GPU models, some accepting either, and inference
-    /// replicas spread over an E-Spread zone (the first leaf), on spines of leaves. Some
-    /// pods keep others out of their node or zone by anti-affinity.
+    /// replicas spread over an E-Spread zone (the first leaf; training takes it last where
+    /// it allows training), on spines of leaves. Some pods keep others out of their node or
+    /// zone by anti-affinity.
     #[test]
     fn skipping_fruitless_searches_changes_no_decision(
         jobs in proptest::collection::vec(
@@ -659,6 +660,7 @@ proptest! {
         queueing in prop_oneof![Just(QueueingPolicy::Backfill), Just(QueueingPolicy::BestEffortFifo), Just(QueueingPolicy::StrictFifo)],
         per_leaf in 2usize..5,
         zone in any::<bool>(),
+        allow_training in any::<bool>(),
         flat in any::<bool>(),
     ) {
         let spec = two_models(per_leaf);
@@ -720,6 +722,7 @@ proptest! {
             profile = profile.with_placement(Placement::ESpread);
             profile.inference_zone = Some(ZoneConfig {
                 nodes: (0..per_leaf).map(|i| format!("node-{i:04}")).collect(),
+                allow_training,
                 ..Default::default()
             });
         }

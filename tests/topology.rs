@@ -809,6 +809,80 @@ fn e_spread_tries_the_zone_s_pool_first_for_replicas_of_any_gpu_model() {
     }
 }
 
+/// The zone's leaf of three nodes (0 to 2, allowing training) beside the general pool:
+/// nodes 3 and 4 in one leaf and node 5 in another, all under one spine.
+fn zone_beside_uneven_leaves() -> Scheduler {
+    let leaves = ["zone", "zone", "zone", "a", "a", "b"];
+    let rows = leaves
+        .iter()
+        .enumerate()
+        .map(|(i, leaf)| kant::model::NodeRow {
+            name: format!("node-{i:04}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: leaf.to_string(),
+            }),
+            ..Default::default()
+        });
+    let zone = kant::plugins::ZoneConfig {
+        nodes: (0..3).map(|i| format!("node-{i:04}")).collect(),
+        allow_training: true,
+        ..Default::default()
+    };
+    scheduler(zone_profile(zone), nvlink_cluster(rows))
+}
+
+const ZONE: [NodeId; 3] = [NodeId(0), NodeId(1), NodeId(2)];
+
+/// Training the zone allows takes the general pool at any tier before the zone: a gang of
+/// three nodes spreads over the general pool's two leaves rather than take the zone's
+/// leaf whole; one the general pool can never hold takes as few zone nodes as it needs;
+/// and once the general pool is full, the zone's leaf holds a gang whole.
+#[test]
+fn training_the_zone_allows_takes_the_general_pool_at_any_tier_first() {
+    let general: HashSet<NodeId> = (3..6).map(NodeId).collect();
+    let mut s = zone_beside_uneven_leaves();
+    s.submit(job(1, 3, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, JobId(1)), general);
+
+    let mut s = zone_beside_uneven_leaves();
+    s.submit(job(1, 4, whole(5), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let in_zone = nodes_of(&s, JobId(1)).intersection(&ZONE.into()).count();
+    assert_eq!(in_zone, 1, "{:?}", nodes_of(&s, JobId(1)));
+
+    let mut s = zone_beside_uneven_leaves();
+    for id in 1..4 {
+        s.submit(job(id, 1, whole(8), 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(job(4, 3, whole(8), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(4)]);
+    assert_eq!(
+        nodes_of(&s, JobId(4)),
+        ZONE.into(),
+        "the general pool is full"
+    );
+}
+
+/// A training gang the zone allows holds out only for domains the general pool could give
+/// it: with a replica on each zone node, it spreads over the general pool's leaves at once
+/// rather than wait its patience for the zone's leaf.
+#[test]
+fn training_the_zone_allows_holds_out_only_for_the_general_pool_s_domains() {
+    let mut s = zone_beside_uneven_leaves();
+    s.submit(inference(job(1, 3, whole(1), 0, 0)));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    assert_eq!(nodes_of(&s, JobId(1)), ZONE.into());
+    s.submit(job(2, 3, whole(8), 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(1_000)), [JobId(2)]);
+    assert_eq!(nodes_of(&s, JobId(2)), (3..6).map(NodeId).collect());
+}
+
 #[test]
 fn the_inference_zone_can_be_named_by_node_labels() {
     let rows = (0..4).map(|i| kant::model::NodeRow {

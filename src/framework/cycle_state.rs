@@ -1,14 +1,16 @@
 //! Typed data that the plugins of one scheduling cycle share (PreFilter computes, Filter
 //! and Score read), and the world's time the cycle runs at. Dropped at the end of the
-//! cycle.
+//! cycle; cloned cheaply (its entries are shared) for a pass of the search that adds to it.
 
 use std::any::{Any, TypeId};
+use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct CycleState {
     now_ms: u64,
     /// A handful of entries, read once per plugin per node: a scan of a short list beats
     /// hashing the type id.
-    entries: Vec<(TypeId, Box<dyn Any + Send + Sync>)>,
+    entries: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl CycleState {
@@ -27,8 +29,8 @@ impl CycleState {
     pub fn write<T: Any + Send + Sync>(&mut self, value: T) {
         let id = TypeId::of::<T>();
         match self.entries.iter_mut().find(|(t, _)| *t == id) {
-            Some((_, slot)) => *slot = Box::new(value),
-            None => self.entries.push((id, Box::new(value))),
+            Some((_, slot)) => *slot = Arc::new(value),
+            None => self.entries.push((id, Arc::new(value))),
         }
     }
 

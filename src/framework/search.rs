@@ -4,8 +4,9 @@
 //! that no single group (leaf) holds goes to the tightest domain that does: one spine, else
 //! one superspine, else anywhere, never past a tier the job requires; a job that asks for
 //! a scale-up domain (HBD) is placed inside one. Domains are chosen from aggregates, so no
-//! node combination is tried blindly. Flat (the baseline): every node of the job's pools
-//! is scored for every pod.
+//! node combination is tried blindly. A job with last-resort nodes ([`LastResort`]) is
+//! searched so first without them, and with them only when that finds nothing. Flat (the
+//! baseline): every node of the job's pools is scored for every pod.
 //!
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
@@ -63,16 +64,56 @@ pub fn place_job(
                     .find_map(|&p| try_nodes(profile, job, snapshot, state, &[nodes(p)]))
             }
         }
-        SearchMode::TwoLevel => two_level(profile, job, snapshot, state, pools),
+        SearchMode::TwoLevel => match first_pass(state) {
+            None => two_level(profile, job, snapshot, state, pools, None),
+            // Its other nodes first, where they could ever hold it; then all of them, a
+            // domain's other nodes filled first.
+            Some(first) => {
+                let others_could = (first.read::<ReachOf>()).is_none_or(|r| r.0.never.is_none());
+                (others_could)
+                    .then(|| two_level(profile, job, snapshot, &first, pools, None))
+                    .flatten()
+                    .or_else(|| two_level(profile, job, snapshot, state, pools, Some(&first)))
+            }
+        },
     }
 }
 
+/// Written into the cycle state by a PreFilter plugin when some nodes are the job's last
+/// resort (an inference zone's, for training it lets in): the two-level search places it
+/// first as if they were not there (a first pass, [`FirstPass`]), and on them only when
+/// that finds nothing. While it holds out for a tight placement, the tier it holds out for
+/// is the tightest its other nodes could ever hold it in, where they could ever hold it
+/// ([`super::Reach`]).
+pub struct LastResort;
+
+/// Written into the cycle state of the search's first pass for a job with
+/// [`LastResort`] nodes: the plugin that named them refuses them, as by their spec, and
+/// leaves out the search groups made only of them.
+pub struct FirstPass;
+
+/// The cycle state of the first pass for a job with [`LastResort`] nodes, judged on the
+/// reach of its other nodes; `None` for other jobs.
+fn first_pass(state: &CycleState) -> Option<CycleState> {
+    state.read::<LastResort>()?;
+    let mut first = state.clone();
+    first.write(FirstPass);
+    if let Some(reach) = state.read::<ReachOf>().and_then(|r| r.0.first_pass.clone()) {
+        first.write(ReachOf(reach));
+    }
+    Some(first)
+}
+
+/// `first`: in the second pass of a job with [`LastResort`] nodes, the first pass's cycle
+/// state, under which a domain's groups are filled before they are filled again under
+/// `state` (the other nodes of a domain first).
 fn two_level(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     state: &CycleState,
     pools: &[PoolId],
+    first: Option<&CycleState>,
 ) -> Option<Found> {
     let query = GroupQuery::of(job);
     let widths = &query.widths;
@@ -128,7 +169,17 @@ fn two_level(
     [Some(Tier::Spine), Some(Tier::Superspine), None]
         .into_iter()
         .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
-        .find_map(|tier| within_one_domain(profile, job, widths, snapshot, state, &ranked, tier))
+        .find_map(|tier| {
+            within_one_domain(
+                profile,
+                job,
+                widths,
+                snapshot,
+                (first, state),
+                &ranked,
+                tier,
+            )
+        })
 }
 
 /// The widest tier a gang no single group holds may spread over: never past a tier it
@@ -518,6 +569,12 @@ pub fn reservation_groups(
 ) -> Vec<GroupId> {
     let pools = pools_for(job, snapshot);
     let spec = snapshot.spec();
+    // A gang with last-resort nodes that its other nodes could ever hold has room held on
+    // those, where its first pass looks.
+    let first = (state.read::<ReachOf>())
+        .and_then(|ReachOf(reach)| reach.first_pass.as_ref())
+        .filter(|first| first.never.is_none());
+    let usable = first.map_or(usable, |first| first.usable.as_ref());
     let tier = match state.read::<ReachOf>() {
         Some(ReachOf(reach)) => reach.tightest(pools),
         None => tightest_possible_tier(&JobShape::of(job), snapshot, pools, usable),
@@ -724,14 +781,15 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 /// pools), since a gang never mixes GPU models. The domains that hold the job are read
 /// from the group aggregates and taken best fit first (the
 /// least room left over, so larger domains stay whole); inside one, the groups that hold
-/// the most of the job are filled first, so it spans the fewest groups. No node
-/// combination is tried blindly.
+/// the most of the job are filled first, so it spans the fewest groups, under the first
+/// pass's cycle state when one is given (`first`, see [`two_level`]) and then under
+/// the search's. No node combination is tried blindly.
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
     widths: &PodWidths,
     snapshot: &ClusterState,
-    state: &CycleState,
+    (first, state): (Option<&CycleState>, &CycleState),
     ranked: &[(i64, GroupId)],
     tier: Option<Tier>,
 ) -> Option<Found> {
@@ -781,8 +839,9 @@ fn within_one_domain(
     domains.into_iter().find_map(|(_, groups)| {
         let mut attempt = Attempt::new(snapshot, job);
         let nodes_of = |member: &DomainMember| spec.group(member.group).nodes.as_slice();
-        for member in groups {
-            attempt.fill(profile, job, state, &[nodes_of(member)]);
+        let sweeps = first.into_iter().chain([state]);
+        for (cycle, member) in sweeps.flat_map(|c| groups.iter().map(move |m| (c, m))) {
+            attempt.fill(profile, job, cycle, &[nodes_of(member)]);
             if attempt.is_complete(job) {
                 return Some(attempt.finish(job));
             }

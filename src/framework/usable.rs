@@ -5,7 +5,10 @@
 //! and for a gang the tightest tier it holds out for and the room held for it as a
 //! backfill head, are judged on the nodes none of them refuses, and for a gang on the pods
 //! each node could hold at once: a node's CPU, memory, ephemeral storage or pod limit may
-//! let it run fewer of the gang's pods than its GPUs would.
+//! let it run fewer of the gang's pods than its GPUs would. A gang with last-resort nodes
+//! (an inference zone's, for training it lets in) is judged on its other nodes too: the
+//! search's first pass, the tier it holds out for and the room held for it are theirs
+//! where they could ever hold it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +21,8 @@ use crate::model::{
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
 use super::search::{
-    could_not_hold, node_sizes, some_domain_could_hold, some_domain_holds, tightest_possible_tier,
+    FirstPass, LastResort, could_not_hold, node_sizes, some_domain_could_hold, some_domain_holds,
+    tightest_possible_tier,
 };
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
@@ -34,6 +38,11 @@ pub struct Reach {
     /// For a gang, the GPUs of each node it could use at once; `None`: every GPU of every
     /// node of its pools.
     pub usable: Option<UsableGpus>,
+    /// For a gang with last-resort nodes ([`LastResort`]), the reach of its other nodes,
+    /// which the search's first pass is judged on; where they could ever hold it, the
+    /// tightest tiers above are theirs (a domain that holds it only with last-resort nodes
+    /// is none it holds out for).
+    pub first_pass: Option<Arc<Reach>>,
 }
 
 impl Reach {
@@ -62,8 +71,16 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
     let judged = judged_nodes(profile, job, snapshot, cycle, pools, true);
     let may_use = judged.as_ref().map(|(may_use, _)| may_use.as_slice());
     let usable = UsableGpus::of(spec, pools, may_use, alike_gpu_pods(job));
-    let tightest = match gang {
-        true => pools
+    let last_resort = cycle.read::<LastResort>().is_some() && cycle.read::<FirstPass>().is_none();
+    let first_pass = (gang && last_resort).then(|| {
+        let mut first = cycle.clone();
+        first.write(FirstPass);
+        Arc::new(reach(profile, job, snapshot, &first))
+    });
+    let first_holds = first_pass.as_ref().filter(|first| first.never.is_none());
+    let tightest = match (gang, first_holds) {
+        (_, Some(first)) => first.tightest.clone(),
+        (true, None) => pools
             .iter()
             .map(|&p| {
                 (
@@ -72,7 +89,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
                 )
             })
             .collect(),
-        false => Vec::new(),
+        (false, None) => Vec::new(),
     };
     let refusals = judged.as_ref().map(|(_, refusals)| refusals.message());
     let explained = |why: &str| match &refusals {
@@ -115,6 +132,7 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         never: never.map(Status::unresolvable),
         tightest,
         usable: usable.filter(|_| gang),
+        first_pass,
     }
 }
 
@@ -199,6 +217,8 @@ struct ReachKey {
     topology: Option<TopologyNeed>,
     /// Runs of pods asking alike.
     pods: Vec<(PodRequest, usize)>,
+    /// Whether it has last-resort nodes ([`LastResort`]).
+    last_resort: bool,
 }
 
 /// Shapes remembered at most; past that they are forgotten, and judged again as they come.
@@ -235,6 +255,7 @@ impl ReachesByShape {
             pools: job.pools.clone(),
             topology: job.topology,
             pods,
+            last_resort: cycle.read::<LastResort>().is_some(),
         };
         if let Some(judged) = self.judged.get(&key) {
             return judged.clone();

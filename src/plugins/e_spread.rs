@@ -1,10 +1,13 @@
-//! `e-spread` (PreFilter, Filter, GroupScore, Score): Kant's inference dedicated zone.
-//! Inference pods smaller than a node go to the zone's nodes, spread one replica per node
-//! where possible and least allocated first, for availability; replicas beyond the zone's
-//! room, and every other job, are placed by E-Binpack in the general pool. Other jobs stay
-//! out of the zone unless the zone allows training; those it lets in but is not for
-//! (inference pods as wide as a node, and training where allowed) take its nodes only when
-//! the general pool has no room. Without a zone it is E-Binpack.
+//! `e-spread` (PreFilter, GroupFilter, Filter, GroupScore, Score): Kant's inference
+//! dedicated zone. Inference pods smaller than a node go to the zone's nodes, spread one
+//! replica per node where possible and least allocated first, for availability; replicas
+//! beyond the zone's room, and every other job, are placed by E-Binpack in the general
+//! pool. Other jobs stay out of the zone unless the zone allows training; those it lets in
+//! but is not for (inference pods as wide as a node, and training where allowed) take its
+//! nodes only when the general pool has no room. Training's are its last resort
+//! ([`LastResort`]): the search places it first without them, at every tier, and a gang
+//! holds out only for domains the general pool could ever give it, where it could ever
+//! give it one. Without a zone it is E-Binpack.
 //!
 //! The zone is named in the profile by node names, GPU models and node labels, and
 //! resolved once per cluster shape; names that match no node are reported (a warning,
@@ -14,8 +17,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::cache::{ClusterState, GpuAggregate};
 use crate::framework::{
-    AnyGroup, CycleState, Filter, GroupQuery, GroupScore, MAX_NODE_SCORE, NodeView, Plugin,
-    PodContext, PreFilter, Score, Status,
+    AnyGroup, CycleState, Filter, FirstPass, GroupFilter, GroupQuery, GroupScore, LastResort,
+    MAX_NODE_SCORE, NodeView, Plugin, PodContext, PreFilter, Score, Status,
 };
 use crate::model::{ClusterSpec, GroupId, Job, JobKind};
 
@@ -43,6 +46,8 @@ pub struct ZoneConfig {
 /// The zone resolved against one cluster shape.
 struct Resolved {
     spec: Arc<ClusterSpec>,
+    /// Whether some node is in the zone.
+    any: bool,
     in_zone: Vec<bool>,
     /// Zone nodes per search group.
     group_zone_nodes: Vec<u32>,
@@ -86,6 +91,12 @@ impl ESpread {
     /// Whether a job may enter the zone's nodes.
     fn admits(&self, job: &Job) -> bool {
         job.kind == JobKind::Inference || self.zone.as_ref().is_some_and(|z| z.allow_training)
+    }
+
+    /// Whether the job's pods may not use the zone's nodes in this cycle: a job the zone
+    /// does not admit, or training it admits in the search's first pass.
+    fn kept_out(&self, job: &Job, state: &CycleState) -> bool {
+        !self.admits(job) || job.kind != JobKind::Inference && state.read::<FirstPass>().is_some()
     }
 }
 
@@ -136,6 +147,7 @@ fn resolve(zone: &ZoneConfig, spec: &Arc<ClusterSpec>) -> Resolved {
     }
     Resolved {
         spec: spec.clone(),
+        any: in_zone.contains(&true),
         in_zone,
         group_zone_nodes,
         warnings,
@@ -161,27 +173,47 @@ impl Plugin for ESpread {
 impl PreFilter for ESpread {
     fn pre_filter(&self, job: &Job, snapshot: &ClusterState, state: &mut CycleState) -> Status {
         if let Some(zone) = self.zone_for(snapshot.spec()) {
-            state.write(ZoneView(zone));
             if job.kind == JobKind::Inference {
                 // Replicas spread over the zone and overflow to the general pool: no
                 // single group is the goal.
                 state.write(AnyGroup);
+            } else if zone.any && self.admits(job) {
+                state.write(LastResort);
             }
+            state.write(ZoneView(zone));
         }
         Status::SUCCESS
     }
 }
 
+impl GroupFilter for ESpread {
+    /// In the first pass for training the zone admits, a group of zone nodes alone holds
+    /// none of it.
+    fn filter_group(
+        &self,
+        query: &GroupQuery,
+        state: &CycleState,
+        group: GroupId,
+        aggregate: &GpuAggregate,
+    ) -> bool {
+        let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
+            return true;
+        };
+        !self.kept_out(query.job, state)
+            || resolved.group_zone_nodes[group.index()] < aggregate.nodes
+    }
+}
+
 impl Filter for ESpread {
     fn judges_spec(&self, job: &Job, _cluster: &ClusterSpec, state: &CycleState) -> bool {
-        !self.admits(job) && state.read::<ZoneView>().is_some()
+        self.kept_out(job, state) && state.read::<ZoneView>().is_some()
     }
 
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let Some(ZoneView(resolved)) = state.read::<ZoneView>() else {
             return Status::SUCCESS;
         };
-        if !self.admits(pod.job) && resolved.in_zone[node.id.index()] {
+        if resolved.in_zone[node.id.index()] && self.kept_out(pod.job, state) {
             Status::unresolvable("node(s) are in the inference zone")
         } else {
             Status::SUCCESS

@@ -198,6 +198,10 @@ pub fn build_profile(config: &ProfileConfig, settings: &Config) -> Result<Profil
                     weight,
                 );
                 profile.pre_filters.push(p.clone());
+                // Without a zone it has nothing to say of a group.
+                if config.inference_zone.is_some() {
+                    profile.group_filters.push(p.clone());
+                }
                 profile.filters.push(p);
             }
             "spread" => {
