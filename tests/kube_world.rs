@@ -1832,8 +1832,9 @@ fn a_job_deleted_before_it_was_placed_no_longer_counts_as_never_placed() {
     assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(1.0));
 }
 
-#[test]
-fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
+/// The members of PodGroup `train` found at a restart: w0 bound on all of n1's GPUs, w1
+/// waiting (the last leader stood down between their bindings).
+fn half_bound_gang() -> (Pod, Pod) {
     let w0 = member(
         "w0",
         8,
@@ -1841,7 +1842,12 @@ fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
         json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
                "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
     );
-    let w1 = member("w1", 8, "train", json!({}));
+    (w0, member("w1", 8, "train", json!({})))
+}
+
+#[test]
+fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
+    let (w0, w1) = half_bound_gang();
     let (mut w, metrics) = gang_world(&[w0, w1.clone()]);
     w.round(T0);
     let out = w.take_outputs();
@@ -1861,14 +1867,7 @@ fn a_gang_found_part_bound_at_restart_is_not_counted_as_a_new_job() {
 /// goes whole, not the half found bound alone.
 #[test]
 fn a_gang_found_part_bound_at_restart_is_preempted_whole_once_complete() {
-    let w0 = member(
-        "w0",
-        8,
-        "train",
-        json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
-               "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}),
-    );
-    let w1 = member("w1", 8, "train", json!({}));
+    let (w0, w1) = half_bound_gang();
     let mut w = sync(
         world(&preempting()),
         &[node("n1", 8), node("n2", 8)],

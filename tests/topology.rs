@@ -813,22 +813,9 @@ fn e_spread_tries_the_zone_s_pool_first_for_replicas_of_any_gpu_model() {
 /// nodes 3 and 4 in one leaf and node 5 in another, all under one spine.
 fn zone_beside_uneven_leaves() -> Scheduler {
     let leaves = ["zone", "zone", "zone", "a", "a", "b"];
-    let rows = leaves
-        .iter()
-        .enumerate()
-        .map(|(i, leaf)| kant::model::NodeRow {
-            name: format!("node-{i:04}"),
-            gpu_model: Some("H100".into()),
-            gpus: 8,
-            leaf: Some(kant::model::LeafPath {
-                superspine: "ss".into(),
-                spine: "spine".into(),
-                leaf: leaf.to_string(),
-            }),
-            ..Default::default()
-        });
+    let rows = (leaves.iter().enumerate()).map(|(i, leaf)| node_under(i, "spine", leaf));
     let zone = kant::plugins::ZoneConfig {
-        nodes: (0..3).map(|i| format!("node-{i:04}")).collect(),
+        nodes: (0..3).map(|i| format!("node-{i}")).collect(),
         allow_training: true,
         ..Default::default()
     };
