@@ -399,8 +399,9 @@ impl World {
     }
 
     /// A gang bound in several goes (some bindings refused, then bound on a retry; or
-    /// part bound before a restart, the rest after) runs as one job from now on, under the id of the part bound last, so that it is preempted
-    /// whole. Parts no longer running (evicted meanwhile) stay apart.
+    /// part bound before a restart, the rest after) runs as one job from now on, under the
+    /// id of the part bound last, so that it is preempted whole. Parts no longer running
+    /// (evicted meanwhile) stay apart.
     fn merge_parts(&mut self, job: JobId, parts: Vec<JobId>, now_ms: u64) {
         let Some(last) = self.pods.jobs.get(&job) else {
             return;
