@@ -926,7 +926,8 @@ async fn a_standby_whose_leader_schedules_other_gpu_models_says_so() {
     .await;
     let a = Kant::start_with(&server, on("replica-a", "A100")).await;
     let said = "lease kant-scheduler-all: its leader replica-h schedules GPU models H100 and \
-                the pods that name none, this replica GPU models A100 and the pods that name none";
+                the pods that name none (schedulerName kant-scheduler), this replica GPU \
+                models A100 and the pods that name none (schedulerName kant-scheduler)";
     eventually("a says why it stands by", || log.text().contains(said)).await;
     assert_eq!(log.text().matches(said).count(), 1, "said once");
     a.stop().await;

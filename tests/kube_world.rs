@@ -1816,6 +1816,40 @@ fn gang_world(pods: &[Pod]) -> (World, std::sync::Arc<kant::metrics::live::LiveM
     (w, metrics)
 }
 
+/// A pod queued on the H100 shard moves to the L40S shard once that shard appears, and
+/// runs and ends there: the H100 shard counts it withdrawn once, when it leaves, not
+/// again when it is deleted, and no longer as never placed.
+#[test]
+fn a_job_that_moves_to_another_shard_is_withdrawn_once() {
+    let term = json!({"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["L40S", "H100"]}]});
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [term]}}});
+    let either = pod("either", 4, json!({"spec": {"affinity": affinity}}));
+    let l40s = json!({"metadata": {"labels": {"nvidia.com/gpu.product": "L40S"}}});
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    let w = world_reporting(&plain(), h100_shard(), metrics.clone());
+    let full = running_elsewhere("other", 8, "h1");
+    let mut w = sync(w, &[node("h1", 8), node_with("l1", 8, l40s)], &[full]);
+    w.apply(shards_seen(&["H100"]), T0);
+    apply_pod(&mut w, &either, T0);
+    w.round(T0);
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(1.0));
+    w.apply(shards_seen(&["H100", "L40S"]), T0 + 1);
+    w.round(T0 + 1);
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
+    assert_eq!(metric(&metrics, "kant_jobs_withdrawn_total"), Some(1.0));
+    let mut done = either.clone();
+    done.spec.as_mut().unwrap().node_name = Some("l1".into());
+    done.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+    done.metadata.resource_version = Some("3".into());
+    apply_pod(&mut w, &done, T0 + 2);
+    delete_pod(&mut w, &done, T0 + 3);
+    w.round(T0 + 3);
+    assert_eq!(metric(&metrics, "kant_jobs_withdrawn_total"), Some(1.0));
+    assert_eq!(metric(&metrics, "kant_jobs_never_placed"), Some(0.0));
+}
+
 /// A job deleted while it waits no longer counts as never placed (an alert on
 /// `kant_jobs_never_placed > 0` would fire for good after the first cancelled pod).
 #[test]
@@ -1888,6 +1922,48 @@ fn a_gang_found_part_bound_at_restart_is_preempted_whole_once_complete() {
         .collect();
     evicted.sort();
     assert_eq!(evicted, ["w0", "w1"]);
+}
+
+/// Members of the gang's PodGroup that kant did not place, or found on their way out,
+/// are not merged into it once it binds: another scheduler's pod is never kant's victim,
+/// and one terminating holds its devices as no one's job until it is gone.
+#[test]
+fn a_gang_is_not_merged_with_pods_of_its_group_it_does_not_run() {
+    let foreign = json!({"spec": {"nodeName": "n1", "schedulerName": "default-scheduler"}});
+    let terminating = json!({"metadata": {"deletionTimestamp": "2023-11-14T22:13:20Z"},
+                             "spec": {"nodeName": "n1"}});
+    for (extra, min_member) in [(foreign, 3), (terminating, 2)] {
+        let mut found = json!({"metadata": {"annotations": {"kant.io/gpu-ids": "0,1,2,3,4,5,6,7"}},
+                               "status": {"phase": "Running"}});
+        merge(&mut found, extra);
+        let f = member("f", 8, "train", found);
+        let pods = ["w0", "w1"].map(|name| member(name, 8, "train", json!({})));
+        let mut w = sync(
+            world(&preempting()),
+            &[node("n1", 8), node("n2", 8), node("n3", 8)],
+            &[f, pods[0].clone(), pods[1].clone()],
+        );
+        let group = pod_group("train", min_member);
+        w.apply(Input::PodGroup(Box::new(Event::Apply(group))), T0);
+        w.round(T0);
+        let bound = binds(&w.take_outputs());
+        assert_eq!(bound.len(), 2);
+        for b in &bound {
+            let pod = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(&b.name));
+            bind_ok(&mut w, pod.unwrap(), b, 2, T0 + 1);
+        }
+        w.round(T0 + 2);
+        w.take_outputs();
+        apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 3);
+        w.round(T0 + 3);
+        let mut evicted: Vec<String> = (evictions(&w.take_outputs()).into_iter())
+            .map(|(_, _, name)| name)
+            .collect();
+        evicted.sort();
+        assert_eq!(evicted, ["w0", "w1"], "min member {min_member}");
+    }
 }
 
 #[test]

@@ -150,7 +150,7 @@ impl std::fmt::Display for ShardClaim {
         if self.default_shard {
             write!(f, " and the pods that name none")?;
         }
-        Ok(())
+        write!(f, " (schedulerName {})", self.scheduler_name)
     }
 }
 

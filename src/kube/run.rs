@@ -248,7 +248,7 @@ pub async fn run_with_config(
             &options,
             leader.clone(),
             health.clone(),
-            metrics,
+            metrics.clone(),
             inputs.clone(),
             lost_tx,
         )
@@ -285,6 +285,8 @@ pub async fn run_with_config(
         Ok(lease) = lost => Some(lease),
     };
     stopping.store(true, Ordering::Release);
+    // It schedules no more: another replica may lead meanwhile.
+    metrics.set_leading(false);
     // Wakes the loop if it sleeps.
     drop(inputs);
     for task in watchers {
@@ -347,7 +349,7 @@ fn elect(
     let own_claim = claim.to_string();
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
     let api_timeout = options.api_timeout;
-    let mut shards = ShardsCheck::new(metrics, inputs);
+    let mut shards = ShardsCheck::new(metrics.clone(), inputs);
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<bool>();
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
@@ -462,6 +464,7 @@ fn elect(
         tracing::warn!("lease {}: {why}; standing down", elector.name());
         leader.store(false, Ordering::Release);
         health.set_leader(false);
+        metrics.set_leading(false);
         let _ = lost.send(elector.name().to_owned());
     });
     Election { task, stop }

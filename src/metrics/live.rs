@@ -511,8 +511,8 @@ impl Shared {
             encoder,
             "kant_leader",
             "1 where this replica schedules (leads its shard, or runs without leader \
-             election); 0 for a standby, which exports no other series of its own but the \
-             histograms and counters of what it did (nothing).",
+             election); 0 for a standby, or a replica stopping, which exports besides this \
+             only the histograms and the decision counter of what it did.",
             u64::from(self.leading),
         )?;
         if !self.leading {

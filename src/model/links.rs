@@ -178,7 +178,7 @@ impl LinkMatrix {
     /// The generated matrix of a profile for a node of `devices` GPUs: the first half on
     /// NUMA node 0, the rest on 1, and on each, PCIe switches of two devices in order (an
     /// odd one left alone), so that no switch straddles the sockets; a node of two GPUs has
-    /// one switch. The NICs are one per device pair in device order, or one per device on
+    /// one switch. The NICs are one per PCIe switch (behind it), or one per device on
     /// an NVSwitch board (a node naming fewer shares them, see `kube::convert`).
     pub fn from_profile(profile: LinkProfile, devices: usize) -> Result<Self, ModelError> {
         let half = devices.div_ceil(2).max(1);

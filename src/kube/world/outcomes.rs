@@ -382,12 +382,16 @@ impl World {
         }
         self.outputs.extend(outputs);
         // So do the gang's pods found bound at a restart, adopted as a job of their own
-        // (an earlier leader stood down between the gang's bindings).
+        // (an earlier leader stood down between the gang's bindings); not pods of its
+        // PodGroup another scheduler or shard placed, nor pods found on their way out.
         let mut parts = landed;
         if let Some(group) = &group {
             let mut adopted: Vec<JobId> = (self.pods.jobs.iter())
                 .filter(|(id, e)| {
-                    **id != job && e.group.as_ref() == Some(group) && e.phase == JobPhase::Running
+                    **id != job
+                        && e.own
+                        && e.group.as_ref() == Some(group)
+                        && e.phase == JobPhase::Running
                 })
                 .map(|(id, _)| *id)
                 .filter(|id| !parts.contains(id))

@@ -489,6 +489,13 @@ impl Pods {
         submitted && !placed
     }
 
+    /// A workload that now waits in another shard: whether this replica had counted it
+    /// submitted and never placed it (withdrawn, in the metrics). Counted submitted again
+    /// if it comes back.
+    pub fn left_unplaced(&mut self, workload: &str) -> bool {
+        !self.placed_workloads.contains(workload) && self.submitted_workloads.remove(workload)
+    }
+
     /// The cluster changed: parked pods may be adopted now.
     pub fn cluster_changed(&mut self) {
         self.parked_dirty = true;
@@ -1218,8 +1225,15 @@ impl World {
                         .map(|t| t.gpu_models.clone()),
                     None => Some(facts.gpu_models.clone()).filter(|_| !facts.request.gpu.is_none()),
                 };
+                let workload = match &entry.group {
+                    Some(group) => group_workload(group),
+                    None => pod_workload(&uid),
+                };
                 self.tell_uncarried(&uid, &models.unwrap_or_default());
                 self.set_state(&uid, PodState::OtherShard);
+                if self.pods.left_unplaced(&workload) {
+                    self.metrics.job_withdrawn();
+                }
                 continue;
             }
             if let Err(hold) = self.eligibility(&facts, &entry.target) {
