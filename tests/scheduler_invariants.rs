@@ -955,7 +955,13 @@ fn check_devices_and_aggregates(state: &ClusterState, rows: &[Row], step: &str) 
             aggregate.fragmented_nodes += u32::from(node_used > 0 && room);
             aggregate.nvlink_histogram[island as usize] += 1;
             aggregate.nvlink_levels |= 1 << island;
-            aggregate.shared_room_max = aggregate.shared_room_max.max(roomiest);
+            if roomiest > 0 && roomiest > aggregate.shared_room_max {
+                aggregate.shared_room_max = roomiest;
+                aggregate.shared_room_at_max = 0;
+            }
+            if roomiest > 0 && roomiest == aggregate.shared_room_max {
+                aggregate.shared_room_at_max += 1;
+            }
             aggregate.shared_room_milli += room_milli;
         }
     }

@@ -34,9 +34,12 @@ pub struct GpuAggregate {
     pub nvlink_levels: u64,
     /// The most milli-GPUs free on one shared device (healthy and partly assigned) of any
     /// node, 0 when none has one. Removing a node cannot lower it (the next roomiest node
-    /// is not known here): `ClusterState` works it out anew when a node's roomiest shared
-    /// device loses room.
+    /// is not known here): `ClusterState` works it out anew when the last node that had it
+    /// loses it (`shared_room_at_max` reaches 0).
     pub shared_room_max: Milli,
+    /// The nodes whose roomiest shared device has `shared_room_max` free (0 with it), so
+    /// that many nodes at the most room are not each a rescan when they fill.
+    pub shared_room_at_max: u32,
     /// Milli-GPUs free on healthy devices that are partly assigned.
     pub shared_room_milli: u64,
 }
@@ -56,6 +59,7 @@ impl Default for GpuAggregate {
             nvlink_histogram: [0; MAX_GPUS_PER_NODE + 1],
             nvlink_levels: 0,
             shared_room_max: 0,
+            shared_room_at_max: 0,
             shared_room_milli: 0,
         }
     }
@@ -79,8 +83,14 @@ impl GpuAggregate {
         step(&mut self.nvlink_histogram[island as usize], 1);
         mark_level(&mut self.nvlink_levels, &self.nvlink_histogram, island);
         let (roomiest, room) = node.shared_room();
-        if sign > 0 {
-            self.shared_room_max = self.shared_room_max.max(roomiest);
+        if roomiest > 0 {
+            match (sign > 0, roomiest.cmp(&self.shared_room_max)) {
+                (true, std::cmp::Ordering::Greater) => {
+                    (self.shared_room_max, self.shared_room_at_max) = (roomiest, 1);
+                }
+                (_, std::cmp::Ordering::Equal) => step(&mut self.shared_room_at_max, 1),
+                _ => {}
+            }
         }
         self.shared_room_milli = (self.shared_room_milli as i64 + sign * i64::from(room)) as u64;
         self.used_milli = (self.used_milli as i64 + sign * node.used_milli() as i64) as u64;

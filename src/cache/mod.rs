@@ -529,43 +529,64 @@ impl ClusterState {
     }
 
     /// After node `index`'s roomiest shared device lost room, from `was` milli-GPUs: the
-    /// most room of each aggregate that `was` may have been, worked out anew. Groups and
-    /// scale-up domains from their nodes, a pool from its groups, the cluster from its
-    /// pools (each partitions the next); an aggregate with more room elsewhere keeps it.
+    /// most room of each aggregate whose last node at `was` this was, worked out anew.
+    /// Groups and scale-up domains from their nodes, a pool from its groups, the cluster
+    /// from its pools (each partitions the next); an aggregate with another node at the
+    /// most room keeps it.
     fn renew_shared_room_max(&mut self, index: usize, was: Milli) {
+        let stale = |a: &GpuAggregate| a.shared_room_max == was && a.shared_room_at_max == 0;
         let spec = &self.spec;
         let nodes = &self.nodes;
-        let roomiest = |members: &[NodeId]| {
-            let rooms = members.iter().map(|id| nodes[id.index()].shared_room().0);
-            rooms.max().unwrap_or(0)
+        let of_nodes = |members: &[NodeId]| {
+            most_room(
+                members
+                    .iter()
+                    .map(|id| (nodes[id.index()].shared_room().0, 1)),
+            )
         };
         let node = &spec.nodes[index];
         let group = spec.node_group[index];
         let aggregate = &mut self.groups[group.index()];
-        if aggregate.shared_room_max == was {
-            aggregate.shared_room_max = roomiest(&spec.group(group).nodes);
+        if stale(aggregate) {
+            set_most_room(aggregate, of_nodes(&spec.group(group).nodes));
         }
         if let Some(hbd) = node.topology.hbd {
             let aggregate = &mut self.hbds[hbd as usize];
-            if aggregate.shared_room_max == was {
-                aggregate.shared_room_max = roomiest(&spec.hbd_nodes[hbd as usize]);
+            if stale(aggregate) {
+                set_most_room(aggregate, of_nodes(&spec.hbd_nodes[hbd as usize]));
             }
         }
-        let groups = &self.groups;
+        let of_aggregates = |all: &mut dyn Iterator<Item = &GpuAggregate>| {
+            most_room(all.map(|a| (a.shared_room_max, a.shared_room_at_max)))
+        };
         let pool = node.pool.index();
-        let aggregate = &mut self.pools[pool];
-        if aggregate.shared_room_max != was {
+        if !stale(&self.pools[pool]) {
             return;
         }
-        let in_groups = spec.pools[pool].groups.iter();
-        aggregate.shared_room_max = (in_groups.map(|g| groups[g.index()].shared_room_max))
-            .max()
-            .unwrap_or(0);
-        if self.total.shared_room_max == was {
-            let in_pools = self.pools.iter().map(|p| p.shared_room_max);
-            self.total.shared_room_max = in_pools.max().unwrap_or(0);
+        let groups = &self.groups;
+        let mut in_groups = spec.pools[pool].groups.iter().map(|g| &groups[g.index()]);
+        set_most_room(&mut self.pools[pool], of_aggregates(&mut in_groups));
+        if stale(&self.total) {
+            let most = of_aggregates(&mut self.pools.iter());
+            set_most_room(&mut self.total, most);
         }
     }
+}
+
+/// The most room of `(room, nodes at it)` counts, and how many nodes have it (0 and 0:
+/// none).
+fn most_room(counts: impl Iterator<Item = (Milli, u32)>) -> (Milli, u32) {
+    counts
+        .filter(|&(room, _)| room > 0)
+        .fold((0, 0), |(most, at), (room, nodes)| match room.cmp(&most) {
+            std::cmp::Ordering::Greater => (room, nodes),
+            std::cmp::Ordering::Equal => (most, at + nodes),
+            std::cmp::Ordering::Less => (most, at),
+        })
+}
+
+fn set_most_room(aggregate: &mut GpuAggregate, (most, at): (Milli, u32)) {
+    (aggregate.shared_room_max, aggregate.shared_room_at_max) = (most, at);
 }
 
 #[cfg(test)]

@@ -351,6 +351,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
     let (mut free_gpus, mut free_nodes, mut used_milli, mut fragmented) = (0u32, 0u32, 0u64, 0u32);
     let mut max_free = 0u32;
     let (mut shared_room_max, mut shared_room_milli) = (0, 0u64);
+    let mut roomiest_of_nodes = Vec::new();
     for (index, node) in spec.nodes.iter().enumerate() {
         let devices = node.gpus();
         let rooms: Vec<u32> = (0..devices)
@@ -359,6 +360,7 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
             .collect();
         let roomiest = rooms.iter().copied().max().unwrap_or(0);
         shared_room_max = shared_room_max.max(roomiest);
+        roomiest_of_nodes.push(roomiest);
         shared_room_milli += rooms.iter().map(|&r| u64::from(r)).sum::<u64>();
         let free = (0..devices)
             .filter(|&d| used[index][d] == 0 && !unhealthy.contains(&(index as u32, d)))
@@ -390,6 +392,10 @@ fn assert_total_from_first_principles(state: &ClusterState, unhealthy: &HashSet<
         (free_gpus, free_nodes, used_milli, sharing_milli, fragmented)
     );
     assert_eq!(total.shared_room_max, shared_room_max);
+    let at_max = roomiest_of_nodes
+        .iter()
+        .filter(|&&r| r > 0 && r == shared_room_max);
+    assert_eq!(total.shared_room_at_max, at_max.count() as u32);
     assert_eq!(total.shared_room_milli, shared_room_milli);
     assert_eq!(total.max_free_on_node(), max_free);
     let max_island = (state.nodes()).map(|(_, node)| node.nvlink_island()).max();
@@ -479,5 +485,29 @@ fn shared_room_is_exact_and_follows_the_roomiest_device() {
         "every shared device is full"
     );
     assert_eq!(state.total().shared_room_milli, 0);
+    assert_aggregates_match(&state);
+}
+
+/// Nodes at the most room are counted: one of them filling leaves the most room to the
+/// others without a look at the group's nodes, and the last one's filling finds the next.
+#[test]
+fn nodes_at_the_most_shared_room_are_counted() {
+    let mut state = ClusterState::new(cluster(&[(1, Some("a")), (1, Some("a")), (1, Some("a"))]));
+    let group = GroupId(0);
+    for node in 0..2 {
+        state.assume(key(node, 0), place(node, 0b1, 500)).unwrap();
+    }
+    state.assume(key(2, 0), place(2, 0b1, 800)).unwrap();
+    let at = |state: &ClusterState| {
+        let g = state.group(group);
+        (g.shared_room_max, g.shared_room_at_max)
+    };
+    assert_eq!(at(&state), (500, 2));
+    state.assume(key(0, 1), place(0, 0b1, 500)).unwrap();
+    assert_eq!(at(&state), (500, 1));
+    state.assume(key(1, 1), place(1, 0b1, 500)).unwrap();
+    assert_eq!(at(&state), (200, 1));
+    state.forget(key(1, 1)).unwrap();
+    assert_eq!(at(&state), (500, 1));
     assert_aggregates_match(&state);
 }

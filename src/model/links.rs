@@ -13,6 +13,11 @@ const TABLED_DEVICES: usize = 8;
 /// [`TABLED_DEVICES`] devices (70 at most).
 const WEIGHED_SETS: usize = 256;
 
+/// The most devices of an NVLink island whose largest all-NVLink set a weighing works out
+/// for each candidate (a clique search, microseconds on 16 devices but up to milliseconds
+/// on 32 of an odd matrix); a larger island counts its free devices instead, a bound.
+const WEIGHED_ISLAND: u32 = 16;
+
 /// The low bits of a link cost (`LinkMatrix::pair_cost`) that count NUMA crossings.
 const NUMA_BITS: u32 = 10;
 
@@ -313,7 +318,8 @@ impl LinkMatrix {
     /// walk of the coarser components around two islands each time two are equally small
     /// (lone devices on PCIe or NVLink-pair boards). Only a node with an island that is
     /// connected but not fully linked pays the `O(n^2 * k)` multi-start pick and a largest
-    /// clique search per candidate (a few thousand steps on 8 devices), and only a start
+    /// clique search per candidate in the NVLink islands it takes from (a few thousand
+    /// steps on 8 devices; none past [`WEIGHED_ISLAND`]), and only a start
     /// that finds no clean set pays the exact search, bounded by the island's cliques. A
     /// matrix of at most [`TABLED_DEVICES`] devices reads the answer from a table it works
     /// out at first need.
@@ -354,7 +360,18 @@ impl LinkMatrix {
             if holding().all(|island| self.fully_linked(island, class)) {
                 return Some(self.greedy_pick(smallest, count));
             }
-            // Rare: an island that is connected without being fully linked.
+            // Rare: an island that is connected without being fully linked. A candidate
+            // changes the all-NVLink sets of the NVLink islands it takes from alone.
+            let nvlink: Vec<(u32, u32)> = (self.islands(free, LinkClass::NvLink))
+                .map(|island| (island, self.nvlink_set_bound(island)))
+                .collect();
+            let left_free = |set: u32| {
+                let left = nvlink.iter().map(|&(island, size)| match island & set {
+                    0 => size,
+                    _ => self.nvlink_set_bound(island & !set),
+                });
+                left.max().unwrap_or(0)
+            };
             let best = holding()
                 .flat_map(|island| {
                     let picks = if self.fully_linked(island, class) {
@@ -368,7 +385,7 @@ impl LinkMatrix {
                     let cost: u32 = pairs(set).map(|(a, b)| self.pair_cost(a, b)).sum();
                     (
                         cost >> NUMA_BITS,
-                        std::cmp::Reverse(self.largest_nvlink_island(free & !set)),
+                        std::cmp::Reverse(left_free(set)),
                         cost,
                         island.count_ones(),
                         std::cmp::Reverse(set.reverse_bits()),
@@ -457,6 +474,15 @@ impl LinkMatrix {
         largest
     }
 
+    /// The largest all-NVLink set of `free`, one NVLink island: exact on at most
+    /// [`WEIGHED_ISLAND`] devices, else their count (a bound).
+    fn nvlink_set_bound(&self, island: u32) -> u32 {
+        match island.count_ones() {
+            n if n > WEIGHED_ISLAND => n,
+            _ => self.largest_nvlink_island(island),
+        }
+    }
+
     /// The connected components of `free` under links of `class` or better, lowest
     /// device first.
     fn islands(&self, free: u32, class: LinkClass) -> impl Iterator<Item = u32> + '_ {
@@ -471,13 +497,15 @@ impl LinkMatrix {
         })
     }
 
-    /// `count` devices of a fully linked `island`: inside the first NUMA node whose share
-    /// of the island holds them, if any, else across; from the lowest device, each next
-    /// the one of lowest total cost (`pair_cost`) to those already chosen.
+    /// `count` devices of a fully linked `island`: inside the NUMA node whose share of the
+    /// island holds them most snugly (the fewest devices, then the lowest), if any, so that
+    /// the roomier share stays whole for a wider pod, else across; from the lowest device,
+    /// each next the one of lowest total cost (`pair_cost`) to those already chosen.
     fn greedy_pick(&self, island: u32, count: u32) -> u32 {
         let island = bits(island)
             .map(|device| island & self.numa_peers[device])
-            .find(|share| share.count_ones() >= count)
+            .filter(|share| share.count_ones() >= count)
+            .min_by_key(|share| share.count_ones())
             .unwrap_or(island);
         if island.count_ones() == count {
             return island;
@@ -648,6 +676,15 @@ mod tests {
         // No NUMA node holds five: three and two.
         assert_eq!(m.best_set(seven, 5), Some(mask(&[1, 2, 3, 4, 5])));
         assert_eq!(dgx1().best_set(mask(&[1, 4, 5]), 2), Some(mask(&[4, 5])));
+        // Inside the NUMA node whose share holds it most snugly: 0-3 stay whole for a
+        // 4-GPU pod (the first share, 0 and 1, would have sent it across).
+        let six = mask(&[0, 1, 2, 3, 4, 5]);
+        assert_eq!(m.best_set(six, 2), Some(mask(&[4, 5])));
+        assert_eq!(m.best_set(six, 1), Some(mask(&[4])));
+        assert_eq!(
+            m.best_set(mask(&[0, 1, 2, 3]), 4),
+            Some(mask(&[0, 1, 2, 3]))
+        );
     }
 
     #[test]
@@ -816,8 +853,8 @@ mod tests {
     /// The choice before NVLink islands had to be all-pairs sets: the smallest connected
     /// component at the best class that holds `count` (among equals, the one in the
     /// smallest component at each coarser class in turn, then the lowest), narrowed to the
-    /// first NUMA node's share of it that holds `count` if any, greedy from its lowest
-    /// device.
+    /// snuggest NUMA node's share of it that holds `count` if any (the fewest devices, then
+    /// the lowest), greedy from its lowest device.
     fn component_best_set(m: &LinkMatrix, free: u32, count: u32) -> Option<u32> {
         if count == 0 {
             return Some(0);
@@ -843,7 +880,8 @@ mod tests {
             let island = (0..m.devices())
                 .map(|d| bits(island).filter(move |&e| m.numa[e] == m.numa[d]))
                 .map(|share| share.fold(0u32, |s, e| s | 1 << e))
-                .find(|share| share.count_ones() >= count)
+                .filter(|share| share.count_ones() >= count)
+                .min_by_key(|share| share.count_ones())
                 .unwrap_or(island);
             if island.count_ones() == count {
                 return Some(island);
