@@ -1915,13 +1915,19 @@ fn a_gang_found_part_bound_at_restart_is_preempted_whole_once_complete() {
     bind_ok(&mut w, &w1, &bound[0], 2, T0 + 1);
     w.round(T0 + 2);
     w.take_outputs();
-    apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 3);
-    w.round(T0 + 3);
+    assert_eq!(evicted_for_a_node(&mut w, T0 + 3), ["w0", "w1"]);
+}
+
+/// The pods evicted, by name, sorted, for a pod of priority 100 that needs a whole node of
+/// 8 GPUs, submitted at `now`.
+fn evicted_for_a_node(w: &mut World, now: u64) -> Vec<String> {
+    apply_pod(w, &with_priority("high", 8, 100), now);
+    w.round(now);
     let mut evicted: Vec<String> = (evictions(&w.take_outputs()).into_iter())
         .map(|(_, _, name)| name)
         .collect();
     evicted.sort();
-    assert_eq!(evicted, ["w0", "w1"]);
+    evicted
 }
 
 /// Members of the gang's PodGroup that kant did not place, or found on their way out,
@@ -1956,12 +1962,7 @@ fn a_gang_is_not_merged_with_pods_of_its_group_it_does_not_run() {
         }
         w.round(T0 + 2);
         w.take_outputs();
-        apply_pod(&mut w, &with_priority("high", 8, 100), T0 + 3);
-        w.round(T0 + 3);
-        let mut evicted: Vec<String> = (evictions(&w.take_outputs()).into_iter())
-            .map(|(_, _, name)| name)
-            .collect();
-        evicted.sort();
+        let evicted = evicted_for_a_node(&mut w, T0 + 3);
         assert_eq!(evicted, ["w0", "w1"], "min member {min_member}");
     }
 }
