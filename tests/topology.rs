@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use common::*;
 use kant::config::Placement;
 use kant::framework::Scheduler;
-use kant::model::{GpuRequest, JobId, LinkProfile, NodeId, Tier, TopologyNeed};
+use kant::model::{GpuRequest, JobId, LEAF_BLOCK, LinkProfile, NodeId, Tier, TopologyNeed};
 use kant::queue::QueueingPolicy;
 
 const MINUTE_MS: u64 = 60_000;
@@ -73,6 +73,27 @@ fn a_gang_that_fits_one_leaf_stays_in_it() {
     assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(2), JobId(1)]);
     assert_eq!(spans(&s, JobId(1)).0, 1);
     assert_eq!(spans(&s, JobId(2)).0, 1);
+}
+
+#[test]
+fn a_gang_stays_inside_one_leaf_searched_as_several_blocks() {
+    // Two leaves under one spine, each searched as two blocks; each gang fits one leaf but
+    // no block.
+    let per_leaf = LEAF_BLOCK + 8;
+    let gang_nodes = LEAF_BLOCK + 4;
+    let spec = fabric(2 * per_leaf, 8, per_leaf, 2, 0, LinkProfile::NvlinkAll);
+    assert_eq!(spec.groups.len(), 4);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(needing(
+        job(0, gang_nodes, whole(8), 0, 0),
+        Tier::Leaf,
+        true,
+    ));
+    s.submit(job(1, gang_nodes, whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0), JobId(1)]);
+    for gang in [JobId(0), JobId(1)] {
+        assert_eq!(spans(&s, gang).0, 1, "{gang:?} inside one leaf");
+    }
 }
 
 /// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the

@@ -1,12 +1,13 @@
 //! The search for a job's nodes. Two-level (the default): candidate search groups of the
 //! job's pools are filtered and ranked from their aggregates alone, then the job is placed
 //! inside the best group that holds it whole, groups evaluated in one parallel pass. A gang
-//! that no single group (leaf) holds goes to the tightest domain that does: one spine, else
-//! one superspine, else anywhere, never past a tier the job requires; a job that asks for
-//! a scale-up domain (HBD) is placed inside one. Domains are chosen from aggregates, so no
-//! node combination is tried blindly. A job with last-resort nodes ([`LastResort`]) is
-//! searched so first without them, and with them only when that finds nothing. Flat (the
-//! baseline): every node of the job's pools is scored for every pod.
+//! that no single group holds goes to the tightest domain that does: one leaf (where a leaf
+//! is searched as several groups), else one spine, else one superspine, else anywhere,
+//! never past a tier the job requires; a job that asks for a scale-up domain (HBD) is
+//! placed inside one. Domains are chosen from aggregates, so no node combination is tried
+//! blindly. A job with last-resort nodes ([`LastResort`]) is searched so first without
+//! them, and with them only when that finds nothing. Flat (the baseline): every node of
+//! the job's pools is scored for every pod.
 //!
 //! Each attempt plays the job on an O(1) clone of the snapshot (a KAI-style statement): a
 //! rollback is dropping the clone.
@@ -164,10 +165,16 @@ fn two_level(
     if job.pods.len() == 1 {
         return None;
     }
-    // A gang no single group holds: the tightest domain that does, tier by tier.
+    // A gang no single group holds: the tightest domain that does, tier by tier (a leaf
+    // only where one is searched as several groups).
     let widest = widest_tier(profile, job, snapshot, pools, state);
-    [Some(Tier::Spine), Some(Tier::Superspine), None]
+    let spec = snapshot.spec();
+    let leaves_in_blocks = pools.iter().any(|&p| spec.pool(p).leaves_in_blocks);
+    let leaf = leaves_in_blocks.then_some(Some(Tier::Leaf));
+    let tiers = leaf
         .into_iter()
+        .chain([Some(Tier::Spine), Some(Tier::Superspine), None]);
+    tiers
         .take_while(|&tier| widest.is_none_or(|w| tier.is_some_and(|t| t <= w)))
         .find_map(|tier| {
             within_one_domain(

@@ -13,6 +13,11 @@ use super::{
 /// flat, topology-less cluster still gets a two-level (and parallel) search.
 pub const UNGROUPED_BLOCK: usize = 32;
 
+/// A leaf group of more nodes than this (a label naming a zone or a whole pool rather than
+/// a leaf switch) is searched as several groups of at most this many nodes, near equal, so
+/// that a pod reads a block of nodes and not the whole leaf: a leaf is still one domain.
+pub const LEAF_BLOCK: usize = 64;
+
 /// All nodes of one GPU model.
 #[derive(Debug, Clone)]
 pub struct Pool {
@@ -26,6 +31,8 @@ pub struct Pool {
     pub gpus_per_node: u32,
     /// GPUs of the pool's largest leaf group, `None` when no node of it has a leaf group.
     pub largest_leaf_gpus: Option<u32>,
+    /// Whether a leaf group of the pool is searched as several groups ([`LEAF_BLOCK`]).
+    pub leaves_in_blocks: bool,
     /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
     pub node_sizes: [u32; MAX_GPUS_PER_NODE + 1],
     /// The distinct taints on the pool's nodes, of every effect.
@@ -91,8 +98,9 @@ pub struct LeafPath {
     pub leaf: String,
 }
 
-/// The unit of the first level of the search: the nodes of one pool under one leaf group,
-/// or a block of a pool's nodes without a leaf group.
+/// The unit of the first level of the search: the nodes of one pool under one leaf group
+/// (a block of them, for a leaf of more than [`LEAF_BLOCK`] nodes), or a block of a pool's
+/// nodes without a leaf group.
 #[derive(Debug, Clone)]
 pub struct SearchGroup {
     pub pool: PoolId,
@@ -399,6 +407,7 @@ impl ClusterSpecBuilder {
             groups: Vec::new(),
             gpus_per_node: 0,
             largest_leaf_gpus: None,
+            leaves_in_blocks: false,
             node_sizes: [0; MAX_GPUS_PER_NODE + 1],
             taints: Vec::new(),
             largest_allocatable: Allocatable::NOTHING,
@@ -453,21 +462,32 @@ impl ClusterSpecBuilder {
                     None => ungrouped.push(node),
                 }
             }
-            let mut largest_leaf = None;
+            let gpus_of = |nodes: &[NodeId]| -> u32 {
+                nodes
+                    .iter()
+                    .map(|n| spec.nodes[n.index()].gpus() as u32)
+                    .sum()
+            };
+            let largest_leaf = by_leaf.iter().map(|(_, nodes)| gpus_of(nodes)).max();
+            let leaves_in_blocks = by_leaf.iter().any(|(_, nodes)| nodes.len() > LEAF_BLOCK);
             let mut groups = Vec::new();
-            let leaf_groups = by_leaf.into_iter().map(|(leaf, nodes)| (Some(leaf), nodes));
+            let leaf_groups = by_leaf.into_iter().flat_map(|(leaf, nodes)| {
+                let blocks = nodes.len().div_ceil(LEAF_BLOCK);
+                let (size, longer) = (nodes.len() / blocks, nodes.len() % blocks);
+                let mut rest = nodes.as_slice();
+                (0..blocks)
+                    .map(|b| {
+                        let (block, after) = rest.split_at(size + usize::from(b < longer));
+                        rest = after;
+                        (Some(leaf), block.to_vec())
+                    })
+                    .collect::<Vec<_>>()
+            });
             let blocks = ungrouped
                 .chunks(UNGROUPED_BLOCK)
                 .map(|c| (None, c.to_vec()))
                 .collect::<Vec<_>>();
             for (leaf, nodes) in leaf_groups.chain(blocks) {
-                let gpus: u32 = nodes
-                    .iter()
-                    .map(|n| spec.nodes[n.index()].gpus() as u32)
-                    .sum();
-                if leaf.is_some() {
-                    largest_leaf = largest_leaf.max(Some(gpus));
-                }
                 let gid = GroupId(spec.groups.len() as u32);
                 let mut node_sizes = [0; MAX_GPUS_PER_NODE + 1];
                 for n in &nodes {
@@ -490,6 +510,7 @@ impl ClusterSpecBuilder {
                 .max()
                 .unwrap_or(0);
             pool.largest_leaf_gpus = largest_leaf;
+            pool.leaves_in_blocks = leaves_in_blocks;
             pool.groups = groups;
             for &node in &pool.nodes {
                 let node = &spec.nodes[node.index()];
@@ -556,6 +577,37 @@ mod tests {
         assert_eq!(spec.pool(a100).gpus_per_node, 8);
         assert_eq!(spec.pool(a100).largest_leaf_gpus, Some(8));
         assert_eq!(spec.total_gpus(), 28);
+    }
+
+    #[test]
+    fn a_leaf_of_more_than_a_block_is_searched_in_near_equal_blocks_and_stays_one_leaf() {
+        let mut b = ClusterSpecBuilder::new();
+        for (leaf, nodes) in [("big", 2 * LEAF_BLOCK + 2), ("full", LEAF_BLOCK)] {
+            for n in 0..nodes {
+                let name = format!("{leaf}-{n}");
+                b.add(
+                    row(&name, Some("H100"), 8, Some(leaf)),
+                    LinkProfile::NvlinkAll,
+                )
+                .unwrap();
+            }
+        }
+        let spec = b.build();
+        let sizes: Vec<usize> = spec.groups.iter().map(|g| g.nodes.len()).collect();
+        assert_eq!((sizes.len(), sizes[3]), (4, LEAF_BLOCK));
+        assert_eq!(sizes[..3].iter().sum::<usize>(), 2 * LEAF_BLOCK + 2);
+        assert!(sizes[0] - sizes[2] <= 1, "near equal: {sizes:?}");
+        let leaves: Vec<_> = spec.groups.iter().map(|g| g.leaf).collect();
+        assert_eq!(leaves[0], leaves[2], "the blocks of one leaf keep its leaf");
+        assert_ne!(leaves[2], leaves[3]);
+        let h100 = spec.pool(spec.pool_of_model(Some("H100")).unwrap());
+        assert!(h100.leaves_in_blocks);
+        assert_eq!(
+            h100.largest_leaf_gpus,
+            Some(8 * (2 * LEAF_BLOCK as u32 + 2))
+        );
+        let domain = |g: usize| spec.group_domain(GroupId(g as u32), Tier::Leaf);
+        assert_eq!(domain(0), domain(2));
     }
 
     #[test]

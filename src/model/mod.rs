@@ -14,8 +14,8 @@ mod resources;
 mod topo_matrix;
 
 pub use cluster::{
-    Allocatable, ClusterSpec, ClusterSpecBuilder, LeafPath, MAX_POOLS, NodeRow, Pool, SearchGroup,
-    UNGROUPED_BLOCK,
+    Allocatable, ClusterSpec, ClusterSpecBuilder, LEAF_BLOCK, LeafPath, MAX_POOLS, NodeRow, Pool,
+    SearchGroup, UNGROUPED_BLOCK,
 };
 pub use constraints::{
     ExtendedResources, Labels, Namespaces, NodeConstraints, PodAffinityTerm, PodIdentity, PodRules,
