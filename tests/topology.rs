@@ -9,7 +9,9 @@ use std::collections::HashSet;
 use common::*;
 use kant::config::Placement;
 use kant::framework::Scheduler;
-use kant::model::{GpuRequest, JobId, LEAF_BLOCK, LinkProfile, NodeId, Tier, TopologyNeed};
+use kant::model::{
+    GpuRequest, JobId, LEAF_BLOCK, LinkProfile, NodeId, Tier, TopologyNeed, UNGROUPED_BLOCK,
+};
 use kant::queue::QueueingPolicy;
 
 const MINUTE_MS: u64 = 60_000;
@@ -578,6 +580,34 @@ fn e_binpack_fills_a_hole_where_binpack_breaks_a_free_node() {
         !fills_hole,
         "plain binpack goes to the busier leaf and breaks its free node"
     );
+}
+
+#[test]
+fn e_binpack_fills_a_node_exactly_among_blocks_outside_every_leaf_and_gathers_in_leaves() {
+    // Two groups of 32 nodes of 8 GPUs. Group 0: node 0 has 3 free, node 1 has 1 free,
+    // small pods holding 12 GPUs; group 1: node 32 has exactly 2 free, pods holding 6.
+    let node_for_two_gpu_pod = |spec| {
+        let mut s = scheduler(profile("default", None, None), spec);
+        let running = kant::framework::Adopted::Running { preemptible: false };
+        let pods = [(0, 0b111), (0, 0b11000), (1, 0b1111), (1, 0b111_0000)];
+        let pods = pods.into_iter().chain([(32, 0b111), (32, 0b111_000)]);
+        for (id, (node, devices)) in pods.enumerate() {
+            let gpus = u32::count_ones(devices);
+            let small = job(id as u32, 1, whole(gpus), 0, 0);
+            s.adopt(small, &[Some(placement(node, devices, 1000))], 0, running)
+                .expect("room for it");
+        }
+        s.submit(job(10, 1, whole(2), 0, 0));
+        assert_eq!(placed_jobs(&s.schedule(0)), [JobId(10)]);
+        replicas_of(&s, JobId(10))[0]
+    };
+    let blocks = UNGROUPED_BLOCK;
+    let without_leaves = models_cluster(&vec![("H100", 8); 2 * blocks]);
+    assert_eq!(without_leaves.groups.len(), 2);
+    assert_eq!(node_for_two_gpu_pod(without_leaves), NodeId(32));
+    // In leaves, a small pod goes where small pods hold the most, so other leaves drain.
+    let leaves = cluster(2 * blocks, 8, blocks, LinkProfile::NvlinkAll);
+    assert_eq!(node_for_two_gpu_pod(leaves), NodeId(0));
 }
 
 /// A gang of pods narrower than a node takes the fewest nodes: four 2-GPU pods go to the

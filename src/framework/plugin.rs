@@ -164,13 +164,16 @@ pub trait QueueSort: Plugin {
 pub struct GroupQuery<'a> {
     pub job: &'a Job,
     pub widths: PodWidths,
+    /// The cluster the groups belong to.
+    pub spec: &'a ClusterSpec,
 }
 
 impl<'a> GroupQuery<'a> {
-    pub fn of(job: &'a Job) -> Self {
+    pub fn of(job: &'a Job, spec: &'a ClusterSpec) -> Self {
         Self {
             job,
             widths: PodWidths::of(job),
+            spec,
         }
     }
 }

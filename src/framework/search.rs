@@ -116,7 +116,7 @@ fn two_level(
     pools: &[PoolId],
     first: Option<&CycleState>,
 ) -> Option<Found> {
-    let query = GroupQuery::of(job);
+    let query = GroupQuery::of(job, snapshot.spec());
     let widths = &query.widths;
     let mut ranked = rank_groups(profile, &query, snapshot, state, pools);
     let need = job.topology;
@@ -270,7 +270,7 @@ impl<'a> RoomUse<'a> {
     ) -> Self {
         Self {
             profile,
-            query: GroupQuery::of(job),
+            query: GroupQuery::of(job, snapshot.spec()),
             snapshot,
             state,
             domains: OnceCell::new(),

@@ -7,7 +7,9 @@
 //!     those, as among the rest, to the groups where pods that share their nodes already
 //!     hold the most GPUs, not merely the busiest: a group busy with gangs that end
 //!     whole, and that one small pod with hours left would keep from ever being free for
-//!     a gang that needs all of it, is the last place for it.
+//!     a gang that needs all of it, is the last place for it. A block of nodes outside
+//!     every leaf keeps no network domain whole: there a group with a partly used node
+//!     the pod fills exactly comes before the others with a hole.
 //!   - A job whose pods take whole nodes goes to the busiest groups, keeping whole
 //!     groups free for larger ones.
 //! - Node: a pod joins a node that already holds a pod of its own job (cutting cross-node
@@ -50,12 +52,16 @@ pub(super) fn narrower_than_nodes(gpu: GpuRequest, aggregate: &GpuAggregate) -> 
 /// `MAX_NODE_SCORE`; the rest ranks groups by how much small pods already hold there.
 const HOLE: i64 = MAX_NODE_SCORE / 4;
 
+/// What a group outside every leaf with a node a small pod fills exactly scores above one
+/// with only other holes for it.
+const SNUG: i64 = MAX_NODE_SCORE / 4;
+
 impl GroupScore for EBinpack {
     fn score_group(
         &self,
         query: &GroupQuery,
         _: &CycleState,
-        _: GroupId,
+        group: GroupId,
         aggregate: &GpuAggregate,
     ) -> i64 {
         let capacity = u64::from(aggregate.gpus) * u64::from(MILLI_PER_GPU);
@@ -68,8 +74,16 @@ impl GroupScore for EBinpack {
         if shares_nodes {
             let fits = narrowest.map_or(1, |gpu| gpu.whole().max(1));
             let hole = partly_used_with_room(aggregate, fits) > 0;
+            // A block of nodes outside every leaf keeps nothing whole that a gang could use
+            // better: there a pod goes first to a node it fills exactly.
+            let leafless = query.spec.group(group).leaf.is_none();
+            let snug_weight = if leafless { SNUG } else { 0 };
+            let free = aggregate.free_histogram_to_top();
+            let snug = hole && free.get(fits as usize).is_some_and(|&nodes| nodes > 0);
             let sharing = utilization::scale(aggregate.sharing_milli, capacity);
-            let score = i64::from(hole) * HOLE + sharing * (MAX_NODE_SCORE - HOLE) / MAX_NODE_SCORE;
+            let score = i64::from(hole) * HOLE
+                + i64::from(snug) * snug_weight
+                + sharing * (MAX_NODE_SCORE - HOLE - snug_weight) / MAX_NODE_SCORE;
             match narrowest {
                 // A fraction goes first where a shared device has room for it: it breaks
                 // no whole GPU there.
