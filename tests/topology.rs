@@ -98,6 +98,39 @@ fn a_gang_stays_inside_one_leaf_searched_as_several_blocks() {
     }
 }
 
+#[test]
+fn a_gang_over_several_leaves_fills_a_leaf_of_blocks_whole_before_the_next() {
+    // Under one spine: a leaf of two blocks, and two leaves each with more nodes than one
+    // of those blocks but fewer than the pair. A gang of the first two leaves' nodes.
+    let block = LEAF_BLOCK / 2 + 4;
+    let leaves = [2 * block, block + 6, block + 4];
+    let mut builder = kant::model::ClusterSpecBuilder::new();
+    for (leaf, &nodes) in leaves.iter().enumerate() {
+        for n in 0..nodes {
+            let row = kant::model::NodeRow {
+                name: format!("leaf{leaf}-{n}"),
+                gpu_model: Some("H100".into()),
+                gpus: 8,
+                leaf: Some(kant::model::LeafPath {
+                    superspine: "ss".into(),
+                    spine: "spine".into(),
+                    leaf: format!("leaf-{leaf}"),
+                }),
+                ..Default::default()
+            };
+            builder
+                .add(row, LinkProfile::NvlinkAll)
+                .expect("valid node");
+        }
+    }
+    let spec = std::sync::Arc::new(builder.build());
+    assert_eq!(spec.groups.len(), 4);
+    let mut s = scheduler(profile("default", None, None), spec);
+    s.submit(job(0, leaves[0] + leaves[1], whole(8), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(0)]);
+    assert_eq!(spans(&s, JobId(0)).0, 2);
+}
+
 /// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the
 /// nodes in `free`. Best-effort FIFO, so that no backfill threshold wakes a blocked job.
 fn cluster_with_free_nodes(free: &[u32]) -> Scheduler {

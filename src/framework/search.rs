@@ -786,11 +786,12 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
 /// pools), since a gang never mixes GPU models. The domains that hold the job are read
-/// from the group aggregates and taken best fit first (the
-/// least room left over, so larger domains stay whole); inside one, the groups that hold
-/// the most of the job are filled first, so it spans the fewest groups, under the first
-/// pass's cycle state when one is given (`first`, see [`two_level`]) and then under
-/// the search's. No node combination is tried blindly.
+/// from the group aggregates and taken best fit first (the least room left over, so larger
+/// domains stay whole); inside one, the leaves that hold the most of the job are filled
+/// first (the blocks of a leaf searched as several groups together), and inside a leaf its
+/// groups that hold the most, so it spans the fewest leaves and groups, under the first
+/// pass's cycle state when one is given (`first`, see [`two_level`]) and then under the
+/// search's. No node combination is tried blindly.
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
@@ -811,17 +812,44 @@ fn within_one_domain(
                 None => 0,
             };
             let room = pods_held(widths, snapshot.group(group));
+            // The blocks of one leaf are one leaf: a leafless block is one of its own.
+            let leaf = spec
+                .group(group)
+                .leaf
+                .map_or(1 << 32 | u64::from(group.0), |l| u64::from(l.0));
             (room > 0).then_some(DomainMember {
                 domain: (pool, domain),
+                leaf,
+                leaf_room: 0,
+                leaf_score: 0,
+                leaf_first: group,
                 room,
                 score,
                 group,
             })
         })
         .collect();
+    members.sort_unstable_by_key(|m| (m.domain, m.leaf));
+    for same_leaf in members.chunk_by_mut(|a, b| (a.domain, a.leaf) == (b.domain, b.leaf)) {
+        let room = same_leaf
+            .iter()
+            .fold(0u64, |sum, m| sum.saturating_add(m.room));
+        let score = same_leaf.iter().map(|m| m.score).max().unwrap_or(0);
+        let first = same_leaf
+            .iter()
+            .map(|m| m.group)
+            .min()
+            .unwrap_or(GroupId(0));
+        for m in same_leaf.iter_mut() {
+            (m.leaf_room, m.leaf_score, m.leaf_first) = (room, score, first);
+        }
+    }
     members.sort_unstable_by(|a, b| {
         a.domain
             .cmp(&b.domain)
+            .then(b.leaf_room.cmp(&a.leaf_room))
+            .then(b.leaf_score.cmp(&a.leaf_score))
+            .then(a.leaf_first.cmp(&b.leaf_first))
             .then(b.room.cmp(&a.room))
             .then(b.score.cmp(&a.score))
             .then(a.group.cmp(&b.group))
@@ -868,6 +896,11 @@ fn domain_may_hold(widths: &PodWidths, room: u64, free: u64) -> bool {
 /// A search group as a member of a domain, with the pods of the job it can hold.
 struct DomainMember {
     domain: (PoolId, u64),
+    /// Its leaf (a leafless block: its own), and what the domain's groups of it hold.
+    leaf: u64,
+    leaf_room: u64,
+    leaf_score: i64,
+    leaf_first: GroupId,
     room: u64,
     score: i64,
     group: GroupId,
