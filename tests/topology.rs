@@ -104,26 +104,20 @@ fn a_gang_over_several_leaves_fills_a_leaf_of_blocks_whole_before_the_next() {
     // of those blocks but fewer than the pair. A gang of the first two leaves' nodes.
     let block = LEAF_BLOCK / 2 + 4;
     let leaves = [2 * block, block + 6, block + 4];
-    let mut builder = kant::model::ClusterSpecBuilder::new();
-    for (leaf, &nodes) in leaves.iter().enumerate() {
-        for n in 0..nodes {
-            let row = kant::model::NodeRow {
-                name: format!("leaf{leaf}-{n}"),
-                gpu_model: Some("H100".into()),
-                gpus: 8,
-                leaf: Some(kant::model::LeafPath {
-                    superspine: "ss".into(),
-                    spine: "spine".into(),
-                    leaf: format!("leaf-{leaf}"),
-                }),
-                ..Default::default()
-            };
-            builder
-                .add(row, LinkProfile::NvlinkAll)
-                .expect("valid node");
-        }
-    }
-    let spec = std::sync::Arc::new(builder.build());
+    let rows = leaves.iter().enumerate().flat_map(|(leaf, &nodes)| {
+        (0..nodes).map(move |n| kant::model::NodeRow {
+            name: format!("leaf{leaf}-{n}"),
+            gpu_model: Some("H100".into()),
+            gpus: 8,
+            leaf: Some(kant::model::LeafPath {
+                superspine: "ss".into(),
+                spine: "spine".into(),
+                leaf: format!("leaf-{leaf}"),
+            }),
+            ..Default::default()
+        })
+    });
+    let spec = nvlink_cluster(rows);
     assert_eq!(spec.groups.len(), 4);
     let mut s = scheduler(profile("default", None, None), spec);
     s.submit(job(0, leaves[0] + leaves[1], whole(8), 0, 0));
