@@ -17,8 +17,8 @@ use crate::model::{
     ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRules, PoolId,
 };
 use crate::queue::{
-    Admission, Attempted, Driver, Offer, PoolsWanted, PreemptionReach, QueueingPolicy, Queues,
-    Room, TenantMode, Tenants, Waiting,
+    Admission, Attempted, Driver, FreeNodes, Offer, PoolsWanted, PreemptionReach, QueueingPolicy,
+    Queues, Room, TenantMode, Tenants, Waiting,
 };
 
 use super::fruitless::{FailedSearch, RoomLog, SearchScope};
@@ -30,7 +30,7 @@ use super::search::{
     pools_for, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
-use super::{Code, CycleState, Diagnosis, Profile, Status};
+use super::{Code, CycleState, Diagnosis, Profile, SearchMode, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +129,8 @@ pub struct Scheduler {
     terminating: Vec<(RunningJob, Vec<Option<Placement>>)>,
     /// Room held for backfill heads that waited past the threshold.
     reservations: Vec<Reservation>,
+    /// Counts the times room held for a backfill head was given back.
+    holds_given_back: u64,
     /// Room held for a backfill head, which kept some job out, was returned since the
     /// current round began.
     room_returned: bool,
@@ -175,6 +177,7 @@ impl Scheduler {
             hold_victims: false,
             terminating: Vec::new(),
             reservations: Vec::new(),
+            holds_given_back: 0,
             room_returned: false,
             pools_wanted: Vec::new(),
             decisions: Vec::new(),
@@ -535,6 +538,8 @@ impl Scheduler {
         // preemption plugin), so each round that evicts leaves fewer jobs that could be.
         loop {
             self.room_returned = false;
+            // The queues may offer no job this round: the holds are judged here first.
+            self.release_unadmitted_holds();
             self.pools_wanted = queues.pools_wanted();
             let epoch = self.capacity_epoch;
             queues.run(
@@ -933,7 +938,11 @@ impl Scheduler {
             .filter(|r| r.head.id == job)
             .flat_map(|r| r.groups.iter().copied())
             .collect();
+        let held = self.reservations.len();
         self.reservations.retain(|r| r.head.id != job);
+        if self.reservations.len() < held {
+            self.holds_given_back += 1;
+        }
         if kept_out {
             self.capacity_epoch += 1;
             self.room_returned = true;
@@ -1506,11 +1515,28 @@ impl Driver for Round<'_> {
         let scheduler = &self.scheduler;
         let post_filters = &scheduler.profile.post_filters;
         let cluster = scheduler.state.total();
-        let room = Room::new(
+        let mut room = Room::new(
             scheduler.tenants.admission_room(tenant),
-            u64::from(cluster.free_gpus),
-            cluster.free_histogram,
+            FreeNodes::new(u64::from(cluster.free_gpus), cluster.free_histogram),
         );
+        // The two-level search keeps a job out of room held for heads of its priority or
+        // higher (the flat search holds nothing).
+        let lowest_head_priority = (scheduler.reservations.iter())
+            .map(|r| r.head.priority)
+            .min()
+            .filter(|_| scheduler.profile.search == SearchMode::TwoLevel);
+        if let Some(priority) = lowest_head_priority {
+            let (mut gpus, mut histogram) = (cluster.free_gpus, cluster.free_histogram);
+            // Reservations never overlap.
+            for &group in scheduler.reservations.iter().flat_map(|r| &r.groups) {
+                let held = scheduler.state.group(group);
+                gpus = gpus.saturating_sub(held.free_gpus);
+                for (nodes, held) in histogram.iter_mut().zip(held.free_histogram) {
+                    *nodes = nodes.saturating_sub(held);
+                }
+            }
+            room = room.with_holds(FreeNodes::new(u64::from(gpus), histogram), priority);
+        }
         Some(if post_filters.is_empty() {
             room
         } else if post_filters.iter().all(|p| p.for_backfill_heads_only()) {
@@ -1521,6 +1547,16 @@ impl Driver for Round<'_> {
                 reclaims: scheduler.tenants.may_reclaim(tenant),
             })
         })
+    }
+
+    fn holds_given_back(&self) -> u64 {
+        self.scheduler.holds_given_back
+    }
+
+    fn kept_out_of_holds(&mut self) {
+        for reservation in &mut self.scheduler.reservations {
+            reservation.kept_out = true;
+        }
     }
 
     fn attempt(&mut self, offer: Offer) -> Attempted {

@@ -6,10 +6,11 @@
 //! A job that failed is not tried again until capacity has been freed since (feasibility
 //! only grows when resources are returned), or until a time it asked for, which keeps a
 //! long backlog cheap. Once capacity is freed, a job that asks for more than admission
-//! could grant its tenant now (quota, free GPUs, free nodes for its pods) fails without
-//! being offered. Each queue sums up its jobs chunk by chunk (`pending`), so a round over
-//! a deep backlog reads the chunks and the jobs worth trying, not every job. A requeued
-//! job waits out its backoff before it is tried again.
+//! could grant its tenant now (quota, free GPUs, free nodes for its pods, counting only
+//! the nodes outside room held for backfill heads where it is kept out of that room)
+//! fails without being offered. Each queue sums up its jobs chunk by chunk (`pending`), so
+//! a round over a deep backlog reads the chunks and the jobs worth trying, not every job.
+//! A requeued job waits out its backoff before it is tried again.
 
 mod pending;
 mod tenants;
@@ -104,6 +105,12 @@ struct Need {
     width: u32,
     /// The job's priority, where it may preempt (`None`: it never does).
     preempts_at: Option<i32>,
+    /// The job's priority: room held for a backfill head of this priority or higher is
+    /// not its to use.
+    priority: i32,
+    /// It was offered as a backfill head, so room may be held for it: room held is then
+    /// not judged out of its reach.
+    held_for: bool,
 }
 
 impl Need {
@@ -121,6 +128,8 @@ impl Need {
             pods: widths.uniform_whole.map_or(1, |_| widths.pods),
             width: widths.widest_whole,
             preempts_at: job.may_preempt.then_some(job.priority),
+            priority: job.priority,
+            held_for: false,
         }
     }
 
@@ -132,8 +141,10 @@ impl Need {
             whole: self.whole.min(other.whole),
             pods: self.pods.min(other.pods),
             width: self.width.min(other.width),
-            // A higher priority may preempt more.
+            // A higher priority may preempt more, and is kept out of less held room.
             preempts_at: self.preempts_at.max(other.preempts_at),
+            priority: self.priority.max(other.priority),
+            held_for: self.held_for || other.held_for,
         }
     }
 }
@@ -164,12 +175,13 @@ impl PreemptionReach {
 pub struct Room {
     /// Milli-GPUs its quota, or what it may borrow, still covers.
     quota_milli: u64,
-    /// Free whole GPUs.
-    free_gpus: u64,
-    /// `free_histogram[k]`: nodes with exactly `k` free whole GPUs.
-    free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
-    /// The most free whole GPUs on one node.
-    widest_node: u32,
+    /// Free whole GPUs on every node.
+    free: FreeNodes,
+    /// Where room is held for backfill heads: the free whole GPUs outside the held groups,
+    /// and the lowest priority of a head holding. A job of no higher priority, never
+    /// offered as a head, is kept out of every held group (the two-level search passes
+    /// them by), so this is all it could use.
+    outside_holds: Option<(FreeNodes, i32)>,
     /// Whether a backfill head may make room by preemption: admission then refuses it
     /// nothing, as its victims may free what it lacks.
     heads_make_room: bool,
@@ -178,20 +190,54 @@ pub struct Room {
     preemption: Option<PreemptionReach>,
 }
 
+/// Free whole GPUs on a set of nodes.
+#[derive(Debug, Clone, Copy)]
+pub struct FreeNodes {
+    /// In all.
+    gpus: u64,
+    /// `histogram[k]`: nodes with exactly `k` free.
+    histogram: [u32; MAX_GPUS_PER_NODE + 1],
+    /// The most on one node.
+    widest_node: u32,
+}
+
+impl FreeNodes {
+    pub fn new(gpus: u64, histogram: [u32; MAX_GPUS_PER_NODE + 1]) -> FreeNodes {
+        let widest_node = histogram.iter().rposition(|&n| n > 0).unwrap_or(0) as u32;
+        FreeNodes {
+            gpus,
+            histogram,
+            widest_node,
+        }
+    }
+
+    /// Whether these nodes could hold the whole GPUs `need` asks for, and, unless for a
+    /// backfill head (for which room is held in the shape it needs), its pods of its width.
+    fn could_hold(&self, need: &Need, head: bool) -> bool {
+        let within_nodes = need.width <= self.widest_node
+            && (need.pods <= 1 || pods_that_fit(&self.histogram, need.width) >= need.pods);
+        need.whole <= self.gpus && (head || within_nodes)
+    }
+}
+
 impl Room {
-    pub fn new(
-        quota_milli: u64,
-        free_gpus: u64,
-        free_histogram: [u32; MAX_GPUS_PER_NODE + 1],
-    ) -> Room {
-        let widest_node = free_histogram.iter().rposition(|&n| n > 0).unwrap_or(0) as u32;
+    pub fn new(quota_milli: u64, free: FreeNodes) -> Room {
         Room {
             quota_milli,
-            free_gpus,
-            free_histogram,
-            widest_node,
+            free,
+            outside_holds: None,
             heads_make_room: false,
             preemption: None,
+        }
+    }
+
+    /// The same room where room is held for backfill heads: `outside` is what the nodes
+    /// outside every held group have free, `lowest_head_priority` the lowest priority of a
+    /// head holding.
+    pub fn with_holds(self, outside: FreeNodes, lowest_head_priority: i32) -> Room {
+        Room {
+            outside_holds: Some((outside, lowest_head_priority)),
+            ..self
         }
     }
 
@@ -214,17 +260,31 @@ impl Room {
 
     /// Whether admission refuses a job asking for `need`: more than its quota covers,
     /// more free GPUs than there are, or more pods of its width than the free nodes hold
-    /// (for a job of one pod, or of pods that differ, a node with room for the widest). A
-    /// backfill head is judged on its quota and the free GPUs alone, as the scheduler
-    /// holds room for it in the shape it needs, and not at all where it may preempt.
+    /// (for a job of one pod, or of pods that differ, a node with room for the widest),
+    /// counting only nodes outside held groups for a job kept out of them. A backfill
+    /// head is judged on its quota and the free GPUs alone, as the scheduler holds room
+    /// for it in the shape it needs, and not at all where it may preempt.
     fn refuses(&self, need: &Need, head: bool) -> bool {
+        let free = match &self.outside_holds {
+            Some((outside, priority)) if !head && !need.held_for && need.priority <= *priority => {
+                outside
+            }
+            _ => &self.free,
+        };
+        self.refuses_on(free, need, head)
+    }
+
+    /// Whether admission would refuse a job asking for `need` if no room were held for
+    /// backfill heads.
+    fn refuses_ignoring_holds(&self, need: &Need, head: bool) -> bool {
+        self.refuses_on(&self.free, need, head)
+    }
+
+    fn refuses_on(&self, free: &FreeNodes, need: &Need, head: bool) -> bool {
         if head && self.heads_make_room {
             return false;
         }
-        let beyond_nodes = need.width > self.widest_node
-            || (need.pods > 1 && pods_that_fit(&self.free_histogram, need.width) < need.pods);
-        let short =
-            need.milli > self.quota_milli || need.whole > self.free_gpus || (!head && beyond_nodes);
+        let short = need.milli > self.quota_milli || !free.could_hold(need, head);
         short
             && !self
                 .preemption
@@ -241,7 +301,7 @@ impl Room {
             free_histogram[free as usize] += 1;
         }
         let free_gpus = free_per_node.iter().map(|&f| u64::from(f)).sum();
-        Room::new(quota_milli, free_gpus, free_histogram)
+        Room::new(quota_milli, FreeNodes::new(free_gpus, free_histogram))
     }
 }
 
@@ -269,6 +329,12 @@ pub trait Driver {
     /// retry time) without being offered; the room says which jobs preemption may still
     /// make room for. `None` when the driver cannot tell: every job is offered.
     fn admission_room(&self, tenant: usize) -> Option<Room>;
+    /// Jobs were refused for room held for backfill heads, as if each had tried and been
+    /// kept out of it: what is held is capacity freed for them once it is given back.
+    fn kept_out_of_holds(&mut self);
+    /// Counts the times room held for backfill heads was given back: what
+    /// `admission_room` told a job kept out of it may have grown since.
+    fn holds_given_back(&self) -> u64;
     fn attempt(&mut self, offer: Offer) -> Attempted;
 }
 
@@ -424,7 +490,7 @@ impl Queues {
         // held; an empty list (a head that accepts any pool) holds every pool.
         let mut held_pools: Vec<Option<Vec<PoolId>>> = vec![None; tenants];
         // Per tenant, what admission could grant it, as last asked: asked again after a
-        // placement. A job that fails changes nothing, but for a preemptor in a live
+        // placement, or after room held for backfill heads was given back. A job that fails changes nothing, but for a preemptor in a live
         // cluster, which fails until its victims are gone: what their going changes in the
         // tenants' accounts is read at the next round.
         let mut rooms: Vec<Option<Option<Room>>> = vec![None; tenants];
@@ -452,11 +518,13 @@ impl Queues {
             };
             let room = &mut rooms[tenant];
             let next = queue.next(cursor[tenant], |summary| {
-                read_all
-                    || summary.worth_a_look(
-                        &view,
-                        *room.get_or_insert_with(|| driver.admission_room(tenant)),
-                    )
+                if read_all {
+                    return true;
+                }
+                // Chunks kept out of held room only are read: a job kept out that would be
+                // offered is told so (`kept_out_of_holds`), as if it had tried.
+                let room = room.get_or_insert_with(|| driver.admission_room(tenant));
+                summary.worth_a_look(&view, room.as_ref())
             });
             let Some(at) = next else {
                 done[tenant] = true;
@@ -507,11 +575,16 @@ impl Queues {
             }
             // A job that failed before (so is known resolvable) and asks for more than
             // admission could grant its tenant would be refused: no need to read it.
-            let beyond_admission = entry.failed_at.is_some()
-                && !entry.unresolvable
-                && rooms[tenant]
-                    .get_or_insert_with(|| driver.admission_room(tenant))
-                    .is_some_and(|room| room.refuses(&entry.need, backfill_since.is_some()));
+            let head = backfill_since.is_some();
+            let room = (entry.failed_at.is_some() && !entry.unresolvable)
+                .then(|| rooms[tenant].get_or_insert_with(|| driver.admission_room(tenant)))
+                .and_then(|room| room.as_ref());
+            let beyond_admission = room.is_some_and(|room| room.refuses(&entry.need, head));
+            if beyond_admission
+                && room.is_some_and(|room| !room.refuses_ignoring_holds(&entry.need, head))
+            {
+                driver.kept_out_of_holds();
+            }
             let attempted = if beyond_admission {
                 Attempted::Failed { retry_at: None }
             } else {
@@ -521,14 +594,21 @@ impl Queues {
                     tenant,
                     backfill_since,
                 };
+                let given_back = driver.holds_given_back();
                 let attempted = driver.attempt(offer);
                 shares = None;
+                // Room held for heads given back is room for the jobs kept out of it.
+                if driver.holds_given_back() != given_back {
+                    rooms.fill(None);
+                }
                 attempted
             };
             if !matches!(attempted, Attempted::Failed { .. }) {
                 rooms.fill(None);
             }
             let entry = queue.entry_mut(at);
+            // Room may be held for a head offered: it is never judged kept out of it.
+            entry.need.held_for |= head && !beyond_admission;
             match attempted {
                 Attempted::Placed => {
                     entry.placed = true;
@@ -625,6 +705,8 @@ mod tests {
         unresolvable: Vec<JobId>,
         backoff: Vec<(JobId, u64)>,
         retry: Vec<(JobId, u64)>,
+        /// Times it was told jobs were kept out of room held for backfill heads.
+        kept_out: usize,
     }
 
     impl Refuser {
@@ -636,6 +718,7 @@ mod tests {
                 unresolvable,
                 backoff: Vec::new(),
                 retry: Vec::new(),
+                kept_out: 0,
             }
         }
     }
@@ -649,6 +732,12 @@ mod tests {
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
+        }
+        fn kept_out_of_holds(&mut self) {
+            self.kept_out += 1;
+        }
+        fn holds_given_back(&self) -> u64 {
+            0
         }
         fn attempt(&mut self, offer: Offer) -> Attempted {
             self.offered.push(offer.job.id);
@@ -720,6 +809,30 @@ mod tests {
         // A driver that cannot tell what admission would grant has every job tried.
         let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
         assert_eq!(offered(&mut queues, 1, None), [0, 1, 2, 3]);
+    }
+
+    /// Where room is held for backfill heads, a job of no higher priority than every head
+    /// is judged on the room outside the holds, and the driver is told when that alone
+    /// refuses it (as a job kept out is told when it tries); a job of a higher priority is
+    /// judged on all the room.
+    #[test]
+    fn jobs_kept_out_of_held_room_are_judged_on_the_room_outside_it() {
+        let room = Room::of_nodes(16_000, &[4, 4]);
+        let outside = Room::of_nodes(0, &[2]).free;
+        let run = |lowest_head_priority| {
+            let mut queues = failed_once(QueueingPolicy::BestEffortFifo);
+            let held = room.with_holds(outside, lowest_head_priority);
+            let mut driver = Refuser::new(Some(held), Vec::new());
+            queues.run(2, 1, &mut driver);
+            let offered: Vec<u32> = driver.offered.iter().map(|j| j.0).collect();
+            (offered, driver.kept_out)
+        };
+        // Every job here is of priority 0. Job 0's pod of 8 GPUs fits no free node (not
+        // kept out: refused as without holds); job 2's four pods of 2 GPUs fit the free
+        // nodes, but not the one node outside the holds.
+        assert_eq!(run(0), (vec![1, 3], 1));
+        assert_eq!(run(1), (vec![1, 3], 1));
+        assert_eq!(run(-1), (vec![1, 2, 3], 0));
     }
 
     /// With priority and quota-reclaim preemption, a job admission finds short of room is
@@ -831,15 +944,26 @@ mod tests {
 
     fn need() -> impl Strategy<Value = Need> {
         let preempts_at = proptest::option::of(-2i32..=2);
-        (0u64..20_000, 0u64..20, 1u64..5, 0u32..=8, preempts_at).prop_map(
-            |(milli, whole, pods, width, preempts_at)| Need {
-                milli,
-                whole,
-                pods,
-                width,
-                preempts_at,
-            },
+        let priority = (-2i32..=2, any::<bool>());
+        (
+            0u64..20_000,
+            0u64..20,
+            1u64..5,
+            0u32..=8,
+            preempts_at,
+            priority,
         )
+            .prop_map(
+                |(milli, whole, pods, width, preempts_at, (priority, held_for))| Need {
+                    milli,
+                    whole,
+                    pods,
+                    width,
+                    preempts_at,
+                    priority,
+                    held_for,
+                },
+            )
     }
 
     fn reach() -> impl Strategy<Value = Option<PreemptionReach>> {
@@ -861,8 +985,20 @@ mod tests {
             free in proptest::collection::vec(0u32..=8, 0..5),
             head in any::<bool>(),
             reach in reach(),
+            // Which of the free nodes are outside the holds, and the lowest head priority.
+            holds in proptest::option::of((any::<u8>(), -2i32..=2)),
         ) {
             let room = Room::of_nodes(quota_milli, &free);
+            let room = match holds {
+                Some((outside, priority)) => {
+                    let outside: Vec<u32> = (free.iter().enumerate())
+                        .filter(|(i, _)| outside & 1 << i != 0)
+                        .map(|(_, &f)| f)
+                        .collect();
+                    room.with_holds(Room::of_nodes(0, &outside).free, priority)
+                }
+                None => room,
+            };
             let room = match reach {
                 Some(reach) => room.with_preemption(reach),
                 None => room,
@@ -900,6 +1036,10 @@ mod tests {
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
+        }
+        fn kept_out_of_holds(&mut self) {}
+        fn holds_given_back(&self) -> u64 {
+            0
         }
         fn attempt(&mut self, offer: Offer) -> Attempted {
             self.offered

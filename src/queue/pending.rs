@@ -193,7 +193,7 @@ impl Summary {
     /// one that failed before capacity was last freed and that admission (`room`, `None`
     /// when it cannot tell) would not refuse outright. It may say yes for a chunk whose
     /// jobs all turn out not worth trying; it never says no for one that holds such a job.
-    pub fn worth_a_look(&self, round: &RoundView, room: Option<Room>) -> bool {
+    pub fn worth_a_look(&self, round: &RoundView, room: Option<&Room>) -> bool {
         // Every job asks for GPUs of a held pool: none is tried.
         if round
             .held
@@ -207,7 +207,7 @@ impl Summary {
         let fresh = self.fresh_not_before.is_some_and(|t| t <= round.now_ms);
         let due = self.retry_at.is_some_and(|t| t <= round.now_ms);
         let freed = self.failed_epoch.is_some_and(|e| e < round.epoch)
-            && room.is_none_or(|room| !room.refuses(&self.need, false));
+            && room.is_none_or(|room| !room.refuses_ignoring_holds(&self.need, false));
         head || fresh || due || freed
     }
 }
@@ -837,7 +837,7 @@ mod tests {
                 .iter()
                 .any(|p| worth_trying(p, &round, held.as_deref(), room));
             if any_worth {
-                prop_assert!(Summary::of(&entries).worth_a_look(&round, room));
+                prop_assert!(Summary::of(&entries).worth_a_look(&round, room.as_ref()));
             }
         }
     }
