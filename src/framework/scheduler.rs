@@ -1554,6 +1554,7 @@ impl Driver for Round<'_> {
     }
 
     fn kept_out_of_holds(&mut self) {
+        // Such a job is of no higher priority than any head holding: each kept it out.
         for reservation in &mut self.scheduler.reservations {
             reservation.kept_out = true;
         }
