@@ -193,8 +193,8 @@ impl Summary {
     /// one that failed before capacity was last freed and that admission (`room`, `None`
     /// when it cannot tell) would not refuse outright, were no room held for backfill
     /// heads (a job kept out of that room alone is read, to be told so as it would be if
-    /// it tried; the round refuses it). It may say yes for a chunk whose
-    /// jobs all turn out not worth trying; it never says no for one that holds such a job.
+    /// it tried; the round refuses it). It may say yes for a chunk whose jobs all turn out
+    /// not worth trying; it never says no for one that holds such a job.
     pub fn worth_a_look(&self, round: &RoundView, room: Option<&Room>) -> bool {
         // Every job asks for GPUs of a held pool: none is tried.
         if round
