@@ -564,11 +564,9 @@ impl Scheduler {
 
     /// One scheduling cycle for the job the queue offers; its preemption victims, if held,
     /// hold what its placement left of theirs. Holds whose heads their quota no longer
-    /// admits are given back before the attempt (what changed since the last one may be
-    /// no attempt of the round: pods placed by others, a head the queue passed unread)
-    /// and after it.
+    /// admits are given back after the attempt, as its placement may have taken their
+    /// quota (the round's start judged them against what came before).
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
-        self.release_unadmitted_holds();
         let attempted = self.attempt(offer, now_ms);
         self.release_unadmitted_holds();
         for (victim, placements) in std::mem::take(&mut self.terminating) {
