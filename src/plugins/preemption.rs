@@ -39,7 +39,10 @@
 //! hold could not hold the job's pods, node by node in any one of its pools, whichever of
 //! them went (a gang of whole nodes among small jobs, mostly), or not inside one domain
 //! where its placement is held to one (a required tier; a gang patient for a tight
-//! placement, as a backfill head short of room is at each try).
+//! placement, as a backfill head short of room is at each try); nor where what the
+//! reclaims' budget lets the candidates free (each borrower's at most what it borrows) is
+//! less than the job lacks, on the whole or on a landing. As victims are taken, a
+//! placement is tried only once the devices free could hold the job's pods node by node.
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
@@ -224,15 +227,16 @@ impl WhatIf {
     }
 }
 
-/// Whether the job's GPU pods could all find whole devices were every candidate gone,
-/// counted node by node on one of its pools, inside one domain where its placement there
-/// is held to one: an upper bound on the room any set of them frees (every device a
-/// candidate holds counted free, quota and constraints other than GPUs left out), so that
-/// a job it refuses fits with no set of them. A job with a shared (fractional) pod is not
-/// judged.
+/// Whether the job's GPU pods could all find whole devices on `snapshot` were every
+/// candidate gone, counted node by node on one of its pools, inside one domain where its
+/// placement there is held to one: an upper bound on the room any set of them frees (every
+/// device a candidate holds counted free, quota and constraints other than GPUs left out),
+/// so that a job it refuses fits with no set of them (with none, a placement on `snapshot`
+/// need not be tried). A job with a shared (fractional) pod is not judged.
 fn room_could_suffice(
     job: &Job,
     context: &PreemptionContext,
+    snapshot: &ClusterState,
     candidates: &[(&RunningJob, PreemptionKind)],
 ) -> bool {
     let mut sizes = Vec::with_capacity(job.pods.len());
@@ -247,7 +251,6 @@ fn room_could_suffice(
     let Some(&smallest) = sizes.iter().min().filter(|&&gpus| gpus > 1) else {
         return true;
     };
-    let snapshot = context.snapshot;
     let spec = snapshot.spec();
     let pools = pools_for(job, snapshot);
     // The devices the candidates hold, by search group and node, on the job's pools.
@@ -517,6 +520,7 @@ fn take_until_fit<'v>(
         what_if.take(victim);
         chosen.push((victim, kind));
         if freed >= need
+            && room_could_suffice(job, context, &what_if.state, &[])
             && let Some(landing) = what_if.fits(context)
         {
             return Greedy::Fits(Taken {
@@ -527,6 +531,46 @@ fn take_until_fit<'v>(
         }
     }
     Greedy::Fails { passed_over }
+}
+
+/// The most milli-GPUs a budgeted [`take_until_fit`] could take from any subset of the
+/// candidates: all of those it never passes over, and of each other tenant's that only a
+/// reclaim may take, at most what that tenant borrows, pool by pool (its budget).
+fn budgeted_room(
+    job: &Job,
+    context: &PreemptionContext,
+    candidates: &[(&RunningJob, PreemptionKind)],
+) -> u64 {
+    let tenants = context.tenants;
+    let preemptor = context.tenant;
+    let need = job.total_milli();
+    // What the budget could owe the preemptor on a pool, were all its own candidates gone.
+    let owed_at_most = |pool: PoolId| {
+        (tenants.quota(preemptor, pool) + own_on_pool(context, candidates, pool))
+            .saturating_sub(tenants.used(preemptor, pool))
+    };
+    let mut room = 0;
+    let mut reclaim_only: Vec<(usize, PoolId, u64)> = Vec::new();
+    for &(victim, kind) in candidates {
+        if kind != PreemptionKind::QuotaReclaim || !only_reclaim(job, context, victim) {
+            room += held_milli(victim);
+            continue;
+        }
+        let covered = (victim.pools.iter())
+            .any(|&(pool, milli)| milli > 0 && wants(job, pool) && need <= owed_at_most(pool));
+        if !covered {
+            continue;
+        }
+        for &(pool, milli) in &victim.pools {
+            match (reclaim_only.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
+                Some(r) => r.2 += milli,
+                None => reclaim_only.push((victim.tenant, pool, milli)),
+            }
+        }
+    }
+    room + (reclaim_only.iter())
+        .map(|&(tenant, pool, held)| held.min(tenants.borrowed(tenant, pool)))
+        .sum::<u64>()
 }
 
 /// The most landings a reclaim whose budget passed candidates over is tried on.
@@ -542,22 +586,30 @@ fn within_landings<'v>(
     free_now: u64,
     candidates: &[(&'v RunningJob, PreemptionKind)],
 ) -> Option<Taken<'v>> {
-    let snapshot = context.snapshot;
-    let mut elsewhere = candidates.to_vec();
+    let need = job.total_milli();
+    // The nodes of each candidate's pods, read once.
+    let nodes: Vec<Vec<NodeId>> = (candidates.iter())
+        .map(|(victim, _)| context.snapshot.job_nodes(victim.job.id).collect())
+        .collect();
+    let mut elsewhere: Vec<usize> = (0..candidates.len()).collect();
     for _ in 0..MAX_LANDINGS {
+        let unbudgeted: Vec<_> = elsewhere.iter().map(|&i| candidates[i]).collect();
         let Greedy::Fits(Taken { landing, .. }) =
-            take_until_fit(job, context, free_now, &elsewhere, false)
+            take_until_fit(job, context, free_now, &unbudgeted, false)
         else {
             return None;
         };
-        let on_landing = |(victim, _): &(&RunningJob, PreemptionKind)| {
-            (snapshot.job_nodes(victim.job.id)).any(|n| landing.nodes.contains(&n))
-        };
-        let there: Vec<_> = candidates.iter().copied().filter(on_landing).collect();
-        if let Greedy::Fits(found) = take_until_fit(job, context, free_now, &there, true) {
+        let on_landing = |&i: &usize| nodes[i].iter().any(|n| landing.nodes.contains(n));
+        let there: Vec<_> = (0..candidates.len())
+            .filter(on_landing)
+            .map(|i| candidates[i])
+            .collect();
+        if free_now + budgeted_room(job, context, &there) >= need
+            && let Greedy::Fits(found) = take_until_fit(job, context, free_now, &there, true)
+        {
             return Some(found);
         }
-        elsewhere.retain(|candidate| !on_landing(candidate));
+        elsewhere.retain(|i| !on_landing(i));
     }
     None
 }
@@ -780,7 +832,12 @@ impl PostFilter for Preemption {
         }
         // No set of them could free whole devices enough, node by node: the greedy search
         // below would take them all and find no placement.
-        if !room_could_suffice(job, context, &candidates) {
+        if !room_could_suffice(job, context, context.snapshot, &candidates) {
+            return nothing_now;
+        }
+        // Nor where the reclaims' budget leaves them too little: no set of them the search
+        // below may take frees what the job lacks.
+        if free_now + budgeted_room(job, context, &candidates) < need {
             return nothing_now;
         }
         let greedy = match take_until_fit(job, context, free_now, &candidates, true) {
