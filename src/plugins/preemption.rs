@@ -535,7 +535,8 @@ fn take_until_fit<'v>(
 
 /// The most milli-GPUs a budgeted [`take_until_fit`] could take from any subset of the
 /// candidates: all of those it never passes over, and of each other tenant's that only a
-/// reclaim may take, at most what that tenant borrows, pool by pool (its budget).
+/// reclaim may take, at most what that tenant borrows, pool by pool (its budget), and
+/// only those whose reclaim the preemptor's quota could cover, its own candidates gone.
 fn budgeted_room(
     job: &Job,
     context: &PreemptionContext,
