@@ -533,6 +533,28 @@ fn take_until_fit<'v>(
     Greedy::Fails { passed_over }
 }
 
+/// Milli-GPUs of some jobs, summed per (tenant, pool).
+#[derive(Default)]
+struct HeldByTenant(Vec<(usize, PoolId, u64)>);
+
+impl HeldByTenant {
+    fn get(&self, tenant: usize, pool: PoolId) -> u64 {
+        (self.0.iter())
+            .find(|r| (r.0, r.1) == (tenant, pool))
+            .map_or(0, |r| r.2)
+    }
+
+    /// Adds what the job holds, on every pool.
+    fn add(&mut self, job: &RunningJob) {
+        for &(pool, milli) in &job.pools {
+            match (self.0.iter_mut()).find(|r| (r.0, r.1) == (job.tenant, pool)) {
+                Some(r) => r.2 += milli,
+                None => self.0.push((job.tenant, pool, milli)),
+            }
+        }
+    }
+}
+
 /// The most milli-GPUs a budgeted [`take_until_fit`] could take from any subset of the
 /// candidates: all of those it never passes over, and of each other tenant's that only a
 /// reclaim may take, at most what that tenant borrows, pool by pool (its budget), and
@@ -545,13 +567,17 @@ fn budgeted_room(
     let tenants = context.tenants;
     let preemptor = context.tenant;
     let need = job.total_milli();
+    let mut own = HeldByTenant::default();
+    for (victim, _) in candidates.iter().filter(|(v, _)| v.tenant == preemptor) {
+        own.add(victim);
+    }
     // What the budget could owe the preemptor on a pool, were all its own candidates gone.
     let owed_at_most = |pool: PoolId| {
-        (tenants.quota(preemptor, pool) + own_on_pool(context, candidates, pool))
+        (tenants.quota(preemptor, pool) + own.get(preemptor, pool))
             .saturating_sub(tenants.used(preemptor, pool))
     };
     let mut room = 0;
-    let mut reclaim_only: Vec<(usize, PoolId, u64)> = Vec::new();
+    let mut reclaim_only = HeldByTenant::default();
     for &(victim, kind) in candidates {
         if kind != PreemptionKind::QuotaReclaim || !only_reclaim(job, context, victim) {
             room += held_milli(victim);
@@ -559,17 +585,11 @@ fn budgeted_room(
         }
         let covered = (victim.pools.iter())
             .any(|&(pool, milli)| milli > 0 && wants(job, pool) && need <= owed_at_most(pool));
-        if !covered {
-            continue;
-        }
-        for &(pool, milli) in &victim.pools {
-            match (reclaim_only.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
-                Some(r) => r.2 += milli,
-                None => reclaim_only.push((victim.tenant, pool, milli)),
-            }
+        if covered {
+            reclaim_only.add(victim);
         }
     }
-    room + (reclaim_only.iter())
+    room + (reclaim_only.0.iter())
         .map(|&(tenant, pool, held)| held.min(tenants.borrowed(tenant, pool)))
         .sum::<u64>()
 }
@@ -656,8 +676,8 @@ struct ReclaimBudget<'a> {
     job: &'a Job,
     context: &'a PreemptionContext<'a>,
     landing: Option<&'a Landing>,
-    /// Milli-GPUs of the victims counted, per (tenant, pool).
-    removed: Vec<(usize, PoolId, u64)>,
+    /// Milli-GPUs of the victims counted.
+    removed: HeldByTenant,
 }
 
 impl<'a> ReclaimBudget<'a> {
@@ -666,14 +686,8 @@ impl<'a> ReclaimBudget<'a> {
             job,
             context,
             landing,
-            removed: Vec::new(),
+            removed: HeldByTenant::default(),
         }
-    }
-
-    fn removed(&self, tenant: usize, pool: PoolId) -> u64 {
-        (self.removed.iter())
-            .find(|r| (r.0, r.1) == (tenant, pool))
-            .map_or(0, |r| r.2)
     }
 
     /// Counts the victim gone, whatever its reason (one of the preemptor's own only where
@@ -686,12 +700,7 @@ impl<'a> ReclaimBudget<'a> {
         if victim.tenant == self.context.tenant && self.landing.is_some_and(elsewhere) {
             return;
         }
-        for &(pool, milli) in &victim.pools {
-            match (self.removed.iter_mut()).find(|r| (r.0, r.1) == (victim.tenant, pool)) {
-                Some(r) => r.2 += milli,
-                None => self.removed.push((victim.tenant, pool, milli)),
-            }
-        }
+        self.removed.add(victim);
     }
 
     /// Whether the victim may be a reclaim once it and the victims counted are gone
@@ -701,11 +710,11 @@ impl<'a> ReclaimBudget<'a> {
         let preemptor = self.context.tenant;
         let need = self.job.total_milli();
         let borrowed = victim.pools.iter().all(|&(pool, milli)| {
-            let gone = self.removed(victim.tenant, pool) + if counted { 0 } else { milli };
+            let gone = self.removed.get(victim.tenant, pool) + if counted { 0 } else { milli };
             gone <= tenants.borrowed(victim.tenant, pool)
         });
         let owed = |pool: PoolId| {
-            (tenants.quota(preemptor, pool) + self.removed(preemptor, pool))
+            (tenants.quota(preemptor, pool) + self.removed.get(preemptor, pool))
                 .saturating_sub(tenants.used(preemptor, pool))
         };
         let covered = victim
