@@ -647,7 +647,7 @@ impl Queues {
             }
         }
         for queue in &mut self.queues {
-            queue.end_round();
+            queue.end_round(now_ms);
         }
     }
 }

@@ -28,6 +28,8 @@ pub(super) struct Pending {
     pub job: Arc<Job>,
     /// What the job asks for, kept here so that a round need not read the job.
     pub need: Need,
+    /// The pools it may use, as a mask (`super::pool_mask`), kept for the same reason.
+    pools: u64,
     /// The capacity epoch at which the job last failed to place.
     pub failed_at: Option<u64>,
     /// When to try it again even if no capacity is freed.
@@ -48,6 +50,7 @@ impl Pending {
     pub fn new(job: Arc<Job>, not_before: u64) -> Self {
         Self {
             need: Need::of(&job),
+            pools: super::pool_mask(&job.pools),
             job,
             failed_at: None,
             retry_at: None,
@@ -132,7 +135,7 @@ impl Summary {
         let mut resolvable_need: Option<Need> = None;
         for p in entries {
             match p.asks_gpus() {
-                true => sum.pools |= super::pool_mask(&p.job.pools),
+                true => sum.pools |= p.pools,
                 false => sum.gpu_free = true,
             }
             sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
@@ -330,9 +333,9 @@ pub(super) struct TenantQueue {
     /// Never empty chunks, in QueueSort order.
     chunks: Vec<Chunk>,
     len: usize,
-    /// How many jobs of unchanged chunks are not to be tried before each time (a
-    /// multiset), for the next wake-up.
-    backoffs: BTreeMap<u64, u32>,
+    /// How many jobs of unchanged chunks are not to be tried before each time still to
+    /// come, for the next wake-up.
+    backoffs: Backoffs,
     /// The chunks changed since they were last summed up: their sums, and their part of
     /// the backoffs, wait for [`TenantQueue::settle`]. Sorted.
     changed: Vec<usize>,
@@ -401,7 +404,7 @@ impl TenantQueue {
     /// Every job, in order, leaving the queue empty.
     pub fn take_all(&mut self) -> impl Iterator<Item = Pending> {
         self.len = 0;
-        self.backoffs.clear();
+        self.backoffs.counts.clear();
         self.changed.clear();
         self.tree = SummaryTree::default();
         std::mem::take(&mut self.chunks)
@@ -452,8 +455,10 @@ impl TenantQueue {
         &mut self.chunks[at.chunk].entries[at.entry]
     }
 
-    /// Ends a round: placed jobs leave, and the changed chunks are summed up again.
-    pub fn end_round(&mut self) {
+    /// Ends a round at `now_ms`: placed jobs leave, the changed chunks are summed up again,
+    /// and backoffs ended by then are no longer counted.
+    pub fn end_round(&mut self, now_ms: u64) {
+        self.backoffs.pass(now_ms);
         for &changed in &self.changed {
             let entries = &mut self.chunks[changed].entries;
             let before = entries.len();
@@ -481,12 +486,7 @@ impl TenantQueue {
                 .min()
         };
         let retry = self.tree.least(1, &read, &of_chunk);
-        let backoff = self
-            .backoffs
-            .range((Bound::Excluded(now_ms), Bound::Unbounded))
-            .next()
-            .map(|(&t, _)| t);
-        min_some(retry, backoff)
+        min_some(retry, self.backoffs.first_after(now_ms))
     }
 
     /// The earliest time after `now_ms` when a blocked job has waited `threshold_ms`
@@ -515,7 +515,7 @@ impl TenantQueue {
         };
         self.changed.insert(at, chunk);
         for p in &self.chunks[chunk].entries {
-            count(&mut self.backoffs, p.not_before, -1);
+            self.backoffs.count(p.not_before, -1);
         }
     }
 
@@ -527,7 +527,7 @@ impl TenantQueue {
         // From the last, so that a split moves no chunk still to settle.
         for chunk in std::mem::take(&mut self.changed).into_iter().rev() {
             for p in &self.chunks[chunk].entries {
-                count(&mut self.backoffs, p.not_before, 1);
+                self.backoffs.count(p.not_before, 1);
             }
             let len = self.chunks[chunk].entries.len();
             let next_len = self.chunks.get(chunk + 1).map(|c| c.entries.len());
@@ -576,15 +576,44 @@ impl TenantQueue {
     }
 }
 
-/// Adds `by` to how many jobs wait until `until` (0: no wait, not counted).
-fn count(backoffs: &mut BTreeMap<u64, u32>, until: u64, by: i32) {
-    if until == 0 {
-        return;
+/// How many jobs are not to be tried before each time (a multiset), counting only times
+/// after the latest round's: a job whose time has passed (as a job's arrival has, most
+/// often) is never a wake-up again, and changing its chunk then costs no count.
+#[derive(Default)]
+struct Backoffs {
+    counts: BTreeMap<u64, u32>,
+    /// The latest round's time: times up to it are not counted.
+    past: u64,
+}
+
+impl Backoffs {
+    /// Adds `by` to how many jobs wait until `until`.
+    fn count(&mut self, until: u64, by: i32) {
+        if until <= self.past {
+            return;
+        }
+        let n = self.counts.entry(until).or_insert(0);
+        *n = n.saturating_add_signed(by);
+        if *n == 0 {
+            self.counts.remove(&until);
+        }
     }
-    let n = backoffs.entry(until).or_insert(0);
-    *n = n.saturating_add_signed(by);
-    if *n == 0 {
-        backoffs.remove(&until);
+
+    /// Time came to `now_ms`: what waited until then is no longer counted, here or after.
+    fn pass(&mut self, now_ms: u64) {
+        if now_ms > self.past {
+            self.past = now_ms;
+            self.counts = self.counts.split_off(&now_ms.saturating_add(1));
+        }
+    }
+
+    /// The earliest time counted after `now_ms`.
+    fn first_after(&self, now_ms: u64) -> Option<u64> {
+        (self
+            .counts
+            .range((Bound::Excluded(now_ms), Bound::Unbounded))
+            .next())
+        .map(|(&t, _)| t)
     }
 }
 
@@ -662,7 +691,7 @@ mod tests {
         queue.entry_mut(first).placed = true;
         let second = queue.next(first, |_| true).expect("another job");
         assert_eq!(queue.entry_mut(second).job.id, JobId(1));
-        queue.end_round();
+        queue.end_round(0);
         assert_eq!(queue.len(), 99);
         assert_eq!(ids(&queue)[0], 1);
     }
@@ -687,7 +716,7 @@ mod tests {
             }
             at = queue.next(queue.after(cursor), |_| true);
         }
-        queue.end_round();
+        queue.end_round(0);
         assert_eq!(queue.next_wakeup(0, 0), Some(200));
         assert_eq!(queue.next_wakeup(0, 200), Some(500));
         assert_eq!(queue.next_wakeup(0, 500), None);
@@ -781,6 +810,8 @@ mod tests {
                 p.job = Arc::new(Job { id: JobId(id as u32), ..(*p.job).clone() });
                 queue.push(p, &sort());
             }
+            // Time passes while the queue shrinks.
+            queue.end_round(now_ms / 2);
             for index in &removed {
                 let left = ids(&queue);
                 if left.is_empty() {
@@ -788,6 +819,8 @@ mod tests {
                 }
                 queue.remove(JobId(left[index.index(left.len())]));
             }
+            // Backoffs that ended by `now_ms` are no longer counted.
+            queue.end_round(now_ms);
             let retry = (queue.iter().filter(|p| p.failed_at == Some(3)))
                 .filter_map(|p| p.retry_at)
                 .filter(|&t| t > now_ms)
