@@ -112,6 +112,9 @@ pub(super) struct Summary {
     pools: u64,
     /// and whether some job asks for no GPU (it competes with no held pool's quota).
     gpu_free: bool,
+    /// The latest time a job is not to be tried before: once it has passed, none of the
+    /// jobs is counted in the backoffs.
+    latest_not_before: u64,
 }
 
 /// What a round knows when it reaches a chunk.
@@ -138,6 +141,7 @@ impl Summary {
                 true => sum.pools |= p.pools,
                 false => sum.gpu_free = true,
             }
+            sum.latest_not_before = sum.latest_not_before.max(p.not_before);
             sum.blocked_since = min_some(sum.blocked_since, p.blocked_since);
             sum.last_blocked = sum.last_blocked.max(p.blocked_since);
             match p.failed_at {
@@ -188,6 +192,7 @@ impl Summary {
             last_blocked: self.last_blocked.max(other.last_blocked),
             pools: self.pools | other.pools,
             gpu_free: self.gpu_free || other.gpu_free,
+            latest_not_before: self.latest_not_before.max(other.latest_not_before),
         }
     }
 
@@ -243,7 +248,12 @@ impl Chunk {
     /// Sums its jobs up again.
     fn sum_up(&mut self) {
         self.summary = Summary::of(&self.entries);
-        if let Some(last) = self.entries.last() {
+        if let Some(last) = self.entries.last()
+            && !self
+                .last
+                .as_ref()
+                .is_some_and(|job| Arc::ptr_eq(job, &last.job))
+        {
             self.last = Some(last.job.clone());
         }
     }
@@ -514,8 +524,11 @@ impl TenantQueue {
             return;
         };
         self.changed.insert(at, chunk);
-        for p in &self.chunks[chunk].entries {
-            self.backoffs.count(p.not_before, -1);
+        let chunk = &self.chunks[chunk];
+        if chunk.summary.latest_not_before > self.backoffs.past {
+            for p in &chunk.entries {
+                self.backoffs.count(p.not_before, -1);
+            }
         }
     }
 
