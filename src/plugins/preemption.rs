@@ -799,6 +799,27 @@ impl PostFilter for Preemption {
         if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
+        // Room already free counts too, on healthy shared devices as well: a victim may
+        // only complete it (half a GPU going beside half a GPU free frees a whole one).
+        let need = job.total_milli();
+        let free_now: u64 = pools_for(job, context.snapshot)
+            .iter()
+            .map(|&p| {
+                let pool = context.snapshot.pool(p);
+                u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
+            })
+            .sum();
+        // Judged before they are put in order, where the order cannot matter: all of them
+        // free too little,
+        if free_now + candidates.iter().map(|(v, _)| held_milli(v)).sum::<u64>() < need {
+            return nothing_now;
+        }
+        // or (where none will be left out below) no set of them frees whole devices enough,
+        // node by node: the greedy search below would take them all and find no placement.
+        let none_left_out = candidates.len() <= MAX_CANDIDATES + 1;
+        if none_left_out && !room_could_suffice(job, context, context.snapshot, &candidates) {
+            return nothing_now;
+        }
         let refuses_sets_with = refused_with_any_of(job, context, &candidates);
         let lost = |victim: &RunningJob| {
             let held = u128::from(held_milli(victim));
@@ -815,19 +836,9 @@ impl PostFilter for Preemption {
                 .then(a.job.id.cmp(&b.job.id))
         });
         // Take victims in order until the job fits, on one state they are removed from as
-        // they are taken, checking only once they hold enough.
-        let need = job.total_milli();
-        // Room already free counts too, on healthy shared devices as well: a victim may
-        // only complete it (half a GPU going beside half a GPU free frees a whole one).
-        let free_now: u64 = pools_for(job, context.snapshot)
-            .iter()
-            .map(|&p| {
-                let pool = context.snapshot.pool(p);
-                u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
-            })
-            .sum();
-        // The cheapest candidates that could free what the job lacks, and as many again as
-        // MAX_CANDIDATES for a choice of where.
+        // they are taken, checking only once they hold enough: the cheapest candidates that
+        // free what the job lacks, and as many again as MAX_CANDIDATES for a choice of
+        // where.
         let mut freeable = 0;
         let enough = candidates
             .iter()
@@ -837,12 +848,7 @@ impl PostFilter for Preemption {
             })
             .map_or(candidates.len(), |last| last + 1);
         candidates.truncate(enough.saturating_add(MAX_CANDIDATES));
-        if free_now + freeable < need {
-            return nothing_now;
-        }
-        // No set of them could free whole devices enough, node by node: the greedy search
-        // below would take them all and find no placement.
-        if !room_could_suffice(job, context, context.snapshot, &candidates) {
+        if !none_left_out && !room_could_suffice(job, context, context.snapshot, &candidates) {
             return nothing_now;
         }
         // Nor where the reclaims' budget leaves them too little: no set of them the search
