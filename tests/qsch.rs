@@ -1901,6 +1901,14 @@ fn a_job_asking_for_no_gpu_passes_an_isolated_head_in_a_deep_queue() {
     assert_eq!(placed_jobs(&s.schedule(overdue + SECOND)), ids(&[1000]));
 }
 
+/// The groups of the one reservation there is, which must be `head`'s.
+fn groups_held_for(s: &Scheduler, head: u32) -> Vec<GroupId> {
+    match s.reservations() {
+        [reservation] if reservation.head.id == JobId(head) => reservation.groups.clone(),
+        other => panic!("one reservation, for job {head}, expected: {other:?}"),
+    }
+}
+
 /// Two leaf groups of two nodes, each node with 3 GPUs free, and a head past the threshold
 /// that needs 8 on one node: enough free room, not in its shape, so one group is held for
 /// it. Returns the scheduler, the held group and the time the head became overdue.
@@ -1920,10 +1928,7 @@ fn a_head_with_room_held(spec: &Arc<ClusterSpec>) -> (Scheduler, GroupId, u64) {
     );
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
-    let held = match s.reservations() {
-        [reservation] if reservation.head.id == JobId(4) => reservation.groups.clone(),
-        other => panic!("one reservation for the head expected: {other:?}"),
-    };
+    let held = groups_held_for(&s, 4);
     assert_eq!(held.len(), 1, "one group holds an 8-GPU pod");
     (s, held[0], overdue)
 }
@@ -1986,6 +1991,39 @@ fn room_held_for_a_head_that_is_withdrawn_is_used_at_once() {
     assert_eq!(spec.node_group[nodes_of(&s, 7)[0].index()], held);
 }
 
+/// A job asking no GPU takes nothing a backfill head waits for but CPU, memory and pod
+/// slots: it may use room held for the head where those stay enough for the head's pods.
+/// Three nodes of 8 GPUs and 128 CPUs, one group each: two with 3 GPUs and 4 CPUs free, one
+/// with 4 GPUs and 112 CPUs free, which is held for a head of 8 GPUs and 64 CPUs.
+#[test]
+fn a_job_asking_no_gpu_uses_held_room_that_leaves_the_head_what_it_needs() {
+    let spec = cluster(3, 8, 1, LinkProfile::NvlinkAll);
+    let mut s = scheduler(backfill_only(), spec.clone());
+    s.submit(asking_cpu(job(0, 1, whole(5), 0, 0), 124_000));
+    s.submit(asking_cpu(job(1, 1, whole(5), 0, 0), 124_000));
+    s.submit(asking_cpu(job(2, 1, whole(4), 0, 0), 16_000));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(asking_cpu(job(3, 1, whole(8), 0, 1), 64_000));
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    let held = groups_held_for(&s, 3);
+    assert_eq!(held, vec![spec.node_group[nodes_of(&s, 2)[0].index()]]);
+    // 8 CPUs leave the head its 64 there; 60 more would leave it 44, and nowhere else has
+    // room: that job waits.
+    let now_s = overdue / SECOND;
+    let cpu_only = |id, cpu_milli| asking_cpu(job(id, 1, GpuRequest::NONE, 0, now_s), cpu_milli);
+    s.submit(cpu_only(4, 8_000));
+    s.submit(cpu_only(5, 60_000));
+    assert_eq!(placed_jobs(&s.schedule(overdue + SECOND)), ids(&[4]));
+    assert_eq!(nodes_of(&s, 4), nodes_of(&s, 2));
+    // The held node frees: the head takes it beside the job asking no GPU.
+    s.finish(JobId(2));
+    assert_eq!(placed_jobs(&s.schedule(overdue + MINUTE)), ids(&[3]));
+    assert_eq!(nodes_of(&s, 3), nodes_of(&s, 4));
+    assert!(!is_running(&s, 5));
+}
+
 /// Three nodes of 8 GPUs, one group each; the isolated tenant (1) keeps 15 GPUs, and
 /// shared tenants a (2) and b (3) use nothing. Each node runs an isolated job of 5 GPUs,
 /// and `head_tenant`'s head of 8 GPUs, past the threshold, has one group held: 9 GPUs are
@@ -2007,10 +2045,7 @@ fn a_shared_head_with_room_held(head_tenant: u16) -> (Scheduler, Arc<ClusterSpec
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
-    let held = match s.reservations() {
-        [reservation] if reservation.head.id == JobId(3) => reservation.groups[0],
-        other => panic!("one reservation for the head expected: {other:?}"),
-    };
+    let held = groups_held_for(&s, 3)[0];
     (s, spec, held, overdue)
 }
 
@@ -2056,10 +2091,7 @@ fn room_held_for_a_head_placed_mid_round_goes_to_a_job_tried_before_it() {
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
     assert!(s.schedule(overdue).is_empty());
-    let held = match s.reservations() {
-        [reservation] if reservation.head.id == JobId(4) => reservation.groups.clone(),
-        other => panic!("one reservation for the head expected: {other:?}"),
-    };
+    let held = groups_held_for(&s, 4);
     let in_held = |s: &Scheduler, id: u32| {
         nodes_of(s, id)
             .iter()

@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRules, PoolId,
+    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRequest, PodRules,
+    PoolId,
 };
 use crate::queue::{
     Admission, Attempted, Driver, FreeNodes, Offer, PoolsWanted, PreemptionReach, QueueingPolicy,
@@ -26,8 +27,8 @@ use super::plugin::{
     Bind, JobPlan, Landing, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
 };
 use super::search::{
-    Found, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits, is_patient, place_job,
-    pools_for, reservation_groups, tight_wait_ends,
+    Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits,
+    is_patient, place_job, pools_for, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{Code, CycleState, Diagnosis, Profile, SearchMode, Status};
@@ -702,19 +703,31 @@ impl Scheduler {
         }
         let wait = self.waits.get(&job.id).copied().unwrap_or_default();
         let since = wait.tight_since;
+        // A job asking no GPU may use held room that leaves the head what its pods need
+        // besides GPUs (the flat search reads no held room at all).
+        let beside_heads =
+            self.profile.search == SearchMode::TwoLevel && job.pods.iter().all(|p| p.gpu.is_none());
         let mut held: Vec<GroupId> = Vec::new();
+        let mut held_for_gpu_pods = Vec::new();
         for r in &mut self.reservations {
             if r.head.id != job.id && r.head.priority >= job.priority {
                 r.kept_out = true;
-                held.extend_from_slice(&r.groups);
+                if beside_heads {
+                    let kinds = HeldForGpuPods::kinds_of(&r.head);
+                    held_for_gpu_pods.extend(r.groups.iter().map(|&g| (g, kinds.clone())));
+                } else {
+                    held.extend_from_slice(&r.groups);
+                }
             }
         }
         held.sort_unstable();
+        held_for_gpu_pods.sort_unstable_by_key(|&(g, _)| g);
         let inputs = CycleInputs {
             now_ms,
             tight_since: since,
             reach: gang_reach,
             held,
+            held_for_gpu_pods,
         };
         inputs.write(&mut cycle);
         // Pods arriving elsewhere free no capacity, yet may be what a job's affinity or
@@ -1452,6 +1465,8 @@ struct CycleInputs {
     reach: Option<Arc<Reach>>,
     /// Sorted.
     held: Vec<GroupId>,
+    /// For a job asking no GPU, sorted by group.
+    held_for_gpu_pods: Vec<(GroupId, Arc<[PodRequest]>)>,
 }
 
 impl CycleInputs {
@@ -1464,6 +1479,9 @@ impl CycleInputs {
         }
         if !self.held.is_empty() {
             cycle.write(HeldGroups(self.held.clone()));
+        }
+        if !self.held_for_gpu_pods.is_empty() {
+            cycle.write(HeldForGpuPods(self.held_for_gpu_pods.clone()));
         }
     }
 

@@ -19,7 +19,8 @@ use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodWidths, PoolId, Tier,
+    ClusterSpec, GpuRequest, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
+    PodRequest, PodWidths, PoolId, Tier,
 };
 
 use super::plugin::{
@@ -563,6 +564,89 @@ type NodeSizes = [u32; MAX_GPUS_PER_NODE + 1];
 /// Written into the cycle state by the scheduler: search groups held for another job (a
 /// backfill head's reservation) that this job must leave alone. Sorted.
 pub struct HeldGroups(pub Vec<GroupId>);
+
+/// Written into the cycle state by the scheduler, in place of [`HeldGroups`], for a job
+/// asking no GPU under the two-level search: the groups held for backfill heads, each with
+/// its head's GPU pods (each kind once). Such a job takes nothing a head waits for but CPU,
+/// memory, ephemeral storage and pod slots, so it may use a node of them where those stay
+/// enough for the head ([`leaves_room_for_head`]). Sorted by group.
+pub struct HeldForGpuPods(pub Vec<(GroupId, Arc<[PodRequest]>)>);
+
+impl HeldForGpuPods {
+    /// The kinds of GPU pods of `head`, each once.
+    pub fn kinds_of(head: &Job) -> Arc<[PodRequest]> {
+        let mut kinds: Vec<PodRequest> = Vec::new();
+        for pod in head.pods.iter().filter(|p| !p.gpu.is_none()) {
+            if !kinds.contains(pod) {
+                kinds.push(*pod);
+            }
+        }
+        kinds.into()
+    }
+}
+
+/// Whether `pod` (asking no GPU) on `node` leaves room for the head its group is held for,
+/// if any: once it is there, the node's free CPU, memory, ephemeral storage and pod slots
+/// must still hold, for each kind of the head's GPU pods, as many of them as the node's
+/// healthy GPUs could (what GPU pods there now hold is not counted as coming back, so this
+/// never takes what the head's pods would need, wherever they land on the node).
+fn leaves_room_for_head(
+    held: &[(GroupId, Arc<[PodRequest]>)],
+    spec: &ClusterSpec,
+    pod: &PodRequest,
+    node: NodeView,
+) -> bool {
+    let group = spec.node_group[node.id.index()];
+    let Ok(at) = held.binary_search_by_key(&group, |(g, _)| *g) else {
+        return true;
+    };
+    let state = node.state;
+    let healthy = u64::from(
+        state
+            .device_count()
+            .saturating_sub(state.unhealthy().count_ones()),
+    );
+    held[at].1.iter().all(|head_pod| {
+        let pods = match head_pod.gpu {
+            GpuRequest::Whole(w) => healthy / u64::from(w.max(1)),
+            GpuRequest::Fraction(milli) => healthy * u64::from(MILLI_PER_GPU / milli.max(1)),
+        };
+        // (allocatable, in use, this pod's, each head pod's); unknown allocatable: no limit.
+        let accounted = [
+            (
+                node.spec.cpu_milli,
+                state.cpu_used,
+                pod.cpu_milli,
+                head_pod.cpu_milli,
+            ),
+            (
+                node.spec.memory_bytes,
+                state.memory_used,
+                pod.memory_bytes,
+                head_pod.memory_bytes,
+            ),
+            (
+                node.spec.ephemeral_bytes,
+                state.ephemeral_used,
+                pod.ephemeral_bytes,
+                head_pod.ephemeral_bytes,
+            ),
+            (
+                node.spec.max_pods.map(u64::from),
+                u64::from(state.pods),
+                1,
+                1,
+            ),
+        ];
+        accounted
+            .into_iter()
+            .all(|(allocatable, used, asked, each)| {
+                allocatable.is_none_or(|a| {
+                    a.saturating_sub(used.saturating_add(asked)) >= pods.saturating_mul(each)
+                })
+            })
+    })
+}
 
 /// The groups to hold for a job that waits too long: in the tightest domain that could
 /// ever hold it, of one of its pools, the one with the most free GPUs now (so it fills
@@ -1376,11 +1460,12 @@ fn feasible_nodes<'s>(
     state: &'s ClusterState,
     nodes: &'s [&[NodeId]],
 ) -> impl Iterator<Item = NodeView<'s>> + 's {
+    let held = cycle.read::<HeldForGpuPods>().map(|h| h.0.as_slice());
     nodes.iter().flat_map(|s| s.iter()).filter_map(move |&id| {
         let view = NodeView::of(state, id);
-        (plugins.filters.iter())
-            .all(|f| f.filter(pod, cycle, view).is_success())
-            .then_some(view)
+        ((plugins.filters.iter()).all(|f| f.filter(pod, cycle, view).is_success())
+            && held.is_none_or(|held| leaves_room_for_head(held, state.spec(), pod.request, view)))
+        .then_some(view)
     })
 }
 
