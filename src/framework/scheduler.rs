@@ -61,7 +61,8 @@ pub enum Decision {
 }
 
 /// Search groups held for a backfill head: jobs of no higher priority are not placed there
-/// until the head is, as long as the head's quota admits it.
+/// until the head is, as long as the head's quota admits it (one asking no GPU only where
+/// the node keeps what the head's pods need besides GPUs: `HeldForGpuPods`).
 #[derive(Debug, Clone)]
 pub struct Reservation {
     pub head: Arc<Job>,

@@ -178,9 +178,9 @@ pub struct Room {
     /// Free whole GPUs on every node.
     free: FreeNodes,
     /// Where room is held for backfill heads: the free whole GPUs outside the held groups,
-    /// and the lowest priority of a head holding. A job of no higher priority, never
-    /// offered as a head, is kept out of every held group (the two-level search passes
-    /// them by), so this is all it could use.
+    /// and the lowest priority of a head holding. A job of no higher priority asking for
+    /// GPUs, never offered as a head, is kept out of every held group (the two-level search
+    /// passes them by), so this is all it could use.
     outside_holds: Option<(FreeNodes, i32)>,
     /// Whether a backfill head may make room by preemption: admission then refuses it
     /// nothing, as its victims may free what it lacks.
