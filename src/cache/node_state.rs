@@ -99,6 +99,18 @@ impl NodeState {
         self.devices.count_ones()
     }
 
+    /// Its pod slots, CPU, memory and ephemeral storage in use, in
+    /// [`NodeSpec::allocatable`]'s order.
+    #[inline]
+    pub fn in_use(&self) -> [u64; 4] {
+        [
+            u64::from(self.pods),
+            self.cpu_used,
+            self.memory_used,
+            self.ephemeral_used,
+        ]
+    }
+
     /// Milli-GPUs assigned on the whole node.
     #[inline]
     pub fn used_milli(&self) -> u64 {

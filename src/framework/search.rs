@@ -19,8 +19,8 @@ use rayon::prelude::*;
 
 use crate::cache::{ClusterState, GpuAggregate, Placement, PodKey};
 use crate::model::{
-    ClusterSpec, GpuRequest, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, MILLI_PER_GPU, NodeId,
-    PodRequest, PodWidths, PoolId, Tier,
+    ClusterSpec, GroupId, Job, JobShape, MAX_GPUS_PER_NODE, NodeId, PodRequest, PodWidths, PoolId,
+    Tier,
 };
 
 use super::plugin::{
@@ -569,7 +569,7 @@ pub struct HeldGroups(pub Vec<GroupId>);
 /// asking no GPU under the two-level search: the groups held for backfill heads, each with
 /// its head's GPU pods (each kind once). Such a job takes nothing a head waits for but CPU,
 /// memory, ephemeral storage and pod slots, so it may use a node of them where those stay
-/// enough for the head ([`leaves_room_for_head`]). Sorted by group.
+/// enough for the head (`leaves_room_for_head`). Sorted by group.
 pub struct HeldForGpuPods(pub Vec<(GroupId, Arc<[PodRequest]>)>);
 
 impl HeldForGpuPods {
@@ -607,40 +607,13 @@ fn leaves_room_for_head(
             .saturating_sub(state.unhealthy().count_ones()),
     );
     held[at].1.iter().all(|head_pod| {
-        let pods = match head_pod.gpu {
-            GpuRequest::Whole(w) => healthy / u64::from(w.max(1)),
-            GpuRequest::Fraction(milli) => healthy * u64::from(MILLI_PER_GPU / milli.max(1)),
-        };
-        // (allocatable, in use, this pod's, each head pod's); unknown allocatable: no limit.
-        let accounted = [
-            (
-                node.spec.cpu_milli,
-                state.cpu_used,
-                pod.cpu_milli,
-                head_pod.cpu_milli,
-            ),
-            (
-                node.spec.memory_bytes,
-                state.memory_used,
-                pod.memory_bytes,
-                head_pod.memory_bytes,
-            ),
-            (
-                node.spec.ephemeral_bytes,
-                state.ephemeral_used,
-                pod.ephemeral_bytes,
-                head_pod.ephemeral_bytes,
-            ),
-            (
-                node.spec.max_pods.map(u64::from),
-                u64::from(state.pods),
-                1,
-                1,
-            ),
-        ];
-        accounted
-            .into_iter()
-            .all(|(allocatable, used, asked, each)| {
+        let pods = head_pod.gpu.pods_on(healthy);
+        (node.spec.allocatable().into_iter())
+            .zip(state.in_use())
+            .zip(pod.node_asks())
+            .zip(head_pod.node_asks())
+            // Unknown allocatable: no limit.
+            .all(|(((allocatable, used), asked), each)| {
                 allocatable.is_none_or(|a| {
                     a.saturating_sub(used.saturating_add(asked)) >= pods.saturating_mul(each)
                 })

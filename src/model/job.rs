@@ -26,6 +26,13 @@ impl PodRequest {
             ephemeral_bytes: 0,
         }
     }
+
+    /// What the pod takes of a node besides GPUs, in [`NodeSpec::allocatable`]'s order:
+    /// a pod slot, CPU, memory, ephemeral storage.
+    #[inline]
+    pub fn node_asks(&self) -> [u64; 4] {
+        [1, self.cpu_milli, self.memory_bytes, self.ephemeral_bytes]
+    }
 }
 
 /// What a job is for; inference and training are placed differently.

@@ -3,8 +3,7 @@
 use std::sync::Arc;
 
 use super::{
-    ExtendedResources, GpuRequest, Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PodRequest, PoolId,
-    Taint,
+    ExtendedResources, Labels, LeafId, LinkMatrix, MILLI_PER_GPU, PodRequest, PoolId, Taint,
 };
 
 /// The most GPU devices one node may carry (device sets are 32-bit masks).
@@ -64,6 +63,17 @@ impl NodeSpec {
         device_mask(self.gpus())
     }
 
+    /// Its pod slots, CPU, memory and ephemeral storage (`None`: unknown, no limit).
+    #[inline]
+    pub fn allocatable(&self) -> [Option<u64>; 4] {
+        [
+            self.max_pods.map(u64::from),
+            self.cpu_milli,
+            self.memory_bytes,
+            self.ephemeral_bytes,
+        ]
+    }
+
     /// How many pods asking `pod` the node, empty, holds at once: as many as each of its
     /// GPUs, CPU, memory, ephemeral storage and pod limit allows (`u64::MAX`: no limit).
     pub fn holds_at_once(&self, pod: &PodRequest) -> u64 {
@@ -73,23 +83,12 @@ impl NodeSpec {
     /// [`Self::holds_at_once`], with `beside` (a pod without GPUs) on the node too; `None`
     /// where `beside` alone does not fit it.
     pub fn holds_beside(&self, pod: &PodRequest, beside: Option<&PodRequest>) -> Option<u64> {
-        let taken = beside.map_or([0; 4], |b| {
-            [b.cpu_milli, b.memory_bytes, b.ephemeral_bytes, 1]
-        });
-        let allocatable = [
-            self.cpu_milli,
-            self.memory_bytes,
-            self.ephemeral_bytes,
-            self.max_pods.map(u64::from),
-        ];
-        let asked = [pod.cpu_milli, pod.memory_bytes, pod.ephemeral_bytes, 1];
-        let gpus = self.gpus() as u64;
-        let mut held = match pod.gpu {
-            GpuRequest::Whole(0) => u64::MAX,
-            GpuRequest::Whole(w) => gpus / u64::from(w),
-            GpuRequest::Fraction(milli) => gpus * u64::from(MILLI_PER_GPU / milli),
-        };
-        for ((allocatable, taken), asked) in allocatable.into_iter().zip(taken).zip(asked) {
+        let taken = beside.map_or([0; 4], PodRequest::node_asks);
+        let mut held = pod.gpu.pods_on(self.gpus() as u64);
+        for ((allocatable, taken), asked) in (self.allocatable().into_iter())
+            .zip(taken)
+            .zip(pod.node_asks())
+        {
             // Unknown allocatable, or none of it asked: no limit.
             if let Some(allocatable) = allocatable {
                 let left = allocatable.checked_sub(taken)?;

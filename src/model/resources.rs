@@ -86,6 +86,17 @@ impl GpuRequest {
     pub fn is_none(self) -> bool {
         self == GpuRequest::Whole(0)
     }
+
+    /// How many pods asking this fit on `gpus` GPUs, by GPU count alone (`u64::MAX` for a
+    /// pod asking none).
+    #[inline]
+    pub fn pods_on(self, gpus: u64) -> u64 {
+        match self {
+            GpuRequest::Whole(0) => u64::MAX,
+            GpuRequest::Whole(w) => gpus / u64::from(w),
+            GpuRequest::Fraction(milli) => gpus * u64::from(MILLI_PER_GPU / milli),
+        }
+    }
 }
 
 impl std::fmt::Display for GpuRequest {

@@ -128,6 +128,15 @@ impl GroupFilter for ResourceFit {
     }
 }
 
+/// Why a node is refused for each of [`crate::model::NodeSpec::allocatable`]'s resources, in
+/// kube-scheduler's words.
+const SHORT_OF: [&str; 4] = [
+    "Too many pods",
+    "Insufficient cpu",
+    "Insufficient memory",
+    "Insufficient ephemeral-storage",
+];
+
 impl Filter for ResourceFit {
     fn filter(&self, pod: &PodContext, state: &CycleState, node: NodeView) -> Status {
         let request = pod.request;
@@ -135,34 +144,12 @@ impl Filter for ResourceFit {
         if usage.free_whole_count() < request.gpu.whole() {
             return Status::unschedulable("Insufficient nvidia.com/gpu");
         }
-        // (capacity, in use, asked, reason); no capacity: unlimited.
-        let accounted = [
-            (
-                spec.max_pods.map(u64::from),
-                u64::from(usage.pods),
-                1,
-                "Too many pods",
-            ),
-            (
-                spec.cpu_milli,
-                usage.cpu_used,
-                request.cpu_milli,
-                "Insufficient cpu",
-            ),
-            (
-                spec.memory_bytes,
-                usage.memory_used,
-                request.memory_bytes,
-                "Insufficient memory",
-            ),
-            (
-                spec.ephemeral_bytes,
-                usage.ephemeral_used,
-                request.ephemeral_bytes,
-                "Insufficient ephemeral-storage",
-            ),
-        ];
-        for (capacity, used, asked, reason) in accounted {
+        // No capacity: unlimited.
+        let accounted = (spec.allocatable().into_iter())
+            .zip(usage.in_use())
+            .zip(request.node_asks())
+            .zip(SHORT_OF);
+        for (((capacity, used), asked), reason) in accounted {
             if capacity.is_some_and(|c| used.saturating_add(asked) > c) {
                 return Status::unschedulable(reason);
             }
