@@ -2028,6 +2028,114 @@ fn a_gang_whose_pods_are_made_again_for_its_pod_group_stays_one_job() {
     assert_eq!(metric(&metrics, "kant_jobs_submitted_total"), Some(2.0));
 }
 
+/// A world of the embedded default profile as configured (backfill, with backfill
+/// preemption), its heads overdue after a minute, no minimum runtime.
+fn backfilling_world(nodes: &[k8s_openapi::api::core::v1::Node]) -> World {
+    let mut config = plain();
+    config.queueing.backfill_threshold = 60_000;
+    config.queueing.min_runtime = 0;
+    let profile = config.profile("default").unwrap().clone();
+    let profile = kant::plugins::build_profile(&profile, &config).unwrap();
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    sync(
+        World::new(WorldOptions::default(), &config, profile, metrics).unwrap(),
+        nodes,
+        &[],
+    )
+}
+
+/// Submits `pod` at `now` and binds it where it is placed, if it is.
+fn bind_if_placed(w: &mut World, pod: &Pod, now: u64) -> Option<Pod> {
+    apply_pod(w, pod, now);
+    w.round(now);
+    let bound = binds(&w.take_outputs());
+    let bound = bound.first().map(|b| bind_ok(w, pod, b, 2, now));
+    w.round(now);
+    w.take_outputs();
+    bound
+}
+
+/// A job evicted as backfilled comes back as new pods, which its controller makes: a
+/// lone pod's ReplicaSet, or a gang's operator for its PodGroup. Those form a new job,
+/// which a later head, blocked as it goes past, does not evict as backfilled again, as
+/// in the simulator.
+#[test]
+fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_again() {
+    // Each pod created `s` seconds after T0, as it is submitted: the queue orders by it.
+    let created = |s: u32| json!({"metadata": {"creationTimestamp": format!("2023-11-14T22:{}:{:02}Z", 13 + (20 + s) / 60, (20 + s) % 60)}});
+    let owned = |name: &str, s: u32| {
+        let owner = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                           "uid": "rs-web", "controller": true});
+        let mut extra = created(s);
+        merge(
+            &mut extra,
+            json!({"metadata": {"ownerReferences": [owner]}}),
+        );
+        pod(name, 4, extra)
+    };
+    let grouped = |name: &str, s: u32| member(name, 4, "web", created(s));
+    for (how, returning) in [
+        ("its controller", &owned as &dyn Fn(&str, u32) -> Pod),
+        ("its PodGroup", &grouped),
+    ] {
+        let mut w = backfilling_world(&[node("n1", 8)]);
+        w.apply(
+            Input::PodGroup(Box::new(Event::Apply(pod_group("web", 1)))),
+            T0,
+        );
+        // A head of 8 GPUs blocks behind a job of 4; the victim, of 4, goes past it.
+        let first = place(&mut w, &pod("first", 4, created(0)), T0);
+        assert!(bind_if_placed(&mut w, &pod("head", 8, created(1)), T0 + 1_000).is_none());
+        let victim = bind_if_placed(&mut w, &returning("victim", 2), T0 + 2_000).unwrap();
+        delete_pod(&mut w, &first, T0 + 3_000);
+        let out = run_until(&mut w, T0 + 3_000, T0 + 70_000);
+        let evicted = evictions(&out);
+        assert_eq!(
+            evicted.len(),
+            1,
+            "{how}: the overdue head evicts the victim"
+        );
+        let (job, pod_index, name) = evicted[0].clone();
+        assert_eq!(name, "victim");
+        let outcome = Ok(());
+        w.apply(
+            Input::Evicted {
+                job,
+                pod: pod_index,
+                outcome,
+            },
+            T0 + 70_001,
+        );
+        delete_pod(&mut w, &victim, T0 + 70_002);
+        w.round(T0 + 70_002);
+        let head = binds(&w.take_outputs());
+        assert_eq!(head.len(), 1, "{how}: the head goes where the victim was");
+        bind_ok(
+            &mut w,
+            &pod("head", 8, created(1)),
+            &head[0],
+            2,
+            T0 + 70_003,
+        );
+
+        // A second node, half taken; a second head blocks, and the victim, made again
+        // under a new uid, goes past it.
+        apply_node(&mut w, &node("n2", 8), T0 + 80_000);
+        let second = place(&mut w, &pod("second", 4, created(80)), T0 + 80_000);
+        assert!(bind_if_placed(&mut w, &pod("head-2", 8, created(81)), T0 + 81_000).is_none());
+        let mut back = returning("victim-2", 82);
+        back.metadata.uid = Some("uid-victim-again".into());
+        assert!(bind_if_placed(&mut w, &back, T0 + 82_000).is_some());
+        delete_pod(&mut w, &second, T0 + 83_000);
+        let out = run_until(&mut w, T0 + 83_000, T0 + 200_000);
+        assert_eq!(
+            evictions(&out),
+            [],
+            "{how}: the victim back is not evicted as backfilled again"
+        );
+    }
+}
+
 #[test]
 fn a_gang_bound_in_two_goes_is_running_and_placed_once_whole() {
     let (mut w, metrics) = gang_world(&[]);

@@ -120,8 +120,9 @@ pub struct Scheduler {
     bind_failures: HashMap<JobId, u32>,
     /// Jobs evicted during a round, back into their queues at its end: (job, tenant).
     evicted: Vec<(Arc<Job>, usize)>,
-    /// Jobs evicted as backfilled past a head (and back in their queues, in the simulator):
-    /// no head evicts them as backfilled again, until they finish or are withdrawn.
+    /// Jobs evicted as backfilled past a head (and back in their queues, in the simulator;
+    /// made again by their controllers, under `kant run`): no head evicts them as
+    /// backfilled again, until they finish or are withdrawn.
     evicted_as_backfilled: HashSet<JobId>,
     /// Whether victims hold what they had until the world reports their pods gone (a
     /// real cluster, where eviction takes time), instead of leaving at once (the
@@ -238,6 +239,14 @@ impl Scheduler {
         let (job, _) = self.queues.remove(job)?;
         self.forget_job(job.id);
         Some(job)
+    }
+
+    /// A job just submitted is one a head evicted as backfilled, made again by its
+    /// controller (`kant run`, where victims' pods are deleted): no head evicts it as
+    /// backfilled again, as in the simulator, where the victim itself goes back to its
+    /// queue.
+    pub fn returned_from_backfill_eviction(&mut self, job: JobId) {
+        self.evicted_as_backfilled.insert(job);
     }
 
     /// Drops what the scheduler remembers of a job that is neither pending nor running.
@@ -1244,7 +1253,7 @@ impl Scheduler {
                 }
                 if self.hold_victims {
                     // Its pods go; what comes back (a controller's new pods) is a new job,
-                    // which the rule above cannot tell from any other.
+                    // which the world knows again (`returned_from_backfill_eviction`).
                     self.terminating.push((evicted, placements));
                 } else {
                     if kind == PreemptionKind::Backfill {

@@ -17,6 +17,7 @@ mod outcomes;
 mod pods;
 mod report;
 mod resync;
+mod returns;
 mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,6 +45,7 @@ use nodes::Nodes;
 use pods::Pods;
 use report::Reporter;
 use resync::{Change, Resync};
+use returns::return_key;
 use volumes::Volumes;
 
 /// How this replica takes part in the cluster.
@@ -560,13 +562,21 @@ impl World {
     }
 
     /// Counts a job's submission in the metrics, once per workload (a gang formed again,
-    /// or a job requeued, is not a new submission).
+    /// or a job requeued, is not a new submission), and tells the scheduler of a job that
+    /// is a backfill victim back (see `returns`).
     fn submitted(&mut self, job: &Job, now_ms: u64) {
         let Some(entry) = self.pods.jobs.get(&job.id) else {
             return;
         };
         if self.pods.submitted_workloads.insert(entry.workload.clone()) {
             self.metrics.job_submitted(now_ms);
+        }
+        let pod = (entry.alive().next()).and_then(|(_, uid)| self.pods.entries.get(uid));
+        let controller = pod.and_then(|p| p.controller.as_deref());
+        if return_key(entry.group.as_ref(), controller)
+            .is_some_and(|key| self.pods.backfill_returns.take(&key, now_ms))
+        {
+            self.scheduler.returned_from_backfill_eviction(job.id);
         }
     }
 

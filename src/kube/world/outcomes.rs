@@ -12,7 +12,8 @@ use crate::framework::{Adopted, Decision, JobPlan, PreemptionKind, Reshaped};
 use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
-use super::pods::{JobEntry, JobPhase, Place, PodRef};
+use super::pods::{JobEntry, JobPhase, Place, PodEntry, PodRef};
+use super::returns::return_key;
 use super::volumes::ClaimBinding;
 use super::{Output, World, WriteError};
 
@@ -76,9 +77,14 @@ impl World {
         let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
-        let targets: Vec<(u32, PodRef)> = entry
+        let pods: Vec<(u32, &PodEntry)> = entry
             .alive()
-            .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?.target.clone())))
+            .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?)))
+            .collect();
+        let controller = pods.first().and_then(|(_, pod)| pod.controller.as_deref());
+        let returns_as = return_key(entry.group.as_ref(), controller);
+        let targets: Vec<(u32, PodRef)> = (pods.into_iter())
+            .map(|(i, pod)| (i, pod.target.clone()))
             .collect();
         if let Some(entry) = self.pods.jobs.get_mut(&victim) {
             entry.phase = JobPhase::Evicting {
@@ -86,6 +92,7 @@ impl World {
                 unrecorded: Some(kind),
                 unanswered: targets.len() as u32,
                 refused: Vec::new(),
+                returns_as,
             };
         }
         for (pod, target) in targets {
@@ -666,18 +673,30 @@ impl World {
     }
 
     /// Counts a victim's preemption in the metrics, once: when the first of its evictions
-    /// lands, or its pods are gone, whichever comes first.
+    /// lands, or its pods are gone, whichever comes first. A victim evicted as backfilled
+    /// is then owed its return (see `returns`).
     pub(super) fn record_preemption(&mut self, victim: JobId, now_ms: u64) {
         let Some(entry) = self.pods.jobs.get_mut(&victim) else {
             return;
         };
-        let JobPhase::Evicting { unrecorded, .. } = &mut entry.phase else {
+        let JobPhase::Evicting {
+            unrecorded,
+            returns_as,
+            ..
+        } = &mut entry.phase
+        else {
             return;
         };
         if let Some(kind) = unrecorded.take() {
             let ran_ms = now_ms.saturating_sub(entry.started_ms);
             self.metrics
                 .preempted(kind.name(), entry.job.total_milli(), ran_ms);
+            if let Some(key) = returns_as
+                .take()
+                .filter(|_| kind == PreemptionKind::Backfill)
+            {
+                self.pods.backfill_returns.owe(key, now_ms);
+            }
         }
     }
 

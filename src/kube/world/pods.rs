@@ -39,6 +39,7 @@ use super::super::convert::{
 use super::super::crd::POD_GROUP_LABEL;
 use super::outcomes::VICTIM_PATIENCE_MS;
 use super::resync::Change;
+use super::returns::BackfillReturns;
 use super::{Condition, Output, Regarding, World};
 
 /// A pod as the API server names it.
@@ -186,6 +187,9 @@ pub(super) struct PodEntry {
     pub scheduled: Option<bool>,
     /// It has a deletion timestamp: on its way out.
     pub deleting: bool,
+    /// The uid of the controller that owns it (its `ownerReferences` entry marked
+    /// `controller`), which makes it again if it is evicted.
+    pub controller: Option<String>,
 }
 
 impl PodEntry {
@@ -267,6 +271,8 @@ pub(super) enum JobPhase {
         unrecorded: Option<PreemptionKind>,
         unanswered: u32,
         refused: Vec<u32>,
+        /// What its controller's new pods will be known by (see [`super::returns::return_key`]).
+        returns_as: Option<String>,
     },
 }
 
@@ -427,6 +433,8 @@ pub(super) struct Pods {
     /// not running in the metrics' sense (SOR counts a gang once whole), and the gang's
     /// first placement counts them with the rest.
     pub landed_parts: BTreeMap<String, Vec<JobId>>,
+    /// Jobs evicted as backfilled whose controllers have yet to make them again.
+    pub backfill_returns: BackfillReturns,
 }
 
 impl Pods {
@@ -486,6 +494,7 @@ impl Pods {
         let submitted = self.submitted_workloads.remove(workload);
         let placed = self.placed_workloads.remove(workload);
         self.landed_parts.remove(workload);
+        self.backfill_returns.forget(workload);
         submitted && !placed
     }
 
@@ -731,6 +740,9 @@ impl World {
             uid: uid.clone(),
         };
         let deleting = meta.deletion_timestamp.is_some();
+        let controller = (meta.owner_references.iter().flatten())
+            .find(|owner| owner.controller == Some(true))
+            .map(|owner| owner.uid.clone());
         let created_ms = millis(meta.creation_timestamp.as_ref()).unwrap_or(now_ms);
         // Read once: a pod of ours needs its facts, a bound pod what it holds.
         let parsed = (ours || node.is_some()).then(|| pod_facts(&pod));
@@ -762,6 +774,7 @@ impl World {
             state: previous_state.clone().unwrap_or(PodState::Ignored),
             scheduled: scheduled_status(&pod),
             deleting,
+            controller,
         };
         self.pods.entries.insert(uid.clone(), entry);
         // A queued pod whose PodGroup label changed leaves its job, which forms again
