@@ -2056,37 +2056,54 @@ fn bind_if_placed(w: &mut World, pod: &Pod, now: u64) -> Option<Pod> {
 }
 
 /// A job evicted as backfilled comes back as new pods, which its controller makes: a
-/// lone pod's ReplicaSet, or a gang's operator for its PodGroup. Those form a new job,
-/// which a later head, blocked as it goes past, does not evict as backfilled again, as
-/// in the simulator.
+/// lone pod's ReplicaSet, or an operator for the PodGroup the pod names (of `minMember`
+/// 1, a sibling member running elsewhere). Those form a new job, which a later head,
+/// blocked as it goes past, does not evict as backfilled again, as in the simulator:
+/// also when it comes apart and forms again while it waits. A pod of another controller
+/// in its place is evicted.
 #[test]
 fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_again() {
     // Each pod created `s` seconds after T0, as it is submitted: the queue orders by it.
-    let created = |s: u32| json!({"metadata": {"creationTimestamp": format!("2023-11-14T22:{}:{:02}Z", 13 + (20 + s) / 60, (20 + s) % 60)}});
-    let owned = |name: &str, s: u32| {
-        let owner = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
-                           "uid": "rs-web", "controller": true});
-        let mut extra = created(s);
-        merge(
-            &mut extra,
-            json!({"metadata": {"ownerReferences": [owner]}}),
-        );
-        pod(name, 4, extra)
+    let created = |s: u32| {
+        let (m, s) = (13 + (20 + s) / 60, (20 + s) % 60);
+        json!({"metadata": {"creationTimestamp": format!("2023-11-14T22:{m}:{s:02}Z")}})
+    };
+    let owned_by = |owner: &'static str| {
+        move |name: &str, s: u32| {
+            let owner = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner,
+                               "uid": owner, "controller": true});
+            let mut extra = created(s);
+            merge(
+                &mut extra,
+                json!({"metadata": {"ownerReferences": [owner]}}),
+            );
+            pod(name, 4, extra)
+        }
     };
     let grouped = |name: &str, s: u32| member(name, 4, "web", created(s));
-    for (how, returning) in [
-        ("its controller", &owned as &dyn Fn(&str, u32) -> Pod),
-        ("its PodGroup", &grouped),
+    let web = owned_by("rs-web");
+    let other = owned_by("rs-other");
+    for (how, sibling, returning, evicted_again) in [
+        (
+            "its controller",
+            &web as &dyn Fn(&str, u32) -> Pod,
+            &web as &dyn Fn(&str, u32) -> Pod,
+            false,
+        ),
+        ("its PodGroup", &grouped, &grouped, false),
+        ("another controller", &web, &other, true),
     ] {
-        let mut w = backfilling_world(&[node("n1", 8)]);
+        let mut w = backfilling_world(&[node("n0", 4)]);
         w.apply(
             Input::PodGroup(Box::new(Event::Apply(pod_group("web", 1)))),
             T0,
         );
+        place(&mut w, &sibling("sibling", 0), T0);
+        apply_node(&mut w, &node("n1", 8), T0);
         // A head of 8 GPUs blocks behind a job of 4; the victim, of 4, goes past it.
         let first = place(&mut w, &pod("first", 4, created(0)), T0);
         assert!(bind_if_placed(&mut w, &pod("head", 8, created(1)), T0 + 1_000).is_none());
-        let victim = bind_if_placed(&mut w, &returning("victim", 2), T0 + 2_000).unwrap();
+        let victim = bind_if_placed(&mut w, &sibling("victim", 2), T0 + 2_000).unwrap();
         delete_pod(&mut w, &first, T0 + 3_000);
         let out = run_until(&mut w, T0 + 3_000, T0 + 70_000);
         let evicted = evictions(&out);
@@ -2118,21 +2135,43 @@ fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_a
             T0 + 70_003,
         );
 
-        // A second node, half taken; a second head blocks, and the victim, made again
-        // under a new uid, goes past it.
-        apply_node(&mut w, &node("n2", 8), T0 + 80_000);
-        let second = place(&mut w, &pod("second", 4, created(80)), T0 + 80_000);
-        assert!(bind_if_placed(&mut w, &pod("head-2", 8, created(81)), T0 + 81_000).is_none());
+        // A second head blocks; the victim, made again under a new uid, waits behind it,
+        // and forms again (a label added). On a second node, half taken, it goes past
+        // the head.
+        let second = pod("second", 4, created(80));
+        apply_pod(&mut w, &second, T0 + 80_000);
+        apply_pod(&mut w, &pod("head-2", 8, created(81)), T0 + 81_000);
         let mut back = returning("victim-2", 82);
         back.metadata.uid = Some("uid-victim-again".into());
-        assert!(bind_if_placed(&mut w, &back, T0 + 82_000).is_some());
-        delete_pod(&mut w, &second, T0 + 83_000);
-        let out = run_until(&mut w, T0 + 83_000, T0 + 200_000);
-        assert_eq!(
-            evictions(&out),
-            [],
-            "{how}: the victim back is not evicted as backfilled again"
-        );
+        apply_pod(&mut w, &back, T0 + 82_000);
+        w.round(T0 + 82_000);
+        back.metadata.resource_version = Some("3".into());
+        back.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert("app".into(), "web".into());
+        apply_pod(&mut w, &back, T0 + 82_500);
+        w.round(T0 + 82_500);
+        assert_eq!(binds(&w.take_outputs()).len(), 0);
+        apply_node(&mut w, &node("n2", 8), T0 + 83_000);
+        w.round(T0 + 83_000);
+        let placed = binds(&w.take_outputs());
+        let mut names: Vec<&str> = placed.iter().map(|b| b.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["second", "victim-2"], "{how}");
+        for bind in &placed {
+            let pod = if bind.name == "second" {
+                &second
+            } else {
+                &back
+            };
+            bind_ok(&mut w, pod, bind, 4, T0 + 83_001);
+        }
+        delete_pod(&mut w, &second, T0 + 84_000);
+        let out = run_until(&mut w, T0 + 84_000, T0 + 200_000);
+        let evicted: Vec<String> = evictions(&out).into_iter().map(|(_, _, n)| n).collect();
+        let expected: &[&str] = if evicted_again { &["victim-2"] } else { &[] };
+        assert_eq!(evicted, expected, "{how}");
     }
 }
 

@@ -241,12 +241,22 @@ impl Scheduler {
         Some(job)
     }
 
-    /// A job just submitted is one a head evicted as backfilled, made again by its
-    /// controller (`kant run`, where victims' pods are deleted): no head evicts it as
-    /// backfilled again, as in the simulator, where the victim itself goes back to its
-    /// queue.
-    pub fn returned_from_backfill_eviction(&mut self, job: JobId) {
+    /// The job is what a controller made again of one a head evicted as backfilled, or
+    /// what runs on of it (`kant run`, where victims' pods are deleted): no head evicts it
+    /// as backfilled again until it finishes, as in the simulator, where the victim itself
+    /// goes back to its queue.
+    pub fn exempt_from_backfill_eviction(&mut self, job: JobId) {
         self.evicted_as_backfilled.insert(job);
+        if let Some(running) = self.running.get_mut(&job) {
+            running.backfill_exempt = true;
+        }
+    }
+
+    /// Whether no head may evict the job as backfilled: it was evicted as backfilled
+    /// before (or exempt as such, above), or placed as an overdue head.
+    pub fn is_exempt_from_backfill_eviction(&self, job: JobId) -> bool {
+        self.evicted_as_backfilled.contains(&job)
+            || self.running.get(&job).is_some_and(|r| r.backfill_exempt)
     }
 
     /// Drops what the scheduler remembers of a job that is neither pending nor running.
@@ -389,6 +399,7 @@ impl Scheduler {
         if !(0..members).any(|pod| state.placement(PodKey { job, pod }).is_some()) {
             self.release(job);
             self.bind_failures.remove(&job);
+            self.evicted_as_backfilled.remove(&job);
         }
     }
 
@@ -1253,7 +1264,7 @@ impl Scheduler {
                 }
                 if self.hold_victims {
                     // Its pods go; what comes back (a controller's new pods) is a new job,
-                    // which the world knows again (`returned_from_backfill_eviction`).
+                    // which the world knows again (`exempt_from_backfill_eviction`).
                     self.terminating.push((evicted, placements));
                 } else {
                     if kind == PreemptionKind::Backfill {

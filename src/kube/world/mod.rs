@@ -45,7 +45,6 @@ use nodes::Nodes;
 use pods::Pods;
 use report::Reporter;
 use resync::{Change, Resync};
-use returns::return_key;
 use volumes::Volumes;
 
 /// How this replica takes part in the cluster.
@@ -571,13 +570,7 @@ impl World {
         if self.pods.submitted_workloads.insert(entry.workload.clone()) {
             self.metrics.job_submitted(now_ms);
         }
-        let pod = (entry.alive().next()).and_then(|(_, uid)| self.pods.entries.get(uid));
-        let controller = pod.and_then(|p| p.controller.as_deref());
-        if return_key(entry.group.as_ref(), controller)
-            .is_some_and(|key| self.pods.backfill_returns.take(&key, now_ms))
-        {
-            self.scheduler.returned_from_backfill_eviction(job.id);
-        }
+        self.take_return(job.id, now_ms);
     }
 
     /// When a round is next due although no event comes: a retry the scheduler asked for,

@@ -12,8 +12,7 @@ use crate::framework::{Adopted, Decision, JobPlan, PreemptionKind, Reshaped};
 use crate::model::{Job, JobId, MILLI_PER_GPU, bits};
 
 use super::super::convert::binding_annotations;
-use super::pods::{JobEntry, JobPhase, Place, PodEntry, PodRef};
-use super::returns::return_key;
+use super::pods::{JobEntry, JobPhase, Place, PodRef};
 use super::volumes::ClaimBinding;
 use super::{Output, World, WriteError};
 
@@ -30,7 +29,7 @@ impl World {
             match decision {
                 Decision::Preempted { victims, by, kind } => {
                     for &victim in &victims {
-                        self.evict(victim, by, kind);
+                        self.evict(victim, by, kind, now_ms);
                     }
                     victims_of.entry(by).or_default().extend(victims);
                 }
@@ -67,8 +66,9 @@ impl World {
     }
 
     /// A victim's pods are evicted; in the scheduler they hold what the preemptor left of
-    /// theirs, as a terminating job, until they are gone.
-    fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind) {
+    /// theirs, as a terminating job, until they are gone. One evicted as backfilled owes
+    /// its return (see `returns`).
+    fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind, now_ms: u64) {
         let by_name = self
             .pods
             .jobs
@@ -77,22 +77,20 @@ impl World {
         let Some(entry) = self.pods.jobs.get(&victim) else {
             return;
         };
-        let pods: Vec<(u32, &PodEntry)> = entry
+        let targets: Vec<(u32, PodRef)> = entry
             .alive()
-            .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?)))
+            .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?.target.clone())))
             .collect();
-        let controller = pods.first().and_then(|(_, pod)| pod.controller.as_deref());
-        let returns_as = return_key(entry.group.as_ref(), controller);
-        let targets: Vec<(u32, PodRef)> = (pods.into_iter())
-            .map(|(i, pod)| (i, pod.target.clone()))
-            .collect();
+        if kind == PreemptionKind::Backfill {
+            self.owe_return(victim, now_ms);
+        }
         if let Some(entry) = self.pods.jobs.get_mut(&victim) {
             entry.phase = JobPhase::Evicting {
                 by,
-                unrecorded: Some(kind),
+                kind,
+                recorded: false,
                 unanswered: targets.len() as u32,
                 refused: Vec::new(),
-                returns_as,
             };
         }
         for (pod, target) in targets {
@@ -439,6 +437,7 @@ impl World {
         if merged.len() < 2 {
             return;
         }
+        let exempt = (merged.iter()).any(|&id| self.scheduler.is_exempt_from_backfill_eviction(id));
         for id in &merged {
             self.scheduler.finish(*id);
             self.pods.jobs.remove(id);
@@ -459,6 +458,9 @@ impl World {
             now_ms,
         );
         self.run_as_adopted(template, entry);
+        if exempt {
+            self.scheduler.exempt_from_backfill_eviction(job);
+        }
     }
 
     /// Some bindings of a job failed. The whole job is released and requeued with a
@@ -495,8 +497,8 @@ impl World {
             return;
         }
         // Part of the job landed, or a member is gone: what landed runs; the rest forms a
-        // job again after the backoff.
-        self.scheduler.withdraw(job);
+        // job again after the backoff. Both keep an exemption from backfill eviction.
+        let exempt = self.withdraw_keeping_exemption(job, now_ms);
         let Some(mut entry) = self.pods.jobs.remove(&job) else {
             return;
         };
@@ -514,9 +516,13 @@ impl World {
         self.pods.jobs.insert(job, entry);
         self.dissolve(job, retry_at);
         if let Some(moved) = moved {
+            let running_on = moved.job.id;
             let parts = self.pods.landed_parts.entry(workload).or_default();
-            parts.push(moved.job.id);
+            parts.push(running_on);
             self.run_as_adopted(template, moved);
+            if exempt {
+                self.scheduler.exempt_from_backfill_eviction(running_on);
+            }
         }
     }
 
@@ -640,6 +646,8 @@ impl World {
         let JobPhase::Evicting {
             unanswered: 0,
             refused,
+            kind,
+            recorded,
             ..
         } = &entry.phase
         else {
@@ -651,6 +659,13 @@ impl World {
             .collect();
         if kept.is_empty() {
             return;
+        }
+        // Evicted as backfilled: if no eviction landed, nothing comes back; if some did,
+        // the members left run on exempt, as the rest of the victim comes back.
+        let backfilled = *kind == PreemptionKind::Backfill;
+        let landed = *recorded;
+        if backfilled && !landed {
+            self.cancel_return(victim);
         }
         let Some(mut entry) = self.pods.jobs.remove(&victim) else {
             return;
@@ -668,35 +683,27 @@ impl World {
             self.scheduler.finish(victim);
         }
         if let Some(moved) = moved {
+            let running_on = moved.job.id;
             self.run_as_adopted(template, moved);
+            if backfilled && landed {
+                self.scheduler.exempt_from_backfill_eviction(running_on);
+            }
         }
     }
 
     /// Counts a victim's preemption in the metrics, once: when the first of its evictions
-    /// lands, or its pods are gone, whichever comes first. A victim evicted as backfilled
-    /// is then owed its return (see `returns`).
+    /// lands, or its pods are gone, whichever comes first.
     pub(super) fn record_preemption(&mut self, victim: JobId, now_ms: u64) {
         let Some(entry) = self.pods.jobs.get_mut(&victim) else {
             return;
         };
-        let JobPhase::Evicting {
-            unrecorded,
-            returns_as,
-            ..
-        } = &mut entry.phase
-        else {
+        let JobPhase::Evicting { kind, recorded, .. } = &mut entry.phase else {
             return;
         };
-        if let Some(kind) = unrecorded.take() {
+        if !std::mem::replace(recorded, true) {
             let ran_ms = now_ms.saturating_sub(entry.started_ms);
             self.metrics
                 .preempted(kind.name(), entry.job.total_milli(), ran_ms);
-            if let Some(key) = returns_as
-                .take()
-                .filter(|_| kind == PreemptionKind::Backfill)
-            {
-                self.pods.backfill_returns.owe(key, now_ms);
-            }
         }
     }
 
@@ -826,8 +833,13 @@ impl World {
                     ..(*entry.job).clone()
                 };
                 entry.job = Arc::new(job.clone());
-                self.scheduler.withdraw(job.id);
+                let exempt = self.scheduler.is_exempt_from_backfill_eviction(job.id);
+                let id = job.id;
+                self.scheduler.withdraw(id);
                 self.scheduler.submit(job);
+                if exempt {
+                    self.scheduler.exempt_from_backfill_eviction(id);
+                }
             }
         }
     }

@@ -268,11 +268,12 @@ pub(super) enum JobPhase {
     /// (a disruption budget), which run on once every answer is in.
     Evicting {
         by: JobId,
-        unrecorded: Option<PreemptionKind>,
+        kind: PreemptionKind,
+        /// Counted in the metrics (see [`World::record_preemption`]): an eviction landed,
+        /// or the pods are gone.
+        recorded: bool,
         unanswered: u32,
         refused: Vec<u32>,
-        /// What its controller's new pods will be known by (see [`super::returns::return_key`]).
-        returns_as: Option<String>,
     },
 }
 
@@ -787,7 +788,7 @@ impl World {
                 .get(&job)
                 .is_some_and(|j| j.phase == JobPhase::Queued)
         {
-            self.withdraw_and_dissolve(job, 0);
+            self.withdraw_and_dissolve(job, now_ms);
         }
 
         if finished.is_some() {
@@ -819,7 +820,7 @@ impl World {
                     _ => true,
                 };
                 if queued && changed {
-                    self.withdraw_and_dissolve(job, 0);
+                    self.withdraw_and_dissolve(job, now_ms);
                     if let Some(Err(e)) = facts {
                         self.set_state(&uid, PodState::Held(Hold::Invalid(e.to_string())));
                     }
@@ -1050,12 +1051,12 @@ impl World {
     }
 
     /// A job the scheduler holds (queued, or placed and not bound) leaves it and comes
-    /// apart (see [`World::dissolve`]), from `not_before` or the end of its backoff.
-    pub(super) fn withdraw_and_dissolve(&mut self, job: JobId, not_before: u64) {
+    /// apart (see [`World::dissolve`]), to form again from now or the end of its backoff.
+    pub(super) fn withdraw_and_dissolve(&mut self, job: JobId, now_ms: u64) {
         // A job in its backoff stays in it as it forms again.
         let backoff = self.scheduler.not_before(job).unwrap_or(0);
-        self.scheduler.withdraw(job);
-        self.dissolve(job, not_before.max(backoff));
+        self.withdraw_keeping_exemption(job, now_ms);
+        self.dissolve(job, now_ms.max(backoff));
     }
 
     /// A job comes apart: its remaining unbound pods wait to form a job again from
@@ -1395,7 +1396,7 @@ impl World {
         // The gang placed before is gone: members queued on their own form it again.
         if needed > 0 {
             for job in queued_alone {
-                waiting.extend(self.unqueue(job));
+                waiting.extend(self.unqueue(job, now_ms));
             }
         }
         if let Some(job) = queued {
@@ -1405,7 +1406,7 @@ impl World {
                 return Vec::new();
             }
             // The group asks for more, or fewer, than it holds: it forms again.
-            waiting.extend(self.unqueue(job));
+            waiting.extend(self.unqueue(job, now_ms));
             waiting.sort_unstable();
             waiting.dedup();
         }
@@ -1474,8 +1475,8 @@ impl World {
     }
 
     /// A queued job taken out of its queue, to be formed again: its live pods.
-    fn unqueue(&mut self, job: JobId) -> Vec<String> {
-        self.scheduler.withdraw(job);
+    fn unqueue(&mut self, job: JobId, now_ms: u64) -> Vec<String> {
+        self.withdraw_keeping_exemption(job, now_ms);
         let entry = self.pods.jobs.remove(&job);
         entry
             .iter()

@@ -2,62 +2,69 @@
 //! victim goes back to its queue as the same job, and no backfill head evicts it as
 //! backfilled again until it finishes. Under `kant run` its pods are deleted, and what
 //! comes back is new pods, which form a new job. That job is known as the victim's return
-//! by what outlives the eviction: the victim's PodGroup, or, for a lone pod, the controller
-//! that owns it (a ReplicaSet, a Job, a StatefulSet), which makes one new pod for each pod
-//! evicted. The scheduler is told, so the rule holds for it as for the victim.
+//! by what outlives the eviction: the PodGroup its pods name, or, for a lone pod, the
+//! controller that owns it (a ReplicaSet, a Job, a StatefulSet), which makes one new pod
+//! for each pod evicted. The scheduler is told, so the rule holds for it as for the victim.
 //!
-//! A return owed is forgotten with its PodGroup, or after [`RETURN_WINDOW_MS`]: a
-//! controller deleted with its pods brings nothing back. A new pod of the controller that
-//! is not a replacement (a scale-up) may take a return meant for one: it is then exempt
-//! once where the replacement is not, the same count either way.
+//! A return is owed from the eviction's decision (the new pods cannot come before it) and
+//! given up if every eviction of the victim is refused. It is forgotten with its PodGroup,
+//! or [`RETURN_WINDOW_MS`] after that eviction: a controller deleted with its pods brings
+//! nothing back. An exempt job that comes apart to form again (its pods changed, part of
+//! its binding failed) owes its return anew, so what forms takes the exemption back; the
+//! part of a gang that runs on where its evictions were refused stays exempt. A new pod of
+//! the same PodGroup or controller that is no replacement (a scale-up, a member formed
+//! again) may take a return meant for one: it is then exempt where the replacement is
+//! not. A Deployment's rollout replaces pods under a new ReplicaSet, which is not known.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
-use super::pods::{GroupKey, group_workload};
+use crate::model::JobId;
+
+use super::World;
+use super::pods::{PodEntry, group_workload};
 
 /// How long a victim's return is waited for. Controllers replace an evicted pod at once (a
 /// ReplicaSet), or after a backoff of at most a few minutes (a Job); this is well past
-/// both. Anything owed longer is dropped, so that a controller deleted with its pods
+/// both. A return owed longer is dropped, so that a controller deleted with its pods
 /// leaves nothing behind.
 pub(super) const RETURN_WINDOW_MS: u64 = 60 * 60 * 1000;
 
-/// The returns owed, by key (see [`return_key`]).
+/// The returns owed, by key (see [`return_key`]): when each victim was evicted, oldest
+/// first.
 #[derive(Debug, Default)]
 pub(super) struct BackfillReturns {
-    owed: HashMap<String, Owed>,
-}
-
-/// Victims of one key not yet back, and when the last of them was evicted.
-#[derive(Debug)]
-struct Owed {
-    count: u32,
-    since_ms: u64,
+    owed: HashMap<String, VecDeque<u64>>,
 }
 
 impl BackfillReturns {
     /// A victim known by `key` was evicted as backfilled at `now_ms`.
-    pub fn owe(&mut self, key: String, now_ms: u64) {
+    fn owe(&mut self, key: String, now_ms: u64) {
         self.expire(now_ms);
-        let owed = self.owed.entry(key).or_insert(Owed {
-            count: 0,
-            since_ms: now_ms,
-        });
-        owed.count += 1;
-        owed.since_ms = now_ms;
+        self.owed.entry(key).or_default().push_back(now_ms);
     }
 
-    /// Whether a job known by `key`, formed at `now_ms`, is a victim back: if so, that
-    /// return is no longer owed.
-    pub fn take(&mut self, key: &str, now_ms: u64) -> bool {
+    /// Whether a job known by `key`, formed at `now_ms`, is a victim back: if so, the
+    /// oldest return of that key is no longer owed.
+    fn take(&mut self, key: &str, now_ms: u64) -> bool {
         self.expire(now_ms);
-        let Some(owed) = self.owed.get_mut(key) else {
+        let Some(times) = self.owed.get_mut(key) else {
             return false;
         };
-        owed.count -= 1;
-        if owed.count == 0 {
+        times.pop_front();
+        if times.is_empty() {
             self.owed.remove(key);
         }
         true
+    }
+
+    /// The latest return owed under `key` will not come (its evictions were refused).
+    fn cancel(&mut self, key: &str) {
+        if let Some(times) = self.owed.get_mut(key) {
+            times.pop_back();
+            if times.is_empty() {
+                self.owed.remove(key);
+            }
+        }
     }
 
     /// The workload `key` is gone (its PodGroup deleted with no pod left).
@@ -66,18 +73,70 @@ impl BackfillReturns {
     }
 
     fn expire(&mut self, now_ms: u64) {
-        self.owed
-            .retain(|_, owed| now_ms.saturating_sub(owed.since_ms) < RETURN_WINDOW_MS);
+        self.owed.retain(|_, times| {
+            while times
+                .front()
+                .is_some_and(|&t| now_ms.saturating_sub(t) >= RETURN_WINDOW_MS)
+            {
+                times.pop_front();
+            }
+            !times.is_empty()
+        });
     }
 }
 
-/// What a job's return is known by: its PodGroup's workload, else its lone pod's
-/// controller (by uid). `None` for a lone pod no controller owns: nothing brings it back.
-pub(super) fn return_key(group: Option<&GroupKey>, controller: Option<&str>) -> Option<String> {
-    match (group, controller) {
+/// What a pod's return is known by: the PodGroup it names, else the controller that owns
+/// it (by uid). `None` for a lone pod no controller owns: nothing brings it back.
+fn return_key(pod: &PodEntry) -> Option<String> {
+    match (&pod.group, &pod.controller) {
         (Some(group), _) => Some(group_workload(group)),
         (None, Some(uid)) => Some(format!("controller:{uid}")),
         (None, None) => None,
+    }
+}
+
+impl World {
+    /// What `job`'s pods come back as: its first live pod's [`return_key`].
+    fn return_key_of(&self, job: JobId) -> Option<String> {
+        let entry = self.pods.jobs.get(&job)?;
+        let (_, uid) = entry.alive().next()?;
+        return_key(self.pods.entries.get(uid)?)
+    }
+
+    /// `victim` is to be evicted as backfilled: its return is owed.
+    pub(super) fn owe_return(&mut self, victim: JobId, now_ms: u64) {
+        if let Some(key) = self.return_key_of(victim) {
+            self.pods.backfill_returns.owe(key, now_ms);
+        }
+    }
+
+    /// Every eviction of `victim`, evicted as backfilled, was refused: it runs on, and
+    /// nothing comes back.
+    pub(super) fn cancel_return(&mut self, victim: JobId) {
+        if let Some(key) = self.return_key_of(victim) {
+            self.pods.backfill_returns.cancel(&key);
+        }
+    }
+
+    /// A job just formed: if it is a victim back, the scheduler exempts it.
+    pub(super) fn take_return(&mut self, job: JobId, now_ms: u64) {
+        let returned = (self.return_key_of(job))
+            .is_some_and(|key| self.pods.backfill_returns.take(&key, now_ms));
+        if returned {
+            self.scheduler.exempt_from_backfill_eviction(job);
+        }
+    }
+
+    /// Takes `job` out of the scheduler, to form again or to run on in part under a new
+    /// id. An exempt job owes its return anew, for what forms again of it. Returns whether
+    /// it was exempt.
+    pub(super) fn withdraw_keeping_exemption(&mut self, job: JobId, now_ms: u64) -> bool {
+        let exempt = self.scheduler.is_exempt_from_backfill_eviction(job);
+        if exempt {
+            self.owe_return(job, now_ms);
+        }
+        self.scheduler.withdraw(job);
+        exempt
     }
 }
 
@@ -85,36 +144,35 @@ pub(super) fn return_key(group: Option<&GroupKey>, controller: Option<&str>) -> 
 mod tests {
     use super::*;
 
+    const KEY: &str = "controller:rs-1";
+
     #[test]
     fn each_victim_is_returned_once_within_the_window() {
         let mut returns = BackfillReturns::default();
-        let key = || "controller:rs-1".to_owned();
-        returns.owe(key(), 0);
-        returns.owe(key(), 10);
-        assert!(returns.take(&key(), 20));
-        assert!(returns.take(&key(), 30));
-        assert!(!returns.take(&key(), 40), "two victims, two returns");
-        returns.owe(key(), 50);
-        assert!(
-            !returns.take(&key(), 50 + RETURN_WINDOW_MS),
-            "past the window"
-        );
-        returns.owe(key(), 60);
-        returns.forget(&key());
-        assert!(!returns.take(&key(), 70), "forgotten");
+        returns.owe(KEY.into(), 0);
+        returns.owe(KEY.into(), 10);
+        assert!(returns.take(KEY, 20));
+        assert!(returns.take(KEY, 30));
+        assert!(!returns.take(KEY, 40), "two victims, two returns");
+        returns.owe(KEY.into(), 50);
+        returns.owe(KEY.into(), 60);
+        returns.cancel(KEY);
+        assert!(returns.take(KEY, 70));
+        assert!(!returns.take(KEY, 80), "one eviction refused");
+        returns.owe(KEY.into(), 100);
+        returns.forget(KEY);
+        assert!(!returns.take(KEY, 110), "forgotten");
     }
 
     #[test]
-    fn a_pod_group_outranks_the_controller() {
-        let group = ("ml".to_owned(), "train".to_owned());
-        assert_eq!(
-            return_key(Some(&group), Some("uid")).as_deref(),
-            Some("group:ml/train")
+    fn each_return_expires_on_its_own() {
+        let mut returns = BackfillReturns::default();
+        returns.owe(KEY.into(), 0);
+        returns.owe(KEY.into(), RETURN_WINDOW_MS / 2);
+        assert!(
+            returns.take(KEY, RETURN_WINDOW_MS),
+            "the second is still owed"
         );
-        assert_eq!(
-            return_key(None, Some("uid")).as_deref(),
-            Some("controller:uid")
-        );
-        assert_eq!(return_key(None, None), None);
+        assert!(!returns.take(KEY, RETURN_WINDOW_MS + 1));
     }
 }
