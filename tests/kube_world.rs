@@ -2030,18 +2030,17 @@ fn a_gang_whose_pods_are_made_again_for_its_pod_group_stays_one_job() {
 
 /// A world of the embedded default profile as configured (backfill, with backfill
 /// preemption), its heads overdue after a minute, no minimum runtime.
-fn backfilling_world(nodes: &[k8s_openapi::api::core::v1::Node]) -> World {
+fn backfilling_world(
+    nodes: &[k8s_openapi::api::core::v1::Node],
+) -> (World, std::sync::Arc<kant::metrics::live::LiveMetrics>) {
     let mut config = plain();
     config.queueing.backfill_threshold = 60_000;
     config.queueing.min_runtime = 0;
     let profile = config.profile("default").unwrap().clone();
     let profile = kant::plugins::build_profile(&profile, &config).unwrap();
     let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
-    sync(
-        World::new(WorldOptions::default(), &config, profile, metrics).unwrap(),
-        nodes,
-        &[],
-    )
+    let world = World::new(WorldOptions::default(), &config, profile, metrics.clone());
+    (sync(world.unwrap(), nodes, &[]), metrics)
 }
 
 /// Submits `pod` at `now` and binds it where it is placed, if it is.
@@ -2093,7 +2092,7 @@ fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_a
         ("its PodGroup", &grouped, &grouped, false),
         ("another controller", &web, &other, true),
     ] {
-        let mut w = backfilling_world(&[node("n0", 4)]);
+        let (mut w, metrics) = backfilling_world(&[node("n0", 4)]);
         w.apply(
             Input::PodGroup(Box::new(Event::Apply(pod_group("web", 1)))),
             T0,
@@ -2172,6 +2171,19 @@ fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_a
         let evicted: Vec<String> = evictions(&out).into_iter().map(|(_, _, n)| n).collect();
         let expected: &[&str] = if evicted_again { &["victim-2"] } else { &[] };
         assert_eq!(evicted, expected, "{how}");
+        // Owed at each eviction and as the returned job forms again; taken as it forms.
+        let returns = |outcome: &str| {
+            metric(
+                &metrics,
+                &format!("kant_backfill_returns_total{{outcome=\"{outcome}\"}}"),
+            )
+        };
+        let taken = (!evicted_again).then_some(2.0);
+        assert_eq!(
+            (returns("owed"), returns("taken")),
+            (Some(2.0), taken),
+            "{how}"
+        );
     }
 }
 

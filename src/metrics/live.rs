@@ -91,6 +91,10 @@ type SizeLabels = [(&'static str, &'static str); 1];
 /// The label set of `kant_bind_errors_total`: `code` = the HTTP status or `network`.
 type CodeLabels = [(&'static str, String); 1];
 
+/// The label set of `kant_backfill_returns_total`: `outcome` (see
+/// [`LiveMetrics::backfill_returns`]).
+type OutcomeLabels = [(&'static str, &'static str); 1];
+
 /// The live metrics: written by the scheduling loop, encoded by the HTTP handlers.
 ///
 /// Writes are cheap (an uncontended lock and a few integer operations, or an atomic
@@ -111,6 +115,7 @@ pub struct LiveMetrics {
     decisions: Counter,
     bind_seconds: Histogram,
     bind_errors: Family<CodeLabels, Counter>,
+    backfill_returns: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for LiveMetrics {
@@ -152,6 +157,7 @@ impl LiveMetrics {
         let decisions = Counter::default();
         let bind_seconds = Histogram::new(BIND_BUCKETS);
         let bind_errors = Family::<CodeLabels, Counter>::default();
+        let backfill_returns = Family::<OutcomeLabels, Counter>::default();
 
         // The registry appends a period to each help text.
         let mut registry = Registry::default();
@@ -182,6 +188,14 @@ impl LiveMetrics {
             "Failed pod bindings, by HTTP status code (or `network`)",
             bind_errors.clone(),
         );
+        registry.register(
+            "kant_backfill_returns",
+            "Jobs evicted as backfilled, by what became of their return (the job their \
+             controller's new pods form, exempt from backfill eviction): owed at the eviction \
+             (and again when a returned job forms anew), taken by that job, cancelled where \
+             every eviction was refused, expired after an hour",
+            backfill_returns.clone(),
+        );
         registry.register_collector(Box::new(Exporter(shared.clone())));
 
         LiveMetrics {
@@ -196,6 +210,7 @@ impl LiveMetrics {
             decisions,
             bind_seconds,
             bind_errors,
+            backfill_returns,
         }
     }
 
@@ -301,6 +316,15 @@ impl LiveMetrics {
         self.bind_seconds.observe(latency.as_secs_f64());
         if let Err(code) = outcome {
             self.bind_errors.get_or_create(&[("code", code)]).inc();
+        }
+    }
+
+    /// `count` returns of jobs evicted as backfilled came to `outcome` (`owed`, `taken`,
+    /// `cancelled` or `expired`).
+    pub fn backfill_returns(&self, outcome: &'static str, count: u64) {
+        if count > 0 {
+            let counter = self.backfill_returns.get_or_create(&[("outcome", outcome)]);
+            counter.inc_by(count);
         }
     }
 

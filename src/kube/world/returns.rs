@@ -39,32 +39,31 @@ pub(super) struct BackfillReturns {
 impl BackfillReturns {
     /// A victim known by `key` was evicted as backfilled at `now_ms`.
     fn owe(&mut self, key: String, now_ms: u64) {
-        self.expire(now_ms);
         self.owed.entry(key).or_default().push_back(now_ms);
     }
 
-    /// Whether a job known by `key`, formed at `now_ms`, is a victim back: if so, the
-    /// oldest return of that key is no longer owed.
-    fn take(&mut self, key: &str, now_ms: u64) -> bool {
-        self.expire(now_ms);
+    /// Whether a job known by `key` is a victim back: if so, the oldest return of that key
+    /// is no longer owed.
+    fn take(&mut self, key: &str) -> bool {
+        self.drop_one(key, VecDeque::pop_front)
+    }
+
+    /// The latest return owed under `key` will not come (its evictions were refused).
+    /// Whether one was owed.
+    fn cancel(&mut self, key: &str) -> bool {
+        self.drop_one(key, VecDeque::pop_back)
+    }
+
+    /// Drops one return owed under `key`, the one `pop` takes; whether there was one.
+    fn drop_one(&mut self, key: &str, pop: fn(&mut VecDeque<u64>) -> Option<u64>) -> bool {
         let Some(times) = self.owed.get_mut(key) else {
             return false;
         };
-        times.pop_front();
+        pop(times);
         if times.is_empty() {
             self.owed.remove(key);
         }
         true
-    }
-
-    /// The latest return owed under `key` will not come (its evictions were refused).
-    fn cancel(&mut self, key: &str) {
-        if let Some(times) = self.owed.get_mut(key) {
-            times.pop_back();
-            if times.is_empty() {
-                self.owed.remove(key);
-            }
-        }
     }
 
     /// The workload `key` is gone (its PodGroup deleted with no pod left).
@@ -72,16 +71,20 @@ impl BackfillReturns {
         self.owed.remove(key);
     }
 
-    fn expire(&mut self, now_ms: u64) {
+    /// Drops the returns owed for [`RETURN_WINDOW_MS`] by `now_ms`; how many.
+    fn expire(&mut self, now_ms: u64) -> u64 {
+        let mut expired = 0;
         self.owed.retain(|_, times| {
             while times
                 .front()
                 .is_some_and(|&t| now_ms.saturating_sub(t) >= RETURN_WINDOW_MS)
             {
                 times.pop_front();
+                expired += 1;
             }
             !times.is_empty()
         });
+        expired
     }
 }
 
@@ -103,26 +106,37 @@ impl World {
         return_key(self.pods.entries.get(uid)?)
     }
 
+    /// Drops the returns waited for too long, counting them.
+    fn expire_returns(&mut self, now_ms: u64) {
+        let expired = self.pods.backfill_returns.expire(now_ms);
+        self.metrics.backfill_returns("expired", expired);
+    }
+
     /// `victim` is to be evicted as backfilled: its return is owed.
     pub(super) fn owe_return(&mut self, victim: JobId, now_ms: u64) {
+        self.expire_returns(now_ms);
         if let Some(key) = self.return_key_of(victim) {
             self.pods.backfill_returns.owe(key, now_ms);
+            self.metrics.backfill_returns("owed", 1);
         }
     }
 
     /// Every eviction of `victim`, evicted as backfilled, was refused: it runs on, and
     /// nothing comes back.
     pub(super) fn cancel_return(&mut self, victim: JobId) {
-        if let Some(key) = self.return_key_of(victim) {
-            self.pods.backfill_returns.cancel(&key);
-        }
+        let cancelled =
+            (self.return_key_of(victim)).is_some_and(|key| self.pods.backfill_returns.cancel(&key));
+        self.metrics
+            .backfill_returns("cancelled", u64::from(cancelled));
     }
 
     /// A job just formed: if it is a victim back, the scheduler exempts it.
     pub(super) fn take_return(&mut self, job: JobId, now_ms: u64) {
-        let returned = (self.return_key_of(job))
-            .is_some_and(|key| self.pods.backfill_returns.take(&key, now_ms));
+        self.expire_returns(now_ms);
+        let returned =
+            (self.return_key_of(job)).is_some_and(|key| self.pods.backfill_returns.take(&key));
         if returned {
+            self.metrics.backfill_returns("taken", 1);
             self.scheduler.exempt_from_backfill_eviction(job);
         }
     }
@@ -147,21 +161,22 @@ mod tests {
     const KEY: &str = "controller:rs-1";
 
     #[test]
-    fn each_victim_is_returned_once_within_the_window() {
+    fn each_victim_is_returned_once() {
         let mut returns = BackfillReturns::default();
         returns.owe(KEY.into(), 0);
         returns.owe(KEY.into(), 10);
-        assert!(returns.take(KEY, 20));
-        assert!(returns.take(KEY, 30));
-        assert!(!returns.take(KEY, 40), "two victims, two returns");
+        assert!(returns.take(KEY));
+        assert!(returns.take(KEY));
+        assert!(!returns.take(KEY), "two victims, two returns");
         returns.owe(KEY.into(), 50);
         returns.owe(KEY.into(), 60);
-        returns.cancel(KEY);
-        assert!(returns.take(KEY, 70));
-        assert!(!returns.take(KEY, 80), "one eviction refused");
+        assert!(returns.cancel(KEY));
+        assert!(returns.take(KEY));
+        assert!(!returns.take(KEY), "one eviction refused");
+        assert!(!returns.cancel(KEY));
         returns.owe(KEY.into(), 100);
         returns.forget(KEY);
-        assert!(!returns.take(KEY, 110), "forgotten");
+        assert!(!returns.take(KEY), "forgotten");
     }
 
     #[test]
@@ -169,10 +184,10 @@ mod tests {
         let mut returns = BackfillReturns::default();
         returns.owe(KEY.into(), 0);
         returns.owe(KEY.into(), RETURN_WINDOW_MS / 2);
-        assert!(
-            returns.take(KEY, RETURN_WINDOW_MS),
-            "the second is still owed"
-        );
-        assert!(!returns.take(KEY, RETURN_WINDOW_MS + 1));
+        assert_eq!(returns.expire(RETURN_WINDOW_MS), 1);
+        assert!(returns.take(KEY), "the second is still owed");
+        returns.owe(KEY.into(), RETURN_WINDOW_MS);
+        assert_eq!(returns.expire(2 * RETURN_WINDOW_MS), 1);
+        assert!(!returns.take(KEY));
     }
 }
