@@ -192,7 +192,7 @@ impl LiveMetrics {
             "kant_backfill_returns",
             "Jobs evicted as backfilled, by what became of their return (the job their \
              controller's new pods form, exempt from backfill eviction): owed at the eviction \
-             (and again when a returned job forms anew), taken by that job, cancelled where \
+             (and again when an exempt job comes apart to form anew), taken by that job, cancelled where \
              every eviction was refused, expired after an hour",
             backfill_returns.clone(),
         );

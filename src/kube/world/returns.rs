@@ -142,8 +142,8 @@ impl World {
     }
 
     /// Takes `job` out of the scheduler, to form again or to run on in part under a new
-    /// id. An exempt job owes its return anew, for what forms again of it. Returns whether
-    /// it was exempt.
+    /// id. An exempt job (a victim back, or one placed as an overdue head) owes its return
+    /// anew, for what forms again of it. Returns whether it was exempt.
     pub(super) fn withdraw_keeping_exemption(&mut self, job: JobId, now_ms: u64) -> bool {
         let exempt = self.scheduler.is_exempt_from_backfill_eviction(job);
         if exempt {
