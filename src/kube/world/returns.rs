@@ -133,6 +133,9 @@ impl World {
     /// A job just formed: if it is a victim back, the scheduler exempts it.
     pub(super) fn take_return(&mut self, job: JobId, now_ms: u64) {
         self.expire_returns(now_ms);
+        if self.pods.backfill_returns.owed.is_empty() {
+            return;
+        }
         let returned =
             (self.return_key_of(job)).is_some_and(|key| self.pods.backfill_returns.take(&key));
         if returned {
