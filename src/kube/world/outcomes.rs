@@ -457,10 +457,7 @@ impl World {
             places,
             now_ms,
         );
-        self.run_as_adopted(template, entry);
-        if exempt {
-            self.scheduler.exempt_from_backfill_eviction(job);
-        }
+        self.run_as_adopted(template, entry, exempt);
     }
 
     /// Some bindings of a job failed. The whole job is released and requeued with a
@@ -516,13 +513,9 @@ impl World {
         self.pods.jobs.insert(job, entry);
         self.dissolve(job, retry_at);
         if let Some(moved) = moved {
-            let running_on = moved.job.id;
             let parts = self.pods.landed_parts.entry(workload).or_default();
-            parts.push(running_on);
-            self.run_as_adopted(template, moved);
-            if exempt {
-                self.scheduler.exempt_from_backfill_eviction(running_on);
-            }
+            parts.push(moved.job.id);
+            self.run_as_adopted(template, moved, exempt);
         }
     }
 
@@ -563,9 +556,11 @@ impl World {
         ))
     }
 
-    /// Records a job whose pods are bound, at their places, as running.
-    fn run_as_adopted(&mut self, template: Arc<Job>, entry: JobEntry) {
+    /// Records a job whose pods are bound, at their places, as running; exempt from
+    /// backfill eviction if `backfill_exempt` (what runs on of an exempt job).
+    fn run_as_adopted(&mut self, template: Arc<Job>, entry: JobEntry, backfill_exempt: bool) {
         let spec = self.scheduler.state().spec().clone();
+        let id = entry.job.id;
         let placements: Option<Vec<Option<Placement>>> = entry
             .places
             .iter()
@@ -584,7 +579,12 @@ impl World {
                     .map_err(|e| e.to_string())
             });
         match adopted {
-            Ok(()) => self.record_job(entry),
+            Ok(()) => {
+                self.record_job(entry);
+                if backfill_exempt {
+                    self.scheduler.exempt_from_backfill_eviction(id);
+                }
+            }
             Err(e) => tracing::error!("job {}: cannot record its bound pods: {e}", template.name),
         }
     }
@@ -661,12 +661,15 @@ impl World {
             return;
         }
         // Evicted as backfilled: if no eviction landed, nothing comes back; if some did,
-        // the members left run on exempt, as the rest of the victim comes back.
+        // the members left run on exempt, as the rest of the victim comes back. A victim
+        // exempt already (evicted for another reason) leaves them exempt too.
         let backfilled = *kind == PreemptionKind::Backfill;
         let landed = *recorded;
         if backfilled && !landed {
             self.cancel_return(victim);
         }
+        let exempt =
+            (backfilled && landed) || self.scheduler.is_exempt_from_backfill_eviction(victim);
         let Some(mut entry) = self.pods.jobs.remove(&victim) else {
             return;
         };
@@ -683,11 +686,7 @@ impl World {
             self.scheduler.finish(victim);
         }
         if let Some(moved) = moved {
-            let running_on = moved.job.id;
-            self.run_as_adopted(template, moved);
-            if backfilled && landed {
-                self.scheduler.exempt_from_backfill_eviction(running_on);
-            }
+            self.run_as_adopted(template, moved, exempt);
         }
     }
 
