@@ -27,7 +27,7 @@ use super::pods::{PodEntry, group_workload};
 /// ReplicaSet), or after a backoff of at most a few minutes (a Job); this is well past
 /// both. A return owed longer is dropped, so that a controller deleted with its pods
 /// leaves nothing behind.
-pub(super) const RETURN_WINDOW_MS: u64 = 60 * 60 * 1000;
+const RETURN_WINDOW_MS: u64 = 60 * 60 * 1000;
 
 /// The returns owed, by key (see [`return_key`]): when each victim was evicted, oldest
 /// first.
