@@ -2339,6 +2339,30 @@ fn priority_preemption_takes_the_lowest_priority_first() {
     assert_eq!(placed_jobs(&decisions), ids(&[9]));
 }
 
+/// Preemptors alike in one round (one tenant, one priority, one pool) each find the
+/// victims as the ones before left them: the first evicts the job that lost least, the
+/// second the other, and the third finds none (the first two were just placed).
+#[test]
+fn preemptors_alike_in_one_round_each_find_what_the_others_left() {
+    let (mut s, nodes) = running_jobs(&[(0, &[(1, 8, 0)]), (60, &[(2, 8, 0)])]);
+    for id in [9, 10, 11] {
+        s.submit(job(id, 1, whole(8), 5, 600));
+    }
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [
+            (ids(&[2]), JobId(9), PreemptionKind::Priority),
+            (ids(&[1]), JobId(10), PreemptionKind::Priority)
+        ],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[9, 10]));
+    assert_eq!(nodes_of(&s, 10), [nodes[&1]]);
+    assert_eq!(s.pending(), 3);
+    check_accounting(&s);
+}
+
 /// A job that must never preempt (a pod with `preemptionPolicy: Never`) waits for room
 /// however high its priority; once room frees it goes first, ahead of lower priorities.
 #[test]

@@ -2,6 +2,7 @@
 //! the two-level search and the scheduler that runs cycles over jobs. It owns how a job is
 //! placed; the plugins own why a node is good or bad; the worlds own time and I/O.
 
+mod candidates;
 mod cycle_state;
 mod fruitless;
 mod plugin;
@@ -11,6 +12,7 @@ mod search;
 mod status;
 mod usable;
 
+pub use candidates::{CandidateClass, CandidateMemo, Candidates, Stamped};
 pub use cycle_state::CycleState;
 pub use plugin::{
     Allocate, Bind, Filter, GroupFilter, GroupQuery, GroupScore, JobNodes, JobPlan, Landing,

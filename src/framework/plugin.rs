@@ -17,7 +17,7 @@ use crate::model::{
 };
 use crate::queue::{PoolsWanted, Tenants};
 
-use super::{CycleState, Status};
+use super::{CandidateMemo, CycleState, Status};
 
 /// The highest score a plugin gives a node (kube-scheduler's `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -332,6 +332,9 @@ pub struct PreemptionContext<'a> {
     /// the pools of its jobs evicted since.
     pub pools_wanted: &'a [PoolsWanted],
     pub running: &'a HashMap<JobId, RunningJob>,
+    /// Candidates already found for jobs alike, while the running jobs, the tenants'
+    /// accounts and the time are as they were.
+    pub candidates: &'a CandidateMemo,
     /// The lowest priority among the running jobs.
     pub lowest_running_priority: Option<i32>,
     /// Set when the job is a backfill head blocked past the threshold: since when.

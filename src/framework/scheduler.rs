@@ -31,7 +31,7 @@ use super::search::{
     is_patient, place_job, pools_for, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
-use super::{Code, CycleState, Diagnosis, Profile, SearchMode, Status};
+use super::{CandidateMemo, Code, CycleState, Diagnosis, Profile, SearchMode, Stamped, Status};
 
 /// What a scheduling round decided, for the world to carry out and report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,9 +93,11 @@ pub struct Scheduler {
     binder: Box<dyn Bind>,
     state: ClusterState,
     queues: Queues,
-    tenants: Tenants,
+    tenants: Stamped<Tenants>,
     /// Jobs with every pod reserved or bound.
-    running: HashMap<JobId, RunningJob>,
+    running: Stamped<HashMap<JobId, RunningJob>>,
+    /// Preemption candidates found per class of jobs, for these running jobs and tenants.
+    candidate_memo: CandidateMemo,
     /// Running jobs per priority (for a quick "is anyone preemptible" check).
     running_priorities: BTreeMap<i32, usize>,
     /// Bumped whenever capacity is returned: a job that failed at the current epoch would
@@ -164,8 +166,9 @@ impl Scheduler {
             binder,
             state: ClusterState::new(spec),
             queues,
-            tenants,
-            running: HashMap::new(),
+            tenants: Stamped::new(tenants),
+            running: Stamped::new(HashMap::new()),
+            candidate_memo: CandidateMemo::default(),
             running_priorities: BTreeMap::new(),
             capacity_epoch: 0,
             waits: HashMap::new(),
@@ -508,7 +511,7 @@ impl Scheduler {
         // admit it on.
         self.reaches.clear();
         self.reaches_by_shape.clear();
-        self.tenants = tenants;
+        *self.tenants = tenants;
     }
 
     /// Charges running jobs to other tenants from now on, `(job, tenant)` each (a world
@@ -1222,6 +1225,11 @@ impl Scheduler {
                 .find(|r| r.head.id == job.id)
                 .map(|r| r.groups.as_slice());
             let domain_limits = domain_limits(&self.profile, job, &self.state, cycle);
+            (self.candidate_memo).keep_for((
+                self.running.stamp(),
+                self.tenants.stamp(),
+                inputs.now_ms,
+            ));
             let context = PreemptionContext {
                 snapshot: &self.state,
                 now_ms: inputs.now_ms,
@@ -1230,6 +1238,7 @@ impl Scheduler {
                 tenants: &self.tenants,
                 pools_wanted: &self.pools_wanted,
                 running: &self.running,
+                candidates: &self.candidate_memo,
                 lowest_running_priority: self.running_priorities.keys().next().copied(),
                 backfill_since,
                 reserved,

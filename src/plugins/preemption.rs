@@ -43,11 +43,16 @@
 //! reclaims' budget lets the candidates free (each borrower's at most what it borrows) is
 //! less than the job lacks, on the whole or on a landing. As victims are taken, a
 //! placement is tried only once the devices free could hold the job's pods node by node.
+//! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
+//! their candidates while the running jobs, the tenants' accounts and the time stay as
+//! they were ([`crate::framework::CandidateMemo`]).
+
+use std::sync::Arc;
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
-    Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
-    domain_groups, pools_for, some_domain_holds,
+    CandidateClass, Candidates, Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext,
+    PreemptionKind, RunningJob, domain_groups, pools_for, some_domain_holds,
 };
 use crate::model::{GpuRequest, GroupId, Job, MILLI_PER_GPU, NodeId, PoolId, Tier};
 use crate::queue::{TenantMode, Tenants};
@@ -152,6 +157,29 @@ impl Preemption {
         } else {
             None
         }
+    }
+
+    /// The running jobs `job` may preempt now (of those it may preempt at all, the
+    /// others are protected for their minimum runtime), with why.
+    fn candidates(&self, job: &Job, context: &PreemptionContext, may_reclaim: bool) -> Candidates {
+        let mut found = Candidates::default();
+        for victim in context.running.values() {
+            let Some(kind) = self.kind(job, context, may_reclaim, victim) else {
+                continue;
+            };
+            // Never one placed this instant, even without a minimum runtime: the rounds
+            // of one instant end (see `Scheduler::schedule`).
+            let free_at = (victim.started_ms.saturating_add(self.min_runtime_ms))
+                .max(victim.started_ms.saturating_add(1));
+            if context.now_ms < free_at {
+                found.protected_until =
+                    Some(found.protected_until.map_or(free_at, |t| t.min(free_at)));
+                continue;
+            }
+            found.held_milli += held_milli(victim);
+            found.victims.push((victim.job.id, kind));
+        }
+        found
     }
 }
 
@@ -770,33 +798,26 @@ impl PostFilter for Preemption {
         if context.backfill_since.is_none() && (self.backfill_only || !may_reclaim && !outranks) {
             return PostFilterResult::None;
         }
-        // Victims still inside their minimum runtime are protected; the earliest end of a
-        // protection is when trying again may help.
-        let mut protected_until: Option<u64> = None;
-        let mut candidates: Vec<(&RunningJob, PreemptionKind)> = context
-            .running
-            .values()
-            .filter_map(|victim| {
-                let kind = self.kind(job, context, may_reclaim, victim)?;
-                // Never one placed this instant, even without a minimum runtime: the
-                // rounds of one instant end (see `Scheduler::schedule`).
-                let free_at = (victim.started_ms.saturating_add(self.min_runtime_ms))
-                    .max(victim.started_ms.saturating_add(1));
-                if context.now_ms < free_at {
-                    protected_until = Some(protected_until.map_or(free_at, |t| t.min(free_at)));
-                    return None;
-                }
-                Some((victim, kind))
-            })
-            .collect();
-        let nothing_now = match protected_until {
+        // Jobs alike find the same candidates (a backfill head's are its own).
+        let found = if context.backfill_since.is_some() {
+            Arc::new(self.candidates(job, context, may_reclaim))
+        } else {
+            let class = CandidateClass {
+                plugin: self.name(),
+                tenant: context.tenant,
+                priority: job.priority,
+                pools: job.pools.clone(),
+                admitted: context.admitted,
+                may_reclaim,
+            };
+            (context.candidates).get_or_find(class, || self.candidates(job, context, may_reclaim))
+        };
+        // The earliest end of a protection is when trying again may help.
+        let nothing_now = match found.protected_until {
             Some(at) => PostFilterResult::RetryAt(at),
             None => PostFilterResult::None,
         };
-        if candidates.is_empty() {
-            return nothing_now;
-        }
-        if refused_whoever_goes(job, context, &candidates) {
+        if found.victims.is_empty() {
             return nothing_now;
         }
         // Room already free counts too, on healthy shared devices as well: a victim may
@@ -811,7 +832,19 @@ impl PostFilter for Preemption {
             .sum();
         // Judged before they are put in order, where the order cannot matter: all of them
         // free too little,
-        if free_now + candidates.iter().map(|(v, _)| held_milli(v)).sum::<u64>() < need {
+        if free_now + found.held_milli < need {
+            return nothing_now;
+        }
+        let mut candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
+            .filter_map(|(id, kind)| Some((context.running.get(id)?, *kind)))
+            .collect();
+        debug_assert_eq!(
+            candidates.len(),
+            found.victims.len(),
+            "candidates kept too long"
+        );
+        // or the owner rule refuses every set of them,
+        if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
         // or (where none will be left out below) no set of them frees whole devices enough,
