@@ -160,9 +160,12 @@ impl Preemption {
     }
 
     /// The running jobs `job` may preempt now (of those it may preempt at all, the
-    /// others are protected for their minimum runtime), with why.
+    /// others are protected for their minimum runtime), with why, in the order they are
+    /// taken in: jobs backfilled past the head before any others; then lowest priority
+    /// first, least GPU-time lost, most recently started.
     fn candidates(&self, job: &Job, context: &PreemptionContext, may_reclaim: bool) -> Candidates {
         let mut found = Candidates::default();
+        let mut victims = Vec::new();
         for victim in context.running.values() {
             let Some(kind) = self.kind(job, context, may_reclaim, victim) else {
                 continue;
@@ -177,8 +180,24 @@ impl Preemption {
                 continue;
             }
             found.held_milli += held_milli(victim);
-            found.victims.push((victim.job.id, kind));
+            victims.push((victim, kind));
         }
+        let lost = |victim: &RunningJob| {
+            let held = u128::from(held_milli(victim));
+            held * u128::from(context.now_ms.saturating_sub(victim.started_ms))
+        };
+        let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
+        victims.sort_by(|(a, a_kind), (b, b_kind)| {
+            backfilled(b_kind)
+                .cmp(&backfilled(a_kind))
+                .then(a.job.priority.cmp(&b.job.priority))
+                .then(lost(a).cmp(&lost(b)))
+                .then(b.started_ms.cmp(&a.started_ms))
+                .then(a.job.id.cmp(&b.job.id))
+        });
+        found.victims = (victims.iter())
+            .map(|(v, kind)| (v.job.id, *kind))
+            .collect();
         found
     }
 }
@@ -636,10 +655,15 @@ fn within_landings<'v>(
     candidates: &[(&'v RunningJob, PreemptionKind)],
 ) -> Option<Taken<'v>> {
     let need = job.total_milli();
-    // The nodes of each candidate's pods, read once.
-    let nodes: Vec<Vec<NodeId>> = (candidates.iter())
-        .map(|(victim, _)| context.snapshot.job_nodes(victim.job.id).collect())
-        .collect();
+    // The nodes of each candidate's pods, read once: candidate `i`'s are
+    // `nodes[starts[i]..starts[i + 1]]`.
+    let mut nodes: Vec<NodeId> = Vec::new();
+    let mut starts = Vec::with_capacity(candidates.len() + 1);
+    starts.push(0);
+    for (victim, _) in candidates {
+        nodes.extend(context.snapshot.job_nodes(victim.job.id));
+        starts.push(nodes.len());
+    }
     let mut elsewhere: Vec<usize> = (0..candidates.len()).collect();
     for _ in 0..MAX_LANDINGS {
         let unbudgeted: Vec<_> = elsewhere.iter().map(|&i| candidates[i]).collect();
@@ -648,7 +672,9 @@ fn within_landings<'v>(
         else {
             return None;
         };
-        let on_landing = |&i: &usize| nodes[i].iter().any(|n| landing.nodes.contains(n));
+        let on_landing = |&i: &usize| {
+            (nodes[starts[i]..starts[i + 1]].iter()).any(|n| landing.nodes.contains(n))
+        };
         let there: Vec<_> = (0..candidates.len())
             .filter(on_landing)
             .map(|i| candidates[i])
@@ -830,11 +856,11 @@ impl PostFilter for Preemption {
                 u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
             })
             .sum();
-        // Judged before they are put in order, where the order cannot matter: all of them
-        // free too little,
+        // Nothing is tried where, whichever of them went, all of them free too little,
         if free_now + found.held_milli < need {
             return nothing_now;
         }
+        // In the order they are taken in (see `candidates`).
         let mut candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
             .filter_map(|(id, kind)| Some((context.running.get(id)?, *kind)))
             .collect();
@@ -854,20 +880,6 @@ impl PostFilter for Preemption {
             return nothing_now;
         }
         let refuses_sets_with = refused_with_any_of(job, context, &candidates);
-        let lost = |victim: &RunningJob| {
-            let held = u128::from(held_milli(victim));
-            held * u128::from(context.now_ms.saturating_sub(victim.started_ms))
-        };
-        // Jobs backfilled past the head go before any others; then the minimal order.
-        let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
-        candidates.sort_by(|(a, a_kind), (b, b_kind)| {
-            backfilled(b_kind)
-                .cmp(&backfilled(a_kind))
-                .then(a.job.priority.cmp(&b.job.priority))
-                .then(lost(a).cmp(&lost(b)))
-                .then(b.started_ms.cmp(&a.started_ms))
-                .then(a.job.id.cmp(&b.job.id))
-        });
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough: the cheapest candidates that
         // free what the job lacks, and as many again as MAX_CANDIDATES for a choice of
