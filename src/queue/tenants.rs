@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -99,9 +100,23 @@ pub enum Admission {
     Denied,
 }
 
-/// The tenants resolved against one cluster, with what each uses per pool.
+/// The tenants resolved against one cluster, with what each uses per pool. A copy (the
+/// what-if accounts preemption weighs) shares what only the configuration and the cluster's
+/// shape change, and copies the accounts alone.
 #[derive(Debug, Clone)]
 pub struct Tenants {
+    roster: Arc<Roster>,
+    /// `[tenant][pool]` in use by placed jobs, milli-GPUs.
+    used: Vec<Vec<u64>>,
+    /// Per pool, milli-GPUs shared tenants cannot have: what isolated tenants hold (their
+    /// quota, or more if they use more) plus what shared tenants use. Kept by `charge`, so
+    /// that admission costs O(the job's pools).
+    held: Vec<u64>,
+}
+
+/// The tenants as configured, against the cluster's pools.
+#[derive(Debug, Clone)]
+struct Roster {
     names: Vec<String>,
     /// Index by name.
     by_name: HashMap<String, usize>,
@@ -109,14 +124,8 @@ pub struct Tenants {
     weights: Vec<f64>,
     /// `[tenant][pool]` quota, milli-GPUs.
     quota: Vec<Vec<u64>>,
-    /// `[tenant][pool]` in use by placed jobs, milli-GPUs.
-    used: Vec<Vec<u64>>,
     /// Milli-GPUs per pool.
     capacity: Vec<u64>,
-    /// Per pool, milli-GPUs shared tenants cannot have: what isolated tenants hold (their
-    /// quota, or more if they use more) plus what shared tenants use. Kept by `charge`, so
-    /// that admission costs O(the job's pools).
-    held: Vec<u64>,
     /// Per pool, the sum of the isolated tenants' quotas.
     isolated_quota: Vec<u64>,
 }
@@ -127,15 +136,13 @@ impl Tenants {
     /// cluster does not have.
     pub fn resolve(configs: &[TenantConfig], cluster: &ClusterSpec) -> Result<Tenants, String> {
         let pools = cluster.pools.len();
-        let mut tenants = Tenants {
+        let mut roster = Roster {
             names: vec![DEFAULT_TENANT.to_owned()],
             by_name: HashMap::from([(DEFAULT_TENANT.to_owned(), 0)]),
             modes: vec![TenantMode::Shared],
             weights: vec![1.0],
             quota: vec![vec![0; pools]],
-            used: vec![vec![0; pools]],
             capacity: pool_capacities(cluster),
-            held: Vec::new(),
             isolated_quota: Vec::new(),
         };
         let mut declared = HashSet::new();
@@ -144,28 +151,27 @@ impl Tenants {
             if !declared.insert(config.name.as_str()) {
                 return Err(format!("tenant {} is declared twice", config.name));
             }
-            let index = match tenants.index(&config.name) {
+            let index = match roster.by_name.get(&config.name).copied() {
                 // The default tenant, configured.
                 Some(index) => index,
-                None if tenants.names.len() == MAX_TENANTS => {
+                None if roster.names.len() == MAX_TENANTS => {
                     return Err(format!(
                         "tenant {}: more than {MAX_TENANTS} tenants, the default one included",
                         config.name
                     ));
                 }
                 None => {
-                    let index = tenants.names.len();
-                    tenants.by_name.insert(config.name.clone(), index);
-                    tenants.names.push(config.name.clone());
-                    tenants.modes.push(config.mode);
-                    tenants.weights.push(config.weight);
-                    tenants.quota.push(vec![0; pools]);
-                    tenants.used.push(vec![0; pools]);
+                    let index = roster.names.len();
+                    roster.by_name.insert(config.name.clone(), index);
+                    roster.names.push(config.name.clone());
+                    roster.modes.push(config.mode);
+                    roster.weights.push(config.weight);
+                    roster.quota.push(vec![0; pools]);
                     index
                 }
             };
-            tenants.modes[index] = config.mode;
-            tenants.weights[index] = config.weight;
+            roster.modes[index] = config.mode;
+            roster.weights[index] = config.weight;
             for (model, &gpus) in &config.quota {
                 let pool = cluster.pool_of_model(Some(model)).ok_or_else(|| {
                     let known: Vec<&str> = cluster.gpu_models().collect();
@@ -175,7 +181,7 @@ impl Tenants {
                         known.join(", ")
                     )
                 })?;
-                tenants.quota[index][pool.index()] = (gpus as u64)
+                roster.quota[index][pool.index()] = (gpus as u64)
                     .checked_mul(u64::from(MILLI_PER_GPU))
                     .ok_or_else(|| {
                         format!(
@@ -185,6 +191,11 @@ impl Tenants {
                     })?;
             }
         }
+        let mut tenants = Tenants {
+            used: vec![vec![0; pools]; roster.names.len()],
+            roster: Arc::new(roster),
+            held: Vec::new(),
+        };
         tenants.recount();
         Ok(tenants)
     }
@@ -193,9 +204,10 @@ impl Tenants {
     /// recomputed, and pools added since (the cluster keeps pool ids) start with no quota
     /// and no use.
     pub fn follow_cluster(&mut self, cluster: &ClusterSpec) {
-        self.capacity = pool_capacities(cluster);
-        let pools = self.capacity.len();
-        for row in self.quota.iter_mut().chain(self.used.iter_mut()) {
+        let roster = Arc::make_mut(&mut self.roster);
+        roster.capacity = pool_capacities(cluster);
+        let pools = roster.capacity.len();
+        for row in roster.quota.iter_mut().chain(self.used.iter_mut()) {
             row.resize(pools.max(row.len()), 0);
         }
         self.recount();
@@ -203,69 +215,70 @@ impl Tenants {
 
     /// Recomputes the per-pool sums `held` and `isolated_quota` from the tenants.
     fn recount(&mut self) {
-        let pools = self.quota.first().map_or(0, Vec::len);
+        let pools = self.roster.quota.first().map_or(0, Vec::len);
         self.held = (0..pools)
             .map(|p| (0..self.len()).map(|t| self.holds(t, p)).sum())
             .collect();
-        self.isolated_quota = (0..pools)
+        let isolated_quota = (0..pools)
             .map(|p| {
                 (0..self.len())
-                    .filter(|&t| self.modes[t] == TenantMode::Isolated)
-                    .map(|t| self.quota[t][p])
+                    .filter(|&t| self.roster.modes[t] == TenantMode::Isolated)
+                    .map(|t| self.roster.quota[t][p])
                     .sum()
             })
             .collect();
+        Arc::make_mut(&mut self.roster).isolated_quota = isolated_quota;
     }
 
     /// Milli-GPUs of `pool` the tenant keeps from shared tenants: an isolated tenant its
     /// quota (or more, if it uses more), a shared one what it uses.
     fn holds(&self, tenant: usize, pool: usize) -> u64 {
-        match self.modes[tenant] {
-            TenantMode::Isolated => self.quota[tenant][pool].max(self.used[tenant][pool]),
+        match self.roster.modes[tenant] {
+            TenantMode::Isolated => self.roster.quota[tenant][pool].max(self.used[tenant][pool]),
             TenantMode::Shared => self.used[tenant][pool],
         }
     }
 
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.roster.names.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.roster.names.is_empty()
     }
 
     pub fn name(&self, tenant: usize) -> &str {
-        &self.names[tenant]
+        &self.roster.names[tenant]
     }
 
     pub fn index(&self, name: &str) -> Option<usize> {
-        self.by_name.get(name).copied()
+        self.roster.by_name.get(name).copied()
     }
 
     pub fn mode(&self, tenant: usize) -> TenantMode {
-        self.modes[tenant]
+        self.roster.modes[tenant]
     }
 
     /// The pools a job's quota is counted in: the ones it names, or every GPU pool.
     fn pools_of<'a>(&'a self, job: &'a Job) -> impl Iterator<Item = usize> + 'a {
         let every_pool = if job.pools.is_empty() {
-            self.capacity.len()
+            self.roster.capacity.len()
         } else {
             0
         };
         let named = job.pools.iter().map(|p| p.index());
-        named.chain((0..every_pool).filter(|&p| self.capacity[p] > 0))
+        named.chain((0..every_pool).filter(|&p| self.roster.capacity[p] > 0))
     }
 
     /// Milli-GPUs the tenant may still use on `pool` from its own quota.
     fn own_room(&self, tenant: usize, pool: usize) -> u64 {
-        self.quota[tenant][pool].saturating_sub(self.used[tenant][pool])
+        self.roster.quota[tenant][pool].saturating_sub(self.used[tenant][pool])
     }
 
     /// Milli-GPUs of `pool` free for shared tenants: the pool less what isolated tenants
     /// hold (their quota, always) and what shared tenants use.
     fn shared_free(&self, pool: usize) -> u64 {
-        self.capacity[pool].saturating_sub(self.held[pool])
+        self.roster.capacity[pool].saturating_sub(self.held[pool])
     }
 
     /// Static quota admission: does the tenant's quota, or what it may borrow, cover the
@@ -299,7 +312,7 @@ impl Tenants {
     /// Static quota admission of `need` milli-GPUs on one pool.
     fn admit_on(&self, tenant: usize, pool: usize, need: u64) -> Admission {
         let own = self.own_room(tenant, pool) >= need;
-        if self.modes[tenant] == TenantMode::Isolated {
+        if self.roster.modes[tenant] == TenantMode::Isolated {
             return if own {
                 Admission::Own
             } else {
@@ -316,8 +329,8 @@ impl Tenants {
     /// The most milli-GPUs admission could grant the tenant now on one pool: a bound on
     /// [`Tenants::admit`], which denies any job asking for more.
     pub fn admission_room(&self, tenant: usize) -> u64 {
-        let pools = 0..self.capacity.len();
-        let room = match self.modes[tenant] {
+        let pools = 0..self.roster.capacity.len();
+        let room = match self.roster.modes[tenant] {
             TenantMode::Isolated => pools.map(|p| self.own_room(tenant, p)).max(),
             TenantMode::Shared => pools.map(|p| self.shared_free(p)).max(),
         };
@@ -353,7 +366,7 @@ impl Tenants {
         if each.is_empty() {
             return "no pool of the GPU models it accepts has GPUs".into();
         }
-        match self.modes[tenant] {
+        match self.roster.modes[tenant] {
             TenantMode::Isolated => format!("isolated, its quota is {}", each.join(", ")),
             TenantMode::Shared => format!(
                 "shared, it is granted at most what the isolated tenants' quotas leave: {}",
@@ -371,9 +384,11 @@ impl Tenants {
 
     /// The most milli-GPUs admission could ever grant the tenant on one pool.
     fn ceiling(&self, tenant: usize, pool: usize) -> u64 {
-        match self.modes[tenant] {
-            TenantMode::Isolated => self.quota[tenant][pool],
-            TenantMode::Shared => self.capacity[pool].saturating_sub(self.isolated_quota[pool]),
+        match self.roster.modes[tenant] {
+            TenantMode::Isolated => self.roster.quota[tenant][pool],
+            TenantMode::Shared => {
+                self.roster.capacity[pool].saturating_sub(self.roster.isolated_quota[pool])
+            }
         }
     }
 
@@ -391,7 +406,7 @@ impl Tenants {
     }
 
     pub fn quota(&self, tenant: usize, pool: PoolId) -> u64 {
-        self.quota[tenant][pool.index()]
+        self.roster.quota[tenant][pool.index()]
     }
 
     /// Milli-GPUs the tenant uses beyond its quota on a pool.
@@ -403,7 +418,7 @@ impl Tenants {
     /// Whether the tenant may reclaim quota anywhere: it is below its quota on a pool where
     /// another tenant borrows.
     pub fn may_reclaim(&self, tenant: usize) -> bool {
-        (0..self.capacity.len())
+        (0..self.roster.capacity.len())
             .map(|p| PoolId(p as u16))
             .any(|pool| {
                 self.under_quota(tenant, pool)
@@ -432,7 +447,7 @@ impl Tenants {
         used > self.quota(tenant, pool)
             && (0..self.len()).any(|owner| {
                 owner != tenant
-                    && self.modes[owner] == TenantMode::Shared
+                    && self.roster.modes[owner] == TenantMode::Shared
                     && self.under_quota(owner, pool)
                     && waiting(owner)
             })
@@ -443,16 +458,21 @@ impl Tenants {
     /// A pool without GPUs (a model no node carries) is left out.
     pub fn isolated_oversubscription(&self, cluster: &ClusterSpec) -> Vec<Oversubscribed> {
         let gpus = |milli: u64| milli / u64::from(MILLI_PER_GPU);
-        (0..self.capacity.len())
-            .filter(|&p| self.capacity[p] > 0 && self.isolated_quota[p] > self.capacity[p])
+        (0..self.roster.capacity.len())
+            .filter(|&p| {
+                self.roster.capacity[p] > 0
+                    && self.roster.isolated_quota[p] > self.roster.capacity[p]
+            })
             .map(|p| Oversubscribed {
                 gpu_model: (cluster.pools[p].gpu_model.clone()).unwrap_or_default(),
                 quotas: (0..self.len())
-                    .filter(|&t| self.modes[t] == TenantMode::Isolated && self.quota[t][p] > 0)
-                    .map(|t| (self.names[t].clone(), gpus(self.quota[t][p])))
+                    .filter(|&t| {
+                        self.roster.modes[t] == TenantMode::Isolated && self.roster.quota[t][p] > 0
+                    })
+                    .map(|t| (self.roster.names[t].clone(), gpus(self.roster.quota[t][p])))
                     .collect(),
-                quota_gpus: gpus(self.isolated_quota[p]),
-                gpus: gpus(self.capacity[p]),
+                quota_gpus: gpus(self.roster.isolated_quota[p]),
+                gpus: gpus(self.roster.capacity[p]),
             })
             .collect()
     }
@@ -461,15 +481,15 @@ impl Tenants {
     /// is served first. A tenant without quota counts its use against one GPU.
     pub fn share(&self, tenant: usize) -> f64 {
         let used: u64 = self.used[tenant].iter().sum();
-        let quota: u64 = self.quota[tenant].iter().sum();
-        used as f64 / quota.max(u64::from(MILLI_PER_GPU)) as f64 / self.weights[tenant]
+        let quota: u64 = self.roster.quota[tenant].iter().sum();
+        used as f64 / quota.max(u64::from(MILLI_PER_GPU)) as f64 / self.roster.weights[tenant]
     }
 
     /// Milli-GPUs in use and borrowed by a tenant, over all pools.
     pub fn totals(&self, tenant: usize) -> (u64, u64) {
         let used = self.used[tenant].iter().sum();
-        let borrowed = (0..self.capacity.len())
-            .map(|p| self.used[tenant][p].saturating_sub(self.quota[tenant][p]))
+        let borrowed = (0..self.roster.capacity.len())
+            .map(|p| self.used[tenant][p].saturating_sub(self.roster.quota[tenant][p]))
             .sum();
         (used, borrowed)
     }
