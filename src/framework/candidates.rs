@@ -63,8 +63,9 @@ impl<T> DerefMut for Stamped<T> {
 /// preemptor, for a preemptor that is no backfill head.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CandidateClass {
-    /// The PostFilter plugin that judged them.
+    /// The PostFilter plugin that judged them, and its minimum runtime.
     pub plugin: &'static str,
+    pub min_runtime_ms: u64,
     pub tenant: usize,
     pub priority: i32,
     /// The job's pools (empty: any).
@@ -75,8 +76,8 @@ pub struct CandidateClass {
     pub may_reclaim: bool,
 }
 
-/// The candidates of one class, in the running jobs' order.
-#[derive(Debug, Default)]
+/// The candidates of one class, in the order they are taken in.
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Candidates {
     pub victims: Vec<(JobId, PreemptionKind)>,
     /// The milli-GPUs they hold together.
@@ -143,6 +144,7 @@ mod tests {
         let memo = CandidateMemo::default();
         let class = CandidateClass {
             plugin: "preemption",
+            min_runtime_ms: 0,
             tenant: 0,
             priority: 1,
             pools: Vec::new(),

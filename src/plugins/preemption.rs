@@ -830,13 +830,22 @@ impl PostFilter for Preemption {
         } else {
             let class = CandidateClass {
                 plugin: self.name(),
+                min_runtime_ms: self.min_runtime_ms,
                 tenant: context.tenant,
                 priority: job.priority,
                 pools: job.pools.clone(),
                 admitted: context.admitted,
                 may_reclaim,
             };
-            (context.candidates).get_or_find(class, || self.candidates(job, context, may_reclaim))
+            let known = (context.candidates)
+                .get_or_find(class, || self.candidates(job, context, may_reclaim));
+            // Every test that preempts checks that what was kept is what a scan finds now.
+            debug_assert_eq!(
+                *known,
+                self.candidates(job, context, may_reclaim),
+                "candidates kept past a change"
+            );
+            known
         };
         // The earliest end of a protection is when trying again may help.
         let nothing_now = match found.protected_until {
@@ -864,11 +873,6 @@ impl PostFilter for Preemption {
         let mut candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
             .filter_map(|(id, kind)| Some((context.running.get(id)?, *kind)))
             .collect();
-        debug_assert_eq!(
-            candidates.len(),
-            found.victims.len(),
-            "candidates kept too long"
-        );
         // or the owner rule refuses every set of them,
         if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
