@@ -12,6 +12,13 @@
 //! Durations (10 to 60 minutes) and sizes come from a fixed-seed generator, so every
 //! iteration replays the same workload. Building the workload is outside the timed region.
 //!
+//! `deep_backlog_preempting` replays the same bursts, smaller, spread over the four
+//! synthetic tenants (one isolated) with priorities 0, 50 and 100 (0 for half of the jobs),
+//! under the default profile with `preemption` (priority and quota reclaim) in place of
+//! `backfill-preemption`: most waiting jobs may then outrank a running one or reclaim
+//! quota, so each is tried for victims at every completion. Its depths are compared with
+//! one another as above.
+//!
 //! Run: `cargo bench --bench deep_backlog` (add `-- --quick` for a short run). The
 //! machine is shared: compare figures side by side from one run, not across runs.
 
@@ -22,13 +29,16 @@ use std::time::Duration;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use kant::framework::SearchMode;
-use kant::model::{JobId, TenantId};
+use kant::config::{Config, PluginConfig};
+use kant::framework::{Profile, SearchMode};
+use kant::model::{ClusterSpec, JobId, TenantId};
 use kant::queue::Tenants;
+use kant::sim::synthetic::default_tenants;
 use kant::sim::{EventLog, ReplayOptions, Workload};
 
 const NODES: usize = 16;
 const DEPTHS: [u32; 4] = [2_000, 8_000, 32_000, 128_000];
+const PREEMPTING_DEPTHS: [u32; 2] = [500, 2_000];
 
 /// `count` one-pod jobs submitted at time 0, sizes 1 to 8 GPUs, 10 to 60 minutes long.
 fn burst(count: u32) -> Workload {
@@ -91,5 +101,66 @@ fn deep_backlog(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, deep_backlog);
+/// [`burst`], its jobs dealt round the synthetic tenants (indices 1 to 4, after the
+/// default tenant) with priorities 0, 0, 50 and 100 in turn.
+fn preempting_burst(count: u32, spec: &ClusterSpec) -> Workload {
+    let tenants = default_tenants(spec);
+    let mut workload = burst(count);
+    for (job, i) in workload.jobs.iter_mut().zip(0u32..) {
+        job.tenant = TenantId((1 + i as usize % tenants.len()) as u16);
+        job.priority = [0, 0, 50, 100][(i / 4 % 4) as usize];
+    }
+    workload.tenants = std::iter::once(kant::queue::DEFAULT_TENANT.to_owned())
+        .chain(tenants.into_iter().map(|t| t.name))
+        .collect();
+    workload
+}
+
+/// The embedded `default` profile with `preemption` in place of `backfill-preemption`.
+fn preempting_profile() -> Profile {
+    let config = Config::embedded();
+    let mut profile = (config.profile("default"))
+        .expect("the embedded configuration has a `default` profile")
+        .clone();
+    for plugin in &mut profile.plugins {
+        if plugin.name() == "backfill-preemption" {
+            *plugin = PluginConfig::Name("preemption".to_owned());
+        }
+    }
+    kant::plugins::build_profile(&profile, &config).expect("the profile builds")
+}
+
+fn deep_backlog_preempting(c: &mut Criterion) {
+    let spec = common::cluster(NODES);
+    let profile = preempting_profile();
+    let mut group = c.benchmark_group("deep_backlog_preempting");
+    group
+        .sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
+    for depth in PREEMPTING_DEPTHS {
+        let workload = preempting_burst(depth, &spec);
+        group.throughput(Throughput::Elements(u64::from(depth)));
+        group.bench_function(BenchmarkId::new("replay", depth), |b| {
+            b.iter(|| {
+                let tenants = Tenants::resolve(&default_tenants(&spec), &spec)
+                    .expect("the synthetic tenants resolve");
+                let report = kant::sim::run(
+                    spec.clone(),
+                    &workload,
+                    profile.clone(),
+                    tenants,
+                    &mut EventLog::disabled(),
+                    ReplayOptions::default(),
+                )
+                .expect("no event log to write");
+                assert!(report.never_placed.is_empty(), "every job fits the cluster");
+                report
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, deep_backlog, deep_backlog_preempting);
 criterion_main!(benches);
