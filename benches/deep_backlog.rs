@@ -24,6 +24,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{
@@ -32,7 +33,7 @@ use criterion::{
 use kant::config::{Config, PluginConfig};
 use kant::framework::{Profile, SearchMode};
 use kant::model::{ClusterSpec, JobId, TenantId};
-use kant::queue::Tenants;
+use kant::queue::{TenantConfig, Tenants};
 use kant::sim::synthetic::default_tenants;
 use kant::sim::{EventLog, ReplayOptions, Workload};
 
@@ -73,17 +74,31 @@ fn burst(count: u32) -> Workload {
 fn deep_backlog(c: &mut Criterion) {
     let spec = common::cluster(NODES);
     let profile = common::default_profile(SearchMode::TwoLevel, common::embedded_search_options());
-    let mut group = c.benchmark_group("deep_backlog");
+    replay_group(c, "deep_backlog", &spec, &profile, &DEPTHS, &[], burst);
+}
+
+/// Replays, as group `name`, the workload `workload_of(depth)` for each depth, under
+/// `profile` with the tenants `tenants` declare.
+fn replay_group(
+    c: &mut Criterion,
+    name: &str,
+    spec: &Arc<ClusterSpec>,
+    profile: &Profile,
+    depths: &[u32],
+    tenants: &[TenantConfig],
+    workload_of: impl Fn(u32) -> Workload,
+) {
+    let mut group = c.benchmark_group(name);
     group
         .sampling_mode(SamplingMode::Flat)
         .sample_size(10)
         .measurement_time(Duration::from_secs(10));
-    for depth in DEPTHS {
-        let workload = burst(depth);
+    for &depth in depths {
+        let workload = workload_of(depth);
         group.throughput(Throughput::Elements(u64::from(depth)));
         group.bench_function(BenchmarkId::new("replay", depth), |b| {
             b.iter(|| {
-                let tenants = Tenants::resolve(&[], &spec).expect("no tenants to resolve");
+                let tenants = Tenants::resolve(tenants, spec).expect("the tenants resolve");
                 let report = kant::sim::run(
                     spec.clone(),
                     &workload,
@@ -101,7 +116,7 @@ fn deep_backlog(c: &mut Criterion) {
     group.finish();
 }
 
-/// [`burst`], its jobs dealt round the synthetic tenants (indices 1 to 4, after the
+/// [`burst`], its jobs dealt in turn to the synthetic tenants (indices 1 to 4, after the
 /// default tenant) with priorities 0, 0, 50 and 100 in turn.
 fn preempting_burst(count: u32, spec: &ClusterSpec) -> Workload {
     let tenants = default_tenants(spec);
@@ -132,34 +147,16 @@ fn preempting_profile() -> Profile {
 
 fn deep_backlog_preempting(c: &mut Criterion) {
     let spec = common::cluster(NODES);
-    let profile = preempting_profile();
-    let mut group = c.benchmark_group("deep_backlog_preempting");
-    group
-        .sampling_mode(SamplingMode::Flat)
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(10));
-    for depth in PREEMPTING_DEPTHS {
-        let workload = preempting_burst(depth, &spec);
-        group.throughput(Throughput::Elements(u64::from(depth)));
-        group.bench_function(BenchmarkId::new("replay", depth), |b| {
-            b.iter(|| {
-                let tenants = Tenants::resolve(&default_tenants(&spec), &spec)
-                    .expect("the synthetic tenants resolve");
-                let report = kant::sim::run(
-                    spec.clone(),
-                    &workload,
-                    profile.clone(),
-                    tenants,
-                    &mut EventLog::disabled(),
-                    ReplayOptions::default(),
-                )
-                .expect("no event log to write");
-                assert!(report.never_placed.is_empty(), "every job fits the cluster");
-                report
-            });
-        });
-    }
-    group.finish();
+    let tenants = default_tenants(&spec);
+    replay_group(
+        c,
+        "deep_backlog_preempting",
+        &spec,
+        &preempting_profile(),
+        &PREEMPTING_DEPTHS,
+        &tenants,
+        |depth| preempting_burst(depth, &spec),
+    );
 }
 
 criterion_group!(benches, deep_backlog, deep_backlog_preempting);
