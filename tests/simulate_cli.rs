@@ -169,7 +169,9 @@ fn hand_made_trace_gives_hand_computed_metrics() {
         .iter()
         .find(|e| e["type"] == "submit" && e["job"] == "j2")
         .unwrap();
-    assert_eq!(submit["tenant"], "team-a");
+    // No tenant is declared: `team-a`'s job is queued in the default tenant.
+    assert_eq!(submit["tenant"], "default");
+    assert_eq!(submit["unknown_tenant"], "team-a");
     assert_eq!(submit["gpus_per_pod"], "8");
     assert_eq!(submit["gpu_model"], "H100");
 }

@@ -363,25 +363,24 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.next_arrival += 1;
             submitted += 1;
             let tenant = self
-                .workload
-                .tenants
+                .tenant_map
                 .get(job.tenant.index())
-                .map_or("", String::as_str);
-            self.events.submit(now, job, tenant, &self.cluster)?;
+                .copied()
+                .unwrap_or_default();
+            let unknown = tenant == TenantId(0) && job.tenant != TenantId(0);
+            let named = unknown
+                .then(|| self.workload.tenants.get(job.tenant.index()))
+                .flatten()
+                .map(String::as_str);
+            let queued_in = self.scheduler.tenants().name(tenant.index());
+            (self.events).submit(now, job, queued_in, named, &self.cluster)?;
             self.metrics.job_submitted(now);
             if let Some(fill) = &mut self.fill {
                 fill.arrived_milli += job.total_milli();
                 fill.report.jobs_without_duration += u64::from(job.duration_ms.is_none());
             }
+            self.jobs_unknown_tenant += u64::from(unknown);
             let mut job = job.clone();
-            let tenant = self
-                .tenant_map
-                .get(job.tenant.index())
-                .copied()
-                .unwrap_or_default();
-            if tenant == TenantId(0) && job.tenant != TenantId(0) {
-                self.jobs_unknown_tenant += 1;
-            }
             job.tenant = tenant;
             self.scheduler.submit(job);
         }

@@ -34,7 +34,12 @@ enum Event<'a> {
     Submit {
         t: f64,
         job: &'a str,
+        /// The tenant the job is queued in.
         tenant: &'a str,
+        /// The tenant the trace names, where none of that name is declared (the job is
+        /// then queued in the default tenant).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        unknown_tenant: Option<&'a str>,
         pods: usize,
         gpus_per_pod: String,
         gpu_model: String,
@@ -109,6 +114,7 @@ impl EventLog {
         t_ms: u64,
         job: &Job,
         tenant: &str,
+        unknown_tenant: Option<&str>,
         cluster: &ClusterSpec,
     ) -> io::Result<()> {
         if !self.enabled() {
@@ -123,6 +129,7 @@ impl EventLog {
             t: seconds(t_ms),
             job: &job.name,
             tenant,
+            unknown_tenant,
             pods: job.pods.len(),
             gpus_per_pod: job.pods.first().map_or("0".into(), |p| p.gpu.to_string()),
             gpu_model: models.join("|"),
