@@ -62,7 +62,9 @@ pub struct ProfileConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct QueueSettings {
     /// How long the head of a backfill queue waits, blocked, before room is made for it
-    /// (a duration: `30m`, `1800s`, `2h`).
+    /// (a duration: `30m`, `1800s`, `2h`); also how long any job waits, blocked, before a
+    /// quota reclaim for it may take a borrower's job that holds more than its tenant
+    /// borrows.
     #[serde(deserialize_with = "duration_ms::<0, _>")]
     pub backfill_threshold: u64,
     /// A job placed less than this long ago is never preempted, so a preemptor is not

@@ -892,7 +892,8 @@ fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
 /// A reclaim counts every victim of the borrower, whatever its reason: tenant a (quota 4)
 /// runs 6 GPUs at priority 0 and 2 at priority 10; b (quota 8) asks for the node. Once
 /// the first goes, for priority, a borrows nothing: the second, of b's priority 10, is no
-/// reclaim's to take, and b waits. At priority 11, b evicts both, for priority.
+/// reclaim's to take, and b waits, past the backfill threshold too. At priority 11, b
+/// evicts both, for priority.
 #[test]
 fn a_reclaim_takes_nothing_that_the_borrowers_other_victims_leave_it_short_of() {
     let configs = [
@@ -913,6 +914,12 @@ fn a_reclaim_takes_nothing_that_the_borrowers_other_victims_leave_it_short_of() 
             .into_iter()
             .collect();
         assert_eq!(preemptions(&decisions), expected, "priority {priority}");
+        // Blocked past the threshold, b may take a job whole, but none from a tenant its
+        // other victims already bring down to its quota.
+        if expected.is_empty() {
+            let late = s.schedule(MINUTE + BACKFILL_THRESHOLD);
+            assert!(preemptions(&late).is_empty(), "{late:?}");
+        }
         check_accounting(&s);
     }
 }
@@ -3033,6 +3040,41 @@ fn a_backfill_head_makes_room_when_a_victims_minimum_runtime_ends() {
         "{decisions:?}"
     );
     assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    check_accounting(&s);
+}
+
+/// A borrower whose borrowing is part of a larger job loses that job whole to the owner,
+/// once the owner's job has been blocked past the backfill threshold: b (quota 8) runs a
+/// gang of 16 GPUs, 8 of them a's idle quota, at priority 10. a's job of 8 (priority 0),
+/// within its quota, waits while the gang runs, and the scheduler wakes at its threshold
+/// with nothing else happening: the gang is reclaimed, and b, below its quota now, takes
+/// nothing back.
+#[test]
+fn an_owner_blocked_past_the_threshold_reclaims_a_job_its_borrower_borrows_part_of() {
+    let mut s = shared_pair(profile("default", None, None));
+    s.submit(tjob(0, 2, 2, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    s.submit(tjob(1, 1, 1, 8, 0, 60));
+    assert!(s.schedule(MINUTE).is_empty());
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert!(
+        decisions.is_empty(),
+        "only the borrowed part: {decisions:?}"
+    );
+    let due = MINUTE + BACKFILL_THRESHOLD;
+    assert_eq!(s.next_retry_ms(MINUTE + MIN_RUNTIME), Some(due));
+    let decisions = s.schedule(due);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[0]), JobId(1), PreemptionKind::QuotaReclaim)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    assert_eq!(s.tenants().used(2, H100), 0);
+    let later = s.schedule(due + MIN_RUNTIME);
+    assert!(later.is_empty(), "{later:?}");
+    assert!(is_running(&s, 1) && !is_running(&s, 0));
     check_accounting(&s);
 }
 

@@ -74,6 +74,9 @@ pub struct CandidateClass {
     pub admitted: bool,
     /// Whether the job may reclaim quota at all.
     pub may_reclaim: bool,
+    /// Whether it has waited long enough to reclaim a job whole that holds more than its
+    /// tenant borrows.
+    pub reclaims_whole: bool,
 }
 
 /// The candidates of one class, in the order they are taken in.
@@ -150,6 +153,7 @@ mod tests {
             pools: Vec::new(),
             admitted: true,
             may_reclaim: false,
+            reclaims_whole: false,
         };
         let found = |held_milli| {
             move || Candidates {

@@ -339,6 +339,10 @@ pub struct PreemptionContext<'a> {
     pub lowest_running_priority: Option<i32>,
     /// Set when the job is a backfill head blocked past the threshold: since when.
     pub backfill_since: Option<u64>,
+    /// From when a reclaim for the job may take a job that holds more than its tenant
+    /// borrows: once the job has been blocked for the backfill threshold (counted from now
+    /// if it was never blocked before).
+    pub reclaims_whole_from: u64,
     /// The search groups held for the job (its backfill reservation), sorted.
     pub reserved: Option<&'a [GroupId]>,
     /// Per pool of the job, the tier of one domain its placement there must stay inside

@@ -799,14 +799,7 @@ impl Scheduler {
             if !may_preempt {
                 return None;
             }
-            let preempted = match self.preempt(
-                job,
-                offer.tenant,
-                admitted,
-                &inputs,
-                &cycle,
-                offer.backfill_since,
-            ) {
+            let preempted = match self.preempt(&offer, admitted, &inputs, &cycle) {
                 Preempted::Evicted => true,
                 Preempted::RetryAt(at) => {
                     preemption_retry = Some(at);
@@ -1197,13 +1190,12 @@ impl Scheduler {
     /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal.
     fn preempt(
         &mut self,
-        job: &Arc<Job>,
-        tenant: usize,
+        offer: &Offer,
         admitted: bool,
         inputs: &CycleInputs,
         cycle: &CycleState,
-        backfill_since: Option<u64>,
     ) -> Preempted {
+        let (job, tenant) = (offer.job, offer.tenant);
         let mut retry_at: Option<u64> = None;
         let milli = job.total_milli();
         let proposal = {
@@ -1240,7 +1232,9 @@ impl Scheduler {
                 running: &self.running,
                 candidates: &self.candidate_memo,
                 lowest_running_priority: self.running_priorities.keys().next().copied(),
-                backfill_since,
+                backfill_since: offer.backfill_since,
+                reclaims_whole_from: (offer.blocked_since.unwrap_or(inputs.now_ms))
+                    .saturating_add(self.profile.queue_settings.backfill_threshold),
                 reserved,
                 domain_limits: &domain_limits,
                 fits: &fits,

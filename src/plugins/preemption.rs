@@ -8,9 +8,13 @@
 //! - Quota reclaim: for a job its tenant's quota on a pool covers (once that tenant's own
 //!   victims on the nodes it lands on are gone), jobs of other tenants that borrow on that
 //!   pool, whatever their priority, as long as their tenant keeps at least its quota
-//!   without them and its other victims (only borrowed room is taken back, so reclaims
-//!   never cascade; and the preemptor borrows nothing its victims' tenant could take back
-//!   for priority, so the two never evict each other in turn).
+//!   without them and its other victims. Once the job has been blocked for the backfill
+//!   threshold, each victim only while its tenant still borrows there with its other
+//!   victims gone: a job goes whole, and the last may take its tenant below its quota (a
+//!   borrower whose borrowing is part of a larger job would otherwise keep the owner out
+//!   of its quota until that job ends). Every reclaim lowers what is borrowed, and the
+//!   preemptor borrows nothing its victims' tenant could take back for priority, so the
+//!   two never evict each other in turn.
 //! - Priority: jobs of strictly lower priority.
 //!
 //! An isolated tenant's jobs within its quota are evicted for its own jobs only (what it
@@ -137,18 +141,21 @@ impl Preemption {
             return None;
         }
         let tenants = context.tenants;
-        // Only borrowed GPUs are reclaimed, for a job asking for GPUs: the victim's tenant
-        // stays at or above its quota once the victim is gone, so a reclaim never starts
-        // another. Shared tenants reclaim from shared ones, isolated from isolated ones.
-        // Whether the set of victims allows it is the budget's ([`ReclaimBudget`]).
+        // Only borrowed GPUs are reclaimed, for a job asking for GPUs: a victim holding
+        // more than its tenant borrows only for a job blocked past the threshold. Shared
+        // tenants reclaim from shared ones, isolated from isolated ones. Whether the set of
+        // victims allows it is the budget's ([`ReclaimBudget`]).
+        let whole = reclaims_whole(context);
         let reclaim = victim.tenant != context.tenant
             && may_reclaim
             && isolated(victim.tenant) == isolated(context.tenant)
             && victim.pools.iter().any(|&(pool, milli)| {
+                let borrowed = tenants.borrowed(victim.tenant, pool);
                 milli > 0
                     && (job.pools.is_empty() || job.pools.contains(&pool))
                     && tenants.under_quota(context.tenant, pool)
-                    && tenants.borrowed(victim.tenant, pool) >= milli
+                    && borrowed > 0
+                    && (whole || borrowed >= milli)
             });
         if reclaim {
             Some(PreemptionKind::QuotaReclaim)
@@ -187,9 +194,19 @@ impl Preemption {
             held * u128::from(context.now_ms.saturating_sub(victim.started_ms))
         };
         let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
+        // A job only a reclaim may take that holds more than its tenant borrows (for a job
+        // blocked past the threshold) goes after every other: it costs its tenant more
+        // than it borrows.
+        let straddles = |victim: &RunningJob, kind: &PreemptionKind| {
+            *kind == PreemptionKind::QuotaReclaim
+                && only_reclaim(job, context, victim)
+                && (victim.pools.iter())
+                    .any(|&(pool, milli)| milli > context.tenants.borrowed(victim.tenant, pool))
+        };
         victims.sort_by(|(a, a_kind), (b, b_kind)| {
             backfilled(b_kind)
                 .cmp(&backfilled(a_kind))
+                .then(straddles(a, a_kind).cmp(&straddles(b, b_kind)))
                 .then(a.job.priority.cmp(&b.job.priority))
                 .then(lost(a).cmp(&lost(b)))
                 .then(b.started_ms.cmp(&a.started_ms))
@@ -200,6 +217,14 @@ impl Preemption {
             .collect();
         found
     }
+}
+
+/// Whether a reclaim for the job may take a victim holding more than its tenant borrows,
+/// the job having been blocked past the threshold: a job goes whole, and a borrower whose
+/// borrowing is part of a larger job would otherwise keep the owner out of its quota
+/// until that job ends.
+fn reclaims_whole(context: &PreemptionContext) -> bool {
+    context.now_ms >= context.reclaims_whole_from
 }
 
 /// Whether the victim is of an isolated tenant other than the preemptor's.
@@ -580,23 +605,38 @@ fn take_until_fit<'v>(
     Greedy::Fails { passed_over }
 }
 
-/// Milli-GPUs of some jobs, summed per (tenant, pool).
+/// Milli-GPUs of some jobs per (tenant, pool): their sum, and the most one of them holds.
 #[derive(Default)]
-struct HeldByTenant(Vec<(usize, PoolId, u64)>);
+struct HeldByTenant(Vec<Held>);
+
+struct Held {
+    tenant: usize,
+    pool: PoolId,
+    sum: u64,
+    largest: u64,
+}
 
 impl HeldByTenant {
     fn get(&self, tenant: usize, pool: PoolId) -> u64 {
         (self.0.iter())
-            .find(|r| (r.0, r.1) == (tenant, pool))
-            .map_or(0, |r| r.2)
+            .find(|h| (h.tenant, h.pool) == (tenant, pool))
+            .map_or(0, |h| h.sum)
     }
 
     /// Adds what the job holds, on every pool.
     fn add(&mut self, job: &RunningJob) {
         for &(pool, milli) in &job.pools {
-            match (self.0.iter_mut()).find(|r| (r.0, r.1) == (job.tenant, pool)) {
-                Some(r) => r.2 += milli,
-                None => self.0.push((job.tenant, pool, milli)),
+            match (self.0.iter_mut()).find(|h| (h.tenant, h.pool) == (job.tenant, pool)) {
+                Some(h) => {
+                    h.sum += milli;
+                    h.largest = h.largest.max(milli);
+                }
+                None => self.0.push(Held {
+                    tenant: job.tenant,
+                    pool,
+                    sum: milli,
+                    largest: milli,
+                }),
             }
         }
     }
@@ -604,8 +644,10 @@ impl HeldByTenant {
 
 /// The most milli-GPUs a budgeted [`take_until_fit`] could take from any subset of the
 /// candidates: all of those it never passes over, and of each other tenant's that only a
-/// reclaim may take, at most what that tenant borrows, pool by pool (its budget), and
-/// only those whose reclaim the preemptor's quota could cover, its own candidates gone.
+/// reclaim may take, pool by pool, at most what that tenant borrows (its budget; where
+/// the job [`reclaims_whole`], less than that plus its largest such candidate there, the
+/// last victim taking it below its quota), and only those whose reclaim the preemptor's
+/// quota could cover, its own candidates gone.
 fn budgeted_room(
     job: &Job,
     context: &PreemptionContext,
@@ -637,7 +679,11 @@ fn budgeted_room(
         }
     }
     room + (reclaim_only.0.iter())
-        .map(|&(tenant, pool, held)| held.min(tenants.borrowed(tenant, pool)))
+        .map(|held| match tenants.borrowed(held.tenant, held.pool) {
+            0 => 0,
+            borrowed if reclaims_whole(context) => held.sum.min(borrowed - 1 + held.largest),
+            borrowed => held.sum.min(borrowed),
+        })
         .sum::<u64>()
 }
 
@@ -720,10 +766,14 @@ fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> 
 
 /// What the victims counted leave of each tenant's account, to judge whether a victim may
 /// be a quota reclaim. A reclaim takes only what the victim's tenant borrows once every
-/// victim of that tenant counted is gone, whatever their reasons (so it keeps its quota
-/// and cannot reclaim in turn), and only for a job its own tenant's quota covers once that
-/// tenant's victims counted are gone (so the preemptor borrows nothing the victim's tenant
-/// could take back for priority: the two cannot evict each other in turn). Where the job
+/// victim of that tenant counted is gone, whatever their reasons, so that it keeps its
+/// quota; for a job blocked past the threshold ([`reclaims_whole`]), a victim while its
+/// tenant still borrows once every other victim of it is gone: a job goes whole, so the
+/// last may take its tenant below its quota, but none is taken from a tenant the others
+/// already brought down to it. And only for a job its own tenant's quota covers once
+/// that tenant's victims counted are gone (so the preemptor borrows nothing, and the
+/// victims' tenant cannot reclaim from it, nor take it back for priority while
+/// borrowing: the two cannot evict each other in turn). Where the job
 /// lands is known, only the preemptor's own victims on its nodes count for its tenant: one
 /// elsewhere would only go back to its queue and to the room it left.
 struct ReclaimBudget<'a> {
@@ -763,9 +813,19 @@ impl<'a> ReclaimBudget<'a> {
         let tenants = self.context.tenants;
         let preemptor = self.context.tenant;
         let need = self.job.total_milli();
+        let whole = reclaims_whole(self.context);
         let borrowed = victim.pools.iter().all(|&(pool, milli)| {
-            let gone = self.removed.get(victim.tenant, pool) + if counted { 0 } else { milli };
-            gone <= tenants.borrowed(victim.tenant, pool)
+            let others = (self.removed.get(victim.tenant, pool)).saturating_sub(if counted {
+                milli
+            } else {
+                0
+            });
+            let borrowed = tenants.borrowed(victim.tenant, pool);
+            if whole {
+                others < borrowed
+            } else {
+                others + milli <= borrowed
+            }
         });
         let owed = |pool: PoolId| {
             (tenants.quota(preemptor, pool) + self.removed.get(preemptor, pool))
@@ -836,6 +896,7 @@ impl PostFilter for Preemption {
                 pools: job.pools.clone(),
                 admitted: context.admitted,
                 may_reclaim,
+                reclaims_whole: reclaims_whole(context),
             };
             let known = (context.candidates)
                 .get_or_find(class, || self.candidates(job, context, may_reclaim));
@@ -847,8 +908,11 @@ impl PostFilter for Preemption {
             );
             known
         };
-        // The earliest end of a protection is when trying again may help.
-        let nothing_now = match found.protected_until {
+        // The earliest end of a protection is when trying again may help, or the time the
+        // job may reclaim jobs whole.
+        let whole_at = (!self.backfill_only && may_reclaim && !reclaims_whole(context))
+            .then_some(context.reclaims_whole_from);
+        let nothing_now = match found.protected_until.into_iter().chain(whole_at).min() {
             Some(at) => PostFilterResult::RetryAt(at),
             None => PostFilterResult::None,
         };

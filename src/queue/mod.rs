@@ -315,6 +315,8 @@ pub struct Offer<'a> {
     /// since when it is blocked. The scheduler holds room for it once enough is free, and
     /// may preempt jobs placed after that time.
     pub backfill_since: Option<u64>,
+    /// Since when the job has been blocked (its first failed try), if it has.
+    pub blocked_since: Option<u64>,
 }
 
 /// The scheduler, as the queue sees it during a round.
@@ -593,6 +595,7 @@ impl Queues {
                     milli: entry.need.milli,
                     tenant,
                     backfill_since,
+                    blocked_since: entry.blocked_since,
                 };
                 let given_back = driver.holds_given_back();
                 let attempted = driver.attempt(offer);
