@@ -3078,6 +3078,157 @@ fn an_owner_blocked_past_the_threshold_reclaims_a_job_its_borrower_borrows_part_
     check_accounting(&s);
 }
 
+/// Shared tenants `a`, `b`, `c` with these quotas (tenants 1 to 3), on `nodes` nodes of
+/// 8 H100 (one leaf each), the default profile.
+fn three_shared(quotas: [i64; 3], nodes: usize) -> Scheduler {
+    let spec = cluster(nodes, 8, nodes, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, quotas[0]),
+        tenant("b", TenantMode::Shared, quotas[1]),
+        tenant("c", TenantMode::Shared, quotas[2]),
+    ];
+    with_tenants(profile("default", None, None), spec, &configs, binds())
+}
+
+/// Submits `job` (submitted at 60 s) and schedules it when submitted, where it fails, and
+/// once it has been blocked for the backfill threshold: the preemptions made then.
+fn preempted_past_the_threshold(s: &mut Scheduler, job: Job) -> Preemptions {
+    s.submit(job);
+    assert!(s.schedule(MINUTE).is_empty());
+    let decisions = s.schedule(MINUTE + BACKFILL_THRESHOLD);
+    check_accounting(s);
+    preemptions(&decisions)
+}
+
+/// The same under best-effort FIFO, where the owner's job is no backfill head: its
+/// candidates are shared through the memo, and its try asks for a retry at the time it
+/// may reclaim a job whole, which wakes a quiet cluster.
+#[test]
+fn past_the_threshold_a_job_that_is_no_backfill_head_reclaims_whole_too() {
+    let mut s = shared_pair(profile(
+        "default",
+        Some(QueueingPolicy::BestEffortFifo),
+        None,
+    ));
+    s.submit(tjob(0, 2, 2, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 1, 1, 8, 0, 60));
+    s.submit(tjob(2, 1, 1, 8, 0, 61));
+    assert!(s.schedule(MINUTE + SECOND).is_empty());
+    assert!(s.schedule(MINUTE + MIN_RUNTIME).is_empty());
+    let due = MINUTE + SECOND + BACKFILL_THRESHOLD;
+    assert_eq!(s.next_retry_ms(MINUTE + MIN_RUNTIME), Some(due));
+    let decisions = s.schedule(due);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[0]), JobId(1), PreemptionKind::QuotaReclaim)],
+        "{decisions:?}"
+    );
+    check_accounting(&s);
+}
+
+/// A gang whose launcher asks for no GPU, on a CPU-only node, is reclaimed whole as well:
+/// what it holds on the CPU-only pool (no GPU) says nothing of its tenant's borrowing.
+#[test]
+fn past_the_threshold_a_gang_with_a_launcher_on_a_cpu_node_is_reclaimed_whole() {
+    let mut builder = ClusterSpecBuilder::new();
+    for (i, gpus) in [8, 8, 0].into_iter().enumerate() {
+        let row = NodeRow {
+            name: format!("node-{i}"),
+            gpu_model: (gpus > 0).then(|| "H100".into()),
+            gpus,
+            cpu_milli: Some(if gpus > 0 { 4_000 } else { 64_000 }),
+            ..Default::default()
+        };
+        builder
+            .add(row, LinkProfile::NvlinkAll)
+            .expect("valid node");
+    }
+    let configs = [
+        tenant("a", TenantMode::Shared, 8),
+        tenant("b", TenantMode::Shared, 8),
+    ];
+    let spec = Arc::new(builder.build());
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    let mut gang = tjob(0, 2, 3, 8, 10, 0);
+    gang.pods[0].gpu = GpuRequest::NONE;
+    gang.pods[0].cpu_milli = 8_000;
+    s.submit(gang);
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(8));
+    assert_eq!(
+        preempted_past_the_threshold(&mut s, tjob(1, 1, 1, 8, 0, 60)),
+        [(ids(&[0]), JobId(1), PreemptionKind::QuotaReclaim)]
+    );
+}
+
+/// The search keeps its set one whose every victim may be a reclaim: b (quota 4) runs
+/// jobs of 2 and 6 GPUs on one node, borrowing 4; c (quota 4) runs a job of 8 on the
+/// other, borrowing 4. a's job of 8 may not take both of b's (once the 6 goes, b borrows
+/// nothing: the 2 would be taken from b's quota), so it passes b's second by and takes
+/// c's job, alone.
+#[test]
+fn past_the_threshold_no_victim_is_taken_from_a_tenant_its_others_bring_to_its_quota() {
+    let mut s = three_shared([8, 4, 4], 2);
+    s.submit(tjob(0, 2, 1, 2, 10, 0));
+    s.submit(tjob(1, 2, 1, 6, 10, 0));
+    s.submit(tjob(2, 3, 1, 8, 11, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    assert_eq!(nodes_of(&s, 0), nodes_of(&s, 1));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
+    assert_eq!(s.tenants().borrowed(3, H100), gpus(4));
+    assert_eq!(
+        preempted_past_the_threshold(&mut s, tjob(3, 1, 1, 8, 0, 60)),
+        [(ids(&[2]), JobId(3), PreemptionKind::QuotaReclaim)]
+    );
+}
+
+/// A reclaim leaves its victims' tenant below its quota by no more than the job asks: b
+/// (quota 16) runs a gang of 16 within its quota and borrows 1 GPU beside c's 7 (c is at
+/// its quota). For a's job of 8, the gang would leave b 15 below its quota: a waits.
+#[test]
+fn past_the_threshold_a_reclaim_takes_no_more_below_quota_than_the_job_asks() {
+    let mut s = three_shared([8, 16, 7], 3);
+    s.submit(tjob(0, 2, 2, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 3, 1, 7, 10, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[1]));
+    s.submit(tjob(2, 2, 1, 1, 10, 2));
+    assert_eq!(placed_jobs(&s.schedule(2 * SECOND)), ids(&[2]));
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(1));
+    assert!(preempted_past_the_threshold(&mut s, tjob(3, 1, 1, 8, 0, 60)).is_empty());
+    assert!(is_running(&s, 0));
+}
+
+/// Isolated tenants alike: b's quota lowered from 16 to 8 (a's raised from 0 to 8) while
+/// b runs a gang of 16. Past the threshold a's job of 8 takes the gang whole, b's 8 within
+/// its quota with it, as it would from a shared borrower.
+#[test]
+fn past_the_threshold_an_isolated_tenant_loses_a_job_straddling_its_quota_whole() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let before = [
+        tenant("a", TenantMode::Isolated, 0),
+        tenant("b", TenantMode::Isolated, 16),
+    ];
+    let mut s = with_tenants(
+        profile("default", None, None),
+        spec.clone(),
+        &before,
+        binds(),
+    );
+    s.submit(tjob(0, 2, 2, 8, 10, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    let after = [
+        tenant("a", TenantMode::Isolated, 8),
+        tenant("b", TenantMode::Isolated, 8),
+    ];
+    s.set_tenants(Tenants::resolve(&after, &spec).unwrap());
+    assert_eq!(
+        preempted_past_the_threshold(&mut s, tjob(1, 1, 1, 8, 0, 60)),
+        [(ids(&[0]), JobId(1), PreemptionKind::QuotaReclaim)]
+    );
+}
+
 /// An owner below its quota reclaims from a borrower whose jobs are all larger than what
 /// the owner is owed, as long as the owner's job fits its quota: a job goes whole.
 #[test]

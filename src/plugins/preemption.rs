@@ -10,16 +10,18 @@
 //!   pool, whatever their priority, as long as their tenant keeps at least its quota
 //!   without them and its other victims. Once the job has been blocked for the backfill
 //!   threshold, each victim only while its tenant still borrows there with its other
-//!   victims gone: a job goes whole, and the last may take its tenant below its quota (a
-//!   borrower whose borrowing is part of a larger job would otherwise keep the owner out
-//!   of its quota until that job ends). Every reclaim lowers what is borrowed, and the
-//!   preemptor borrows nothing its victims' tenant could take back for priority, so the
-//!   two never evict each other in turn.
+//!   victims gone, and the tenant left below its quota by no more than the job asks: a
+//!   job goes whole, and the last may take its tenant below its quota (a borrower whose
+//!   borrowing is part of a larger job would otherwise keep the owner out of its quota
+//!   until that job ends). Every reclaim lowers what is borrowed, and the preemptor
+//!   borrows nothing its victims' tenant could take back for priority, so the two never
+//!   evict each other in turn.
 //! - Priority: jobs of strictly lower priority.
 //!
 //! An isolated tenant's jobs within its quota are evicted for its own jobs only (what it
-//! holds past its quota another isolated tenant within its own reclaims), and a shared
-//! tenant's for an isolated tenant's job only when its quota admitted that job.
+//! holds past its quota another isolated tenant within its own reclaims, past the
+//! threshold a job straddling its quota whole, as above), and a shared tenant's for an
+//! isolated tenant's job only when its quota admitted that job.
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
@@ -44,7 +46,8 @@
 //! them went (a gang of whole nodes among small jobs, mostly), or not inside one domain
 //! where its placement is held to one (a required tier; a gang patient for a tight
 //! placement, as a backfill head short of room is at each try); nor where what the
-//! reclaims' budget lets the candidates free (each borrower's at most what it borrows) is
+//! reclaims' budget lets the candidates free (each borrower's at most what it borrows, or
+//! past the threshold what the rule above lets go) is
 //! less than the job lacks, on the whole or on a landing. As victims are taken, a
 //! placement is tried only once the devices free could hold the job's pods node by node.
 //! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
@@ -605,39 +608,50 @@ fn take_until_fit<'v>(
     Greedy::Fails { passed_over }
 }
 
-/// Milli-GPUs of some jobs per (tenant, pool): their sum, and the most one of them holds.
+/// Milli-GPUs some jobs hold, per (tenant, pool) where they hold any.
 #[derive(Default)]
-struct HeldByTenant(Vec<Held>);
+struct HeldByTenant(Vec<((usize, PoolId), Held)>);
 
+/// What some jobs hold on one pool: in all, and the most and least one of them holds.
+#[derive(Clone, Copy)]
 struct Held {
-    tenant: usize,
-    pool: PoolId,
     sum: u64,
     largest: u64,
+    smallest: u64,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Held {
+            sum: 0,
+            largest: 0,
+            smallest: u64::MAX,
+        }
+    }
 }
 
 impl HeldByTenant {
-    fn get(&self, tenant: usize, pool: PoolId) -> u64 {
+    fn get(&self, tenant: usize, pool: PoolId) -> Held {
         (self.0.iter())
-            .find(|h| (h.tenant, h.pool) == (tenant, pool))
-            .map_or(0, |h| h.sum)
+            .find(|(key, _)| *key == (tenant, pool))
+            .map_or_else(Held::default, |&(_, held)| held)
     }
 
     /// Adds what the job holds, on every pool.
     fn add(&mut self, job: &RunningJob) {
-        for &(pool, milli) in &job.pools {
-            match (self.0.iter_mut()).find(|h| (h.tenant, h.pool) == (job.tenant, pool)) {
-                Some(h) => {
-                    h.sum += milli;
-                    h.largest = h.largest.max(milli);
+        for &(pool, milli) in job.pools.iter().filter(|&&(_, milli)| milli > 0) {
+            let key = (job.tenant, pool);
+            let at = match self.0.iter().position(|(k, _)| *k == key) {
+                Some(at) => at,
+                None => {
+                    self.0.push((key, Held::default()));
+                    self.0.len() - 1
                 }
-                None => self.0.push(Held {
-                    tenant: job.tenant,
-                    pool,
-                    sum: milli,
-                    largest: milli,
-                }),
-            }
+            };
+            let held = &mut self.0[at].1;
+            held.sum += milli;
+            held.largest = held.largest.max(milli);
+            held.smallest = held.smallest.min(milli);
         }
     }
 }
@@ -646,8 +660,9 @@ impl HeldByTenant {
 /// candidates: all of those it never passes over, and of each other tenant's that only a
 /// reclaim may take, pool by pool, at most what that tenant borrows (its budget; where
 /// the job [`reclaims_whole`], less than that plus its largest such candidate there, the
-/// last victim taking it below its quota), and only those whose reclaim the preemptor's
-/// quota could cover, its own candidates gone.
+/// last victim taking it below its quota, and no more than that plus what the job asks),
+/// and only those whose reclaim the preemptor's quota could cover, its own candidates
+/// gone.
 fn budgeted_room(
     job: &Job,
     context: &PreemptionContext,
@@ -662,7 +677,7 @@ fn budgeted_room(
     }
     // What the budget could owe the preemptor on a pool, were all its own candidates gone.
     let owed_at_most = |pool: PoolId| {
-        (tenants.quota(preemptor, pool) + own.get(preemptor, pool))
+        (tenants.quota(preemptor, pool) + own.get(preemptor, pool).sum)
             .saturating_sub(tenants.used(preemptor, pool))
     };
     let mut room = 0;
@@ -679,11 +694,15 @@ fn budgeted_room(
         }
     }
     room + (reclaim_only.0.iter())
-        .map(|held| match tenants.borrowed(held.tenant, held.pool) {
-            0 => 0,
-            borrowed if reclaims_whole(context) => held.sum.min(borrowed - 1 + held.largest),
-            borrowed => held.sum.min(borrowed),
-        })
+        .map(
+            |&((tenant, pool), held)| match tenants.borrowed(tenant, pool) {
+                0 => 0,
+                borrowed if reclaims_whole(context) => {
+                    (held.sum.min(borrowed - 1 + held.largest)).min(borrowed + need)
+                }
+                borrowed => held.sum.min(borrowed),
+            },
+        )
         .sum::<u64>()
 }
 
@@ -768,9 +787,11 @@ fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> 
 /// be a quota reclaim. A reclaim takes only what the victim's tenant borrows once every
 /// victim of that tenant counted is gone, whatever their reasons, so that it keeps its
 /// quota; for a job blocked past the threshold ([`reclaims_whole`]), a victim while its
-/// tenant still borrows once every other victim of it is gone: a job goes whole, so the
-/// last may take its tenant below its quota, but none is taken from a tenant the others
-/// already brought down to it. And only for a job its own tenant's quota covers once
+/// tenant still borrows once every other victim of it is gone, and that tenant left below
+/// its quota by no more than the job asks: a job goes whole, so the last may take its
+/// tenant below its quota, but none is taken from a tenant the others already brought
+/// down to it, nor a large job for a tenant's sliver of borrowing (a gang of 16 within
+/// its quota beside one GPU borrowed, for a job of 8). And only for a job its own tenant's quota covers once
 /// that tenant's victims counted are gone (so the preemptor borrows nothing, and the
 /// victims' tenant cannot reclaim from it, nor take it back for priority while
 /// borrowing: the two cannot evict each other in turn). Where the job
@@ -808,27 +829,36 @@ impl<'a> ReclaimBudget<'a> {
     }
 
     /// Whether the victim may be a reclaim once it and the victims counted are gone
-    /// (`counted`: it is one of them).
+    /// (`counted`: it is one of them; if not, as the search takes it, judged on every
+    /// victim of its tenant so far, so that a set it grows stays one whose every victim
+    /// may be a reclaim, as [`settle_reclaims`] then judges each).
     fn allows_reclaim(&self, victim: &RunningJob, counted: bool) -> bool {
         let tenants = self.context.tenants;
         let preemptor = self.context.tenant;
         let need = self.job.total_milli();
         let whole = reclaims_whole(self.context);
         let borrowed = victim.pools.iter().all(|&(pool, milli)| {
-            let others = (self.removed.get(victim.tenant, pool)).saturating_sub(if counted {
-                milli
-            } else {
-                0
-            });
+            if milli == 0 {
+                return true;
+            }
+            let so_far = self.removed.get(victim.tenant, pool);
             let borrowed = tenants.borrowed(victim.tenant, pool);
+            // The milli-GPUs of the tenant's victims with this one, and of the one that
+            // may go last: the victim judged, or the smallest while the set grows.
+            let (all, last) = match (counted, so_far) {
+                (true, held) => (held.sum, milli),
+                (false, held) => (held.sum + milli, held.smallest.min(milli)),
+            };
             if whole {
-                others < borrowed
+                // Every victim but the last taken while the tenant still borrows, and the
+                // tenant left below its quota by no more than the job asks.
+                all.saturating_sub(last) < borrowed && all <= borrowed + need
             } else {
-                others + milli <= borrowed
+                all <= borrowed
             }
         });
         let owed = |pool: PoolId| {
-            (tenants.quota(preemptor, pool) + self.removed.get(preemptor, pool))
+            (tenants.quota(preemptor, pool) + self.removed.get(preemptor, pool).sum)
                 .saturating_sub(tenants.used(preemptor, pool))
         };
         let covered = victim
