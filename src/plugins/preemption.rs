@@ -791,10 +791,10 @@ fn only_reclaim(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> 
 /// its quota by no more than the job asks: a job goes whole, so the last may take its
 /// tenant below its quota, but none is taken from a tenant the others already brought
 /// down to it, nor a large job for a tenant's sliver of borrowing (a gang of 16 within
-/// its quota beside one GPU borrowed, for a job of 8). And only for a job its own tenant's quota covers once
-/// that tenant's victims counted are gone (so the preemptor borrows nothing, and the
-/// victims' tenant cannot reclaim from it, nor take it back for priority while
-/// borrowing: the two cannot evict each other in turn). Where the job
+/// its quota beside one GPU borrowed, for a job of 8). And only for a job its own
+/// tenant's quota covers once that tenant's victims counted are gone (so the preemptor
+/// borrows nothing, and the victims' tenant cannot reclaim from it, nor take it back for
+/// priority while borrowing: the two cannot evict each other in turn). Where the job
 /// lands is known, only the preemptor's own victims on its nodes count for its tenant: one
 /// elsewhere would only go back to its queue and to the room it left.
 struct ReclaimBudget<'a> {
@@ -845,9 +845,10 @@ impl<'a> ReclaimBudget<'a> {
             let borrowed = tenants.borrowed(victim.tenant, pool);
             // The milli-GPUs of the tenant's victims with this one, and of the one that
             // may go last: the victim judged, or the smallest while the set grows.
-            let (all, last) = match (counted, so_far) {
-                (true, held) => (held.sum, milli),
-                (false, held) => (held.sum + milli, held.smallest.min(milli)),
+            let (all, last) = if counted {
+                (so_far.sum, milli)
+            } else {
+                (so_far.sum + milli, so_far.smallest.min(milli))
             };
             if whole {
                 // Every victim but the last taken while the tenant still borrows, and the
