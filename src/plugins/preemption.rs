@@ -190,33 +190,31 @@ impl Preemption {
                 continue;
             }
             found.held_milli += held_milli(victim);
-            victims.push((victim, kind));
+            // A job only a reclaim may take that holds more than its tenant borrows (for
+            // a job blocked past the threshold) goes after every other: it costs its
+            // tenant more than it borrows.
+            let straddles = kind == PreemptionKind::QuotaReclaim
+                && only_reclaim(job, context, victim)
+                && (victim.pools.iter())
+                    .any(|&(pool, milli)| milli > context.tenants.borrowed(victim.tenant, pool));
+            victims.push((victim, kind, straddles));
         }
         let lost = |victim: &RunningJob| {
             let held = u128::from(held_milli(victim));
             held * u128::from(context.now_ms.saturating_sub(victim.started_ms))
         };
         let backfilled = |kind: &PreemptionKind| *kind == PreemptionKind::Backfill;
-        // A job only a reclaim may take that holds more than its tenant borrows (for a job
-        // blocked past the threshold) goes after every other: it costs its tenant more
-        // than it borrows.
-        let straddles = |victim: &RunningJob, kind: &PreemptionKind| {
-            *kind == PreemptionKind::QuotaReclaim
-                && only_reclaim(job, context, victim)
-                && (victim.pools.iter())
-                    .any(|&(pool, milli)| milli > context.tenants.borrowed(victim.tenant, pool))
-        };
-        victims.sort_by(|(a, a_kind), (b, b_kind)| {
+        victims.sort_by(|(a, a_kind, a_straddles), (b, b_kind, b_straddles)| {
             backfilled(b_kind)
                 .cmp(&backfilled(a_kind))
-                .then(straddles(a, a_kind).cmp(&straddles(b, b_kind)))
+                .then(a_straddles.cmp(b_straddles))
                 .then(a.job.priority.cmp(&b.job.priority))
                 .then(lost(a).cmp(&lost(b)))
                 .then(b.started_ms.cmp(&a.started_ms))
                 .then(a.job.id.cmp(&b.job.id))
         });
         found.victims = (victims.iter())
-            .map(|(v, kind)| (v.job.id, *kind))
+            .map(|(v, kind, _)| (v.job.id, *kind))
             .collect();
         found
     }
