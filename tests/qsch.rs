@@ -1840,10 +1840,10 @@ fn backfill_only() -> Profile {
     ))
 }
 
-/// An isolated tenant's quota gathers for its overdue head: its later jobs asking for GPUs
-/// wait. A shared
-/// tenant's later jobs compete with its head only for room, as every tenant's do, so its
-/// overdue head (short of room) holds nothing back.
+/// Without preemption, an isolated tenant's quota gathers for its overdue head at once
+/// (what overtook the head would keep it until it ends): its later jobs asking for GPUs
+/// wait. A shared tenant's later jobs compete with its head only for room, as every
+/// tenant's do, so its overdue head (short of room) holds nothing back.
 #[test]
 fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
     let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
@@ -1851,7 +1851,8 @@ fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
         tenant("iso", TenantMode::Isolated, 8),
         tenant("shared", TenantMode::Shared, 8),
     ];
-    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    let without_preemption = default_profile(QueueingPolicy::Backfill, false);
+    let mut s = with_tenants(without_preemption, spec, &configs, binds());
     s.submit(tjob(0, 1, 1, 4, 0, 0));
     s.submit(tjob(1, 2, 1, 4, 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
@@ -1882,13 +1883,53 @@ fn an_overdue_head_holds_back_its_isolated_tenants_later_jobs_only() {
     check_accounting(&s);
 }
 
-/// The same behind a deep queue: the chunk of later jobs a round passes by while the head
-/// holds its pools is read for a job asking for no GPU.
+/// With backfill preemption, an isolated tenant's later jobs take what its overdue head
+/// could not have yet, while jobs older than the head keep it out of its quota; once only
+/// jobs that overtook the head do, the quota gathers for it (later jobs wait, though it
+/// has room for them), and the head evicts those jobs as their minimum runtime ends.
+#[test]
+fn an_isolated_quota_gathers_for_the_head_once_only_jobs_that_overtook_it_keep_it_out() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [tenant("iso", TenantMode::Isolated, 8)];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 1, 1, 8, 0, 1)); // the head: 4 + 8 > 8
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(tjob(2, 1, 1, 1, 0, 60));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE)), ids(&[2]));
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(tjob(3, 1, 1, 1, 0, overdue / SECOND));
+    assert_eq!(
+        placed_jobs(&s.schedule(overdue)),
+        ids(&[3]),
+        "job 0 keeps the head out"
+    );
+    // Job 0 ends: jobs 2 and 3, which overtook the head, alone keep it out, and job 3 is
+    // within its minimum runtime.
+    s.finish(JobId(0));
+    s.submit(tjob(4, 1, 1, 1, 0, (overdue + MINUTE) / SECOND));
+    let decisions = s.schedule(overdue + MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    let decisions = s.schedule(overdue + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[2, 3]), JobId(1), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
+    assert!(!is_running(&s, 4));
+    check_accounting(&s);
+}
+
+/// Behind a deep queue, without preemption: the chunk of later jobs a round passes by while
+/// the head holds its pools is read for a job asking for no GPU.
 #[test]
 fn a_job_asking_for_no_gpu_passes_an_isolated_head_in_a_deep_queue() {
     let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
     let configs = [tenant("iso", TenantMode::Isolated, 8)];
-    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    let without_preemption = default_profile(QueueingPolicy::Backfill, false);
+    let mut s = with_tenants(without_preemption, spec, &configs, binds());
     let any_model = |id: u32, gpus: u32, priority: i32, submit_s: u64| Job {
         pools: Vec::new(),
         ..tjob(id, 1, 1, gpus, priority, submit_s)

@@ -318,6 +318,28 @@ pub struct RunningJob {
     pub terminating: bool,
 }
 
+impl RunningJob {
+    /// Milli-GPUs it holds on `pool`.
+    pub fn held_on(&self, pool: PoolId) -> u64 {
+        (self.pools.iter())
+            .filter(|&&(p, _)| p == pool)
+            .map(|&(_, milli)| milli)
+            .sum()
+    }
+
+    /// Whether it overtook `head`, blocked since `head_blocked_since`, so that the head may
+    /// evict it as backfilled: it was submitted after the head and started while the head
+    /// waited, at no higher priority (a job older than the head never counts, nor one
+    /// placed as an overdue head itself: no cascade; nor one evicted as backfilled before).
+    pub fn overtook(&self, head: &Job, head_blocked_since: u64) -> bool {
+        self.preemptible
+            && !self.backfill_exempt
+            && self.started_ms >= head_blocked_since
+            && self.job.submit_ms > head.submit_ms
+            && self.job.priority <= head.priority
+    }
+}
+
 /// What a PostFilter plugin may look at to make room for a job.
 pub struct PreemptionContext<'a> {
     pub snapshot: &'a ClusterState,

@@ -1544,8 +1544,36 @@ impl Driver for Round<'_> {
         self.scheduler.tenants.share(tenant)
     }
 
-    fn quota_is_own(&self, tenant: usize) -> bool {
-        self.scheduler.tenants.mode(tenant) == TenantMode::Isolated
+    fn holds_quota_for(&self, tenant: usize, head: &Job, head_blocked_since: u64) -> bool {
+        let scheduler = &self.scheduler;
+        let tenants = &scheduler.tenants;
+        if tenants.mode(tenant) != TenantMode::Isolated {
+            return false;
+        }
+        // Without preemption, what overtook the head would keep its quota until it ends.
+        if scheduler.profile.post_filters.is_empty() {
+            return true;
+        }
+        // On some pool of the head's, its quota holds it beside what the jobs that did not
+        // overtake it hold (the head lands in one pool). Those that did are read only
+        // where the quota's free room alone falls short.
+        let need = head.total_milli();
+        let pools = pools_for(head, &scheduler.state);
+        let short = |pool: PoolId, overtaken: u64| {
+            let (quota, used) = (tenants.quota(tenant, pool), tenants.used(tenant, pool));
+            used.saturating_sub(overtaken) + need > quota
+        };
+        if !pools.iter().all(|&pool| short(pool, 0)) {
+            return true;
+        }
+        let overtaken = |pool: PoolId| {
+            (scheduler.running.values())
+                .filter(|r| r.tenant == tenant && !r.terminating)
+                .filter(|r| r.overtook(head, head_blocked_since))
+                .map(|r| r.held_on(pool))
+                .sum::<u64>()
+        };
+        pools.iter().any(|&pool| !short(pool, overtaken(pool)))
     }
 
     fn admission_room(&self, tenant: usize) -> Option<Room> {

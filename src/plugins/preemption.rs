@@ -127,15 +127,10 @@ impl Preemption {
             return None;
         }
         let lower = victim.job.priority < job.priority;
-        // Backfilled: it was submitted after the head and started while the head waited,
-        // so it overtook the head (a job older than the head never counts, nor one placed
-        // as an overdue head itself: no cascade; nor one evicted as backfilled before).
+        // Backfilled: it overtook the head.
         if let Some(since) = context.backfill_since
             && !other_isolated
-            && !victim.backfill_exempt
-            && victim.started_ms >= since
-            && victim.job.submit_ms > job.submit_ms
-            && victim.job.priority <= job.priority
+            && victim.overtook(job, since)
             && in_reservation(context, victim)
         {
             return Some(PreemptionKind::Backfill);
@@ -462,14 +457,6 @@ fn held_milli(victim: &RunningJob) -> u64 {
     victim.pools.iter().map(|&(_, milli)| milli).sum()
 }
 
-/// Milli-GPUs the victim holds on `pool`.
-fn held_on(victim: &RunningJob, pool: PoolId) -> u64 {
-    (victim.pools.iter())
-        .filter(|&&(p, _)| p == pool)
-        .map(|&(_, milli)| milli)
-        .sum()
-}
-
 /// Milli-GPUs the preemptor's own tenant's victims hold on `pool`.
 fn own_on_pool(
     context: &PreemptionContext,
@@ -478,7 +465,7 @@ fn own_on_pool(
 ) -> u64 {
     (victims.iter())
         .filter(|(v, _)| v.tenant == context.tenant)
-        .map(|(v, _)| held_on(v, pool))
+        .map(|(v, _)| v.held_on(pool))
         .sum()
 }
 
@@ -513,7 +500,7 @@ fn refused_with_any_of<'c>(
                 && wants(&victim.job, pool)
                 && tenants
                     .used(owner, pool)
-                    .saturating_sub(held_on(victim, pool))
+                    .saturating_sub(victim.held_on(pool))
                     < tenants.quota(owner, pool)
         })
     }

@@ -40,7 +40,9 @@ pub enum QueueingPolicy {
     /// lower or equal priority is placed there); short of room, it is made, with
     /// `backfill-preemption` or `preemption`, by preempting the jobs placed after it
     /// blocked, and without either the head waits as under best-effort. An isolated
-    /// tenant's later jobs wait behind its head, which its quota gathers for.
+    /// tenant's later jobs wait behind its head, which its quota gathers for, once only
+    /// the jobs that overtook the head keep it out of that quota (at once without
+    /// preemption).
     Backfill,
 }
 
@@ -323,9 +325,12 @@ pub struct Offer<'a> {
 pub trait Driver {
     /// The tenant's use against its weighted quota share (lower is served first).
     fn share(&self, tenant: usize) -> f64;
-    /// Whether the tenant's quota is its alone (an isolated tenant): then its own later
-    /// jobs are all that compete with its backfill head for that quota.
-    fn quota_is_own(&self, tenant: usize) -> bool;
+    /// Whether the tenant's quota is to gather for its backfill head `head`, blocked since
+    /// `head_blocked_since`: the quota is its alone (an isolated tenant), so its own later
+    /// jobs are all that compete with the head for it, and they wait. Where the head may
+    /// evict the jobs that overtook it, only once those are all that keep it out of its
+    /// quota: until then, they use what the head could not yet have.
+    fn holds_quota_for(&self, tenant: usize, head: &Job, head_blocked_since: u64) -> bool;
     /// What admission could grant a job of the tenant now: a job that asks for more cannot
     /// be placed before capacity is freed, and fails as admission fails it (`Failed`, no
     /// retry time) without being offered; the room says which jobs preemption may still
@@ -487,9 +492,10 @@ impl Queues {
         let mut head_taken = vec![false; tenants];
         // Per tenant whose quota is its own, the pools its backfill head holds: nothing
         // behind the head that could use them is placed, so the head's quota gathers for
-        // it. A shared tenant's later jobs compete with its head only for room, as every
-        // other tenant's do, and the scheduler holds room for the head. `None`: nothing
-        // held; an empty list (a head that accepts any pool) holds every pool.
+        // it (see `Driver::holds_quota_for`). A shared tenant's later jobs compete with its
+        // head only for room, as every other tenant's do, and the scheduler holds room for
+        // the head. `None`: nothing held; an empty list (a head that accepts any pool)
+        // holds every pool.
         let mut held_pools: Vec<Option<Vec<PoolId>>> = vec![None; tenants];
         // Per tenant, what admission could grant it, as last asked: asked again after a
         // placement, or after room held for backfill heads was given back. A job that fails changes nothing, but for a preemptor in a live
@@ -565,7 +571,11 @@ impl Queues {
             let waiting = now_ms < entry.not_before
                 || known_unresolvable
                 || (entry.failed_at == Some(epoch) && !due && backfill_since.is_none());
-            if overdue && !entry.unresolvable && entry.asks_gpus() && driver.quota_is_own(tenant) {
+            if let Some(since) = entry.blocked_since.filter(|_| overdue)
+                && !entry.unresolvable
+                && entry.asks_gpus()
+                && driver.holds_quota_for(tenant, &entry.job, since)
+            {
                 // The head holds its pools whether or not it is tried this round; one asking
                 // for no GPU gathers no quota, and holds none.
                 held_pools[tenant] = Some(entry.job.pools.clone());
@@ -730,7 +740,7 @@ mod tests {
         fn share(&self, _tenant: usize) -> f64 {
             0.0
         }
-        fn quota_is_own(&self, _tenant: usize) -> bool {
+        fn holds_quota_for(&self, _tenant: usize, _head: &Job, _since: u64) -> bool {
             false
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
@@ -1034,7 +1044,7 @@ mod tests {
         fn share(&self, tenant: usize) -> f64 {
             f64::from(self.placed[tenant])
         }
-        fn quota_is_own(&self, tenant: usize) -> bool {
+        fn holds_quota_for(&self, tenant: usize, _head: &Job, _since: u64) -> bool {
             tenant == 1
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
