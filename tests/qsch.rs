@@ -1922,6 +1922,62 @@ fn an_isolated_quota_gathers_for_the_head_once_only_jobs_that_overtook_it_keep_i
     check_accounting(&s);
 }
 
+/// An isolated tenant's quota gathers for its overdue head only on the pools it could ever
+/// admit the head on: a head accepting either model, larger than the tenant's A100 quota,
+/// holds none of that quota back from the tenant's later jobs (without preemption, where
+/// its H100 quota gathers at once).
+#[test]
+fn an_isolated_quota_gathers_for_the_head_only_on_pools_it_could_ever_admit_it_on() {
+    let mut iso = tenant("iso", TenantMode::Isolated, 8);
+    iso.quota.insert("A100".to_owned(), 4);
+    let without_preemption = default_profile(QueueingPolicy::Backfill, false);
+    let mut s = with_tenants(without_preemption, two_model_cluster(), &[iso], binds());
+    let on = |pool: u16, id: u32, gpus: u32, submit_s: u64| Job {
+        pools: vec![PoolId(pool)],
+        ..tjob(id, 1, 1, gpus, 0, submit_s)
+    };
+    s.submit(on(0, 0, 1, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    // The head: 8 GPUs of either model, past its H100 quota beside job 0.
+    s.submit(Job {
+        pools: Vec::new(),
+        ..tjob(1, 1, 1, 8, 0, 1)
+    });
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(on(0, 2, 1, overdue / SECOND));
+    s.submit(on(1, 3, 1, overdue / SECOND));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
+    check_accounting(&s);
+}
+
+/// An isolated tenant's quota that covers its overdue head gathers nothing: the head waits
+/// for room in its shape (held for it), and the tenant's later job goes elsewhere.
+#[test]
+fn an_isolated_quota_that_covers_its_head_holds_no_later_job_back() {
+    let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("iso", TenantMode::Isolated, 16),
+        tenant("shared", TenantMode::Shared, 16),
+    ];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    // A node each: 3, 3, 3 and 4 GPUs left, none 8 on one node.
+    s.submit(tjob(0, 1, 1, 4, 0, 0));
+    for id in 1..4 {
+        s.submit(tjob(id, 2, 1, 5, 0, 0));
+    }
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
+    s.submit(tjob(4, 1, 1, 8, 0, 1)); // the head: 4 + 8 within iso's quota of 16
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(tjob(5, 1, 1, 1, 0, overdue / SECOND));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[5]));
+    let held = groups_held_for(&s, 4);
+    let job_5_on = s.state().spec().node_group[nodes_of(&s, 5)[0].index()];
+    assert!(!held.contains(&job_5_on), "job 5 kept out of the room held");
+    check_accounting(&s);
+}
+
 /// Behind a deep queue, without preemption: the chunk of later jobs a round passes by while
 /// the head holds its pools is read for a job asking for no GPU.
 #[test]

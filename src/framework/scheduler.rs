@@ -1544,27 +1544,33 @@ impl Driver for Round<'_> {
         self.scheduler.tenants.share(tenant)
     }
 
-    fn holds_quota_for(&self, tenant: usize, head: &Job, head_blocked_since: u64) -> bool {
+    fn quota_gathering_for(
+        &self,
+        tenant: usize,
+        head: &Job,
+        head_blocked_since: u64,
+    ) -> Option<Vec<PoolId>> {
         let scheduler = &self.scheduler;
         let tenants = &scheduler.tenants;
         if tenants.mode(tenant) != TenantMode::Isolated {
-            return false;
+            return None;
         }
-        // Without preemption, what overtook the head would keep its quota until it ends.
-        if scheduler.profile.post_filters.is_empty() {
-            return true;
-        }
-        // On some pool of the head's, its quota holds it beside what the jobs that did not
-        // overtake it hold (the head lands in one pool). Those that did are read only
-        // where the quota's free room alone falls short.
         let need = head.total_milli();
-        let pools = pools_for(head, &scheduler.state);
+        let pools: Vec<PoolId> = (pools_for(head, &scheduler.state).iter().copied())
+            .filter(|&pool| tenants.could_ever_admit_on(tenant, head, pool))
+            .collect();
+        // Whether the quota falls short of the head on a pool (it lands in one) beside what
+        // the jobs that did not overtake it hold there.
         let short = |pool: PoolId, overtaken: u64| {
             let (quota, used) = (tenants.quota(tenant, pool), tenants.used(tenant, pool));
             used.saturating_sub(overtaken) + need > quota
         };
-        if !pools.iter().all(|&pool| short(pool, 0)) {
-            return true;
+        if pools.is_empty() || !pools.iter().all(|&pool| short(pool, 0)) {
+            return None;
+        }
+        // Without preemption, what overtook the head keeps its quota until it ends.
+        if scheduler.profile.post_filters.is_empty() {
+            return Some(pools);
         }
         let overtaken = |pool: PoolId| {
             (scheduler.running.values())
@@ -1573,7 +1579,10 @@ impl Driver for Round<'_> {
                 .map(|r| r.held_on(pool))
                 .sum::<u64>()
         };
-        pools.iter().any(|&pool| !short(pool, overtaken(pool)))
+        let gathering: Vec<PoolId> = (pools.into_iter())
+            .filter(|&pool| !short(pool, overtaken(pool)))
+            .collect();
+        (!gathering.is_empty()).then_some(gathering)
     }
 
     fn admission_room(&self, tenant: usize) -> Option<Room> {

@@ -325,12 +325,21 @@ pub struct Offer<'a> {
 pub trait Driver {
     /// The tenant's use against its weighted quota share (lower is served first).
     fn share(&self, tenant: usize) -> f64;
-    /// Whether the tenant's quota is to gather for its backfill head `head`, blocked since
-    /// `head_blocked_since`: the quota is its alone (an isolated tenant), so its own later
-    /// jobs are all that compete with the head for it, and they wait. Where the head may
-    /// evict the jobs that overtook it, only once those are all that keep it out of its
-    /// quota: until then, they use what the head could not yet have.
-    fn holds_quota_for(&self, tenant: usize, head: &Job, head_blocked_since: u64) -> bool;
+    /// The pools where the tenant's quota is to gather for its backfill head `head`,
+    /// blocked since `head_blocked_since` (an empty list: every pool); `None`: nowhere. Its
+    /// later jobs asking for GPUs that may use those pools wait. Only an isolated tenant's
+    /// quota gathers (it is its alone, so its own later jobs are all that compete with the
+    /// head for it), only on pools it could ever admit the head on, and only where it falls
+    /// short of the head on every one of those: a head it covers waits for room, not for
+    /// quota. Where the head may evict the jobs that overtook it, only once those are all
+    /// that keep it out of the pool's quota: until then, they use what the head could not
+    /// yet have.
+    fn quota_gathering_for(
+        &self,
+        tenant: usize,
+        head: &Job,
+        head_blocked_since: u64,
+    ) -> Option<Vec<PoolId>>;
     /// What admission could grant a job of the tenant now: a job that asks for more cannot
     /// be placed before capacity is freed, and fails as admission fails it (`Failed`, no
     /// retry time) without being offered; the room says which jobs preemption may still
@@ -492,7 +501,7 @@ impl Queues {
         let mut head_taken = vec![false; tenants];
         // Per tenant whose quota is its own, the pools its backfill head holds: nothing
         // behind the head that could use them is placed, so the head's quota gathers for
-        // it (see `Driver::holds_quota_for`). A shared tenant's later jobs compete with its
+        // it (see `Driver::quota_gathering_for`). A shared tenant's later jobs compete with its
         // head only for room, as every other tenant's do, and the scheduler holds room for
         // the head. `None`: nothing held; an empty list (a head that accepts any pool)
         // holds every pool.
@@ -574,11 +583,10 @@ impl Queues {
             if let Some(since) = entry.blocked_since.filter(|_| overdue)
                 && !entry.unresolvable
                 && entry.asks_gpus()
-                && driver.holds_quota_for(tenant, &entry.job, since)
             {
                 // The head holds its pools whether or not it is tried this round; one asking
                 // for no GPU gathers no quota, and holds none.
-                held_pools[tenant] = Some(entry.job.pools.clone());
+                held_pools[tenant] = driver.quota_gathering_for(tenant, &entry.job, since);
             }
             if waiting {
                 // Nothing was freed since it failed, or its backoff runs: it would fail.
@@ -740,8 +748,8 @@ mod tests {
         fn share(&self, _tenant: usize) -> f64 {
             0.0
         }
-        fn holds_quota_for(&self, _tenant: usize, _head: &Job, _since: u64) -> bool {
-            false
+        fn quota_gathering_for(&self, _: usize, _: &Job, _: u64) -> Option<Vec<PoolId>> {
+            None
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
@@ -1044,8 +1052,8 @@ mod tests {
         fn share(&self, tenant: usize) -> f64 {
             f64::from(self.placed[tenant])
         }
-        fn holds_quota_for(&self, tenant: usize, _head: &Job, _since: u64) -> bool {
-            tenant == 1
+        fn quota_gathering_for(&self, tenant: usize, head: &Job, _: u64) -> Option<Vec<PoolId>> {
+            (tenant == 1).then(|| head.pools.clone())
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
