@@ -915,6 +915,24 @@ mod tests {
         assert_eq!(driver.offered, [JobId(0), JobId(1)]);
     }
 
+    /// A backfill head whose try for room failed, offered again once failures are forgotten
+    /// (the tenants changed) before capacity changed, is offered as the head: its try for
+    /// room is forgotten too, not taken for a plain job's.
+    #[test]
+    fn a_head_offered_again_once_failures_are_forgotten_is_offered_as_the_head() {
+        let mut queues = Queues::new(QueueingPolicy::Backfill, sort(), THRESHOLD_MS, 1);
+        queues.push(job(0, 1, GpuRequest::Whole(8)), 0, 0);
+        let mut driver = Refuser::new(None, Vec::new());
+        queues.run(1, 0, &mut driver);
+        queues.run(2, THRESHOLD_MS, &mut driver);
+        assert_eq!(driver.heads, [JobId(0)]);
+        queues.forget_failures();
+        driver.offered.clear();
+        queues.run(2, THRESHOLD_MS + 1, &mut driver);
+        assert_eq!(driver.offered, [JobId(0)]);
+        assert_eq!(driver.heads, [JobId(0), JobId(0)]);
+    }
+
     /// A job found unresolvable, offered again once failures are forgotten, whose binding
     /// then fails at once, is offered again when its backoff ends: it is not taken for
     /// unresolvable still.

@@ -404,6 +404,7 @@ impl TenantQueue {
         for chunk in &mut self.chunks {
             for pending in &mut chunk.entries {
                 pending.failed_at = None;
+                pending.backfill_failed_at = None;
                 pending.unresolvable = false;
             }
             chunk.sum_up();

@@ -478,10 +478,15 @@ impl Tenants {
     }
 
     /// The tenant's use against its weighted quota share: who is furthest below its share
-    /// is served first. A tenant without quota counts its use against one GPU.
+    /// is served first. A quota counts up to its pool's GPUs (past them it grants nothing,
+    /// and a model whose nodes are gone would put its tenant first for nothing); a tenant
+    /// without quota counts its use against one GPU.
     pub fn share(&self, tenant: usize) -> f64 {
         let used: u64 = self.used[tenant].iter().sum();
-        let quota: u64 = self.roster.quota[tenant].iter().sum();
+        let quota: u64 = (self.roster.quota[tenant].iter())
+            .zip(&self.roster.capacity)
+            .map(|(&quota, &capacity)| quota.min(capacity))
+            .sum();
         used as f64 / quota.max(u64::from(MILLI_PER_GPU)) as f64 / self.roster.weights[tenant]
     }
 
@@ -608,6 +613,30 @@ mod tests {
                 gpus * 3 / 4,
             )
         );
+    }
+
+    /// A quota past its pool's GPUs weighs in the share as the pool's GPUs.
+    #[test]
+    fn a_quota_counts_in_the_share_up_to_its_pools_gpus() {
+        let cluster = default_cluster();
+        let pool = &cluster.pools[0];
+        let model = pool.gpu_model.clone().unwrap();
+        let gpus: u64 = (pool.nodes.iter())
+            .map(|&n| cluster.node(n).gpus() as u64)
+            .sum();
+        let tenant = |name: &str, quota: u64| TenantConfig {
+            name: name.to_owned(),
+            mode: TenantMode::Shared,
+            weight: 1.0,
+            quota: [(model.clone(), quota as i64)].into(),
+        };
+        let configs = [tenant("a", gpus), tenant("b", 3 * gpus)];
+        let mut tenants = Tenants::resolve(&configs, &cluster).unwrap();
+        for t in [1, 2] {
+            tenants.charge(t, PoolId(0), (gpus * u64::from(MILLI_PER_GPU) / 2) as i64);
+        }
+        assert_eq!(tenants.share(1), 0.5);
+        assert_eq!(tenants.share(2), 0.5);
     }
 
     /// `held` is kept by `charge`: after any sequence of charges (an isolated tenant going
