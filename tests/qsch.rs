@@ -1951,13 +1951,15 @@ fn an_isolated_quota_gathers_for_the_head_only_on_pools_it_could_ever_admit_it_o
     check_accounting(&s);
 }
 
-/// An isolated tenant's quota that covers its overdue head gathers nothing: the head waits
-/// for room in its shape (held for it), and the tenant's later job goes elsewhere.
+/// An isolated tenant's quota that covers its overdue head keeps only the head's share of
+/// it: the head waits for room in its shape (held for it), and the tenant's later job that
+/// leaves the head covered goes elsewhere; one that would not waits (the room held would
+/// then be given back, to another tenant).
 #[test]
-fn an_isolated_quota_that_covers_its_head_holds_no_later_job_back() {
+fn an_isolated_quota_that_covers_its_head_keeps_only_the_heads_share() {
     let spec = cluster(4, 8, 2, LinkProfile::NvlinkAll);
     let configs = [
-        tenant("iso", TenantMode::Isolated, 16),
+        tenant("iso", TenantMode::Isolated, 15),
         tenant("shared", TenantMode::Shared, 16),
     ];
     let mut s = with_tenants(backfill_only(), spec, &configs, binds());
@@ -1967,14 +1969,69 @@ fn an_isolated_quota_that_covers_its_head_holds_no_later_job_back() {
         s.submit(tjob(id, 2, 1, 5, 0, 0));
     }
     assert_eq!(placed_jobs(&s.schedule(0)).len(), 4);
-    s.submit(tjob(4, 1, 1, 8, 0, 1)); // the head: 4 + 8 within iso's quota of 16
+    s.submit(tjob(4, 1, 1, 8, 0, 1)); // the head: 4 + 8 within iso's quota of 15
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
     s.submit(tjob(5, 1, 1, 1, 0, overdue / SECOND));
+    s.submit(tjob(6, 1, 1, 3, 0, overdue / SECOND)); // 5 + 3 + 8 > 15
     assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[5]));
     let held = groups_held_for(&s, 4);
     let job_5_on = s.state().spec().node_group[nodes_of(&s, 5)[0].index()];
     assert!(!held.contains(&job_5_on), "job 5 kept out of the room held");
+    check_accounting(&s);
+}
+
+/// Where the jobs older than an isolated tenant's overdue head keep it out of its quota,
+/// the later jobs that the head could not evict as backfilled wait: here one submitted
+/// before the head, at a lower priority, so behind it in the queue.
+#[test]
+fn an_isolated_quota_lends_only_to_jobs_its_head_could_evict() {
+    let spec = cluster(1, 8, 1, LinkProfile::NvlinkAll);
+    let configs = [tenant("iso", TenantMode::Isolated, 8)];
+    let mut s = with_tenants(backfill_only(), spec, &configs, binds());
+    s.submit(tjob(0, 1, 1, 4, 1, 0));
+    s.submit(tjob(1, 1, 1, 4, 1, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0, 1]));
+    s.submit(tjob(2, 1, 1, 4, 0, 1));
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(tjob(3, 1, 1, 8, 1, 2)); // the head, ahead of job 2 by priority
+    assert!(s.schedule(2 * SECOND).is_empty());
+    let overdue = 2 * SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    // Job 1, older than the head, keeps it out of its quota; job 2 would keep it out too.
+    s.finish(JobId(0));
+    let decisions = s.schedule(overdue + MINUTE);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    s.finish(JobId(1));
+    assert_eq!(placed_jobs(&s.schedule(overdue + 2 * MINUTE)), ids(&[3]));
+    check_accounting(&s);
+}
+
+/// A pool whose nodes are too small for the head's pods covers it with no quota: a head of
+/// one 8-GPU pod accepting either model, on `A100` nodes of 4 GPUs, has its `H100` quota
+/// gather (without preemption, at once), and the tenant's later `A100` job goes.
+#[test]
+fn an_isolated_quota_gathers_only_on_pools_whose_nodes_could_hold_the_head() {
+    let spec = models_cluster(&[("H100", 8), ("A100", 4), ("A100", 4)]);
+    let mut iso = tenant("iso", TenantMode::Isolated, 8);
+    iso.quota.insert("A100".to_owned(), 8);
+    let without_preemption = default_profile(QueueingPolicy::Backfill, false);
+    let mut s = with_tenants(without_preemption, spec, &[iso], binds());
+    let on = |pool: u16, id: u32, gpus: u32, submit_s: u64| Job {
+        pools: vec![PoolId(pool)],
+        ..tjob(id, 1, 1, gpus, 0, submit_s)
+    };
+    s.submit(on(0, 0, 4, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(Job {
+        pools: Vec::new(),
+        ..tjob(1, 1, 1, 8, 0, 1)
+    });
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    s.submit(on(0, 2, 1, overdue / SECOND));
+    s.submit(on(1, 3, 1, overdue / SECOND));
+    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
     check_accounting(&s);
 }
 

@@ -328,16 +328,20 @@ impl RunningJob {
     }
 
     /// Whether it overtook `head`, blocked since `head_blocked_since`, so that the head may
-    /// evict it as backfilled: it was submitted after the head and started while the head
-    /// waited, at no higher priority (a job older than the head never counts, nor one
-    /// placed as an overdue head itself: no cascade; nor one evicted as backfilled before).
+    /// evict it as backfilled (see [`overtakes`]).
     pub fn overtook(&self, head: &Job, head_blocked_since: u64) -> bool {
         self.preemptible
-            && !self.backfill_exempt
             && self.started_ms >= head_blocked_since
-            && self.job.submit_ms > head.submit_ms
-            && self.job.priority <= head.priority
+            && overtakes(&self.job, self.backfill_exempt, head)
     }
+}
+
+/// Whether `job`, started while `head` waited, overtakes it, so that the head may evict it
+/// as backfilled: it was submitted after the head, at no higher priority (a job older than
+/// the head never counts), and is not `exempt` (placed as an overdue head itself: no
+/// cascade; or evicted as backfilled before).
+pub fn overtakes(job: &Job, exempt: bool, head: &Job) -> bool {
+    !exempt && job.submit_ms > head.submit_ms && job.priority <= head.priority
 }
 
 /// What a PostFilter plugin may look at to make room for a job.

@@ -14,17 +14,18 @@ use std::sync::Arc;
 
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRequest, PodRules,
-    PoolId,
+    ClusterSpec, GroupId, Job, JobId, JobShape, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRequest,
+    PodRules, PoolId,
 };
 use crate::queue::{
-    Admission, Attempted, Driver, FreeNodes, Offer, PoolsWanted, PreemptionReach, QueueingPolicy,
-    Queues, Room, TenantMode, Tenants, Waiting,
+    Admission, Attempted, Driver, FreeNodes, HeadQuota, Offer, PoolsWanted, PreemptionReach,
+    QueueingPolicy, Queues, Room, TenantMode, Tenants, Waiting,
 };
 
 use super::fruitless::{FailedSearch, RoomLog, SearchScope};
 use super::plugin::{
     Bind, JobPlan, Landing, PostFilterResult, PreemptionContext, PreemptionKind, RunningJob,
+    overtakes,
 };
 use super::search::{
     Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits,
@@ -1544,33 +1545,39 @@ impl Driver for Round<'_> {
         self.scheduler.tenants.share(tenant)
     }
 
-    fn quota_gathering_for(
+    fn head_quota(
         &self,
         tenant: usize,
         head: &Job,
         head_blocked_since: u64,
-    ) -> Option<Vec<PoolId>> {
+    ) -> Option<(HeadQuota, Vec<PoolId>)> {
         let scheduler = &self.scheduler;
         let tenants = &scheduler.tenants;
         if tenants.mode(tenant) != TenantMode::Isolated {
             return None;
         }
-        let need = head.total_milli();
+        let spec = scheduler.state.spec();
+        let shape = JobShape::of(head);
         let pools: Vec<PoolId> = (pools_for(head, &scheduler.state).iter().copied())
             .filter(|&pool| tenants.could_ever_admit_on(tenant, head, pool))
+            .filter(|&pool| shape.fits(&spec.pool(pool).node_sizes))
             .collect();
+        if pools.is_empty() {
+            return None;
+        }
+        let need = head.total_milli();
         // Whether the quota falls short of the head on a pool (it lands in one) beside what
         // the jobs that did not overtake it hold there.
         let short = |pool: PoolId, overtaken: u64| {
             let (quota, used) = (tenants.quota(tenant, pool), tenants.used(tenant, pool));
             used.saturating_sub(overtaken) + need > quota
         };
-        if pools.is_empty() || !pools.iter().all(|&pool| short(pool, 0)) {
-            return None;
+        if !pools.iter().all(|&pool| short(pool, 0)) {
+            return Some((HeadQuota::Covers, pools));
         }
-        // Without preemption, what overtook the head keeps its quota until it ends.
-        if scheduler.profile.post_filters.is_empty() {
-            return Some(pools);
+        // Where nothing would evict what overtook the head, it keeps the quota until it ends.
+        if scheduler.profile.post_filters.is_empty() || !head.may_preempt {
+            return Some((HeadQuota::Gathers, pools));
         }
         let overtaken = |pool: PoolId| {
             (scheduler.running.values())
@@ -1579,10 +1586,37 @@ impl Driver for Round<'_> {
                 .map(|r| r.held_on(pool))
                 .sum::<u64>()
         };
-        let gathering: Vec<PoolId> = (pools.into_iter())
+        let gathering: Vec<PoolId> = (pools.iter().copied())
             .filter(|&pool| !short(pool, overtaken(pool)))
             .collect();
-        (!gathering.is_empty()).then_some(gathering)
+        Some(match gathering.is_empty() {
+            true => (HeadQuota::Lends, pools),
+            false => (HeadQuota::Gathers, gathering),
+        })
+    }
+
+    fn passes_head(
+        &self,
+        tenant: usize,
+        head: &Job,
+        quota: HeadQuota,
+        pools: &[PoolId],
+        job: &Job,
+    ) -> bool {
+        let scheduler = &self.scheduler;
+        match quota {
+            HeadQuota::Covers => {
+                let tenants = &scheduler.tenants;
+                let need = head.total_milli() + job.total_milli();
+                (pools.iter())
+                    .any(|&pool| tenants.used(tenant, pool) + need <= tenants.quota(tenant, pool))
+            }
+            HeadQuota::Lends => {
+                let exempt = scheduler.evicted_as_backfilled.contains(&job.id);
+                overtakes(job, exempt, head)
+            }
+            HeadQuota::Gathers => false,
+        }
     }
 
     fn admission_room(&self, tenant: usize) -> Option<Room> {

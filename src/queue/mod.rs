@@ -46,6 +46,31 @@ pub enum QueueingPolicy {
     Backfill,
 }
 
+/// What an isolated tenant's quota does for its overdue backfill head ([`Driver::head_quota`]),
+/// on the pools it could ever admit the head on (and the head's pods fit the nodes of).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadQuota {
+    /// It covers the head on one of them: the head waits for room, and the tenant's later
+    /// jobs take only what leaves it covered.
+    Covers,
+    /// It gathers for the head: the tenant's later jobs that could use those pools wait.
+    /// Where nothing would evict what overtook the head (no preemption, or a head that may
+    /// not preempt), as soon as it falls short of the head; where the head may evict those
+    /// jobs, on the pools where they are all that keep it out.
+    Gathers,
+    /// It falls short of the head on every one of them beside the jobs that did not
+    /// overtake it (older than the head, say): the tenant's later jobs that the head could
+    /// evict as backfilled take what the head could not have yet; the others wait.
+    Lends,
+}
+
+/// An isolated tenant's overdue backfill head, and what its quota does for it.
+struct HeadHold {
+    head: Arc<Job>,
+    quota: HeadQuota,
+    pools: Vec<PoolId>,
+}
+
 /// A pending job as [`Queues::waiting`] lists it.
 pub struct Waiting<'a> {
     pub job: &'a Arc<Job>,
@@ -325,21 +350,28 @@ pub struct Offer<'a> {
 pub trait Driver {
     /// The tenant's use against its weighted quota share (lower is served first).
     fn share(&self, tenant: usize) -> f64;
-    /// The pools where the tenant's quota is to gather for its backfill head `head`,
-    /// blocked since `head_blocked_since` (an empty list: every pool); `None`: nowhere. Its
-    /// later jobs asking for GPUs that may use those pools wait. Only an isolated tenant's
-    /// quota gathers (it is its alone, so its own later jobs are all that compete with the
-    /// head for it), only on pools it could ever admit the head on, and only where it falls
-    /// short of the head on every one of those: a head it covers waits for room, not for
-    /// quota. Where the head may evict the jobs that overtook it, only once those are all
-    /// that keep it out of the pool's quota: until then, they use what the head could not
-    /// yet have.
-    fn quota_gathering_for(
+    /// What the tenant's quota does for its backfill head `head`, blocked since
+    /// `head_blocked_since`, and on which pools (an empty list: every pool); `None`:
+    /// nothing (the tenant's quota is not its alone: only an isolated tenant's own later
+    /// jobs compete with its head for its quota). Asked once a round.
+    fn head_quota(
         &self,
         tenant: usize,
         head: &Job,
         head_blocked_since: u64,
-    ) -> Option<Vec<PoolId>>;
+    ) -> Option<(HeadQuota, Vec<PoolId>)>;
+    /// Whether the tenant's later job `job`, which may use the pools `pools` the quota
+    /// `covers` or `lends` its head on, may go now: where it covers the head, if the head
+    /// stays covered beside the job on one of them; where it lends, if the head could evict
+    /// the job as backfilled.
+    fn passes_head(
+        &self,
+        tenant: usize,
+        head: &Job,
+        quota: HeadQuota,
+        pools: &[PoolId],
+        job: &Job,
+    ) -> bool;
     /// What admission could grant a job of the tenant now: a job that asks for more cannot
     /// be placed before capacity is freed, and fails as admission fails it (`Failed`, no
     /// retry time) without being offered; the room says which jobs preemption may still
@@ -499,13 +531,12 @@ impl Queues {
         let mut cursor = vec![Cursor::default(); tenants];
         let mut done: Vec<bool> = self.queues.iter().map(|q| q.len() == 0).collect();
         let mut head_taken = vec![false; tenants];
-        // Per tenant whose quota is its own, the pools its backfill head holds: nothing
-        // behind the head that could use them is placed, so the head's quota gathers for
-        // it (see `Driver::quota_gathering_for`). A shared tenant's later jobs compete with its
-        // head only for room, as every other tenant's do, and the scheduler holds room for
-        // the head. `None`: nothing held; an empty list (a head that accepts any pool)
-        // holds every pool.
-        let mut held_pools: Vec<Option<Vec<PoolId>>> = vec![None; tenants];
+        // Per tenant whose quota is its own, what it does for its backfill head, and on
+        // which pools (`Driver::head_quota`): where it gathers, nothing behind the head that
+        // could use them is placed. A shared tenant's later jobs compete with its head only
+        // for room, as every other tenant's do, and the scheduler holds room for the head.
+        // `None`: nothing held.
+        let mut held: Vec<Option<HeadHold>> = (0..tenants).map(|_| None).collect();
         // Per tenant, what admission could grant it, as last asked: asked again after a
         // placement, or after room held for backfill heads was given back. A job that fails changes nothing, but for a preemptor in a live
         // cluster, which fails until its victims are gone: what their going changes in the
@@ -531,7 +562,10 @@ impl Queues {
                 head_blocked_by: (backfill && !head_taken[tenant])
                     .then(|| now_ms.checked_sub(self.backfill_threshold_ms))
                     .flatten(),
-                held: held_pools[tenant].as_deref().map(held_pool_mask),
+                // Chunks are passed by for the jobs the quota gathering keeps out alone.
+                held: (held[tenant].as_ref())
+                    .filter(|hold| hold.quota == HeadQuota::Gathers)
+                    .map(|hold| held_pool_mask(&hold.pools)),
             };
             let room = &mut rooms[tenant];
             let next = queue.next(cursor[tenant], |summary| {
@@ -549,13 +583,23 @@ impl Queues {
             };
             cursor[tenant] = queue.after(at);
             let entry = queue.entry(at);
-            if let Some(held) = &held_pools[tenant] {
-                // A job asking for no GPUs takes none of the quota the head gathers.
+            if let Some(hold) = &held[tenant] {
+                // A job asking for no GPUs takes none of the quota the head waits for.
                 let competes = entry.asks_gpus()
-                    && (held.is_empty()
+                    && (hold.pools.is_empty()
                         || entry.job.pools.is_empty()
-                        || entry.job.pools.iter().any(|p| held.contains(p)));
-                if competes {
+                        || entry.job.pools.iter().any(|p| hold.pools.contains(p)));
+                let passes = || {
+                    hold.quota != HeadQuota::Gathers
+                        && driver.passes_head(
+                            tenant,
+                            &hold.head,
+                            hold.quota,
+                            &hold.pools,
+                            &entry.job,
+                        )
+                };
+                if competes && !passes() {
                     continue;
                 }
             }
@@ -586,7 +630,12 @@ impl Queues {
             {
                 // The head holds its pools whether or not it is tried this round; one asking
                 // for no GPU gathers no quota, and holds none.
-                held_pools[tenant] = driver.quota_gathering_for(tenant, &entry.job, since);
+                held[tenant] =
+                    (driver.head_quota(tenant, &entry.job, since)).map(|(quota, pools)| HeadHold {
+                        head: entry.job.clone(),
+                        quota,
+                        pools,
+                    });
             }
             if waiting {
                 // Nothing was freed since it failed, or its backoff runs: it would fail.
@@ -634,7 +683,7 @@ impl Queues {
                 Attempted::Placed => {
                     entry.placed = true;
                     if overdue {
-                        held_pools[tenant] = None;
+                        held[tenant] = None;
                     }
                 }
                 Attempted::Failed { retry_at } => {
@@ -662,7 +711,7 @@ impl Queues {
                     entry.unresolvable = true;
                     // An unresolvable head holds nothing: its quota need not gather.
                     if overdue {
-                        held_pools[tenant] = None;
+                        held[tenant] = None;
                     }
                 }
             }
@@ -748,8 +797,11 @@ mod tests {
         fn share(&self, _tenant: usize) -> f64 {
             0.0
         }
-        fn quota_gathering_for(&self, _: usize, _: &Job, _: u64) -> Option<Vec<PoolId>> {
+        fn head_quota(&self, _: usize, _: &Job, _: u64) -> Option<(HeadQuota, Vec<PoolId>)> {
             None
+        }
+        fn passes_head(&self, _: usize, _: &Job, _: HeadQuota, _: &[PoolId], _: &Job) -> bool {
+            true
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
@@ -1070,8 +1122,16 @@ mod tests {
         fn share(&self, tenant: usize) -> f64 {
             f64::from(self.placed[tenant])
         }
-        fn quota_gathering_for(&self, tenant: usize, head: &Job, _: u64) -> Option<Vec<PoolId>> {
-            (tenant == 1).then(|| head.pools.clone())
+        fn head_quota(
+            &self,
+            tenant: usize,
+            head: &Job,
+            _: u64,
+        ) -> Option<(HeadQuota, Vec<PoolId>)> {
+            (tenant == 1).then(|| (HeadQuota::Gathers, head.pools.clone()))
+        }
+        fn passes_head(&self, _: usize, _: &Job, _: HeadQuota, _: &[PoolId], _: &Job) -> bool {
+            false
         }
         fn admission_room(&self, _tenant: usize) -> Option<Room> {
             self.room
