@@ -328,7 +328,7 @@ impl RunningJob {
     }
 
     /// Whether it overtook `head`, blocked since `head_blocked_since`, so that the head may
-    /// evict it as backfilled (see [`overtakes`]).
+    /// evict it as backfilled (see `overtakes`).
     pub fn overtook(&self, head: &Job, head_blocked_since: u64) -> bool {
         self.preemptible
             && self.started_ms >= head_blocked_since

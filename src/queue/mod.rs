@@ -40,14 +40,13 @@ pub enum QueueingPolicy {
     /// lower or equal priority is placed there); short of room, it is made, with
     /// `backfill-preemption` or `preemption`, by preempting the jobs placed after it
     /// blocked, and without either the head waits as under best-effort. An isolated
-    /// tenant's later jobs wait behind its head, which its quota gathers for, once only
-    /// the jobs that overtook the head keep it out of that quota (at once without
-    /// preemption).
+    /// tenant's later jobs may wait behind its head for its quota ([`HeadQuota`]).
     Backfill,
 }
 
-/// What an isolated tenant's quota does for its overdue backfill head ([`Driver::head_quota`]),
-/// on the pools it could ever admit the head on (and the head's pods fit the nodes of).
+/// What an isolated tenant's quota does for its overdue backfill head
+/// ([`Driver::head_quota`]), judged on the pools it could ever admit the head on whose
+/// nodes could hold the head's pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeadQuota {
     /// It covers the head on one of them: the head waits for room, and the tenant's later
