@@ -1922,6 +1922,14 @@ fn an_isolated_quota_gathers_for_the_head_once_only_jobs_that_overtook_it_keep_i
     check_accounting(&s);
 }
 
+/// A job of tenant 1 on pool `pool` alone: one pod of `gpus` GPUs, priority 0.
+fn tenant_1_on(pool: u16, id: u32, gpus: u32, submit_s: u64) -> Job {
+    Job {
+        pools: vec![PoolId(pool)],
+        ..tjob(id, 1, 1, gpus, 0, submit_s)
+    }
+}
+
 /// An isolated tenant's quota gathers for its overdue head only on the pools it could ever
 /// admit the head on: a head accepting either model, larger than the tenant's A100 quota,
 /// holds none of that quota back from the tenant's later jobs (without preemption, where
@@ -1932,11 +1940,7 @@ fn an_isolated_quota_gathers_for_the_head_only_on_pools_it_could_ever_admit_it_o
     iso.quota.insert("A100".to_owned(), 4);
     let without_preemption = default_profile(QueueingPolicy::Backfill, false);
     let mut s = with_tenants(without_preemption, two_model_cluster(), &[iso], binds());
-    let on = |pool: u16, id: u32, gpus: u32, submit_s: u64| Job {
-        pools: vec![PoolId(pool)],
-        ..tjob(id, 1, 1, gpus, 0, submit_s)
-    };
-    s.submit(on(0, 0, 1, 0));
+    s.submit(tenant_1_on(0, 0, 1, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     // The head: 8 GPUs of either model, past its H100 quota beside job 0.
     s.submit(Job {
@@ -1945,8 +1949,8 @@ fn an_isolated_quota_gathers_for_the_head_only_on_pools_it_could_ever_admit_it_o
     });
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
-    s.submit(on(0, 2, 1, overdue / SECOND));
-    s.submit(on(1, 3, 1, overdue / SECOND));
+    s.submit(tenant_1_on(0, 2, 1, overdue / SECOND));
+    s.submit(tenant_1_on(1, 3, 1, overdue / SECOND));
     assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
     check_accounting(&s);
 }
@@ -2017,11 +2021,7 @@ fn an_isolated_quota_gathers_only_on_pools_whose_nodes_could_hold_the_head() {
     iso.quota.insert("A100".to_owned(), 8);
     let without_preemption = default_profile(QueueingPolicy::Backfill, false);
     let mut s = with_tenants(without_preemption, spec, &[iso], binds());
-    let on = |pool: u16, id: u32, gpus: u32, submit_s: u64| Job {
-        pools: vec![PoolId(pool)],
-        ..tjob(id, 1, 1, gpus, 0, submit_s)
-    };
-    s.submit(on(0, 0, 4, 0));
+    s.submit(tenant_1_on(0, 0, 4, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
     s.submit(Job {
         pools: Vec::new(),
@@ -2029,8 +2029,8 @@ fn an_isolated_quota_gathers_only_on_pools_whose_nodes_could_hold_the_head() {
     });
     assert!(s.schedule(SECOND).is_empty());
     let overdue = SECOND + BACKFILL_THRESHOLD;
-    s.submit(on(0, 2, 1, overdue / SECOND));
-    s.submit(on(1, 3, 1, overdue / SECOND));
+    s.submit(tenant_1_on(0, 2, 1, overdue / SECOND));
+    s.submit(tenant_1_on(1, 3, 1, overdue / SECOND));
     assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
     check_accounting(&s);
 }
