@@ -1936,13 +1936,24 @@ fn tenant_1_on(pool: u16, id: u32, gpus: u32, submit_s: u64) -> Job {
 /// its H100 quota gathers at once).
 #[test]
 fn an_isolated_quota_gathers_for_the_head_only_on_pools_it_could_ever_admit_it_on() {
+    either_model_head_leaves_the_a100_quota(two_model_cluster(), 4, 1);
+}
+
+/// Tenant 1, isolated with 8 `H100` and `a100_quota` `A100`, runs `first_gpus` on `H100`;
+/// its head of one 8-GPU pod accepting either model, past the `H100` quota beside that
+/// job, becomes overdue without preemption: its later `H100` job waits, its `A100` job
+/// goes (the `A100` quota cannot hold the head on `spec`).
+fn either_model_head_leaves_the_a100_quota(
+    spec: Arc<ClusterSpec>,
+    a100_quota: i64,
+    first_gpus: u32,
+) {
     let mut iso = tenant("iso", TenantMode::Isolated, 8);
-    iso.quota.insert("A100".to_owned(), 4);
+    iso.quota.insert("A100".to_owned(), a100_quota);
     let without_preemption = default_profile(QueueingPolicy::Backfill, false);
-    let mut s = with_tenants(without_preemption, two_model_cluster(), &[iso], binds());
-    s.submit(tenant_1_on(0, 0, 1, 0));
+    let mut s = with_tenants(without_preemption, spec, &[iso], binds());
+    s.submit(tenant_1_on(0, 0, first_gpus, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
-    // The head: 8 GPUs of either model, past its H100 quota beside job 0.
     s.submit(Job {
         pools: Vec::new(),
         ..tjob(1, 1, 1, 8, 0, 1)
@@ -2017,22 +2028,7 @@ fn an_isolated_quota_lends_only_to_jobs_its_head_could_evict() {
 #[test]
 fn an_isolated_quota_gathers_only_on_pools_whose_nodes_could_hold_the_head() {
     let spec = models_cluster(&[("H100", 8), ("A100", 4), ("A100", 4)]);
-    let mut iso = tenant("iso", TenantMode::Isolated, 8);
-    iso.quota.insert("A100".to_owned(), 8);
-    let without_preemption = default_profile(QueueingPolicy::Backfill, false);
-    let mut s = with_tenants(without_preemption, spec, &[iso], binds());
-    s.submit(tenant_1_on(0, 0, 4, 0));
-    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
-    s.submit(Job {
-        pools: Vec::new(),
-        ..tjob(1, 1, 1, 8, 0, 1)
-    });
-    assert!(s.schedule(SECOND).is_empty());
-    let overdue = SECOND + BACKFILL_THRESHOLD;
-    s.submit(tenant_1_on(0, 2, 1, overdue / SECOND));
-    s.submit(tenant_1_on(1, 3, 1, overdue / SECOND));
-    assert_eq!(placed_jobs(&s.schedule(overdue)), ids(&[3]));
-    check_accounting(&s);
+    either_model_head_leaves_the_a100_quota(spec, 8, 4);
 }
 
 /// Behind a deep queue, without preemption: the chunk of later jobs a round passes by while
