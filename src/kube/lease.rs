@@ -7,7 +7,11 @@
 //!   change; the holder's `renewTime` is never compared with this replica's clock, so
 //!   clocks that differ between nodes cannot depose a leader.
 //! - A leader renews every [`RETRY_PERIOD`], and stands down once no renewal has landed
-//!   for [`RENEW_DEADLINE`]: before any other replica can see the Lease expire.
+//!   for [`RENEW_DEADLINE`], counted from when the last write that landed was sent: before
+//!   any other replica can see the Lease expire. Its calls are waited for until that
+//!   deadline, not each for a retry period, and a renewal writes over the Lease its last
+//!   write returned (one call, where client-go reads the Lease first): an API server
+//!   answering each call within about half the deadline keeps its leader.
 //! - A replica that takes over an expired Lease, or its own identity's record left by an
 //!   earlier run, is told so ([`Attempt::TookOver`]): the leader it replaces stood down
 //!   unheard, and bindings it sent may still land.
@@ -19,13 +23,14 @@
 //! the shard of one of those.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
+use tokio::time::Instant;
 
 /// Every shard's Lease is named this and the shard's name.
 pub const LEASE_PREFIX: &str = "kant-scheduler-";
@@ -36,20 +41,21 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(15);
 /// How long a leader leads without a renewal landing.
 pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 
-/// How often a standby tries for the Lease and a leader renews it; also the longest one
-/// call to the API server is waited for.
+/// How often a standby tries for the Lease and a leader renews it.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
 /// What one try for the Lease found.
 #[derive(Debug)]
 pub enum Attempt {
-    /// This replica holds it: renewed, or taken while free.
-    Holds,
+    /// This replica holds it: renewed, or taken while free, by a write sent at the
+    /// instant given. A leader's renewal counts from then: the write may land, and be
+    /// seen by a standby, any time after.
+    Holds(Instant),
     /// This replica took it from the replica named, whose record had expired, or found
     /// its own identity's record, written by an earlier run of it (a restarted container):
     /// that one may have sent bindings that are still to land ([`run`](super::run) waits
-    /// for them).
-    TookOver(String),
+    /// for them). The write was sent at the instant given, as for [`Attempt::Holds`].
+    TookOver(String, Instant),
     /// Another replica holds it and has renewed it within its duration; with the claim
     /// its Lease carries where that differs from this replica's (two Deployments given the
     /// same `--shard`, or a rollout changing the shard's flags).
@@ -166,106 +172,29 @@ pub struct ShardSeen {
     pub current: bool,
 }
 
-/// One replica's view of one Lease.
-pub struct Elector {
+/// The shards' Leases as one shard's leader reads them, beside its own.
+#[derive(Clone)]
+pub struct ShardLeases {
     leases: Api<Lease>,
+    /// This shard's Lease.
     name: String,
-    identity: String,
-    /// Written on the Lease with each of this replica's records.
+    /// What this shard schedules.
     claim: ShardClaim,
-    /// The Lease's record as last read, and when it was first seen so.
-    observed: Option<(LeaseSpec, Instant)>,
-    /// Whether this replica has written its record since it started.
-    held: bool,
 }
 
-impl Elector {
-    pub fn new(leases: Api<Lease>, name: String, identity: String, claim: ShardClaim) -> Self {
-        Self {
-            leases,
-            name,
-            identity,
-            claim,
-            observed: None,
-            held: false,
-        }
-    }
-
+impl ShardLeases {
+    /// This shard's Lease.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// Takes the Lease if it is free or expired, or renews it if this replica holds it.
-    pub async fn try_acquire_or_renew(&mut self) -> Attempt {
-        let now = MicroTime(Timestamp::now());
-        let lease = match within(self.leases.get_opt(&self.name)).await {
-            Ok(Some(lease)) => lease,
-            Ok(None) => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.name.clone()),
-                        annotations: Some(self.claim.annotations()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(self.record(now.clone(), now, 0)),
-                };
-                let created = within(self.leases.create(&PostParams::default(), &lease)).await;
-                return self.written(created);
-            }
-            Err(e) => return Attempt::Failed(e),
-        };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let seen_at = self.observe(&spec);
-        let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
-        let mine = holder == Some(self.identity.as_str());
-        if let Some(other) = holder.filter(|_| !mine) {
-            let duration = spec
-                .lease_duration_seconds
-                .and_then(|s| u64::try_from(s).ok())
-                .map_or(LEASE_DURATION, Duration::from_secs);
-            if seen_at.elapsed() < duration {
-                let differing = ShardClaim::of(&lease).filter(|claim| *claim != self.claim);
-                return Attempt::HeldByOther(other.to_owned(), differing);
-            }
-        }
-        // A record of this identity that this process never wrote is an earlier run's
-        // (a restarted container keeps its pod's name): that run may have bindings in
-        // flight too.
-        let predecessor = holder.filter(|_| !mine || !self.held).map(str::to_owned);
-        let record = match mine {
-            true => self.record(
-                spec.acquire_time.clone().unwrap_or_else(|| now.clone()),
-                now,
-                spec.lease_transitions.unwrap_or(0),
-            ),
-            false => self.record(
-                now.clone(),
-                now,
-                spec.lease_transitions.unwrap_or(0).saturating_add(1),
-            ),
-        };
-        // The replace carries the resourceVersion read: a write in between makes it a 409.
-        let mut taken = Lease {
-            spec: Some(record),
-            ..lease
-        };
-        (taken.metadata.annotations.get_or_insert_with(BTreeMap::new))
-            .extend(self.claim.annotations());
-        let replaced = within(
-            self.leases
-                .replace(&self.name, &PostParams::default(), &taken),
-        )
-        .await;
-        match (self.written(replaced), predecessor) {
-            (Attempt::Holds, Some(from)) => Attempt::TookOver(from),
-            (attempt, _) => attempt,
-        }
-    }
-
     /// Every shard of this scheduler that a Lease shows, this one's included, led or not:
-    /// what each is configured to schedule, and whether it is still current.
-    pub async fn shards(&self) -> Result<Vec<ShardSeen>, String> {
-        let leases = within(self.leases.list(&ListParams::default())).await?;
+    /// what each is configured to schedule, and whether it is still current. The listing
+    /// is waited for until `deadline`.
+    pub async fn read(&self, deadline: Instant) -> Result<Vec<ShardSeen>, String> {
+        let leases = within(deadline, self.leases.list(&ListParams::default()))
+            .await
+            .map_err(|failure| failure.why)?;
         let now = Timestamp::now();
         let renewed_within = |lease: &Lease, within: SignedDuration| {
             let renewed = lease.spec.as_ref().and_then(|s| s.renew_time.as_ref());
@@ -306,11 +235,147 @@ impl Elector {
             })
             .collect()
     }
+}
+
+/// One replica's view of one Lease.
+pub struct Elector {
+    leases: Api<Lease>,
+    name: String,
+    identity: String,
+    /// Written on the Lease with each of this replica's records.
+    claim: ShardClaim,
+    /// The Lease's record as last read, and when it was first seen so.
+    observed: Option<(LeaseSpec, Instant)>,
+    /// Whether this replica has written its record since it started.
+    held: bool,
+    /// The Lease as this replica's last write of it came back, while no write in between
+    /// is known: what a renewal replaces.
+    last_written: Option<Lease>,
+}
+
+impl Elector {
+    pub fn new(leases: Api<Lease>, name: String, identity: String, claim: ShardClaim) -> Self {
+        Self {
+            leases,
+            name,
+            identity,
+            claim,
+            observed: None,
+            held: false,
+            last_written: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Takes the Lease if it is free or expired, or renews it if this replica holds it;
+    /// the API server's answers are waited for until `deadline`.
+    pub async fn try_acquire_or_renew(&mut self, deadline: Instant) -> Attempt {
+        // A leader renews the Lease as its last write came back: one call, where reading
+        // it first would take two. A write in between (another replica's) makes it a
+        // 409, and the Lease is read anew.
+        if let Some(lease) = self.last_written.clone() {
+            match self.replace(self.claimed(lease, true), deadline).await {
+                (_, Err(Failure { conflict: true, .. })) => self.last_written = None,
+                (sent, replaced) => return self.written(sent, replaced),
+            }
+        }
+        let lease = match within(deadline, self.leases.get_opt(&self.name)).await {
+            Ok(Some(lease)) => lease,
+            Ok(None) => {
+                let now = MicroTime(Timestamp::now());
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        annotations: Some(self.claim.annotations()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(self.record(now.clone(), now, 0)),
+                };
+                let sent = Instant::now();
+                let created =
+                    within(deadline, self.leases.create(&PostParams::default(), &lease)).await;
+                return self.written(sent, created);
+            }
+            Err(failure) => return Attempt::Failed(failure.why),
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let seen_at = self.observe(&spec);
+        let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
+        let mine = holder == Some(self.identity.as_str());
+        if let Some(other) = holder.filter(|_| !mine) {
+            let duration = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map_or(LEASE_DURATION, Duration::from_secs);
+            if seen_at.elapsed() < duration {
+                let differing = ShardClaim::of(&lease).filter(|claim| *claim != self.claim);
+                return Attempt::HeldByOther(other.to_owned(), differing);
+            }
+        }
+        // A record of this identity that this process never wrote is an earlier run's
+        // (a restarted container keeps its pod's name): that run may have bindings in
+        // flight too.
+        let predecessor = holder.filter(|_| !mine || !self.held).map(str::to_owned);
+        let (sent, replaced) = self.replace(self.claimed(lease, mine), deadline).await;
+        match (self.written(sent, replaced), predecessor) {
+            (Attempt::Holds(sent), Some(from)) => Attempt::TookOver(from, sent),
+            (attempt, _) => attempt,
+        }
+    }
+
+    /// `lease`, as read, with this replica's record: renewed if `mine`, else taken.
+    fn claimed(&self, lease: Lease, mine: bool) -> Lease {
+        let now = MicroTime(Timestamp::now());
+        let spec = lease.spec.clone().unwrap_or_default();
+        let transitions = spec.lease_transitions.unwrap_or(0);
+        let record = match mine {
+            true => self.record(
+                spec.acquire_time.unwrap_or_else(|| now.clone()),
+                now,
+                transitions,
+            ),
+            false => self.record(now.clone(), now, transitions.saturating_add(1)),
+        };
+        let mut claimed = Lease {
+            spec: Some(record),
+            ..lease
+        };
+        (claimed
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new))
+        .extend(self.claim.annotations());
+        claimed
+    }
+
+    /// Writes `lease` over the Lease; returns when the write was sent, and what came of
+    /// it. The write carries the resourceVersion it was read at: a write in between
+    /// makes it a 409.
+    async fn replace(&self, lease: Lease, deadline: Instant) -> (Instant, Result<Lease, Failure>) {
+        let params = PostParams::default();
+        let sent = Instant::now();
+        let replace = self.leases.replace(&self.name, &params, &lease);
+        (sent, within(deadline, replace).await)
+    }
+
+    /// What the shards' check reads the Leases with, apart from this elector, so that
+    /// a slow listing never holds a renewal back.
+    pub fn shard_leases(&self) -> ShardLeases {
+        ShardLeases {
+            leases: self.leases.clone(),
+            name: self.name.clone(),
+            claim: self.claim.clone(),
+        }
+    }
 
     /// Gives the Lease up, if this replica holds it, so that a standby takes it at once
     /// rather than after it expires.
     pub async fn release(&mut self) {
-        let Ok(Some(lease)) = within(self.leases.get_opt(&self.name)).await else {
+        let deadline = Instant::now() + RETRY_PERIOD;
+        let Ok(Some(lease)) = within(deadline, self.leases.get_opt(&self.name)).await else {
             return;
         };
         let spec = lease.spec.clone().unwrap_or_default();
@@ -325,12 +390,13 @@ impl Elector {
             ..lease
         };
         let replaced = within(
+            deadline,
             self.leases
                 .replace(&self.name, &PostParams::default(), &released),
         )
         .await;
-        if let Err(e) = replaced {
-            tracing::warn!("lease {}: not released ({e})", self.name);
+        if let Err(failure) = replaced {
+            tracing::warn!("lease {}: not released ({})", self.name, failure.why);
         }
     }
 
@@ -359,23 +425,41 @@ impl Elector {
     }
 
     /// The outcome of writing this replica's record.
-    fn written(&mut self, written: Result<Lease, String>) -> Attempt {
+    fn written(&mut self, sent: Instant, written: Result<Lease, Failure>) -> Attempt {
         match written {
             Ok(lease) => {
-                self.observe(&lease.spec.unwrap_or_default());
+                self.observe(&lease.spec.clone().unwrap_or_default());
                 self.held = true;
-                Attempt::Holds
+                self.last_written = Some(lease);
+                Attempt::Holds(sent)
             }
-            Err(e) => Attempt::Failed(e),
+            Err(failure) => Attempt::Failed(failure.why),
         }
     }
 }
 
-/// A call to the API server, given up after [`RETRY_PERIOD`].
-async fn within<T>(call: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
-    match tokio::time::timeout(RETRY_PERIOD, call).await {
-        Ok(answer) => answer.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {RETRY_PERIOD:?}")),
+/// Why a call to the API server about Leases failed.
+struct Failure {
+    /// It was a write refused for another in between (409).
+    conflict: bool,
+    why: String,
+}
+
+/// A call to the API server, given up at `deadline`.
+async fn within<T>(
+    deadline: Instant,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, Failure> {
+    let waited = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout_at(deadline, call).await {
+        Ok(answer) => answer.map_err(|e| Failure {
+            conflict: matches!(&e, kube::Error::Api(status) if status.code == 409),
+            why: e.to_string(),
+        }),
+        Err(_) => Err(Failure {
+            conflict: false,
+            why: format!("no answer within {waited:?}"),
+        }),
     }
 }
 

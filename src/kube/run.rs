@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::metrics::live::LiveMetrics;
 use crate::plugins::build_profile;
 
-use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim};
+use super::lease::{self, Attempt, Elector, LEASE_PREFIX, ShardClaim, ShardLeases};
 use super::serve::{Health, serve};
 use super::watch;
 use super::world::{Input, World, WorldOptions};
@@ -349,7 +349,7 @@ fn elect(
     let own_claim = claim.to_string();
     let mut elector = Elector::new(leases, name, options.identity.clone(), claim);
     let api_timeout = options.api_timeout;
-    let mut shards = ShardsCheck::new(metrics.clone(), inputs);
+    let shards = ShardsCheck::new(metrics.clone(), inputs);
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<bool>();
     let task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(lease::RETRY_PERIOD);
@@ -362,14 +362,15 @@ fn elect(
         let mut last_failure = None;
         // The leader's differing claim, said once each.
         let mut told_claim = None;
-        let taken_over_from = loop {
+        let (mut renewed, taken_over_from) = loop {
             tokio::select! {
                 _ = &mut stopped => return,
                 _ = tick.tick() => {}
             }
-            match elector.try_acquire_or_renew().await {
-                Attempt::Holds => break None,
-                Attempt::TookOver(from) => break Some(from),
+            let deadline = tokio::time::Instant::now() + lease::RENEW_DEADLINE;
+            match elector.try_acquire_or_renew(deadline).await {
+                Attempt::Holds(sent) => break (sent, None),
+                Attempt::TookOver(from, sent) => break (sent, Some(from)),
                 Attempt::HeldByOther(holder, differing) => {
                     health.set_leader(false);
                     last_failure = None;
@@ -395,7 +396,9 @@ fn elect(
                 Attempt::Failed(_) => {}
             }
         };
-        let mut renewed = tokio::time::Instant::now();
+        // Read apart, so that a slow listing never holds a renewal back; it ends with
+        // the leadership.
+        let shards_check = AbortOnDrop(tokio::spawn(shards.run(elector.shard_leases())));
         // The leader replaced stood down unheard (or is an earlier run of this replica): a
         // binding it sent just before may land up to --api-timeout later, onto devices
         // this replica would see free. Nothing is placed until then, so that the watch
@@ -415,13 +418,14 @@ fn elect(
                     elector.name()
                 );
                 health.set_taking_over();
-                Some(renewed + api_timeout)
+                Some(tokio::time::Instant::now() + api_timeout)
             }
         };
         let why = loop {
+            let deadline = renewed + lease::RENEW_DEADLINE;
             let renewal = async {
                 tick.tick().await;
-                elector.try_acquire_or_renew().await
+                elector.try_acquire_or_renew(deadline).await
             };
             tokio::select! {
                 answered = &mut stopped => {
@@ -438,10 +442,10 @@ fn elect(
                     }
                     return;
                 }
-                () = tokio::time::sleep_until(renewed + lease::RENEW_DEADLINE) => {
+                () = tokio::time::sleep_until(deadline) => {
                     break format!("no renewal landed within {:?}", lease::RENEW_DEADLINE);
                 }
-                () = tokio::time::sleep_until(fenced_until.unwrap_or(renewed)),
+                () = tokio::time::sleep_until(fenced_until.unwrap_or(deadline)),
                     if fenced_until.is_some() =>
                 {
                     fenced_until = None;
@@ -450,17 +454,15 @@ fn elect(
                     tracing::info!("lease {}: scheduling", elector.name());
                 }
                 attempt = renewal => match attempt {
-                    Attempt::Holds => {
-                        renewed = tokio::time::Instant::now();
-                        shards.run(&elector).await;
-                    }
+                    Attempt::Holds(sent) => renewed = sent,
                     Attempt::HeldByOther(other, _) => break format!("{other} holds it"),
                     // Another replica led meanwhile.
-                    Attempt::TookOver(other) => break format!("{other} held it meanwhile"),
+                    Attempt::TookOver(other, _) => break format!("{other} held it meanwhile"),
                     Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
                 },
             }
         };
+        drop(shards_check);
         tracing::warn!("lease {}: {why}; standing down", elector.name());
         leader.store(false, Ordering::Release);
         health.set_leader(false);
@@ -470,24 +472,32 @@ fn elect(
     Election { task, stop }
 }
 
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How often a leader reads the shards' Leases.
 const SHARDS_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// How often an overlap that lasts is logged again.
 const OVERLAP_REPEAT: Duration = Duration::from_secs(600);
 
-/// A leader's look at the shards' Leases ([`Elector::shards`]), every
-/// [`SHARDS_CHECK_EVERY`]. What they show goes to the scheduling loop
+/// A leader's look at the shards' Leases ([`ShardLeases::read`]), as soon as it leads and
+/// every [`SHARDS_CHECK_EVERY`] after. What they show goes to the scheduling loop
 /// ([`Input::Shards`]: a pod naming several GPU models goes to a shard configured for one
 /// of them). Other shards' leaders configured to schedule this one's GPU models (or the
-/// pods naming none) too ([`Elector::overlapping`]) are each logged as an error when found
-/// and every [`OVERLAP_REPEAT`] while it lasts, and exported as `kant_shard_overlap`.
+/// pods naming none) too ([`ShardLeases::overlapping`]) are each logged as an error when
+/// found and every [`OVERLAP_REPEAT`] while it lasts, and exported as `kant_shard_overlap`.
 /// Nothing stops: which shard is wrong is not known.
 struct ShardsCheck {
     metrics: Arc<LiveMetrics>,
     inputs: mpsc::Sender<Input>,
     found: Vec<(String, Vec<String>)>,
-    due: Option<tokio::time::Instant>,
     logged: Option<tokio::time::Instant>,
     /// The last reason the Leases could not be listed, said once.
     failure: Option<String>,
@@ -501,27 +511,32 @@ impl ShardsCheck {
             metrics,
             inputs,
             found: Vec::new(),
-            due: None,
             logged: None,
             failure: None,
             no_default_shard: false,
         }
     }
 
-    /// Looks again if it is due.
-    async fn run(&mut self, elector: &Elector) {
-        let now = tokio::time::Instant::now();
-        if self.due.is_some_and(|due| now < due) {
-            return;
+    /// Looks at once, then every [`SHARDS_CHECK_EVERY`], a listing given up when the next
+    /// look is due.
+    async fn run(mut self, leases: ShardLeases) {
+        let mut tick = tokio::time::interval(SHARDS_CHECK_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.look(&leases).await;
         }
-        self.due = Some(now + SHARDS_CHECK_EVERY);
-        let shards = match elector.shards().await {
+    }
+
+    async fn look(&mut self, leases: &ShardLeases) {
+        let now = tokio::time::Instant::now();
+        let shards = match leases.read(now + SHARDS_CHECK_EVERY).await {
             Ok(shards) => shards,
             Err(e) => {
                 if self.failure.as_ref() != Some(&e) {
                     tracing::warn!(
-                        "leases: cannot list them to see the other shards ({e}); the Role \
-                         needs `list` on leases"
+                        "leases: cannot list them to see the other shards ({e}); trying \
+                         again every {SHARDS_CHECK_EVERY:?} (the Role needs `list` on leases)"
                     );
                     self.failure = Some(e);
                 }
@@ -539,7 +554,7 @@ impl ShardsCheck {
             tracing::info!("a shard takes the pods that name no GPU model again");
         }
         self.no_default_shard = no_default_shard;
-        let found = elector.overlapping(&shards);
+        let found = leases.overlapping(&shards);
         // The loop has stopped if it hung up; it ignores a view that changes nothing.
         let _ = self.inputs.send(Input::Shards(shards));
         let repeat = self.logged.is_some_and(|at| now >= at + OVERLAP_REPEAT);
@@ -551,7 +566,7 @@ impl ShardsCheck {
                      bindings in flight; give each shard --gpu-models of its own, and \
                      --default-shard to one",
                     shared.join(", "),
-                    elector.name()
+                    leases.name()
                 );
             }
             self.logged = Some(now);
