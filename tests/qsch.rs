@@ -889,6 +889,40 @@ fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
     check_accounting(&s);
 }
 
+/// Nor one that takes an owner's job, though its preemptor's tenant would borrow no more
+/// than before: a (quota 0) runs a gang of two 3-GPU pods, one on each 4-GPU node, and a
+/// 1-GPU job at priority 9; b (quota 4) runs 1 GPU beside the gang. a's job of a whole
+/// node at priority 5 would evict the gang and b's job (a then borrows 5 GPUs, not 7),
+/// leaving b below its quota with its job waiting, free to reclaim what a borrows: where
+/// no room is left for b's job, the two evict each other in turn, one for priority, the
+/// other to reclaim (a review's replay did so every millisecond, without a minimum
+/// runtime).
+#[test]
+fn no_preemption_takes_an_owners_job_for_a_borrower_even_one_borrowing_no_more() {
+    let spec = cluster(2, 4, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 0),
+        tenant("b", TenantMode::Shared, 4),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 1, 2, 3, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 2, 1, 1, 0, 1));
+    s.submit(tjob(2, 1, 1, 1, 9, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)).len(), 2);
+    assert_ne!(nodes_of(&s, 1), nodes_of(&s, 2));
+    s.submit(tjob(3, 1, 1, 4, 5, 60));
+    for now in [MINUTE + MIN_RUNTIME, MINUTE + 3 * MIN_RUNTIME] {
+        let decisions = s.schedule(now);
+        assert!(
+            preemptions(&decisions).is_empty(),
+            "at {now}: {decisions:?}"
+        );
+    }
+    assert!(is_running(&s, 1), "b's job is not evicted for a to borrow");
+    check_accounting(&s);
+}
+
 /// A reclaim counts every victim of the borrower, whatever its reason: tenant a (quota 4)
 /// runs 6 GPUs at priority 0 and 2 at priority 10; b (quota 8) asks for the node. Once
 /// the first goes, for priority, a borrows nothing: the second, of b's priority 10, is no

@@ -36,9 +36,12 @@
 //! quota.
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
-//! the pool (a victim included): that owner could reclaim the job as soon as its minimum
-//! runtime ends, and the evictions would cycle (a borrowing head evicts its way in, is
-//! reclaimed, evicts again). The job then waits for room as any other. Where that rule
+//! the pool (a victim included), or borrowing at all there while it takes a job of
+//! another tenant it leaves below its quota: that owner could reclaim the job as soon as
+//! its minimum runtime ends, and the evictions would cycle (a borrowing head evicts its
+//! way in, is reclaimed, evicts again; a borrower's job evicts an owner's for priority,
+//! its own going too, is reclaimed, evicts again). The job then waits for room as any
+//! other. Where that rule
 //! refuses every set the candidates could form (or every subset of the greedy set), no
 //! placement is tried (or the set is not made minimal): on a crowded cluster most
 //! preemptors end there. Nor is one tried where the devices free and those the candidates
@@ -407,9 +410,13 @@ fn wants(job: &Job, pool: PoolId) -> bool {
 }
 
 /// Whether the job, placed in `pool` once `victims` are gone, would leave its tenant
-/// borrowing more than before there while another shared tenant is below its quota with
-/// a job waiting for the pool: one in its queue, or a victim (of this set, or one whose
-/// pods are still going, which its controller will bring back).
+/// borrowing there while another shared tenant is below its quota with a job waiting for
+/// the pool (one in its queue, or a victim of this set, or one whose pods are still
+/// going, which its controller will bring back), where the set makes that so: its
+/// tenant borrows more than before, or the set takes another tenant's job there and
+/// leaves that tenant below its quota. A set of the tenant's own jobs alone, borrowing
+/// no more, changes nothing an owner could reclaim; one that also takes an owner's job
+/// would be reclaimed at once, and the two would evict each other in turn.
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
@@ -426,7 +433,12 @@ fn reclaimable_after(
             || (context.running.values())
                 .any(|running| running.terminating && owned_victim(running))
     };
-    tenants.used(context.tenant, pool) + need > before
+    let makes_an_owner = victims.iter().any(|(victim, _)| {
+        victim.tenant != context.tenant
+            && victim.held_on(pool) > 0
+            && tenants.under_quota(victim.tenant, pool)
+    });
+    (tenants.used(context.tenant, pool) + need > before || makes_an_owner)
         && tenants.reclaimable(context.tenant, pool, need, waiting)
 }
 
