@@ -244,10 +244,7 @@ fn main() -> ExitCode {
             args.config = config_or_env(args.config);
             simulate(*args)
         }
-        Command::Crds => {
-            print!("{}", kant::kube::crd::crd_manifests());
-            Ok(())
-        }
+        Command::Crds => print_out(&kant::kube::crd::crd_manifests()),
         Command::Config {
             action: ConfigAction::Check { file },
         } => check_config(&file),
@@ -417,16 +414,25 @@ async fn shutdown_signal() {
 
 fn check_config(file: &Path) -> Result<(), Failure> {
     let config = Config::load(file).map_err(|e| Failure::Input(e.to_string()))?;
-    println!(
-        "{}: valid; profiles {} (default {})",
+    let mut text = format!(
+        "{}: valid; profiles {} (default {})\n",
         file.display(),
         config.profile_names().join(", "),
         config.default_profile
     );
     for caution in config.cautions() {
-        println!("note: {caution}");
+        text += &format!("note: {caution}\n");
     }
-    Ok(())
+    print_out(&text)
+}
+
+/// Writes `text` to standard output: one closed early (`| head`) is an output failure,
+/// not a panic.
+fn print_out(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    (stdout.write_all(text.as_bytes()))
+        .and_then(|()| stdout.flush())
+        .map_err(|e| Failure::Output(e.to_string()))
 }
 
 fn simulate(args: SimulateArgs) -> Result<(), Failure> {

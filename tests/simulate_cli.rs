@@ -793,6 +793,30 @@ fn run_says_it_ignores_the_configurations_tenants() {
     );
 }
 
+/// Standard output closed before anything is written (`kant crds | head -1`, say) is an
+/// error that says so, exit status 1, not a panic.
+#[test]
+fn output_to_a_closed_pipe_is_an_error_not_a_panic() {
+    let dir = temp_dir("closed-pipe");
+    let config = write(dir.path(), "kant.yaml", kant::config::DEFAULT_CONFIG);
+    let simulate = ["simulate", "--synthetic-jobs", "20", "--baseline", "none"];
+    for args in [&["crds"][..], &["config", "check", &config], &simulate] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_kant"))
+            .args(args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("error: Broken pipe") && !stderr.contains("panicked"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
 /// A profile searching flat (the baseline's search) ignores required topology: `config
 /// check` notes it for each such profile, and `kant run` warns when it runs one.
 #[test]
@@ -1149,6 +1173,53 @@ fn a_fill_reads_the_gpus_allocated_as_demand_arrives() {
         .find(|l| l.contains("fill: GPUs allocated"))
         .expect("the fill row");
     assert!(row.contains("62.5% / 68.8% / 68.8% / 68.8%"), "{table}");
+}
+
+/// `--synthetic-tenants` gives every row of a fill a tenant, those without a duration
+/// too: none is left to the default tenant, outside every quota.
+#[test]
+fn a_fill_gives_the_synthetic_tenants_the_rows_without_a_duration_too() {
+    let dir = temp_dir("fill-tenants");
+    let nodes = write(dir.path(), "nodes.csv", NODES);
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         a,,0,100,1,1,H100,0,train\n\
+         never-ran,,1,,1,1,H100,0,train\n\
+         never-ran-either,,2,,1,1,H100,0,train\n",
+    );
+    let events = dir.path().join("events.jsonl").display().to_string();
+    let run = kant(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--synthetic-tenants",
+        "--baseline",
+        "none",
+        "--events",
+        &events,
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let log = read_events(&events);
+    let tenants: Vec<(&str, &str)> = (log.iter())
+        .filter(|e| e["type"] == "submit")
+        .map(|e| (e["job"].as_str().unwrap(), e["tenant"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tenants.len(), 16, "{tenants:?}");
+    assert!(
+        tenants
+            .iter()
+            .all(|&(_, tenant)| tenant.starts_with("team-")),
+        "{tenants:?}"
+    );
 }
 
 /// Nothing is preempted in a fill: a victim would never come back. c, of high priority,

@@ -220,6 +220,7 @@ pub fn default_tenants(cluster: &ClusterSpec) -> Vec<TenantConfig> {
 
 /// Assigns every job that names no tenant to a synthetic tenant, by a seeded hash of its
 /// name weighted by the tenants' job shares: the same job always goes to the same tenant.
+/// The rows skipped for want of a duration too: `--fill` replays them.
 pub fn assign_tenants(workload: &mut Workload, seed: u64) {
     let total: f64 = TENANTS.iter().map(|&(_, share)| share).sum();
     let mut ids = Vec::new();
@@ -233,7 +234,8 @@ pub fn assign_tenants(workload: &mut Workload, seed: u64) {
         };
         ids.push(TenantId(id as u16));
     }
-    for job in workload.jobs.iter_mut().filter(|j| j.tenant == TenantId(0)) {
+    let jobs = workload.jobs.iter_mut().chain(&mut workload.skipped);
+    for job in jobs.filter(|j| j.tenant == TenantId(0)) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(job.name.as_bytes()));
         let mut draw = rng.random::<f64>() * total;
         let mut chosen = ids[ids.len() - 1];
