@@ -623,13 +623,13 @@ impl<'a> Source<'a> {
 
     fn record_error(&self, csv: &csv::Reader<&[u8]>, e: &csv::Error) -> TraceError {
         let mut error = self.csv_error(e);
-        // A quote left open runs its row on over the lines after it, which then read as
-        // one field: the row's own line looks right.
-        let last_line = self.line_of_byte(self.position_byte(csv).saturating_sub(1));
-        if matches!(e.kind(), csv::ErrorKind::UnequalLengths { .. }) && last_line > error.line {
-            error.message.push_str(&format!(
-                " (a quoted field runs on to line {last_line}: is a closing quote missing?)"
-            ));
+        // A quote left open runs its row on over the lines after it, or to the end of the
+        // file, which then read as one field: the row's own line looks right.
+        if let csv::ErrorKind::UnequalLengths { pos: Some(pos), .. } = e.kind()
+            && let Some((_, runs_on)) =
+                self.open_quote(self.record_start(pos), self.position_byte(csv))
+        {
+            error.message.push_str(&format!(" ({runs_on})"));
         }
         error
     }
@@ -934,7 +934,11 @@ impl<'a> Row<'a> {
 
 fn parse_whole(text: &str) -> Result<u64, String> {
     let text = without_zero_fraction(text);
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if text.strip_prefix('-').is_some_and(digits) {
+        return Err(format!("\"{text}\" is negative"));
+    }
+    if !digits(text) {
         return Err(format!("\"{text}\" is not a whole number"));
     }
     text.parse()
@@ -1537,6 +1541,11 @@ mod tests {
             2,
             &["field pods", "\"2.5\" is not a whole number"],
         );
+        assert_error(
+            nodes("a,H100,-8.0,1,1\n").unwrap_err(),
+            2,
+            &["field gpus", "\"-8\" is negative"],
+        );
     }
 
     #[test]
@@ -1666,6 +1675,15 @@ mod tests {
                 "row has 1 field,",
                 "runs on to line 5",
                 "closing quote missing",
+            ],
+        );
+        // The last row, alone on its line.
+        assert_error(
+            jobs("a,,0,10,1,1,,,\n\"b,,0,10,1,1,,,\n").unwrap_err(),
+            3,
+            &[
+                "row has 1 field,",
+                "runs on to line 3, the end of the file: is a closing quote missing?",
             ],
         );
     }
