@@ -834,13 +834,18 @@ async fn metrics_and_probes_are_served_and_a_lease_is_taken() {
 
 /// An API server answering every call in 2.5 s (etcd defragmenting, say) elects and keeps
 /// a leader, as client-go's election does: a try for the Lease (a read, then a replace)
-/// is waited for until the renew deadline, not each call for a retry period.
+/// is waited for until the renew deadline, not each call for a retry period. Here the
+/// replica finds its own earlier run's record and places nothing for `--api-timeout`
+/// first: the renewal in flight when that wait ends goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_slow_to_answer_still_elects_and_keeps_a_leader() {
     let server = ApiServer::start().await;
     server.create(&node("node-0", 8));
+    server.create(&lease_held_by("replica-a"));
     server.set_latency(Duration::from_millis(2500));
-    let kant = Kant::start_with(&server, replica("replica-a")).await;
+    let mut options = replica("replica-a");
+    options.api_timeout = Duration::from_secs(3);
+    let kant = Kant::start_with(&server, options).await;
     server.create(&gpu_pod("p", 2));
     eventually("the leader binds the pod", || {
         bound_pods(&server).len() == 1
@@ -851,6 +856,30 @@ async fn an_api_server_slow_to_answer_still_elects_and_keeps_a_leader() {
     assert!(!kant.has_ended(), "the leader stood down");
     assert_eq!(lease_holder(&server).as_deref(), Some("replica-a"));
     server.set_latency(Duration::ZERO);
+    kant.stop().await;
+}
+
+/// A leader whose Lease is deleted (by hand, say) writes it anew and leads on: its next
+/// renewal, a write over the Lease it last wrote, is refused (404), and it reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_deleted_writes_it_anew() {
+    let server = ApiServer::start().await;
+    server.create(&node("node-0", 8));
+    let kant = Kant::start_with(&server, replica("replica-a")).await;
+    eventually("a leads", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    server.delete::<Lease>(Some("kube-system"), "kant-scheduler-all");
+    eventually("a writes the lease anew", || {
+        lease_holder(&server).as_deref() == Some("replica-a")
+    })
+    .await;
+    // Past the renew deadline (10 s) from the deletion.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert!(!kant.has_ended(), "the leader stood down");
+    server.create(&gpu_pod("p", 2));
+    eventually("a binds", || bound_pods(&server).len() == 1).await;
     kant.stop().await;
 }
 
@@ -1020,7 +1049,8 @@ async fn a_leader_whose_renewal_does_not_land_stands_down_before_another_leads()
     })
     .await;
     // A's next renewal is taken and never answered (a half-open connection, say): it is
-    // waited for until 10 s after it began, and A stands down then.
+    // waited for until 10 s after the last renewal that landed was sent, and A stands
+    // down then.
     server.hang_next(
         "update",
         "leases",

@@ -44,6 +44,9 @@ pub const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 /// How often a standby tries for the Lease and a leader renews it.
 pub const RETRY_PERIOD: Duration = Duration::from_secs(2);
 
+/// How long a leader told to stop tries to give the Lease up (a read and a write).
+pub const RELEASE_WITHIN: Duration = Duration::from_secs(4);
+
 /// What one try for the Lease found.
 #[derive(Debug)]
 pub enum Attempt {
@@ -275,10 +278,10 @@ impl Elector {
     pub async fn try_acquire_or_renew(&mut self, deadline: Instant) -> Attempt {
         // A leader renews the Lease as its last write came back: one call, where reading
         // it first would take two. A write in between (another replica's) makes it a
-        // 409, and the Lease is read anew.
+        // 409, a Lease deleted a 404, and the Lease is read anew.
         if let Some(lease) = self.last_written.clone() {
             match self.replace(self.claimed(lease, true), deadline).await {
-                (_, Err(Failure { conflict: true, .. })) => self.last_written = None,
+                (_, Err(Failure { stale: true, .. })) => self.last_written = None,
                 (sent, replaced) => return self.written(sent, replaced),
             }
         }
@@ -374,7 +377,7 @@ impl Elector {
     /// Gives the Lease up, if this replica holds it, so that a standby takes it at once
     /// rather than after it expires.
     pub async fn release(&mut self) {
-        let deadline = Instant::now() + RETRY_PERIOD;
+        let deadline = Instant::now() + RELEASE_WITHIN;
         let Ok(Some(lease)) = within(deadline, self.leases.get_opt(&self.name)).await else {
             return;
         };
@@ -440,8 +443,8 @@ impl Elector {
 
 /// Why a call to the API server about Leases failed.
 struct Failure {
-    /// It was a write refused for another in between (409).
-    conflict: bool,
+    /// The Lease changed since it was read (409) or is gone (404).
+    stale: bool,
     why: String,
 }
 
@@ -453,11 +456,11 @@ async fn within<T>(
     let waited = deadline.saturating_duration_since(Instant::now());
     match tokio::time::timeout_at(deadline, call).await {
         Ok(answer) => answer.map_err(|e| Failure {
-            conflict: matches!(&e, kube::Error::Api(status) if status.code == 409),
+            stale: matches!(&e, kube::Error::Api(status) if [404, 409].contains(&status.code)),
             why: e.to_string(),
         }),
         Err(_) => Err(Failure {
-            conflict: false,
+            stale: false,
             why: format!("no answer within {waited:?}"),
         }),
     }

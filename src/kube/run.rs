@@ -305,7 +305,7 @@ pub async fn run_with_config(
             leader.store(false, Ordering::Release);
         }
         let _ = stop.send(answered);
-        let _ = tokio::time::timeout(lease::RETRY_PERIOD * 2, task).await;
+        let _ = tokio::time::timeout(lease::RELEASE_WITHIN, task).await;
     }
     let _ = stop_serving.send(());
     server.stopped().await.map_err(RunError::Stopped)?;
@@ -368,7 +368,12 @@ fn elect(
                 _ = tick.tick() => {}
             }
             let deadline = tokio::time::Instant::now() + lease::RENEW_DEADLINE;
-            match elector.try_acquire_or_renew(deadline).await {
+            // A stop is not kept waiting for a try that may take the renew deadline.
+            let attempt = tokio::select! {
+                _ = &mut stopped => return,
+                attempt = elector.try_acquire_or_renew(deadline) => attempt,
+            };
+            match attempt {
                 Attempt::Holds(sent) => break (sent, None),
                 Attempt::TookOver(from, sent) => break (sent, Some(from)),
                 Attempt::HeldByOther(holder, differing) => {
@@ -421,55 +426,76 @@ fn elect(
                 Some(tokio::time::Instant::now() + api_timeout)
             }
         };
+        let lease_name = elector.name().to_owned();
         let why = loop {
             let deadline = renewed + lease::RENEW_DEADLINE;
-            let renewal = async {
-                tick.tick().await;
-                elector.try_acquire_or_renew(deadline).await
+            let next = {
+                // Kept in flight when the wait above ends: a renewal dropped there could
+                // still land, and the next would take a read and a second write.
+                let renewal = async {
+                    tick.tick().await;
+                    elector.try_acquire_or_renew(deadline).await
+                };
+                tokio::pin!(renewal);
+                loop {
+                    tokio::select! {
+                        answered = &mut stopped => break Leading::Stopped(answered == Ok(true)),
+                        () = tokio::time::sleep_until(deadline) => break Leading::NotRenewed,
+                        () = tokio::time::sleep_until(fenced_until.unwrap_or(deadline)),
+                            if fenced_until.is_some() =>
+                        {
+                            fenced_until = None;
+                            leader.store(true, Ordering::Release);
+                            health.set_leader(true);
+                            tracing::info!("lease {lease_name}: scheduling");
+                        }
+                        attempt = &mut renewal => break Leading::Tried(attempt),
+                    }
+                }
             };
-            tokio::select! {
-                answered = &mut stopped => {
+            match next {
+                Leading::Stopped(answered) => {
                     // The loop has stopped scheduling: the Lease is free for a standby,
                     // unless bindings this replica or the leader before it sent may
                     // still land. Left to expire, it is taken over by one that waits.
-                    if answered == Ok(true) && fenced_until.is_none() {
+                    if answered && fenced_until.is_none() {
                         elector.release().await;
                     } else {
                         tracing::warn!(
-                            "lease {}: left to expire, as bindings sent may still land",
-                            elector.name()
+                            "lease {lease_name}: left to expire, as bindings sent may still land"
                         );
                     }
                     return;
                 }
-                () = tokio::time::sleep_until(deadline) => {
+                Leading::NotRenewed => {
                     break format!("no renewal landed within {:?}", lease::RENEW_DEADLINE);
                 }
-                () = tokio::time::sleep_until(fenced_until.unwrap_or(deadline)),
-                    if fenced_until.is_some() =>
-                {
-                    fenced_until = None;
-                    leader.store(true, Ordering::Release);
-                    health.set_leader(true);
-                    tracing::info!("lease {}: scheduling", elector.name());
-                }
-                attempt = renewal => match attempt {
+                Leading::Tried(attempt) => match attempt {
                     Attempt::Holds(sent) => renewed = sent,
                     Attempt::HeldByOther(other, _) => break format!("{other} holds it"),
                     // Another replica led meanwhile.
                     Attempt::TookOver(other, _) => break format!("{other} held it meanwhile"),
-                    Attempt::Failed(e) => tracing::warn!("lease {}: not renewed ({e})", elector.name()),
+                    Attempt::Failed(e) => tracing::warn!("lease {lease_name}: not renewed ({e})"),
                 },
             }
         };
         drop(shards_check);
-        tracing::warn!("lease {}: {why}; standing down", elector.name());
+        tracing::warn!("lease {lease_name}: {why}; standing down");
         leader.store(false, Ordering::Release);
         health.set_leader(false);
         metrics.set_leading(false);
-        let _ = lost.send(elector.name().to_owned());
+        let _ = lost.send(lease_name);
     });
     Election { task, stop }
+}
+
+/// What ended a leader's wait for its next renewal.
+enum Leading {
+    /// Told to stop; whether what it sent was all answered.
+    Stopped(bool),
+    /// The renew deadline passed.
+    NotRenewed,
+    Tried(Attempt),
 }
 
 /// Aborts its task when dropped.

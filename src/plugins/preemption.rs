@@ -36,8 +36,9 @@
 //! quota.
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
-//! the pool (a victim included), or borrowing at all there while it takes a job of
-//! another tenant it leaves below its quota: that owner could reclaim the job as soon as
+//! the pool (a victim included), or (with `preemption`, where owners reclaim) borrowing
+//! at all there while it takes a job of a shared tenant it leaves below its quota: that
+//! owner could reclaim the job as soon as
 //! its minimum runtime ends, and the evictions would cycle (a borrowing head evicts its
 //! way in, is reclaimed, evicts again; a borrower's job evicts an owner's for priority,
 //! its own going too, is reclaimed, evicts again). The job then waits for room as any
@@ -413,15 +414,17 @@ fn wants(job: &Job, pool: PoolId) -> bool {
 /// borrowing there while another shared tenant is below its quota with a job waiting for
 /// the pool (one in its queue, or a victim of this set, or one whose pods are still
 /// going, which its controller will bring back), where the set makes that so: its
-/// tenant borrows more than before, or the set takes another tenant's job there and
-/// leaves that tenant below its quota. A set of the tenant's own jobs alone, borrowing
-/// no more, changes nothing an owner could reclaim; one that also takes an owner's job
-/// would be reclaimed at once, and the two would evict each other in turn.
+/// tenant borrows more than before, or, where owners reclaim (`reclaims`: not under
+/// `backfill-preemption` alone), the set takes a shared tenant's job there and leaves
+/// that tenant below its quota. A set of the tenant's own jobs alone, borrowing no more,
+/// changes nothing an owner could reclaim; one that also takes an owner's job would be
+/// reclaimed at once, and the two would evict each other in turn.
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
     victims: &[(&RunningJob, PreemptionKind)],
     pool: PoolId,
+    reclaims: bool,
 ) -> bool {
     let tenants = tenants_without(context, victims);
     let need = job.total_milli();
@@ -433,11 +436,13 @@ fn reclaimable_after(
             || (context.running.values())
                 .any(|running| running.terminating && owned_victim(running))
     };
-    let makes_an_owner = victims.iter().any(|(victim, _)| {
-        victim.tenant != context.tenant
-            && victim.held_on(pool) > 0
-            && tenants.under_quota(victim.tenant, pool)
-    });
+    let makes_an_owner = reclaims
+        && victims.iter().any(|(victim, _)| {
+            victim.tenant != context.tenant
+                && tenants.mode(victim.tenant) == TenantMode::Shared
+                && victim.held_on(pool) > 0
+                && tenants.under_quota(victim.tenant, pool)
+        });
     (tenants.used(context.tenant, pool) + need > before || makes_an_owner)
         && tenants.reclaimable(context.tenant, pool, need, waiting)
 }
@@ -1065,7 +1070,7 @@ impl PostFilter for Preemption {
             // The job fits without anyone going: nothing to preempt.
             return PostFilterResult::None;
         }
-        if reclaimable_after(job, context, &chosen, landing.pool) {
+        if reclaimable_after(job, context, &chosen, landing.pool, !self.backfill_only) {
             return nothing_now;
         }
         let Some(settled) = settle_reclaims(job, context, &chosen, &landing) else {

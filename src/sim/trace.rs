@@ -935,7 +935,11 @@ impl<'a> Row<'a> {
 fn parse_whole(text: &str) -> Result<u64, String> {
     let text = without_zero_fraction(text);
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    if text.strip_prefix('-').is_some_and(digits) {
+    let zero = |t: &str| t.bytes().all(|b| b == b'0');
+    if text
+        .strip_prefix('-')
+        .is_some_and(|t| digits(t) && !zero(t))
+    {
         return Err(format!("\"{text}\" is negative"));
     }
     if !digits(text) {
