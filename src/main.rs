@@ -508,11 +508,12 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         let lines: Vec<String> = oversubscribed.iter().map(|o| o.to_string()).collect();
         return Err(input(format!("{declared_in}{}", lines.join("; "))));
     }
-    warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
     if args.fill {
         workload = fill_workload(&workload, cluster.total_milli())
             .map_err(|e| input(format!("--fill: {e}")))?;
     }
+    // After the fill, which replays the rows without a duration too.
+    warn_unknown_tenants(&workload, &tenants, args.nodes.is_some());
     let cluster = Arc::new(cluster);
 
     // Every output is opened before the replay, so that one that cannot be written fails at
