@@ -495,6 +495,7 @@ enum Leading {
     Stopped(bool),
     /// The renew deadline passed.
     NotRenewed,
+    /// A renewal was tried: what it found.
     Tried(Attempt),
 }
 
