@@ -923,6 +923,44 @@ fn no_preemption_takes_an_owners_job_for_a_borrower_even_one_borrowing_no_more()
     check_accounting(&s);
 }
 
+/// Nor where its tenant's own victims, placed again as room frees, would have it borrow:
+/// two leaves of three nodes; c (quota 24) runs a gang of three nodes at priority 1 and a
+/// node at priority 0, borrowing 8; b (16) runs two nodes; a (16) asks two. Past the
+/// threshold, a reclaims c's gang whole. The gang, back in the queue, would evict c's
+/// node and b's two, the other leaf: c at
+/// its quota, but c's job placed again on the node the reclaim freed past a's need, c
+/// borrowing 8 again, and b, below its quota, reclaiming the gang whole in turn past the
+/// threshold, and so on every half hour. It waits.
+#[test]
+fn no_preemption_takes_an_owners_job_where_its_own_victims_coming_back_would_borrow() {
+    let spec = cluster(6, 8, 3, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 16),
+        tenant("b", TenantMode::Shared, 16),
+        tenant("c", TenantMode::Shared, 24),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 3, 3, 8, 1, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(tjob(1, 3, 1, 8, 0, 1));
+    assert_eq!(placed_jobs(&s.schedule(SECOND)), ids(&[1]));
+    s.submit(tjob(2, 2, 2, 8, 0, 2));
+    assert_eq!(placed_jobs(&s.schedule(2 * SECOND)), ids(&[2]));
+    assert_eq!(s.tenants().borrowed(3, H100), gpus(8));
+    s.submit(tjob(3, 1, 2, 8, 0, 6));
+    let mut preempted = Vec::new();
+    for step in 0..=12 {
+        let now = 6 * SECOND + BACKFILL_THRESHOLD + step * MIN_RUNTIME;
+        preempted.extend(preemptions(&s.schedule(now)));
+    }
+    assert_eq!(
+        preempted,
+        [(ids(&[0]), JobId(3), PreemptionKind::QuotaReclaim)]
+    );
+    assert!(is_running(&s, 1) && is_running(&s, 2));
+    check_accounting(&s);
+}
+
 /// A reclaim counts every victim of the borrower, whatever its reason: tenant a (quota 4)
 /// runs 6 GPUs at priority 0 and 2 at priority 10; b (quota 8) asks for the node. Once
 /// the first goes, for priority, a borrows nothing: the second, of b's priority 10, is no

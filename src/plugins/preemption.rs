@@ -37,14 +37,14 @@
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
 //! the pool (a victim included), or (with `preemption`, where owners reclaim) borrowing
-//! at all there while it takes a job of a shared tenant it leaves below its quota: that
-//! owner could reclaim the job as soon as
+//! at all there, its own victims counted as still its own, while it takes a job of a
+//! shared tenant it leaves below its quota: that owner could reclaim the job as soon as
 //! its minimum runtime ends, and the evictions would cycle (a borrowing head evicts its
 //! way in, is reclaimed, evicts again; a borrower's job evicts an owner's for priority,
 //! its own going too, is reclaimed, evicts again). The job then waits for room as any
-//! other. Where that rule
-//! refuses every set the candidates could form (or every subset of the greedy set), no
-//! placement is tried (or the set is not made minimal): on a crowded cluster most
+//! other. Where that rule refuses every set the candidates could form (or every subset
+//! of the greedy set), no placement is tried (or the set is not made minimal): on a
+//! crowded cluster most
 //! preemptors end there. Nor is one tried where the devices free and those the candidates
 //! hold could not hold the job's pods, node by node in any one of its pools, whichever of
 //! them went (a gang of whole nodes among small jobs, mostly), or not inside one domain
@@ -258,14 +258,15 @@ fn tenants_without(
 ) -> Tenants {
     let mut tenants = context.tenants.clone();
     for (victim, _) in victims {
-        uncharge(&mut tenants, victim);
+        charge_held(&mut tenants, victim, -1);
     }
     tenants
 }
 
-fn uncharge(tenants: &mut Tenants, victim: &RunningJob) {
+/// Charges what the victim holds to its tenant again (`sign` 1) or takes it off (-1).
+fn charge_held(tenants: &mut Tenants, victim: &RunningJob, sign: i64) {
     for &(pool, milli) in &victim.pools {
-        tenants.charge(victim.tenant, pool, -(milli as i64));
+        tenants.charge(victim.tenant, pool, sign * milli as i64);
     }
 }
 
@@ -290,7 +291,7 @@ impl WhatIf {
                 pod,
             });
         }
-        uncharge(&mut self.tenants, victim);
+        charge_held(&mut self.tenants, victim, -1);
     }
 
     /// Where the job, within its quota, lands; `None` if it does not fit.
@@ -418,7 +419,10 @@ fn wants(job: &Job, pool: PoolId) -> bool {
 /// `backfill-preemption` alone), the set takes a shared tenant's job there and leaves
 /// that tenant below its quota. A set of the tenant's own jobs alone, borrowing no more,
 /// changes nothing an owner could reclaim; one that also takes an owner's job would be
-/// reclaimed at once, and the two would evict each other in turn.
+/// reclaimed at once, and the two would evict each other in turn. For such a set the
+/// tenant's own victims count as still its own: placed again as soon as room frees (the
+/// room a reclaim of a job whole freed past its need, say), they would have it borrow
+/// again.
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
@@ -443,7 +447,14 @@ fn reclaimable_after(
                 && victim.held_on(pool) > 0
                 && tenants.under_quota(victim.tenant, pool)
         });
-    (tenants.used(context.tenant, pool) + need > before || makes_an_owner)
+    if makes_an_owner {
+        let mut own_back = tenants;
+        for (victim, _) in victims.iter().filter(|(v, _)| v.tenant == context.tenant) {
+            charge_held(&mut own_back, victim, 1);
+        }
+        return own_back.reclaimable(context.tenant, pool, need, waiting);
+    }
+    tenants.used(context.tenant, pool) + need > before
         && tenants.reclaimable(context.tenant, pool, need, waiting)
 }
 
