@@ -44,15 +44,14 @@
 //! its own going too, is reclaimed, evicts again). The job then waits for room as any
 //! other. Where that rule refuses every set the candidates could form (or every subset
 //! of the greedy set), no placement is tried (or the set is not made minimal): on a
-//! crowded cluster most
-//! preemptors end there. Nor is one tried where the devices free and those the candidates
-//! hold could not hold the job's pods, node by node in any one of its pools, whichever of
-//! them went (a gang of whole nodes among small jobs, mostly), or not inside one domain
-//! where its placement is held to one (a required tier; a gang patient for a tight
-//! placement, as a backfill head short of room is at each try); nor where what the
-//! reclaims' budget lets the candidates free (each borrower's at most what it borrows, or
-//! past the threshold what the rule above lets go) is
-//! less than the job lacks, on the whole or on a landing. As victims are taken, a
+//! crowded cluster most preemptors end there. Nor is one tried where the devices free
+//! and those the candidates hold could not hold the job's pods, node by node in any one
+//! of its pools, whichever of them went (a gang of whole nodes among small jobs, mostly),
+//! or not inside one domain where its placement is held to one (a required tier; a gang
+//! patient for a tight placement, as a backfill head short of room is at each try); nor
+//! where what the reclaims' budget lets the candidates free (each borrower's at most what
+//! it borrows, or past the threshold what the rule above lets go) is less than the job
+//! lacks, on the whole or on a landing. As victims are taken, a
 //! placement is tried only once the devices free could hold the job's pods node by node.
 //! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
 //! their candidates while the running jobs, the tenants' accounts and the time stay as
