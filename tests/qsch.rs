@@ -961,6 +961,32 @@ fn no_preemption_takes_an_owners_job_where_its_own_victims_coming_back_would_bor
     check_accounting(&s);
 }
 
+/// But own victims with no room left to come back into stop nothing: on three nodes of 8
+/// GPUs, c (quota 0) borrows a node at priority 20 and b (quota 8) runs 8 GPUs at
+/// priority 0 beside a's (quota 16) 8 at priority 0; a's 16 at priority 10 evicts its own
+/// job and b's. No room is left for a's to come back: within its quota, a borrows nothing
+/// b could take, and b reclaims c's node.
+#[test]
+fn own_victims_without_room_to_come_back_stop_no_preemption() {
+    let mut s = three_shared([16, 8, 0], 3);
+    s.submit(tjob(0, 3, 1, 8, 20, 0));
+    s.submit(tjob(1, 1, 1, 8, 0, 0));
+    s.submit(tjob(2, 2, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    s.submit(tjob(3, 1, 2, 8, 10, 60));
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [
+            (ids(&[1, 2]), JobId(3), PreemptionKind::Priority),
+            (ids(&[0]), JobId(2), PreemptionKind::QuotaReclaim)
+        ],
+        "{decisions:?}"
+    );
+    assert!(is_running(&s, 3) && is_running(&s, 2));
+    check_accounting(&s);
+}
+
 /// A reclaim counts every victim of the borrower, whatever its reason: tenant a (quota 4)
 /// runs 6 GPUs at priority 0 and 2 at priority 10; b (quota 8) asks for the node. Once
 /// the first goes, for priority, a borrows nothing: the second, of b's priority 10, is no

@@ -37,8 +37,9 @@
 //! Nothing is proposed either when that set would leave the preemptor's tenant borrowing
 //! more on a pool where another shared tenant is below its quota with a job waiting for
 //! the pool (a victim included), or (with `preemption`, where owners reclaim) borrowing
-//! at all there, its own victims counted as still its own, while it takes a job of a
-//! shared tenant it leaves below its quota: that owner could reclaim the job as soon as
+//! at all there, its own victims counted as still its own as far as room is left for
+//! them, while it takes a job of a shared tenant it leaves below its quota (one that
+//! quota, left, covers again): that owner could reclaim the job as soon as
 //! its minimum runtime ends, and the evictions would cycle (a borrowing head evicts its
 //! way in, is reclaimed, evicts again; a borrower's job evicts an owner's for priority,
 //! its own going too, is reclaimed, evicts again). The job then waits for room as any
@@ -257,15 +258,14 @@ fn tenants_without(
 ) -> Tenants {
     let mut tenants = context.tenants.clone();
     for (victim, _) in victims {
-        charge_held(&mut tenants, victim, -1);
+        uncharge(&mut tenants, victim);
     }
     tenants
 }
 
-/// Charges what the victim holds to its tenant again (`sign` 1) or takes it off (-1).
-fn charge_held(tenants: &mut Tenants, victim: &RunningJob, sign: i64) {
+fn uncharge(tenants: &mut Tenants, victim: &RunningJob) {
     for &(pool, milli) in &victim.pools {
-        tenants.charge(victim.tenant, pool, sign * milli as i64);
+        tenants.charge(victim.tenant, pool, -(milli as i64));
     }
 }
 
@@ -290,7 +290,7 @@ impl WhatIf {
                 pod,
             });
         }
-        charge_held(&mut self.tenants, victim, -1);
+        uncharge(&mut self.tenants, victim);
     }
 
     /// Where the job, within its quota, lands; `None` if it does not fit.
@@ -405,6 +405,12 @@ fn waits_for(context: &PreemptionContext, owner: usize, pool: PoolId) -> bool {
     (context.pools_wanted.get(owner)).is_some_and(|wanted| wanted.may_want(pool))
 }
 
+/// Milli-GPUs free on `pool`, on healthy shared devices too.
+fn free_milli(snapshot: &ClusterState, pool: PoolId) -> u64 {
+    let pool = snapshot.pool(pool);
+    u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
+}
+
 /// Whether the job asks for GPUs and may have them on `pool`.
 fn wants(job: &Job, pool: PoolId) -> bool {
     job.total_milli() > 0 && (job.pools.is_empty() || job.pools.contains(&pool))
@@ -418,10 +424,11 @@ fn wants(job: &Job, pool: PoolId) -> bool {
 /// `backfill-preemption` alone), the set takes a shared tenant's job there and leaves
 /// that tenant below its quota. A set of the tenant's own jobs alone, borrowing no more,
 /// changes nothing an owner could reclaim; one that also takes an owner's job would be
-/// reclaimed at once, and the two would evict each other in turn. For such a set the
-/// tenant's own victims count as still its own: placed again as soon as room frees (the
-/// room a reclaim of a job whole freed past its need, say), they would have it borrow
-/// again.
+/// reclaimed at once, and the two would evict each other in turn. An owner's victim
+/// counts only where its tenant's quota left would cover it again (one it could reclaim
+/// back). For such a set the tenant's own victims count as still its own as far as the
+/// pool has room left once the job is placed: placed again there (in the room a reclaim
+/// of a job whole freed past its need, say), they would have it borrow again.
 fn reclaimable_after(
     job: &Job,
     context: &PreemptionContext,
@@ -441,16 +448,32 @@ fn reclaimable_after(
     };
     let makes_an_owner = reclaims
         && victims.iter().any(|(victim, _)| {
-            victim.tenant != context.tenant
-                && tenants.mode(victim.tenant) == TenantMode::Shared
-                && victim.held_on(pool) > 0
-                && tenants.under_quota(victim.tenant, pool)
+            let owner = victim.tenant;
+            let held = victim.held_on(pool);
+            owner != context.tenant
+                && tenants.mode(owner) == TenantMode::Shared
+                && held > 0
+                && held
+                    <= tenants
+                        .quota(owner, pool)
+                        .saturating_sub(tenants.used(owner, pool))
         });
     if makes_an_owner {
+        let held_on_pool = |own: bool| -> u64 {
+            (victims.iter())
+                .filter(|(v, _)| (v.tenant == context.tenant) == own)
+                .map(|(v, _)| v.held_on(pool))
+                .sum()
+        };
+        let room_left =
+            (free_milli(context.snapshot, pool) + held_on_pool(true) + held_on_pool(false))
+                .saturating_sub(need);
         let mut own_back = tenants;
-        for (victim, _) in victims.iter().filter(|(v, _)| v.tenant == context.tenant) {
-            charge_held(&mut own_back, victim, 1);
-        }
+        own_back.charge(
+            context.tenant,
+            pool,
+            held_on_pool(true).min(room_left) as i64,
+        );
         return own_back.reclaimable(context.tenant, pool, need, waiting);
     }
     tenants.used(context.tenant, pool) + need > before
@@ -967,10 +990,7 @@ impl PostFilter for Preemption {
         let need = job.total_milli();
         let free_now: u64 = pools_for(job, context.snapshot)
             .iter()
-            .map(|&p| {
-                let pool = context.snapshot.pool(p);
-                u64::from(pool.free_gpus) * u64::from(MILLI_PER_GPU) + pool.shared_room_milli
-            })
+            .map(|&p| free_milli(context.snapshot, p))
             .sum();
         // Nothing is tried where, whichever of them went, all of them free too little,
         if free_now + found.held_milli < need {
