@@ -927,10 +927,10 @@ fn no_preemption_takes_an_owners_job_for_a_borrower_even_one_borrowing_no_more()
 /// two leaves of three nodes; c (quota 24) runs a gang of three nodes at priority 1 and a
 /// node at priority 0, borrowing 8; b (16) runs two nodes; a (16) asks two. Past the
 /// threshold, a reclaims c's gang whole. The gang, back in the queue, would evict c's
-/// node and b's two, the other leaf: c at
-/// its quota, but c's job placed again on the node the reclaim freed past a's need, c
-/// borrowing 8 again, and b, below its quota, reclaiming the gang whole in turn past the
-/// threshold, and so on every half hour. It waits.
+/// node and b's two, the other leaf, c then at its quota; but c's job, placed again on
+/// the node the reclaim freed past a's need, would have c borrow 8 again, and b, below
+/// its quota, would reclaim the gang whole past the threshold, and so on every half
+/// hour. It waits.
 #[test]
 fn no_preemption_takes_an_owners_job_where_its_own_victims_coming_back_would_borrow() {
     let spec = cluster(6, 8, 3, LinkProfile::NvlinkAll);
