@@ -459,21 +459,11 @@ fn reclaimable_after(
                         .saturating_sub(tenants.used(owner, pool))
         });
     if makes_an_owner {
-        let held_on_pool = |own: bool| -> u64 {
-            (victims.iter())
-                .filter(|(v, _)| (v.tenant == context.tenant) == own)
-                .map(|(v, _)| v.held_on(pool))
-                .sum()
-        };
-        let room_left =
-            (free_milli(context.snapshot, pool) + held_on_pool(true) + held_on_pool(false))
-                .saturating_sub(need);
+        let freed: u64 = victims.iter().map(|(v, _)| v.held_on(pool)).sum();
+        let room_left = (free_milli(context.snapshot, pool) + freed).saturating_sub(need);
+        let own = own_on_pool(context, victims, pool);
         let mut own_back = tenants;
-        own_back.charge(
-            context.tenant,
-            pool,
-            held_on_pool(true).min(room_left) as i64,
-        );
+        own_back.charge(context.tenant, pool, own.min(room_left) as i64);
         return own_back.reclaimable(context.tenant, pool, need, waiting);
     }
     tenants.used(context.tenant, pool) + need > before
