@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -380,36 +380,48 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Output(e.to_string()))?;
     runtime
-        .block_on(kant::kube::run(options, shutdown_signal(), None))
+        .block_on(kant::kube::run(
+            options,
+            async {
+                shutdown_signal().await;
+            },
+            None,
+        ))
         .map_err(|e| match e {
             kant::kube::RunError::Setup(_) => Failure::Input(e.to_string()),
             kant::kube::RunError::Stopped(_) => Failure::Output(e.to_string()),
         })
 }
 
-/// Completes on SIGINT or SIGTERM (what Kubernetes sends to stop a pod).
-async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM (what Kubernetes sends to stop a pod), with the exit
+/// status a process ended by that signal reports (128 + its number).
+async fn shutdown_signal() -> u8 {
+    const SIGINT_STATUS: u8 = 130;
+    const SIGTERM_STATUS: u8 = 143;
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
-    {
+    let status = {
         use tokio::signal::unix::{SignalKind, signal};
         match signal(SignalKind::terminate()) {
             Ok(mut terminate) => {
                 tokio::select! {
-                    _ = interrupt => {}
-                    _ = terminate.recv() => {}
+                    _ = interrupt => SIGINT_STATUS,
+                    _ = terminate.recv() => SIGTERM_STATUS,
                 }
             }
             Err(_) => {
                 let _ = interrupt.await;
+                SIGINT_STATUS
             }
         }
-    }
+    };
     #[cfg(not(unix))]
-    {
+    let status = {
         let _ = interrupt.await;
-    }
+        SIGINT_STATUS
+    };
     tracing::info!("shutting down");
+    status
 }
 
 fn check_config(file: &Path) -> Result<(), Failure> {
@@ -436,6 +448,7 @@ fn print_out(text: &str) -> Result<(), Failure> {
 }
 
 fn simulate(args: SimulateArgs) -> Result<(), Failure> {
+    end_on_interrupt();
     let input = |e: String| Failure::Input(e);
     let config = match &args.config {
         Some(path) => Config::load(path).map_err(|e| input(e.to_string()))?,
@@ -885,11 +898,14 @@ impl Output {
         name.push(target.file_name().unwrap_or_default());
         name.push(format!(".kant-{}.tmp", std::process::id()));
         let staging = target.with_file_name(name);
+        let mut staging_files = staging_files();
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&staging)
             .map_err(failed)?;
+        staging_files.push(staging.clone());
+        drop(staging_files);
         // From here on, dropping the output removes the staging file.
         let output = Output {
             path: path.to_owned(),
@@ -910,7 +926,9 @@ impl Output {
     /// Puts the staged file in place of the output's.
     fn commit(mut self) -> Result<(), Failure> {
         if let Some((staging, target)) = &self.staged {
+            let mut staging_files = staging_files();
             std::fs::rename(staging, target).map_err(|e| self.failed(e))?;
+            staging_files.retain(|path| path != staging);
             self.staged = None;
         }
         Ok(())
@@ -920,8 +938,43 @@ impl Output {
 impl Drop for Output {
     fn drop(&mut self) {
         if let Some((staging, _)) = &self.staged {
+            let mut staging_files = staging_files();
+            staging_files.retain(|path| path != staging);
             // Best effort: the run has already failed, with its own error.
             let _ = std::fs::remove_file(staging);
         }
     }
+}
+
+/// The staging files of the outputs neither committed nor dropped yet, locked. Each is
+/// created, renamed and removed under this lock, so that an interrupt's clean-up
+/// ([`end_on_interrupt`]) never races one.
+fn staging_files() -> MutexGuard<'static, Vec<PathBuf>> {
+    static STAGING_FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    STAGING_FILES.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Ends the process on SIGINT or SIGTERM as those signals would, but removes the outputs'
+/// staging files first: a replay stopped with Ctrl-C leaves every output as it was, with
+/// no hidden half-written file beside it.
+fn end_on_interrupt() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        // Without it a signal still ends the run, only leaving its staging files.
+        Err(e) => {
+            tracing::warn!("an interrupt will leave the outputs' staging files: {e}");
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        let status = runtime.block_on(shutdown_signal());
+        let staging_files = staging_files();
+        for path in staging_files.iter() {
+            let _ = std::fs::remove_file(path);
+        }
+        std::process::exit(status.into());
+    });
 }

@@ -817,6 +817,46 @@ fn output_to_a_closed_pipe_is_an_error_not_a_panic() {
     }
 }
 
+/// A replay stopped by SIGINT or SIGTERM (Ctrl-C, `kill`) ends as the signal would, with
+/// status 128 + its number, and leaves its outputs as they were: no half-written staging
+/// file is left beside them.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_replay_leaves_no_staging_file() {
+    for (signal, status) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let dir = temp_dir("interrupted");
+        let events = write(dir.path(), "e.jsonl", "{\"old\":1}\n");
+        let before = listing(dir.path());
+        // The embedded default: a replay of seconds, even in an optimized build.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kant"))
+            .args(["simulate", "--baseline", "none", "--events", &events])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Once the event log's staging file is there, the replay is writing it.
+        let started = std::time::Instant::now();
+        while listing(dir.path()).len() == before.len() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no staging file"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "the replay ended");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: a plain kill(2) of the child this test started and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let exit = child.wait().unwrap();
+        assert_eq!(exit.code(), Some(status), "signal {signal}");
+        assert_eq!(
+            listing(dir.path()),
+            before,
+            "signal {signal}: files left behind"
+        );
+        assert_eq!(std::fs::read_to_string(&events).unwrap(), "{\"old\":1}\n");
+    }
+}
+
 /// A profile searching flat (the baseline's search) ignores required topology: `config
 /// check` notes it for each such profile, and `kant run` warns when it runs one.
 #[test]
