@@ -1742,6 +1742,33 @@ fn running_elsewhere(name: &str, gpus: u32, node: &str) -> Pod {
     pod(name, gpus, spec)
 }
 
+/// Another scheduler's pod holds what its `nvidia.com/gpu` gives it, and no share of a GPU,
+/// whatever `kant.io/gpu-fraction` it carries (copied from a template, say): it is counted,
+/// its CPU with it, on a CPU-only node as on a GPU node, whose GPUs all stay free.
+#[test]
+fn another_schedulers_pod_carrying_a_fraction_holds_no_share_of_a_gpu() {
+    for (node, gpus) in [(cpu_node("n1", json!({})), 0), (node("n1", 8), 8)] {
+        let carrying = pod(
+            "carrying",
+            0,
+            json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.5"}},
+                   "spec": {"schedulerName": "default-scheduler", "nodeName": "n1",
+                            "containers": [{"name": "c", "resources": {"requests": {"cpu": "60"}}}]},
+                   "status": {"phase": "Running"}}),
+        );
+        let mut world = synced_with(&plain(), &[node], &[carrying]);
+        world.round(T0);
+        assert_eq!(free_gpus(&world), gpus);
+        // 4 of the node's 64 CPUs are left.
+        let wide = json!({"spec": {"containers": [{"name": "c",
+                          "resources": {"requests": {"cpu": "10"}}}]}});
+        apply_pod(&mut world, &pod("wide", 0, wide), T0 + 1);
+        world.round(T0 + 1);
+        let out = world.take_outputs();
+        assert!(binds(&out).is_empty(), "{out:?}");
+    }
+}
+
 /// A pod bound to a node while the node was another shard's (labelled another GPU model,
 /// or reporting no GPUs for a moment, and so no model) is counted once the node turns
 /// H100.

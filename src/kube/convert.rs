@@ -462,11 +462,19 @@ fn claims(pod: &Pod) -> Vec<String> {
 /// (its scheduling fields may not parse), it runs and holds this. The request and extended
 /// resources as [`pod_facts`] reads them, except that a `kant.io/gpu-fraction` that
 /// cannot be read leaves the whole GPUs of `nvidia.com/gpu`, or one whole GPU where that
-/// asks for none (the device the pod was given, all of it).
-pub fn bound_request(pod: &Pod) -> Result<(PodRequest, ExtendedResources), ConvertError> {
+/// asks for none (the device the pod was given, all of it). `ours`: whether this
+/// scheduler placed the pod; another scheduler's pod holds its `nvidia.com/gpu` alone,
+/// whatever `kant.io/gpu-fraction` it carries (one copied from a template, or left from
+/// when the workload was Kant's).
+pub fn bound_request(
+    pod: &Pod,
+    ours: bool,
+) -> Result<(PodRequest, ExtendedResources), ConvertError> {
     let (object, spec) = pod_spec(pod)?;
     let empty = BTreeMap::new();
-    let annotations = pod.metadata.annotations.as_ref().unwrap_or(&empty);
+    let annotations = (pod.metadata.annotations.as_ref())
+        .filter(|_| ours)
+        .unwrap_or(&empty);
     let amounts = effective_amounts(&object, spec)?;
     let request = pod_request(&object, &amounts, |whole| {
         gpu_request(&object, whole, annotations)
@@ -3322,7 +3330,7 @@ NIC Legend:\n\
         let mislabelled = pod(value);
         assert!(pod_facts(&mislabelled).is_err());
         assert_eq!(
-            bound_request(&mislabelled),
+            bound_request(&mislabelled, true),
             Ok((
                 PodRequest {
                     gpu: GpuRequest::Whole(4),
@@ -3337,8 +3345,13 @@ NIC Legend:\n\
         let share = bound(json!({"kant.io/gpu-fraction": "half"}));
         assert!(pod_facts(&share).is_err());
         assert_eq!(
-            bound_request(&share).map(|(r, _)| r.gpu),
+            bound_request(&share, true).map(|(r, _)| r.gpu),
             Ok(GpuRequest::Whole(1))
+        );
+        // Another scheduler's pod holds no share of a GPU, whatever it carries.
+        assert_eq!(
+            bound_request(&share, false).map(|(r, _)| r.gpu),
+            Ok(GpuRequest::Whole(0))
         );
     }
 

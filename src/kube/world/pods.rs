@@ -643,13 +643,21 @@ fn bound_facts(
     scheduler_name: &str,
     created_ms: u64,
 ) -> BoundFacts {
+    let spec = pod.spec.as_ref();
+    let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
     let mut unread = Vec::new();
     let (request, extended) = match facts {
         Ok(facts) => {
             let extended = facts.constraints.as_ref().map(|c| c.extended.clone());
-            (Ok(facts.request), extended.unwrap_or_default())
+            let mut request = facts.request;
+            // Another scheduler's pod holds what `nvidia.com/gpu` gives it, and no share
+            // of a GPU (a fraction's pod asks for none), as `bound_request` reads it.
+            if !ours && matches!(request.gpu, GpuRequest::Fraction(_)) {
+                request.gpu = GpuRequest::Whole(0);
+            }
+            (Ok(request), extended.unwrap_or_default())
         }
-        Err(e) => match bound_request(pod) {
+        Err(e) => match bound_request(pod, ours) {
             Ok((request, extended)) => {
                 unread.push(format!(
                     "{e}; it is counted by its resources, but other pods' rules do not see it"
@@ -659,8 +667,6 @@ fn bound_facts(
             Err(e) => (Err(e.to_string()), ExtendedResources::new()),
         },
     };
-    let spec = pod.spec.as_ref();
-    let ours = spec.and_then(|s| s.scheduler_name.as_deref()) == Some(scheduler_name);
     let devices = match &request {
         // A pod without GPUs holds no device, named or not (its binding names none).
         Ok(request) if request.gpu == GpuRequest::Whole(0) => Some(DeviceAlloc::default()),
