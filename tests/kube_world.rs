@@ -1769,6 +1769,41 @@ fn another_schedulers_pod_carrying_a_fraction_holds_no_share_of_a_gpu() {
     }
 }
 
+/// Another scheduler's whole GPUs beside Kant's fraction on one device (Kubernetes sees
+/// all 8 free: a fraction asks for none) are counted on the 7 devices left whole, its CPU
+/// in full, and on the 8th once the fraction is gone: no GPU of the node is given again.
+#[test]
+fn another_schedulers_gpus_beside_a_fraction_are_counted_on_what_is_free() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    world.round(T0);
+    let fraction = json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.5"}}});
+    let fraction = place(&mut world, &pod("fraction", 0, fraction), T0);
+    let beside = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1",
+                                 "containers": [{"name": "c", "resources": {
+                                     "limits": {"nvidia.com/gpu": "8"},
+                                     "requests": {"cpu": "60"}}}]},
+                        "status": {"phase": "Running"}});
+    let beside = pod("beside", 8, beside);
+    apply_pod(&mut world, &beside, T0 + 1);
+    world.round(T0 + 1);
+    world.take_outputs();
+    assert_eq!(free_gpus(&world), 0);
+    // The fraction gone, its device is the other scheduler's pod's.
+    delete_pod(&mut world, &fraction, T0 + 2);
+    for (name, gpus, cpu) in [("one", 1, "1"), ("wide", 0, "10")] {
+        let asks = json!({"spec": {"containers": [{"name": "c", "resources": {
+            "limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": cpu}}}]}});
+        apply_pod(&mut world, &pod(name, gpus, asks), T0 + 2);
+    }
+    let out = run_until(&mut world, T0 + 2, T0 + 5_000);
+    assert!(binds(&out).is_empty(), "{out:?}");
+    assert_eq!(free_gpus(&world), 0);
+    // Gone too, it leaves the whole node free.
+    delete_pod(&mut world, &beside, T0 + 6_000);
+    world.round(T0 + 6_000);
+    assert_eq!(binds(&world.take_outputs()).len(), 2);
+}
+
 /// A pod bound to a node while the node was another shard's (labelled another GPU model,
 /// or reporting no GPUs for a moment, and so no model) is counted once the node turns
 /// H100.

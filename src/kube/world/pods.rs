@@ -395,6 +395,9 @@ pub(super) struct Pods {
     /// attempt: pods whose node is not usable stay, without a scan every round.
     parked: BTreeSet<String>,
     parked_dirty: bool,
+    /// Bound pods adopted short of their GPUs, on the devices their node had free (see
+    /// [`World::placement_of`]): adopted again, on more, when room comes free.
+    short: BTreeSet<String>,
     /// Bound pods on nodes of another shard, by node: parked once their node is no longer
     /// another shard's (a node's GPU model may change, or come back with its GPUs).
     on_other_shards_nodes: BTreeMap<String, BTreeSet<String>>,
@@ -966,6 +969,7 @@ impl World {
         let state = std::mem::replace(&mut entry.state, PodState::Ignored);
         self.pods.forming.remove(uid);
         self.pods.parked.remove(uid);
+        self.pods.short.remove(uid);
         self.pods.leave_other_shards_node(uid);
         if let PodState::InJob { job, index } = state {
             self.leave_job(job, index, now_ms);
@@ -976,8 +980,8 @@ impl World {
     /// or a gang not yet bound forms again without it; a job none of whose pods is left is
     /// dropped (once its binding answers are in).
     fn leave_job(&mut self, job: JobId, index: u32, now_ms: u64) {
-        // Room may come free: parked pods get another try.
-        self.pods.parked_dirty |= !self.pods.parked.is_empty();
+        // Room may come free: parked pods, and pods adopted short, get another try.
+        self.pods.parked_dirty |= !(self.pods.parked.is_empty() && self.pods.short.is_empty());
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
             return;
         };
@@ -1750,6 +1754,22 @@ impl World {
         if !std::mem::take(&mut self.pods.parked_dirty) {
             return;
         }
+        // A pod adopted short gives back what it holds, to be adopted again below, on as
+        // many of its GPUs as its node has free now (its own among them); one being
+        // evicted meanwhile keeps what it holds until it is gone.
+        for uid in std::mem::take(&mut self.pods.short) {
+            let Some(&PodState::InJob { job, index }) =
+                self.pods.entries.get(&uid).map(|e| &e.state)
+            else {
+                continue;
+            };
+            if !(self.pods.jobs.get(&job)).is_some_and(|e| e.phase == JobPhase::Running) {
+                continue;
+            }
+            self.scheduler.release_pod(PodKey { job, pod: index });
+            self.pods.jobs.remove(&job);
+            self.pods.park(&uid);
+        }
         let mut batches: BTreeMap<(bool, Option<GroupKey>), Vec<String>> = BTreeMap::new();
         for uid in &self.pods.parked {
             let Some(entry) = self.pods.entries.get(uid) else {
@@ -1788,6 +1808,7 @@ impl World {
         let mut requests = Vec::new();
         let mut placements = Vec::new();
         let mut members = Vec::new();
+        let mut short = false;
         for uid in uids {
             let Some(entry) = self.pods.entries.get(uid) else {
                 return false;
@@ -1797,7 +1818,20 @@ impl World {
             };
             let target = entry.target.clone();
             match self.placement_of(&bound, &target, &placements) {
-                Ok((request, placement)) => {
+                // A gang's members are adopted one by one where one is short.
+                Ok((_, _, Some(_))) if uids.len() > 1 => return false,
+                Ok((request, placement, asked)) => {
+                    if let Some(asked) = asked {
+                        tracing::warn!(
+                            "pod {target}: {} has {} for its {asked}; it is counted on \
+                             those, and on more as they come free (fractions placed by \
+                             Kant ask Kubernetes for no GPU, so another scheduler sees \
+                             their devices free)",
+                            bound.node,
+                            request.gpu
+                        );
+                        short = true;
+                    }
                     requests.push(request);
                     placements.push(Some(placement));
                 }
@@ -1880,6 +1914,9 @@ impl World {
         self.pods.submitted_workloads.insert(entry.workload.clone());
         self.pods.placed_workloads.insert(entry.workload.clone());
         self.record_job(entry);
+        if short {
+            self.pods.short.extend(uids.iter().cloned());
+        }
         for problem in members.iter().flat_map(|(bound, _)| &bound.unread) {
             tracing::warn!("{problem}");
         }
@@ -1939,13 +1976,19 @@ impl World {
     /// again) give way to the lowest free devices too: the kubelet counts the pod's GPUs
     /// whatever their indexes. `taken`: placements of the same adoption not yet in the
     /// cluster state.
+    ///
+    /// A node without free devices enough for the pod's GPUs (another scheduler placed a
+    /// whole GPU beside Kant's fractions, which ask Kubernetes for none) has the pod
+    /// counted on those it has, as asking for no more, its CPU and the rest in full: the
+    /// GPU request asked for comes third.
     fn placement_of(
         &self,
         bound: &BoundFacts,
         target: &PodRef,
         taken: &[Option<Placement>],
-    ) -> Result<(PodRequest, Placement), String> {
-        let request = bound.request.clone()?;
+    ) -> Result<(PodRequest, Placement, Option<GpuRequest>), String> {
+        let mut request = bound.request.clone()?;
+        let mut short = None;
         let state = self.scheduler.state();
         let node = state
             .spec()
@@ -1974,35 +2017,34 @@ impl World {
                         bound.node
                     );
                 }
-                self.free_devices(node, request.gpu, taken).ok_or_else(|| {
-                    format!(
-                        "node {} has no free devices for {}",
-                        bound.node, request.gpu
-                    )
-                })?
+                self.free_devices(node, request.gpu, taken)
+                    .unwrap_or_else(|some| {
+                        short = Some(request.gpu);
+                        request.gpu = GpuRequest::Whole(some.devices.count_ones());
+                        some
+                    })
             }
         };
-        Ok((
-            request,
-            Placement {
-                node,
-                gpus: devices,
-                cpu_milli: request.cpu_milli,
-                memory_bytes: request.memory_bytes,
-                ephemeral_bytes: request.ephemeral_bytes,
-            },
-        ))
+        let placement = Placement {
+            node,
+            gpus: devices,
+            cpu_milli: request.cpu_milli,
+            memory_bytes: request.memory_bytes,
+            ephemeral_bytes: request.ephemeral_bytes,
+        };
+        Ok((request, placement, short))
     }
 
     /// Free devices of a node for a request, lowest first, past those `taken` on it:
     /// healthy ones first, then unhealthy ones, as the pod runs there whatever their
-    /// health (counting it on them keeps its GPUs from being given again).
+    /// health (counting it on them keeps its GPUs from being given again). Where too few
+    /// are free, the error holds every free whole device (none for a fraction).
     fn free_devices(
         &self,
         node: NodeId,
         gpu: GpuRequest,
         taken: &[Option<Placement>],
-    ) -> Option<DeviceAlloc> {
+    ) -> Result<DeviceAlloc, DeviceAlloc> {
         let state = self.scheduler.state().node(node);
         let busy: u32 = taken
             .iter()
@@ -2011,13 +2053,18 @@ impl World {
             .fold(0, |acc, p| acc | p.gpus.devices);
         let free_unhealthy = state.unhealthy() & !state.busy();
         match gpu {
-            GpuRequest::Whole(0) => Some(DeviceAlloc::default()),
+            GpuRequest::Whole(0) => Ok(DeviceAlloc::default()),
             GpuRequest::Whole(n) => {
                 let chosen: u32 = bits(state.free_whole() & !busy)
                     .chain(bits(free_unhealthy & !busy))
                     .take(n as usize)
                     .fold(0, |acc, d| acc | 1 << d);
-                (chosen.count_ones() == n).then(|| DeviceAlloc::whole(chosen))
+                let alloc = DeviceAlloc::whole(chosen);
+                if chosen.count_ones() == n {
+                    Ok(alloc)
+                } else {
+                    Err(alloc)
+                }
             }
             GpuRequest::Fraction(milli) => {
                 let device = state
@@ -2025,8 +2072,9 @@ impl World {
                     .map(|(d, _)| d)
                     .chain(bits(state.free_whole()))
                     .chain(bits(state.unhealthy()))
-                    .find(|&d| busy & (1 << d) == 0 && state.can_take(1 << d, milli, false))?;
-                Some(DeviceAlloc {
+                    .find(|&d| busy & (1 << d) == 0 && state.can_take(1 << d, milli, false))
+                    .ok_or_else(DeviceAlloc::default)?;
+                Ok(DeviceAlloc {
                     devices: 1 << device,
                     milli_each: milli.min(MILLI_PER_GPU),
                 })
