@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::framework::{SearchMode, SearchOptions};
 use crate::model::{LinkMatrix, LinkProfile, parse_topo_matrix};
 use crate::plugins::ZoneConfig;
-use crate::queue::{QueueingPolicy, TenantConfig};
+use crate::queue::{DEFAULT_TENANT, MAX_TENANTS, QueueingPolicy, TenantConfig};
 
 /// The configuration compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("default_config.yaml");
@@ -422,6 +422,15 @@ impl Config {
         if let Some(name) = first_repeat(config.tenants.iter().map(|t| t.name.as_str())) {
             return Err(error(format!("tenant {name} is declared twice")));
         }
+        let others = config.tenants.iter().filter(|t| t.name != DEFAULT_TENANT);
+        if let Some(tenant) = others.clone().nth(MAX_TENANTS - 1) {
+            return Err(error(format!(
+                "tenant {}: more than {MAX_TENANTS} tenants, the default one included ({} \
+                 declared)",
+                tenant.name,
+                config.tenants.len()
+            )));
+        }
         for profile in &config.profiles {
             crate::plugins::build_profile(profile, &config).map_err(error)?;
         }
@@ -739,6 +748,29 @@ mod tests {
             let err = Config::parse("kant.yaml", &text).unwrap_err().to_string();
             assert_eq!(err, format!("kant.yaml: tenant {name} is declared twice"));
         }
+    }
+
+    /// More tenants than a replay can tell apart are refused with the file, not only
+    /// once a replay resolves them.
+    #[test]
+    fn more_tenants_than_can_be_told_apart_are_refused() {
+        let tenants = |count: usize| -> String {
+            let names: String = (0..count).map(|i| format!("  - name: t{i}\n")).collect();
+            format!("{DEFAULT_CONFIG}tenants:\n  - name: default\n{names}")
+        };
+        assert!(Config::parse("kant.yaml", &tenants(MAX_TENANTS - 1)).is_ok());
+        let err = (Config::parse("kant.yaml", &tenants(MAX_TENANTS)))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "kant.yaml: tenant t{}: more than {MAX_TENANTS} tenants, the default one \
+                 included ({} declared)",
+                MAX_TENANTS - 1,
+                MAX_TENANTS + 1
+            )
+        );
     }
 
     /// Backfill without a preemption plugin is noted: short of room, its head waits as

@@ -60,6 +60,9 @@ struct RunArgs {
     /// else the embedded default.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Whether `config` came from `KANT_CONFIG`, which its errors then name.
+    #[arg(skip)]
+    config_from_env: bool,
     /// Profile to run; the configuration's default_profile otherwise.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
@@ -85,21 +88,21 @@ struct RunArgs {
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8081")]
     health_addr: std::net::SocketAddr,
     /// Namespace of the shard's Lease.
-    #[arg(long, value_name = "NS", default_value = "kube-system")]
+    #[arg(long, value_name = "NS", default_value = "kube-system", value_parser = namespace)]
     lease_namespace: String,
     /// This replica's identity in the Lease (default: `POD_NAME` when set and not empty,
     /// else the host name and a random suffix, unique per process, as client-go's leader
     /// election makes it).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = identity)]
     identity: Option<String>,
     /// Schedule at once, without leader election (a single replica).
     #[arg(long)]
     no_leader_election: bool,
     /// Bindings and evictions in flight at most.
-    #[arg(long, value_name = "N", default_value_t = 64)]
-    max_binds_in_flight: usize,
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_binds_in_flight: u32,
     /// Status writes (pod conditions, events, PodGroup and Queue status) per second.
-    #[arg(long, value_name = "N", default_value_t = 50)]
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     status_qps: u32,
     /// Seconds a binding, an eviction or a status write waits for the API server's answer;
     /// also how long a replica that takes over an expired Lease places nothing, while the
@@ -107,16 +110,16 @@ struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     api_timeout: u64,
     /// Node label of the leaf switch group.
-    #[arg(long, value_name = "KEY", default_value = "kant.io/leaf")]
+    #[arg(long, value_name = "KEY", default_value = "kant.io/leaf", value_parser = label_key)]
     leaf_label: String,
     /// Node label of the spine.
-    #[arg(long, value_name = "KEY", default_value = "kant.io/spine")]
+    #[arg(long, value_name = "KEY", default_value = "kant.io/spine", value_parser = label_key)]
     spine_label: String,
     /// Node label of the superspine.
-    #[arg(long, value_name = "KEY", default_value = "kant.io/superspine")]
+    #[arg(long, value_name = "KEY", default_value = "kant.io/superspine", value_parser = label_key)]
     superspine_label: String,
     /// Node label of the scale-up (HBD) domain.
-    #[arg(long, value_name = "KEY", default_value = "kant.io/hbd")]
+    #[arg(long, value_name = "KEY", default_value = "kant.io/hbd", value_parser = label_key)]
     hbd_label: String,
 }
 
@@ -161,6 +164,9 @@ struct SimulateArgs {
     /// else the embedded default.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Whether `config` came from `KANT_CONFIG`, which its errors then name.
+    #[arg(skip)]
+    config_from_env: bool,
     /// Profile to run; the configuration's default_profile otherwise.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
@@ -236,12 +242,12 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(mut args) => {
-            args.config = config_or_env(args.config);
+            (args.config, args.config_from_env) = config_or_env(args.config);
             args.identity = args.identity.or_else(|| env_value("POD_NAME"));
             run_scheduler(*args)
         }
         Command::Simulate(mut args) => {
-            args.config = config_or_env(args.config);
+            (args.config, args.config_from_env) = config_or_env(args.config);
             simulate(*args)
         }
         Command::Crds => print_out(&kant::kube::crd::crd_manifests()),
@@ -307,6 +313,53 @@ fn scheduler_name(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
+/// A `--lease-namespace`: a namespace's name, a DNS label (a DNS subdomain without dots,
+/// at most 63 characters).
+fn namespace(text: &str) -> Result<String, String> {
+    if text.contains('.') || !is_dns_subdomain(text, 63) {
+        return Err(format!(
+            "{text:?}: a namespace's name is lower-case letters, digits or '-', starting and \
+             ending with a letter or digit, at most 63 characters"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// An `--identity`: not empty, as a Lease whose holder is empty is held by no one (the
+/// replica would take its own Lease for a free one, and never stand down).
+fn identity(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err(format!(
+            "{text:?}: a replica's identity names it as its Lease's holder, so it cannot be \
+             empty"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A node label key (`--leaf-label` and the like), as Kubernetes takes one: a name of at
+/// most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit,
+/// after an optional DNS subdomain prefix and '/'. A key no node can carry would leave
+/// every node outside every group, silently.
+fn label_key(text: &str) -> Result<String, String> {
+    let (prefix, name) = match text.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, text),
+    };
+    let name_ok = name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && (name.chars()).all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !name_ok || !prefix.is_none_or(|p| is_dns_subdomain(p, 253)) {
+        return Err(format!(
+            "{text:?}: a label key is a name of at most 63 letters, digits, '-', '_' or '.', \
+             starting and ending with a letter or digit, after an optional DNS subdomain \
+             prefix and '/' (kant.io/leaf)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
 /// Whether `text` is a DNS subdomain of at most `max_len` characters: dot-separated
 /// labels of lower-case letters, digits and '-', each starting and ending with a letter
 /// or digit.
@@ -319,16 +372,32 @@ fn is_dns_subdomain(text: &str, max_len: usize) -> bool {
     text.len() <= max_len && text.split('.').all(label)
 }
 
-/// `--config`, else `KANT_CONFIG`.
-fn config_or_env(given: Option<PathBuf>) -> Option<PathBuf> {
-    given.or_else(|| env_value("KANT_CONFIG").map(PathBuf::from))
+/// `--config`, else `KANT_CONFIG`, and whether it is the variable's.
+fn config_or_env(given: Option<PathBuf>) -> (Option<PathBuf>, bool) {
+    match given {
+        Some(path) => (Some(path), false),
+        None => {
+            let from_env = env_value("KANT_CONFIG").map(PathBuf::from);
+            let is_env = from_env.is_some();
+            (from_env, is_env)
+        }
+    }
+}
+
+/// The configuration file `path` names, or the embedded one; an error names
+/// `KANT_CONFIG` where the path is its value (one left set in a shell surprises).
+fn load_config(path: Option<&Path>, from_env: bool) -> Result<Config, Failure> {
+    let Some(path) = path else {
+        return Ok(Config::embedded());
+    };
+    Config::load(path).map_err(|e| match from_env {
+        true => Failure::Input(format!("{e} (the file KANT_CONFIG names, {path:?})")),
+        false => Failure::Input(e.to_string()),
+    })
 }
 
 fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
-    let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|e| Failure::Input(e.to_string()))?,
-        None => Config::embedded(),
-    };
+    let config = load_config(args.config.as_deref(), args.config_from_env)?;
     if !config.tenants.is_empty() {
         let names: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
         tracing::warn!(
@@ -364,7 +433,7 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
     options.leader_election = !args.no_leader_election;
     options.metrics_addr = args.metrics_addr;
     options.health_addr = args.health_addr;
-    options.max_in_flight = args.max_binds_in_flight;
+    options.max_in_flight = args.max_binds_in_flight as usize;
     options.status_qps = args.status_qps;
     options.api_timeout = std::time::Duration::from_secs(args.api_timeout);
     // A panic anywhere (the scheduling loop, a watch, a binding) ends the process, to be
@@ -450,10 +519,7 @@ fn print_out(text: &str) -> Result<(), Failure> {
 fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     end_on_interrupt();
     let input = |e: String| Failure::Input(e);
-    let config = match &args.config {
-        Some(path) => Config::load(path).map_err(|e| input(e.to_string()))?,
-        None => Config::embedded(),
-    };
+    let config = load_config(args.config.as_deref(), args.config_from_env)?;
     // `hint` ends the message of a profile the configuration does not have.
     let profile_named = |name: &str, placement: Option<Placement>, hint: &str| {
         let profile = config.profile(name).ok_or_else(|| {

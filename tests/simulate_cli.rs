@@ -714,7 +714,8 @@ fn an_ignored_column_or_flag_is_warned_of() {
 }
 
 /// What a user types first: no command shows the commands; a misspelt one keeps clap's
-/// tip; an empty `KANT_CONFIG` (a manifest's placeholder) means no configuration file.
+/// tip; an empty `KANT_CONFIG` (a manifest's placeholder) means no configuration file,
+/// and one naming a file that cannot be read is named in the error.
 #[test]
 fn the_command_line_helps_and_an_empty_variable_means_unset() {
     let bare = kant(&[]);
@@ -738,6 +739,17 @@ fn the_command_line_helps_and_an_empty_variable_means_unset() {
         .expect("the kant binary runs");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
+    let output = Command::new(env!("CARGO_BIN_EXE_kant"))
+        .args(["simulate", "--synthetic-jobs", "10", "--baseline", "none"])
+        .env("KANT_CONFIG", "/nonexistent/kant.yaml")
+        .output()
+        .expect("the kant binary runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("(the file KANT_CONFIG names, \"/nonexistent/kant.yaml\")"),
+        "{stderr}"
+    );
 }
 
 /// `kant run`'s naming flags are checked before anything starts: an empty GPU model (a
@@ -745,7 +757,7 @@ fn the_command_line_helps_and_an_empty_variable_means_unset() {
 /// Lease's name a replica that never leads, and a scheduler name no pod can name, or too
 /// long to report events as, a scheduler whose every event is refused.
 #[test]
-fn run_refuses_an_empty_gpu_model_a_shard_no_lease_can_be_named_after_and_a_bad_scheduler_name() {
+fn run_refuses_a_name_or_number_the_cluster_could_not_take() {
     let too_long = "k".repeat(64);
     for (args, needle) in [
         (
@@ -766,6 +778,20 @@ fn run_refuses_an_empty_gpu_model_a_shard_no_lease_can_be_named_after_and_a_bad_
             &["--shard", "a..b"][..],
             "a shard's name ends its Lease's name",
         ),
+        (&["--identity", ""][..], "cannot be empty"),
+        (
+            &["--lease-namespace", "Kube_System"][..],
+            "a namespace's name",
+        ),
+        (
+            &["--lease-namespace", "kube.system"][..],
+            "a namespace's name",
+        ),
+        (&["--leaf-label", "bad label!"][..], "a label key is"),
+        (&["--hbd-label", "Kant.io/hbd"][..], "a label key is"),
+        (&["--spine-label", "kant.io/"][..], "a label key is"),
+        (&["--max-binds-in-flight", "0"][..], "0 is not in 1.."),
+        (&["--status-qps", "0"][..], "0 is not in 1.."),
     ] {
         let output = kant(&[&["run", "--kubeconfig", "/nonexistent"][..], args].concat());
         let stderr = String::from_utf8_lossy(&output.stderr);

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use pending::{Cursor, Pending, RoundView, TenantQueue};
 pub use tenants::{
-    Admission, DEFAULT_TENANT, MAX_QUOTA_GPUS, Oversubscribed, TenantConfig, TenantMode, Tenants,
+    Admission, DEFAULT_TENANT, MAX_QUOTA_GPUS, MAX_TENANTS, Oversubscribed, TenantConfig,
+    TenantMode, Tenants,
 };
 
 use crate::framework::QueueSort;

@@ -266,6 +266,14 @@ pub fn parse_nodes(
         };
         added.map_err(|e| source.error(row.line, e))?;
     }
+    if first_line.is_empty() {
+        // Every job would be refused for its GPU model, or never placed.
+        return Err(TraceError::new(
+            name,
+            0,
+            "no nodes, only the header: a replay needs a cluster",
+        ));
+    }
     if let Some((count, line, model)) = modelled_without_gpus {
         tracing::warn!(
             "{name}: {count} node(s) name a GPU model but have 0 GPUs (the first on line \
@@ -1614,6 +1622,8 @@ mod tests {
         assert_error(err, 1, &["jobs.csv", "missing column priority"]);
         let err = parse_nodes("empty.csv", "".as_bytes(), &options()).unwrap_err();
         assert_error(err, 0, &["empty.csv", "the file is empty: no header"]);
+        let err = parse_nodes("nodes.csv", NODES_HEADER.as_bytes(), &options()).unwrap_err();
+        assert_error(err, 0, &["nodes.csv", "no nodes, only the header"]);
     }
 
     #[test]
