@@ -61,7 +61,7 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
         );
         table.add_row(cells);
     };
-    row("GAR mean (GPUs assigned)".into(), &|r| {
+    row("GAR mean (GPUs assigned or held)".into(), &|r| {
         optional(r.metrics.gar_mean, percent)
     });
     row("GAR p50".into(), &|r| optional(r.metrics.gar_p50, percent));
