@@ -924,6 +924,8 @@ fn run_says_which_kubeconfig_it_could_not_read_and_exits_as_for_bad_input() {
         stderr.contains("error: kubeconfig /nonexistent"),
         "{stderr}"
     );
+    // Said once, though kube's error prints its cause in its own text.
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
 }
 
 #[test]

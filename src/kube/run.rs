@@ -115,11 +115,21 @@ pub enum RunError {
     Stopped(anyhow::Error),
 }
 
+/// The error and its causes, joined by `: `, leaving out a cause whose text the message
+/// already ends with (kube's errors print their source in their own text).
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RunError::Setup(e) | RunError::Stopped(e) => write!(f, "{e:#}"),
+        let (RunError::Setup(e) | RunError::Stopped(e)) = self;
+        let mut message = String::new();
+        for cause in e.chain() {
+            let text = cause.to_string();
+            if message.is_empty() {
+                message = text;
+            } else if !message.ends_with(&text) {
+                message = format!("{message}: {text}");
+            }
         }
+        f.write_str(&message)
     }
 }
 
