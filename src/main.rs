@@ -448,11 +448,12 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Output(e.to_string()))?;
+    let signals = StopSignals::register(&runtime).map_err(|e| Failure::Output(e.to_string()))?;
     runtime
         .block_on(kant::kube::run(
             options,
-            async {
-                shutdown_signal().await;
+            async move {
+                signals.recv().await;
             },
             None,
         ))
@@ -462,35 +463,47 @@ fn run_scheduler(args: RunArgs) -> Result<(), Failure> {
         })
 }
 
-/// Completes on SIGINT or SIGTERM (what Kubernetes sends to stop a pod), with the exit
-/// status a process ended by that signal reports (128 + its number).
-async fn shutdown_signal() -> u8 {
-    const SIGINT_STATUS: u8 = 130;
-    const SIGTERM_STATUS: u8 = 143;
-    let interrupt = tokio::signal::ctrl_c();
+/// SIGINT and SIGTERM (what Kubernetes sends to stop a pod), caught from the moment they
+/// are registered: neither ends the process by itself from then on.
+struct StopSignals {
     #[cfg(unix)]
-    let status = {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = interrupt => SIGINT_STATUS,
-                    _ = terminate.recv() => SIGTERM_STATUS,
-                }
-            }
-            Err(_) => {
-                let _ = interrupt.await;
-                SIGINT_STATUS
-            }
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Registers both with `runtime`, now.
+    fn register(runtime: &tokio::runtime::Runtime) -> std::io::Result<StopSignals> {
+        let _entered = runtime.enter();
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(StopSignals {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let status = {
-        let _ = interrupt.await;
-        SIGINT_STATUS
-    };
-    tracing::info!("shutting down");
-    status
+        #[cfg(not(unix))]
+        Ok(StopSignals {})
+    }
+
+    /// Completes on the first to come, with the exit status a process ended by that
+    /// signal reports (128 + its number).
+    async fn recv(#[cfg_attr(not(unix), allow(unused_mut))] mut self) -> u8 {
+        #[cfg(unix)]
+        let status = tokio::select! {
+            _ = self.interrupt.recv() => 130,
+            _ = self.terminate.recv() => 143,
+        };
+        #[cfg(not(unix))]
+        let status = {
+            let _ = tokio::signal::ctrl_c().await;
+            130
+        };
+        tracing::info!("shutting down");
+        status
+    }
 }
 
 fn check_config(file: &Path) -> Result<(), Failure> {
@@ -685,9 +698,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         }
     };
     printed.map_err(output)?;
-    for file in staged {
-        file.commit()?;
-    }
+    Output::commit_all(staged)?;
     warn_never_placed(&main_run);
     if main_run.metrics.gar_mean.is_none() && main_run.metrics.jobs_submitted > 0 {
         eprintln!(
@@ -989,13 +1000,23 @@ impl Output {
         write_failure(&self.path, error)
     }
 
-    /// Puts the staged file in place of the output's.
-    fn commit(mut self) -> Result<(), Failure> {
-        if let Some((staging, target)) = &self.staged {
-            let mut staging_files = staging_files();
-            std::fs::rename(staging, target).map_err(|e| self.failed(e))?;
-            staging_files.retain(|path| path != staging);
-            self.staged = None;
+    /// Puts every staged file in place of its output's, under the staging files' lock: an
+    /// interrupt meanwhile waits until all are (a trace's two files are replaced both or
+    /// neither).
+    fn commit_all(outputs: Vec<Output>) -> Result<(), Failure> {
+        // Declared before the lock, so that on an error the outputs left are dropped
+        // (their staging files removed) once it is released.
+        let mut outputs = outputs.into_iter();
+        let mut staging_files = staging_files();
+        for mut output in outputs.by_ref() {
+            // Taken, so that dropping the output does not take the lock again.
+            if let Some((staging, target)) = output.staged.take() {
+                staging_files.retain(|path| *path != staging);
+                if let Err(e) = std::fs::rename(&staging, target) {
+                    let _ = std::fs::remove_file(&staging);
+                    return Err(output.failed(e));
+                }
+            }
         }
         Ok(())
     }
@@ -1024,19 +1045,20 @@ fn staging_files() -> MutexGuard<'static, Vec<PathBuf>> {
 /// staging files first: a replay stopped with Ctrl-C leaves every output as it was, with
 /// no hidden half-written file beside it.
 fn end_on_interrupt() {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let caught = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        // Without it a signal still ends the run, only leaving its staging files.
+        .and_then(|runtime| Ok((StopSignals::register(&runtime)?, runtime)));
+    let (signals, runtime) = match caught {
+        Ok(caught) => caught,
+        // Without them a signal still ends the run, only leaving its staging files.
         Err(e) => {
             tracing::warn!("an interrupt will leave the outputs' staging files: {e}");
             return;
         }
     };
     std::thread::spawn(move || {
-        let status = runtime.block_on(shutdown_signal());
+        let status = runtime.block_on(signals.recv());
         let staging_files = staging_files();
         for path in staging_files.iter() {
             let _ = std::fs::remove_file(path);
