@@ -1771,26 +1771,23 @@ fn another_schedulers_pod_carrying_a_fraction_holds_no_share_of_a_gpu() {
 
 /// Another scheduler's whole GPUs beside Kant's fraction on one device (Kubernetes sees
 /// all 8 free: a fraction asks for none) are counted on the 7 devices left whole, its CPU
-/// in full, and on the 8th once the fraction is gone: no GPU of the node is given again.
+/// in full, and on the 8th once the fraction is gone: no whole GPU of the node is given
+/// again.
 #[test]
 fn another_schedulers_gpus_beside_a_fraction_are_counted_on_what_is_free() {
     let mut world = synced(&plain(), &[node("n1", 8)]);
     world.round(T0);
     let fraction = json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.5"}}});
     let fraction = place(&mut world, &pod("fraction", 0, fraction), T0);
-    let beside = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1",
-                                 "containers": [{"name": "c", "resources": {
-                                     "limits": {"nvidia.com/gpu": "8"},
-                                     "requests": {"cpu": "60"}}}]},
-                        "status": {"phase": "Running"}});
-    let beside = pod("beside", 8, beside);
+    let beside = beside_a_fraction();
     apply_pod(&mut world, &beside, T0 + 1);
     world.round(T0 + 1);
     world.take_outputs();
     assert_eq!(free_gpus(&world), 0);
     // The fraction gone, its device is the other scheduler's pod's.
     delete_pod(&mut world, &fraction, T0 + 2);
-    for (name, gpus, cpu) in [("one", 1, "1"), ("wide", 0, "10")] {
+    // 60 of the node's 64 CPUs are left.
+    for (name, gpus, cpu) in [("one", 1, "1"), ("wide", 0, "61")] {
         let asks = json!({"spec": {"containers": [{"name": "c", "resources": {
             "limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"cpu": cpu}}}]}});
         apply_pod(&mut world, &pod(name, gpus, asks), T0 + 2);
@@ -1802,6 +1799,72 @@ fn another_schedulers_gpus_beside_a_fraction_are_counted_on_what_is_free() {
     delete_pod(&mut world, &beside, T0 + 6_000);
     world.round(T0 + 6_000);
     assert_eq!(binds(&world.take_outputs()).len(), 2);
+}
+
+/// Another scheduler's pod of 8 GPUs and 4 CPUs on `n1`, where Kant places fractions.
+fn beside_a_fraction() -> Pod {
+    let beside = json!({"spec": {"schedulerName": "default-scheduler", "nodeName": "n1",
+                                 "containers": [{"name": "c", "resources": {
+                                     "limits": {"nvidia.com/gpu": "8"},
+                                     "requests": {"cpu": "4"}}}]},
+                        "status": {"phase": "Running"}});
+    pod("beside", 8, beside)
+}
+
+/// The jobs running, by id.
+fn running_ids(world: &World) -> Vec<kant::model::JobId> {
+    let mut ids: Vec<_> = world.scheduler().running().keys().copied().collect();
+    ids.sort();
+    ids
+}
+
+/// A pod counted short of its GPUs is adopted again only when room has come back on its
+/// node: not for room freed elsewhere, nor at every round.
+#[test]
+fn a_pod_counted_short_stays_the_job_it_is_until_its_node_has_room() {
+    let mut world = synced(&plain(), &[node("n1", 8), node("n2", 8)]);
+    world.round(T0);
+    let fraction = json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.5"}}});
+    place(&mut world, &pod("fraction", 0, fraction), T0);
+    apply_pod(&mut world, &beside_a_fraction(), T0 + 1);
+    world.round(T0 + 1);
+    assert_eq!(free_gpus(&world), 8);
+    let elsewhere = place(&mut world, &pod("elsewhere", 8, json!({})), T0 + 1_000);
+    delete_pod(&mut world, &elsewhere, T0 + 1_500);
+    let first = running_ids(&world);
+    for now in (2..8).map(|i| T0 + i * 1_000) {
+        world.round(now);
+        world.take_outputs();
+        assert_eq!(running_ids(&world), first);
+    }
+}
+
+/// Devices a refused binding gives back, on a node where another scheduler's pod was
+/// counted short meanwhile, are that pod's before anything else is placed: kube-scheduler
+/// did not see the binding in flight, and gave them to its pod.
+#[test]
+fn devices_a_refused_binding_gives_back_go_to_a_pod_counted_short() {
+    let mut world = synced(&plain(), &[node("n1", 8)]);
+    world.round(T0);
+    apply_pod(&mut world, &pod("a", 2, json!({})), T0);
+    world.round(T0);
+    let bind_a = binds(&world.take_outputs());
+    assert_eq!(bind_a.len(), 1);
+    apply_pod(&mut world, &beside_a_fraction(), T0 + 1);
+    world.round(T0 + 1);
+    world.take_outputs();
+    assert_eq!(free_gpus(&world), 0);
+    answer(
+        &mut world,
+        &bind_a[0],
+        refused(Some(500), "internal error"),
+        T0 + 2,
+    );
+    let fraction = json!({"metadata": {"annotations": {"kant.io/gpu-fraction": "0.5"}}});
+    apply_pod(&mut world, &pod("f", 0, fraction), T0 + 2);
+    let out = run_until(&mut world, T0 + 2, T0 + 5_000);
+    assert!(binds(&out).is_empty(), "{out:?}");
+    assert_eq!(free_gpus(&world), 0);
 }
 
 /// A pod bound to a node while the node was another shard's (labelled another GPU model,

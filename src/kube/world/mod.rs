@@ -516,6 +516,7 @@ impl World {
             self.submitted(&job, now_ms);
             self.scheduler.submit(job);
         }
+        self.grow_short_pods(now_ms);
         let started = std::time::Instant::now();
         let decisions = self.scheduler.schedule(now_ms);
         self.metrics

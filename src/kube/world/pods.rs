@@ -396,7 +396,8 @@ pub(super) struct Pods {
     parked: BTreeSet<String>,
     parked_dirty: bool,
     /// Bound pods adopted short of their GPUs, on the devices their node had free (see
-    /// [`World::placement_of`]): adopted again, on more, when room comes free.
+    /// [`World::placement_of`]): adopted again, on more, when room comes free there (see
+    /// [`World::grow_short_pods`]).
     short: BTreeSet<String>,
     /// Bound pods on nodes of another shard, by node: parked once their node is no longer
     /// another shard's (a node's GPU model may change, or come back with its GPUs).
@@ -980,8 +981,8 @@ impl World {
     /// or a gang not yet bound forms again without it; a job none of whose pods is left is
     /// dropped (once its binding answers are in).
     fn leave_job(&mut self, job: JobId, index: u32, now_ms: u64) {
-        // Room may come free: parked pods, and pods adopted short, get another try.
-        self.pods.parked_dirty |= !(self.pods.parked.is_empty() && self.pods.short.is_empty());
+        // Room may come free: parked pods get another try.
+        self.pods.parked_dirty |= !self.pods.parked.is_empty();
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
             return;
         };
@@ -1754,22 +1755,6 @@ impl World {
         if !std::mem::take(&mut self.pods.parked_dirty) {
             return;
         }
-        // A pod adopted short gives back what it holds, to be adopted again below, on as
-        // many of its GPUs as its node has free now (its own among them); one being
-        // evicted meanwhile keeps what it holds until it is gone.
-        for uid in std::mem::take(&mut self.pods.short) {
-            let Some(&PodState::InJob { job, index }) =
-                self.pods.entries.get(&uid).map(|e| &e.state)
-            else {
-                continue;
-            };
-            if !(self.pods.jobs.get(&job)).is_some_and(|e| e.phase == JobPhase::Running) {
-                continue;
-            }
-            self.scheduler.release_pod(PodKey { job, pod: index });
-            self.pods.jobs.remove(&job);
-            self.pods.park(&uid);
-        }
         let mut batches: BTreeMap<(bool, Option<GroupKey>), Vec<String>> = BTreeMap::new();
         for uid in &self.pods.parked {
             let Some(entry) = self.pods.entries.get(uid) else {
@@ -1921,6 +1906,41 @@ impl World {
             tracing::warn!("{problem}");
         }
         true
+    }
+
+    /// Pods adopted short of their GPUs take the room that has come back on their node
+    /// since (a pod gone, a binding refused, a preemptor's reservation given up), before
+    /// anything else is placed: each is released and adopted again, on as many of its GPUs
+    /// as the node has free now, its own among them. One being evicted keeps what it holds
+    /// until it is gone. A pod adopted again takes every free device of its node unless
+    /// it is short no more, so none is adopted again before more room comes back.
+    pub(super) fn grow_short_pods(&mut self, now_ms: u64) {
+        if self.pods.short.is_empty() {
+            return;
+        }
+        let state = self.scheduler.state();
+        let growing: Vec<(String, JobId, u32)> = (self.pods.short.iter())
+            .filter_map(|uid| {
+                let entry = self.pods.entries.get(uid)?;
+                let PodState::InJob { job, index } = entry.state else {
+                    return None;
+                };
+                let running =
+                    (self.pods.jobs.get(&job)).is_some_and(|e| e.phase == JobPhase::Running);
+                let node = state.node(state.spec().node_id(&entry.bound.as_ref()?.node)?);
+                let room = node.free_whole() | (node.unhealthy() & !node.busy());
+                (running && room != 0).then(|| (uid.clone(), job, index))
+            })
+            .collect();
+        for (uid, job, index) in growing {
+            self.pods.short.remove(&uid);
+            self.scheduler.release_pod(PodKey { job, pod: index });
+            self.pods.jobs.remove(&job);
+            if let Some(entry) = self.pods.entries.get_mut(&uid) {
+                entry.state = PodState::Parked;
+            }
+            self.adopt(std::slice::from_ref(&uid), None, now_ms);
+        }
     }
 
     /// Whether bound pods (a PodGroup's, or one alone) are this shard's to charge, count
