@@ -1929,6 +1929,56 @@ fn a_job_evicted_as_backfilled_stays_exempt_after_a_priority_eviction() {
     check_accounting(&s);
 }
 
+/// A backfill head past its threshold that could make room only by evicting jobs still
+/// inside their minimum runtime holds its room meanwhile: the jobs arriving after it are
+/// kept out, and it makes its room once those it waits on may go, rather than waiting for
+/// each newcomer's minimum runtime in turn while newcomers keep taking what frees. Two
+/// nodes of 8 GPUs; a head of both nodes whole, overdue at 1,801 s; 1-GPU jobs of 2,000 s
+/// every 300 s, the last to overtake it (at 1,800 s) protected until 2,400 s.
+#[test]
+fn an_overdue_head_holds_its_room_while_the_jobs_that_overtook_it_are_protected() {
+    const RUN_S: u64 = 2_000;
+    let mut s = scheduler(backfill_only(), cluster(2, 8, 2, LinkProfile::NvlinkAll));
+    let mut ends: BTreeMap<u64, Vec<JobId>> = BTreeMap::new();
+    s.submit(job(0, 1, whole(1), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    ends.entry(1_000 * SECOND).or_default().push(JobId(0));
+    s.submit(job(1, 2, whole(8), 0, 1)); // the head: it blocks at 1 s
+    assert!(s.schedule(SECOND).is_empty());
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    let (mut now, mut next_id) = (SECOND, 2);
+    let head_placed_at = loop {
+        let arrival = u64::from(next_id - 1) * 300 * SECOND;
+        let end = ends.keys().next().copied().unwrap_or(u64::MAX);
+        let retry = s.next_retry_ms(now).unwrap_or(u64::MAX);
+        now = arrival.min(end).min(retry);
+        assert!(now <= 6_000 * SECOND, "the head still waits at {now} ms");
+        if now == arrival {
+            s.submit(job(next_id, 1, whole(1), 0, arrival / SECOND));
+            next_id += 1;
+        }
+        for finished in ends.remove(&now).unwrap_or_default() {
+            s.finish(finished);
+        }
+        let decisions = s.schedule(now);
+        check_accounting(&s);
+        let placed = placed_jobs(&decisions);
+        if placed.contains(&JobId(1)) {
+            break now;
+        }
+        if now > overdue {
+            assert!(
+                placed.is_empty(),
+                "kept out of the held room at {now}: {placed:?}"
+            );
+        }
+        for small in placed {
+            ends.entry(now + RUN_S * SECOND).or_default().push(small);
+        }
+    };
+    assert_eq!(head_placed_at, 1_800 * SECOND + MIN_RUNTIME);
+}
+
 /// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(

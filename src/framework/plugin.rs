@@ -371,6 +371,10 @@ pub struct PreemptionContext<'a> {
     pub reclaims_whole_from: u64,
     /// The search groups held for the job (its backfill reservation), sorted.
     pub reserved: Option<&'a [GroupId]>,
+    /// For a backfill head short of room that holds none: the groups it would hold,
+    /// sorted. Victims are not kept to them; whether it awaits protected victims is
+    /// judged there ([`PostFilterResult::AwaitsVictims`]).
+    pub would_hold: Option<&'a [GroupId]>,
     /// Per pool of the job, the tier of one domain its placement there must stay inside
     /// (`None`: the whole pool), as `fits` places it ([`super::search::domain_limits`]).
     pub domain_limits: &'a [(PoolId, Option<Tier>)],
@@ -401,6 +405,11 @@ pub enum PostFilterResult {
     },
     /// Nothing now, but victims become available at this time (their protection ends).
     RetryAt(u64),
+    /// As `RetryAt`, for a backfill head: jobs still inside their minimum runtime, in the
+    /// groups it holds (or would hold), could with the room free there make its room once
+    /// they may go. The head holds those groups meanwhile, so that newer jobs do not take
+    /// what frees and keep it waiting on their own minimum runtime in turn.
+    AwaitsVictims(u64),
 }
 
 /// Runs after the search failed; preemption lives here.

@@ -76,6 +76,9 @@ pub struct Reservation {
     /// Some other job's search has left these groups alone: giving them back frees
     /// capacity for it.
     pub kept_out: bool,
+    /// Made while the head was short of room, awaiting victims inside their minimum
+    /// runtime: given back once it is short of room and awaits none.
+    pub awaits_victims: bool,
 }
 
 /// What the scheduler remembers of a job that failed to be placed.
@@ -694,36 +697,19 @@ impl Scheduler {
             cycle.write(ReachOf(reach.clone()));
             gang_reach = Some(reach);
         }
-        // Room is held for a backfill head only when there is enough of it (its quota
-        // admits it, which for a shared tenant means its pools have the room free): then
-        // holding keeps others from breaking the shape it needs. Holding for a head still
-        // short of room would idle that room until enough drained; it waits as any job.
-        let holds = admitted && offer.backfill_since.is_some();
-        if holds && !self.reservations.iter().any(|r| r.head.id == job.id) {
-            // Only the nodes the head may use are held; a single pod's are judged now.
-            let single;
-            let usable = match &gang_reach {
-                Some(reach) => reach.usable.as_ref(),
-                None => {
-                    single = single_pod_usable(&self.profile, searched_job, &self.state, &cycle);
-                    single.as_ref()
-                }
-            };
-            let mut groups = reservation_groups(searched_job, &self.state, &cycle, usable);
-            groups.sort_unstable();
-            // Reservations never overlap: a later head waits for the earlier one's turn.
-            let taken = self
-                .reservations
-                .iter()
-                .any(|r| r.groups.iter().any(|g| groups.binary_search(g).is_ok()));
-            if !taken && !groups.is_empty() {
-                self.reservations.push(Reservation {
-                    head: job.clone(),
-                    milli: offer.milli,
-                    tenant: offer.tenant,
-                    groups,
-                    kept_out: false,
-                });
+        // Room is held for a backfill head when there is enough of it (its quota admits
+        // it, which for a shared tenant means its pools have the room free): then holding
+        // keeps others from breaking the shape it needs. A head still short of room holds
+        // only while it awaits victims inside their minimum runtime whose going would make
+        // its room (see `AwaitsVictims`): otherwise holding would idle the room until
+        // enough drained, and it waits as any job.
+        let mut would_hold = None;
+        if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.head.id == job.id)
+        {
+            let groups = self.groups_to_hold(searched_job, gang_reach.as_deref(), &cycle);
+            match admitted {
+                true => self.hold(&offer, groups, false),
+                false => would_hold = Some(groups),
             }
         }
         let wait = self.waits.get(&job.id).copied().unwrap_or_default();
@@ -800,9 +786,17 @@ impl Scheduler {
             if !may_preempt {
                 return None;
             }
-            let preempted = match self.preempt(&offer, admitted, &inputs, &cycle) {
+            let would_hold = would_hold.take().filter(|groups| !groups.is_empty());
+            let preempted = self.preempt(&offer, admitted, &inputs, &cycle, would_hold.as_deref());
+            let awaits = matches!(preempted, Preempted::AwaitsVictims(_));
+            if let Some(groups) = would_hold.filter(|_| awaits) {
+                self.hold(&offer, groups, true);
+            } else if !admitted && !awaits {
+                self.give_back_awaiting_hold(job.id);
+            }
+            let preempted = match preempted {
                 Preempted::Evicted => true,
-                Preempted::RetryAt(at) => {
+                Preempted::RetryAt(at) | Preempted::AwaitsVictims(at) => {
                     preemption_retry = Some(at);
                     false
                 }
@@ -954,6 +948,56 @@ impl Scheduler {
             .into();
         }
         judged
+    }
+
+    /// The groups to hold for a backfill head (sorted; none where they would overlap
+    /// another head's): only of the nodes it may use, a single pod's judged now.
+    fn groups_to_hold(&self, job: &Job, reach: Option<&Reach>, cycle: &CycleState) -> Vec<GroupId> {
+        let single;
+        let usable = match reach {
+            Some(reach) => reach.usable.as_ref(),
+            None => {
+                single = single_pod_usable(&self.profile, job, &self.state, cycle);
+                single.as_ref()
+            }
+        };
+        let mut groups = reservation_groups(job, &self.state, cycle, usable);
+        groups.sort_unstable();
+        // Reservations never overlap: a later head waits for the earlier one's turn.
+        let taken = self
+            .reservations
+            .iter()
+            .any(|r| r.groups.iter().any(|g| groups.binary_search(g).is_ok()));
+        if taken {
+            groups.clear();
+        }
+        groups
+    }
+
+    /// Holds `groups` for the offered backfill head (nothing where there are none).
+    fn hold(&mut self, offer: &Offer, groups: Vec<GroupId>, awaits_victims: bool) {
+        if !groups.is_empty() {
+            self.reservations.push(Reservation {
+                head: offer.job.clone(),
+                milli: offer.milli,
+                tenant: offer.tenant,
+                groups,
+                kept_out: false,
+                awaits_victims,
+            });
+        }
+    }
+
+    /// Gives back the room held for a head short of room that awaited victims inside
+    /// their minimum runtime, now that it awaits none.
+    fn give_back_awaiting_hold(&mut self, job: JobId) {
+        if self
+            .reservations
+            .iter()
+            .any(|r| r.head.id == job && r.awaits_victims)
+        {
+            self.drop_reservation(job);
+        }
     }
 
     /// Returns the room held for a backfill head to everyone: for the jobs it kept out,
@@ -1188,16 +1232,19 @@ impl Scheduler {
         doubled.min(settings.requeue_backoff_max)
     }
 
-    /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal.
+    /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal;
+    /// `would_hold`: the groups a backfill head short of room holding none would hold.
     fn preempt(
         &mut self,
         offer: &Offer,
         admitted: bool,
         inputs: &CycleInputs,
         cycle: &CycleState,
+        would_hold: Option<&[GroupId]>,
     ) -> Preempted {
         let (job, tenant) = (offer.job, offer.tenant);
         let mut retry_at: Option<u64> = None;
+        let mut awaits = false;
         let milli = job.total_milli();
         let proposal = {
             let fits = |state: &ClusterState, tenants: &Tenants| {
@@ -1237,13 +1284,16 @@ impl Scheduler {
                 reclaims_whole_from: (offer.blocked_since.unwrap_or(inputs.now_ms))
                     .saturating_add(self.profile.queue_settings.backfill_threshold),
                 reserved,
+                would_hold,
                 domain_limits: &domain_limits,
                 fits: &fits,
             };
             self.profile.post_filters.iter().find_map(|plugin| {
-                match plugin.post_filter(job, &context) {
+                let result = plugin.post_filter(job, &context);
+                match result {
                     PostFilterResult::Preempt { victims } => Some(victims),
-                    PostFilterResult::RetryAt(at) => {
+                    PostFilterResult::RetryAt(at) | PostFilterResult::AwaitsVictims(at) => {
+                        awaits |= matches!(result, PostFilterResult::AwaitsVictims(_));
                         retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
                         None
                     }
@@ -1252,7 +1302,11 @@ impl Scheduler {
             })
         };
         let Some(victims) = proposal else {
-            return retry_at.map_or(Preempted::Nothing, Preempted::RetryAt);
+            return match (retry_at, awaits) {
+                (Some(at), true) => Preempted::AwaitsVictims(at),
+                (Some(at), false) => Preempted::RetryAt(at),
+                (None, _) => Preempted::Nothing,
+            };
         };
         for &(victim, kind) in &victims {
             let placements = if self.hold_victims {
@@ -1477,6 +1531,8 @@ enum Preempted {
     Evicted,
     /// Nothing now; victims become available then.
     RetryAt(u64),
+    /// As `RetryAt`, and the backfill head awaits those victims: it holds its room.
+    AwaitsVictims(u64),
     Nothing,
 }
 

@@ -25,7 +25,10 @@
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
-//! evicted in turn before it has run). A victim that leaves at once (the simulator's) goes
+//! evicted in turn before it has run). A backfill head that finds no set now, where jobs it
+//! may preempt in the groups it holds (or would hold) are still protected and all of them,
+//! with the room free, could hold it (the bounds below), is told it awaits them: it holds
+//! that room until they may go, so that newer jobs do not keep it waiting on theirs. A victim that leaves at once (the simulator's) goes
 //! back to its queue and is tried again in the same instant, where it may preempt in its
 //! turn. For a backfill head, the jobs backfilled past it are taken before any others;
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
@@ -66,7 +69,7 @@ use crate::framework::{
     PreemptionKind, RunningJob, domain_groups, pools_for, some_domain_holds,
 };
 use crate::model::{GpuRequest, GroupId, Job, MILLI_PER_GPU, NodeId, PoolId, Tier};
-use crate::queue::{TenantMode, Tenants};
+use crate::queue::{Admission, TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor beyond the cheapest that could free
 /// what it needs: bounds the search's cost, yet lets a gang wider than so many small jobs
@@ -168,6 +171,48 @@ impl Preemption {
         }
     }
 
+    /// When the victim may first be preempted: once its minimum runtime has passed, and
+    /// never the instant it was placed, even without one (the rounds of one instant end,
+    /// see `Scheduler::schedule`).
+    fn free_at(&self, victim: &RunningJob) -> u64 {
+        (victim.started_ms.saturating_add(self.min_runtime_ms))
+            .max(victim.started_ms.saturating_add(1))
+    }
+
+    /// Whether a backfill head that may preempt no set of jobs now awaits protected ones:
+    /// some of those it may ever preempt in the groups it holds (or would hold) are inside
+    /// their minimum runtime, and all of them gone, its quota would admit it and they,
+    /// with the room free in its pools, could hold it (the bounds `post_filter` judges
+    /// before any placement is tried).
+    fn awaits_protected(&self, job: &Job, context: &PreemptionContext) -> bool {
+        let Some(groups) = context.reserved.or(context.would_hold) else {
+            return false;
+        };
+        let within = PreemptionContext {
+            reserved: Some(groups),
+            ..*context
+        };
+        let may_reclaim = may_reclaim(job, context);
+        let mut protected = false;
+        let candidates: Vec<(&RunningJob, PreemptionKind)> = (context.running.values())
+            .filter_map(|victim| {
+                let kind = self.kind(job, &within, may_reclaim, victim)?;
+                protected |= context.now_ms < self.free_at(victim);
+                Some((victim, kind))
+            })
+            .collect();
+        let held: u64 = candidates.iter().map(|(v, _)| held_milli(v)).sum();
+        protected
+            && free_in_pools(job, context) + held >= job.total_milli()
+            && tenants_without(context, &candidates).admit_milli(
+                context.tenant,
+                job,
+                job.total_milli(),
+            ) != Admission::Denied
+            && !refused_whoever_goes(job, context, &candidates)
+            && room_could_suffice(job, context, context.snapshot, &candidates)
+    }
+
     /// The running jobs `job` may preempt now (of those it may preempt at all, the
     /// others are protected for their minimum runtime), with why, in the order they are
     /// taken in: jobs backfilled past the head before any others; then lowest priority
@@ -179,10 +224,7 @@ impl Preemption {
             let Some(kind) = self.kind(job, context, may_reclaim, victim) else {
                 continue;
             };
-            // Never one placed this instant, even without a minimum runtime: the rounds
-            // of one instant end (see `Scheduler::schedule`).
-            let free_at = (victim.started_ms.saturating_add(self.min_runtime_ms))
-                .max(victim.started_ms.saturating_add(1));
+            let free_at = self.free_at(victim);
             if context.now_ms < free_at {
                 found.protected_until =
                     Some(found.protected_until.map_or(free_at, |t| t.min(free_at)));
@@ -927,13 +969,41 @@ impl PostFilter for Preemption {
     }
 
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
+        match self.propose(job, context) {
+            PostFilterResult::RetryAt(at)
+                if context.backfill_since.is_some() && self.awaits_protected(job, context) =>
+            {
+                PostFilterResult::AwaitsVictims(at)
+            }
+            proposed => proposed,
+        }
+    }
+}
+
+/// Whether the job may reclaim quota at all: it asks for GPUs, and its tenant is below its
+/// quota on one of its pools.
+fn may_reclaim(job: &Job, context: &PreemptionContext) -> bool {
+    job.total_milli() > 0
+        && context.running.values().len() > 0
+        && pools_for(job, context.snapshot)
+            .iter()
+            .any(|&pool| context.tenants.under_quota(context.tenant, pool))
+}
+
+/// The milli-GPUs free on the job's pools, on healthy shared devices as well.
+fn free_in_pools(job: &Job, context: &PreemptionContext) -> u64 {
+    pools_for(job, context.snapshot)
+        .iter()
+        .map(|&p| free_milli(context.snapshot, p))
+        .sum()
+}
+
+impl Preemption {
+    /// The victims to evict for `job`, or when to try again (see `post_filter`).
+    fn propose(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
         // Cheap gates first: this runs for every waiting job whenever capacity frees.
         // Only GPUs are reclaimed, for a job asking for some.
-        let may_reclaim = job.total_milli() > 0
-            && context.running.values().len() > 0
-            && pools_for(job, context.snapshot)
-                .iter()
-                .any(|&pool| context.tenants.under_quota(context.tenant, pool));
+        let may_reclaim = may_reclaim(job, context);
         let outranks = context
             .lowest_running_priority
             .is_some_and(|p| p < job.priority);
@@ -978,10 +1048,7 @@ impl PostFilter for Preemption {
         // Room already free counts too, on healthy shared devices as well: a victim may
         // only complete it (half a GPU going beside half a GPU free frees a whole one).
         let need = job.total_milli();
-        let free_now: u64 = pools_for(job, context.snapshot)
-            .iter()
-            .map(|&p| free_milli(context.snapshot, p))
-            .sum();
+        let free_now = free_in_pools(job, context);
         // Nothing is tried where, whichever of them went, all of them free too little,
         if free_now + found.held_milli < need {
             return nothing_now;
