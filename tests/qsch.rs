@@ -1979,6 +1979,37 @@ fn an_overdue_head_holds_its_room_while_the_jobs_that_overtook_it_are_protected(
     assert_eq!(head_placed_at, 1_800 * SECOND + MIN_RUNTIME);
 }
 
+/// Room held for a head short of room that awaited protected victims is given back once
+/// those it could evict no longer make its room (a job of higher priority took what one of
+/// them left), rather than idle until enough drained: one node of 8 GPUs, a head of 8.
+#[test]
+fn a_head_that_no_longer_awaits_protected_victims_gives_its_room_back() {
+    let mut s = scheduler(backfill_only(), cluster(1, 8, 1, LinkProfile::NvlinkAll));
+    s.submit(job(0, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
+    s.submit(job(1, 1, whole(8), 0, 1)); // the head: it blocks at 1 s
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(job(2, 1, whole(4), 0, 1_700));
+    assert_eq!(placed_jobs(&s.schedule(1_700 * SECOND)), ids(&[2]));
+    s.finish(JobId(0));
+    s.submit(job(3, 1, whole(4), 0, 1_750));
+    assert_eq!(placed_jobs(&s.schedule(1_750 * SECOND)), ids(&[3]));
+    // Overdue: jobs 2 and 3 overtook it, both protected; their going would make its room.
+    let overdue = SECOND + BACKFILL_THRESHOLD;
+    assert!(s.schedule(overdue).is_empty());
+    assert_eq!(groups_held_for(&s, 1).len(), 1);
+    // Job 2 ends; a job of higher priority is not kept out, and takes its room.
+    s.finish(JobId(2));
+    s.submit(job(4, 1, whole(4), 9, 1_900));
+    let decisions = s.schedule(2_000 * SECOND);
+    assert_eq!(placed_jobs(&decisions), ids(&[4]), "{decisions:?}");
+    assert!(s.reservations().is_empty(), "{:?}", s.reservations());
+    // Once job 3 may go, evicting it alone would not make the room: nothing is evicted.
+    let decisions = s.schedule(1_750 * SECOND + MIN_RUNTIME);
+    assert!(decisions.is_empty(), "{decisions:?}");
+    check_accounting(&s);
+}
+
 /// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(

@@ -405,9 +405,9 @@ pub enum PostFilterResult {
     },
     /// Nothing now, but victims become available at this time (their protection ends).
     RetryAt(u64),
-    /// As `RetryAt`, for a backfill head: jobs still inside their minimum runtime, in the
-    /// groups it holds (or would hold), could with the room free there make its room once
-    /// they may go. The head holds those groups meanwhile, so that newer jobs do not take
+    /// As `RetryAt`, for a backfill head: jobs that overtook it, in the groups it holds
+    /// (or would hold) and some still inside their minimum runtime, could with the room
+    /// free make its room once they may go. The head holds those groups meanwhile, so that newer jobs do not take
     /// what frees and keep it waiting on their own minimum runtime in turn.
     AwaitsVictims(u64),
 }

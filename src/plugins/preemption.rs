@@ -25,10 +25,11 @@
 //!
 //! Victims are whole jobs (a gang is evicted whole), never one placed less than the minimum
 //! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
-//! evicted in turn before it has run). A backfill head that finds no set now, where jobs it
-//! may preempt in the groups it holds (or would hold) are still protected and all of them,
-//! with the room free, could hold it (the bounds below), is told it awaits them: it holds
-//! that room until they may go, so that newer jobs do not keep it waiting on theirs. A victim that leaves at once (the simulator's) goes
+//! evicted in turn before it has run). A backfill head that finds no set now, where jobs
+//! that overtook it in the groups it holds (or would hold) are still protected and all of
+//! them, with the room free, could hold it within its quota (the bounds below), is told it
+//! awaits them: it holds that room until they may go, so that newer jobs do not keep it
+//! waiting on theirs in turn. A victim that leaves at once (the simulator's) goes
 //! back to its queue and is tried again in the same instant, where it may preempt in its
 //! turn. For a backfill head, the jobs backfilled past it are taken before any others;
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
@@ -180,10 +181,11 @@ impl Preemption {
     }
 
     /// Whether a backfill head that may preempt no set of jobs now awaits protected ones:
-    /// some of those it may ever preempt in the groups it holds (or would hold) are inside
-    /// their minimum runtime, and all of them gone, its quota would admit it and they,
+    /// some of the jobs that overtook it in the groups it holds (or would hold) are inside
+    /// their minimum runtime, and all of those gone, its quota would admit it and they,
     /// with the room free in its pools, could hold it (the bounds `post_filter` judges
-    /// before any placement is tried).
+    /// before any placement is tried). Victims of the other kinds are not kept to those
+    /// groups: holding them would idle room for jobs elsewhere.
     fn awaits_protected(&self, job: &Job, context: &PreemptionContext) -> bool {
         let Some(groups) = context.reserved.or(context.would_hold) else {
             return false;
@@ -196,7 +198,8 @@ impl Preemption {
         let mut protected = false;
         let candidates: Vec<(&RunningJob, PreemptionKind)> = (context.running.values())
             .filter_map(|victim| {
-                let kind = self.kind(job, &within, may_reclaim, victim)?;
+                let kind = (self.kind(job, &within, may_reclaim, victim))
+                    .filter(|&kind| kind == PreemptionKind::Backfill)?;
                 protected |= context.now_ms < self.free_at(victim);
                 Some((victim, kind))
             })
