@@ -1981,9 +1981,10 @@ fn an_overdue_head_holds_its_room_while_the_jobs_that_overtook_it_are_protected(
 
 /// Room held for a head short of room that awaited protected victims is given back once
 /// those it could evict no longer make its room (a job of higher priority took what one of
-/// them left), rather than idle until enough drained: one node of 8 GPUs, a head of 8.
+/// them left), rather than idle until enough drained, and such a head holds so only once:
+/// one node of 8 GPUs, a head of 8.
 #[test]
-fn a_head_that_no_longer_awaits_protected_victims_gives_its_room_back() {
+fn a_head_that_no_longer_awaits_protected_victims_gives_its_room_back_for_good() {
     let mut s = scheduler(backfill_only(), cluster(1, 8, 1, LinkProfile::NvlinkAll));
     s.submit(job(0, 1, whole(4), 0, 0));
     assert_eq!(placed_jobs(&s.schedule(0)), ids(&[0]));
@@ -2004,9 +2005,23 @@ fn a_head_that_no_longer_awaits_protected_victims_gives_its_room_back() {
     let decisions = s.schedule(2_000 * SECOND);
     assert_eq!(placed_jobs(&decisions), ids(&[4]), "{decisions:?}");
     assert!(s.reservations().is_empty(), "{:?}", s.reservations());
-    // Once job 3 may go, evicting it alone would not make the room: nothing is evicted.
+    // Job 4 ends: the head awaits job 3 again, but holds nothing for it, and a job of no
+    // higher priority overtakes it in the room job 4 left.
+    s.finish(JobId(4));
+    s.submit(job(5, 1, whole(4), 0, 2_100));
+    assert_eq!(placed_jobs(&s.schedule(2_100 * SECOND)), ids(&[5]));
+    assert!(s.reservations().is_empty(), "{:?}", s.reservations());
+    // Once job 3 may go, evicting it alone would not make the room; once job 5 may too,
+    // both go.
     let decisions = s.schedule(1_750 * SECOND + MIN_RUNTIME);
     assert!(decisions.is_empty(), "{decisions:?}");
+    let decisions = s.schedule(2_100 * SECOND + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[3, 5]), JobId(1), PreemptionKind::Backfill)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[1]));
     check_accounting(&s);
 }
 

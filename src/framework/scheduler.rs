@@ -89,6 +89,9 @@ struct Wait {
     tight_since: Option<u64>,
     /// Its last search, which found nothing.
     failed_search: Option<FailedSearch>,
+    /// As a backfill head short of room, it held room while awaiting victims inside their
+    /// minimum runtime: it does not hold so again until it is placed.
+    held_awaiting_victims: bool,
 }
 
 /// The scheduler: one profile, one cluster state, one queue per tenant.
@@ -701,10 +704,14 @@ impl Scheduler {
         // it, which for a shared tenant means its pools have the room free): then holding
         // keeps others from breaking the shape it needs. A head still short of room holds
         // only while it awaits victims inside their minimum runtime whose going would make
-        // its room (see `AwaitsVictims`): otherwise holding would idle the room until
-        // enough drained, and it waits as any job.
+        // its room (see `AwaitsVictims`), and only once until placed (what it awaits may
+        // never come: the owner rule may refuse the set once they could go): otherwise
+        // holding would idle the room until enough drained, and it waits as any job.
+        let wait = self.waits.get(&job.id).copied().unwrap_or_default();
         let mut would_hold = None;
-        if offer.backfill_since.is_some() && !self.reservations.iter().any(|r| r.head.id == job.id)
+        if offer.backfill_since.is_some()
+            && (admitted || !wait.held_awaiting_victims)
+            && !self.reservations.iter().any(|r| r.head.id == job.id)
         {
             let groups = self.groups_to_hold(searched_job, gang_reach.as_deref(), &cycle);
             match admitted {
@@ -712,7 +719,7 @@ impl Scheduler {
                 false => would_hold = Some(groups),
             }
         }
-        let wait = self.waits.get(&job.id).copied().unwrap_or_default();
+        let mut held_awaiting_victims = wait.held_awaiting_victims;
         let since = wait.tight_since;
         // A job asking no GPU may use held room that leaves the head what its pods need
         // besides GPUs (the flat search reads no held room at all).
@@ -791,7 +798,8 @@ impl Scheduler {
             let awaits = matches!(preempted, Preempted::AwaitsVictims(_));
             if let Some(groups) = would_hold.filter(|_| awaits) {
                 self.hold(&offer, groups, true);
-            } else if !admitted && !awaits {
+                held_awaiting_victims = true;
+            } else if offer.backfill_since.is_some() && !admitted && !awaits {
                 self.give_back_awaiting_hold(job.id);
             }
             let preempted = match preempted {
@@ -820,8 +828,12 @@ impl Scheduler {
             let wait = Wait {
                 tight_since: tight_retry.map(|_| since),
                 failed_search,
+                held_awaiting_victims,
             };
-            match wait.tight_since.is_some() || wait.failed_search.is_some() {
+            match wait.tight_since.is_some()
+                || wait.failed_search.is_some()
+                || wait.held_awaiting_victims
+            {
                 true => self.waits.insert(job.id, wait),
                 false => self.waits.remove(&job.id),
             };
