@@ -846,9 +846,10 @@ fn a_reclaim_blocked_by_the_minimum_runtime_happens_when_it_ends() {
     assert_eq!(placed_jobs(&decisions), ids(&[20]));
 }
 
-/// A (1) borrows from B (2), who is below its quota; A's preemptor would have to evict B's
-/// job and borrow more, which B could reclaim as soon as the minimum runtime ends: it waits
-/// instead. The same preemptor in B, below its quota, evicts at once.
+/// A (1) borrows from B (2), who is below its quota. A's preemptor, evicting B's job (the
+/// first in the victim order), would borrow more, which B could reclaim as soon as the
+/// minimum runtime ends: it evicts A's own borrowed job instead. B's preemptor, below
+/// B's quota, evicts B's job, which then reclaims what A borrows.
 #[test]
 fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
     let mut s = shared_pair(profile("default", None, None));
@@ -862,30 +863,35 @@ fn no_preemption_leaves_its_preemptor_borrowing_what_an_owner_could_reclaim() {
     // Every running job is past its minimum runtime and of lower priority. Job 11 (B's)
     // comes first in the victim order; A's job 12 (borrowed) ties with it but for its id.
     s.submit(tjob(20, 1, 1, 4, 5, 60));
-    for now in [MINUTE + MIN_RUNTIME, MINUTE + 3 * MIN_RUNTIME] {
-        let decisions = s.schedule(now);
-        assert!(decisions.is_empty(), "at {now}: {decisions:?}");
-    }
+    let decisions = s.schedule(MINUTE + MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[12]), JobId(20), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[20]));
     assert!(
         is_running(&s, 11),
         "B's job is not evicted for A to borrow more"
     );
-    assert_eq!(s.pending_of(1), 1);
-    // B's own preemptor stays within B's quota once job 11 goes: it evicts. Then A's,
-    // in the same round, evicts A's own borrowed job: A borrows no more than before.
+    assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
+    // B's own preemptor stays within B's quota once job 11 goes: it evicts. Job 11, back
+    // in its queue with B below its quota, reclaims A's borrowed job 20, which evicts A's
+    // job 10 of lower priority; A's job 12 takes the rest of A's quota.
     s.submit(tjob(21, 2, 1, 4, 5, 120));
     let decisions = s.schedule(MINUTE + 4 * MIN_RUNTIME);
     assert_eq!(
         preemptions(&decisions),
         [
             (ids(&[11]), JobId(21), PreemptionKind::Priority),
-            (ids(&[12]), JobId(20), PreemptionKind::Priority)
+            (ids(&[20]), JobId(11), PreemptionKind::QuotaReclaim),
+            (ids(&[10]), JobId(20), PreemptionKind::Priority)
         ],
         "{decisions:?}"
     );
-    assert_eq!(placed_jobs(&decisions), ids(&[21, 20]));
-    assert_eq!(s.tenants().borrowed(1, H100), gpus(4));
-    assert_eq!(s.tenants().used(2, H100), gpus(4));
+    assert_eq!(placed_jobs(&decisions), ids(&[21, 11, 20, 12]));
+    assert_eq!(s.tenants().borrowed(1, H100), 0);
+    assert_eq!(s.tenants().used(2, H100), gpus(8));
     check_accounting(&s);
 }
 
@@ -2637,6 +2643,30 @@ fn priority_preemption_evicts_the_minimal_set() {
     assert_eq!(nodes_of(&s, 2), [nodes[&3]]);
     assert!(is_running(&s, 4));
     assert_eq!(s.pending(), 2);
+    check_accounting(&s);
+}
+
+/// Where the owner rule refuses the cheapest set (it takes another shared tenant's job,
+/// which would leave that tenant below its quota while the preemptor's borrows), a set
+/// without that tenant's jobs is tried: a's job of priority 10 evicts a's own job of
+/// priority 5, not b's of priority 0 (b at its quota), and a borrows nothing.
+#[test]
+fn priority_preemption_tries_a_set_the_owner_rule_allows_when_it_refuses_the_cheapest() {
+    let mut s = shared_pair(profile("default", None, None));
+    s.submit(tjob(0, 1, 1, 8, 5, 0));
+    s.submit(tjob(1, 2, 1, 8, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 2);
+    s.submit(tjob(2, 1, 1, 8, 10, 60));
+    assert!(s.schedule(MINUTE).is_empty());
+    let decisions = s.schedule(MIN_RUNTIME);
+    assert_eq!(
+        preemptions(&decisions),
+        [(ids(&[0]), JobId(2), PreemptionKind::Priority)],
+        "{decisions:?}"
+    );
+    assert_eq!(placed_jobs(&decisions), ids(&[2]));
+    assert!(is_running(&s, 1));
+    assert_eq!(s.tenants().borrowed(1, H100), 0);
     check_accounting(&s);
 }
 

@@ -46,7 +46,10 @@
 //! quota, left, covers again): that owner could reclaim the job as soon as
 //! its minimum runtime ends, and the evictions would cycle (a borrowing head evicts its
 //! way in, is reclaimed, evicts again; a borrower's job evicts an owner's for priority,
-//! its own going too, is reclaimed, evicts again). The job then waits for room as any
+//! its own going too, is reclaimed, evicts again). Where it refuses the set found, and
+//! that set takes a job of another shared tenant borrowing nothing where the job may
+//! go, a set is searched again among the candidates without such jobs (the preemptor's
+//! own tenant's lower-priority jobs, say); failing that, the job waits for room as any
 //! other. Where that rule refuses every set the candidates could form (or every subset
 //! of the greedy set), no placement is tried (or the set is not made minimal): on a
 //! crowded cluster most preemptors end there. Nor is one tried where the devices free
@@ -1057,20 +1060,57 @@ impl Preemption {
             return nothing_now;
         }
         // In the order they are taken in (see `candidates`).
-        let mut candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
+        let candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
             .filter_map(|(id, kind)| Some((context.running.get(id)?, *kind)))
             .collect();
         // or the owner rule refuses every set of them,
         if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
-        // or (where none will be left out below) no set of them frees whole devices enough,
-        // node by node: the greedy search below would take them all and find no placement.
-        let none_left_out = candidates.len() <= MAX_CANDIDATES + 1;
-        if none_left_out && !room_could_suffice(job, context, context.snapshot, &candidates) {
-            return nothing_now;
+        // A set the owner rule refuses for another shared tenant's job within its quota
+        // (the cheapest victims, lowest priority first across tenants) is searched again
+        // among the other candidates: a set of the preemptor's own jobs, say, may do.
+        let searched = match self.search_set(job, context, free_now, &candidates) {
+            Search::Refused(set)
+                if set
+                    .iter()
+                    .any(|(v, _)| of_owner_within_quota(job, context, v)) =>
+            {
+                let sparing: Vec<(&RunningJob, PreemptionKind)> = (candidates.iter())
+                    .filter(|(v, _)| !of_owner_within_quota(job, context, v))
+                    .copied()
+                    .collect();
+                self.search_set(job, context, free_now, &sparing)
+            }
+            searched => searched,
+        };
+        match searched {
+            Search::Set(settled) => PostFilterResult::Preempt {
+                victims: settled.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
+            },
+            Search::NoneNeeded => PostFilterResult::None,
+            Search::Refused(_) | Search::Nothing => nothing_now,
         }
-        let refuses_sets_with = refused_with_any_of(job, context, &candidates);
+    }
+
+    /// The minimal set of `candidates` (in the order they are taken in) whose going lets
+    /// the job fit, within the owner rule; `free_now`: the milli-GPUs free on its pools.
+    fn search_set<'v>(
+        &self,
+        job: &Job,
+        context: &PreemptionContext,
+        free_now: u64,
+        candidates: &[(&'v RunningJob, PreemptionKind)],
+    ) -> Search<'v> {
+        let need = job.total_milli();
+        // Nothing is tried either where (none being left out below) no set of them frees
+        // whole devices enough, node by node: the greedy search below would take them all
+        // and find no placement.
+        let none_left_out = candidates.len() <= MAX_CANDIDATES + 1;
+        if none_left_out && !room_could_suffice(job, context, context.snapshot, candidates) {
+            return Search::Nothing;
+        }
+        let refuses_sets_with = refused_with_any_of(job, context, candidates);
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough: the cheapest candidates that
         // free what the job lacks, and as many again as MAX_CANDIDATES for a choice of
@@ -1083,24 +1123,25 @@ impl Preemption {
                 free_now + freeable >= need
             })
             .map_or(candidates.len(), |last| last + 1);
-        candidates.truncate(enough.saturating_add(MAX_CANDIDATES));
-        if !none_left_out && !room_could_suffice(job, context, context.snapshot, &candidates) {
-            return nothing_now;
+        let kept = enough.saturating_add(MAX_CANDIDATES).min(candidates.len());
+        let candidates = &candidates[..kept];
+        if !none_left_out && !room_could_suffice(job, context, context.snapshot, candidates) {
+            return Search::Nothing;
         }
         // Nor where the reclaims' budget leaves them too little: no set of them the search
         // below may take frees what the job lacks.
-        if free_now + budgeted_room(job, context, &candidates) < need {
-            return nothing_now;
+        if free_now + budgeted_room(job, context, candidates) < need {
+            return Search::Nothing;
         }
-        let greedy = match take_until_fit(job, context, free_now, &candidates, true) {
+        let greedy = match take_until_fit(job, context, free_now, candidates, true) {
             Greedy::Fits(found) => found,
-            Greedy::Fails { passed_over: false } => return nothing_now,
+            Greedy::Fails { passed_over: false } => return Search::Nothing,
             // The budget was spent on victims where the job does not land (the borrower's
             // cheapest jobs spread over nodes) and passed over others.
             Greedy::Fails { passed_over: true } => {
-                match within_landings(job, context, free_now, &candidates) {
+                match within_landings(job, context, free_now, candidates) {
                     Some(found) => found,
-                    None => return nothing_now,
+                    None => return Search::Nothing,
                 }
             }
         };
@@ -1110,7 +1151,7 @@ impl Preemption {
             freed,
         } = greedy;
         if refused_whoever_goes(job, context, &chosen) {
-            return nothing_now;
+            return Search::Refused(chosen);
         }
         // Every smaller set is a subset of this one: one that no set short of a victim
         // holds enough room without, and that the owner rule refuses any set with, leaves
@@ -1118,7 +1159,7 @@ impl Preemption {
         if (chosen.iter())
             .any(|(victim, _)| refuses_sets_with(victim) && freed - held_milli(victim) < need)
         {
-            return nothing_now;
+            return Search::Refused(chosen);
         }
         // Minimal: spare every victim the job fits without. Those with nothing on the pool
         // it lands in all at once (taken while it might have landed elsewhere: a job
@@ -1158,16 +1199,38 @@ impl Preemption {
         }
         if chosen.is_empty() {
             // The job fits without anyone going: nothing to preempt.
-            return PostFilterResult::None;
+            return Search::NoneNeeded;
         }
         if reclaimable_after(job, context, &chosen, landing.pool, !self.backfill_only) {
-            return nothing_now;
+            return Search::Refused(chosen);
         }
         let Some(settled) = settle_reclaims(job, context, &chosen, &landing) else {
-            return nothing_now;
+            return Search::Nothing;
         };
-        PostFilterResult::Preempt {
-            victims: settled.iter().map(|&(v, kind)| (v.job.id, kind)).collect(),
-        }
+        Search::Set(settled)
     }
+}
+
+/// What the search for a set of victims among some candidates came to.
+enum Search<'v> {
+    /// Evict these.
+    Set(Vec<(&'v RunningJob, PreemptionKind)>),
+    /// The job fits without anyone going.
+    NoneNeeded,
+    /// The owner rule refuses the set found (or every set within it).
+    Refused(Vec<(&'v RunningJob, PreemptionKind)>),
+    Nothing,
+}
+
+/// Whether the victim is another shared tenant's that borrows nothing on a pool the job
+/// may use where the victim holds GPUs: taking it leaves that tenant below its quota
+/// there, which the owner rule refuses wherever the preemptor's tenant borrows.
+fn of_owner_within_quota(job: &Job, context: &PreemptionContext, victim: &RunningJob) -> bool {
+    let owner = victim.tenant;
+    let tenants = context.tenants;
+    owner != context.tenant
+        && tenants.mode(owner) == TenantMode::Shared
+        && (victim.pools.iter()).any(|&(pool, milli)| {
+            milli > 0 && wants(job, pool) && tenants.borrowed(owner, pool) == 0
+        })
 }
