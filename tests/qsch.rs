@@ -2031,6 +2031,41 @@ fn a_head_that_no_longer_awaits_protected_victims_gives_its_room_back_for_good()
     check_accounting(&s);
 }
 
+/// Room held for a head awaiting the jobs that overtook it is given back once they all
+/// may go, though the head is no longer the one tried as head: a job of higher priority,
+/// blocked longer, became the head meanwhile, and cannot use the room (a job of higher
+/// priority still holds the rest of what it needs). Two nodes of 8 GPUs in one group.
+#[test]
+fn room_held_for_awaited_jobs_is_given_back_once_they_may_go_whoever_is_head() {
+    let mut s = scheduler(backfill_only(), cluster(2, 8, 2, LinkProfile::NvlinkAll));
+    s.submit(job(9, 1, whole(8), 9, 0)); // runs on for good, on one node
+    s.submit(job(0, 1, whole(4), 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)), ids(&[9, 0]));
+    s.submit(job(1, 1, whole(8), 0, 1)); // the first head: it blocks at 1 s
+    assert!(s.schedule(SECOND).is_empty());
+    s.submit(job(4, 2, whole(8), 5, 100)); // sorted before it: it blocks at 100 s
+    assert!(s.schedule(100 * SECOND).is_empty());
+    s.submit(job(2, 1, whole(4), 0, 1_700));
+    assert_eq!(placed_jobs(&s.schedule(1_700 * SECOND)), ids(&[2]));
+    s.finish(JobId(0));
+    s.submit(job(3, 1, whole(4), 0, 1_750));
+    assert_eq!(placed_jobs(&s.schedule(1_750 * SECOND)), ids(&[3]));
+    // Job 1 is overdue first, and holds the group awaiting jobs 2 and 3.
+    assert!(s.schedule(SECOND + BACKFILL_THRESHOLD).is_empty());
+    assert_eq!(groups_held_for(&s, 1).len(), 1);
+    // Job 4, overdue at 1,900 s, is the head from then on; job 1 is tried as no head.
+    assert!(s.schedule(100 * SECOND + BACKFILL_THRESHOLD).is_empty());
+    let may_go = 1_750 * SECOND + MIN_RUNTIME;
+    for now in [may_go - MINUTE, may_go] {
+        assert!(s.schedule(now).is_empty());
+        assert_eq!(groups_held_for(&s, 1).len(), 1, "at {now}");
+    }
+    // Once the time it awaited has passed, the hold goes.
+    s.schedule(may_go + SECOND);
+    assert!(s.reservations().is_empty(), "{:?}", s.reservations());
+    check_accounting(&s);
+}
+
 /// The embedded default: backfill with backfill preemption alone.
 fn backfill_only() -> Profile {
     build(&profile_config(

@@ -407,9 +407,10 @@ pub enum PostFilterResult {
     RetryAt(u64),
     /// As `RetryAt`, for a backfill head: jobs that overtook it, in the groups it holds
     /// (or would hold) and some still inside their minimum runtime, could with the room
-    /// free make its room once they may go. The head holds those groups meanwhile, so that newer jobs do not take
+    /// free there make its room once they may go, the last of them at `until`. The
+    /// scheduler may hold those groups for it until then, so that newer jobs do not take
     /// what frees and keep it waiting on their own minimum runtime in turn.
-    AwaitsVictims(u64),
+    AwaitsVictims { retry_at: u64, until: u64 },
 }
 
 /// Runs after the search failed; preemption lives here.

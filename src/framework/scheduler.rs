@@ -62,8 +62,9 @@ pub enum Decision {
 }
 
 /// Search groups held for a backfill head: jobs of no higher priority are not placed there
-/// until the head is, as long as the head's quota admits it (one asking no GPU only where
-/// the node keeps what the head's pods need besides GPUs: `HeldForGpuPods`).
+/// until the head is (one asking no GPU only where the node keeps what the head's pods need
+/// besides GPUs: `HeldForGpuPods`), as long as the head's quota admits it or, short of
+/// room, it awaits jobs that overtook it there until they may go (`awaits_until`).
 #[derive(Debug, Clone)]
 pub struct Reservation {
     pub head: Arc<Job>,
@@ -76,9 +77,10 @@ pub struct Reservation {
     /// Some other job's search has left these groups alone: giving them back frees
     /// capacity for it.
     pub kept_out: bool,
-    /// Made while the head was short of room, awaiting victims inside their minimum
-    /// runtime: given back once it is short of room and awaits none.
-    pub awaits_victims: bool,
+    /// Made while the head was short of room, awaiting jobs that overtook it inside their
+    /// minimum runtime, the last of which may go then: given back once a try as head
+    /// finds it short of room awaiting none, or once that time has passed.
+    pub awaits_until: Option<u64>,
 }
 
 /// What the scheduler remembers of a job that failed to be placed.
@@ -462,9 +464,13 @@ impl Scheduler {
                 reshaped.requeued.push(job);
             }
         }
-        // Group ids changed: room held for backfill heads is chosen again, and what gangs
-        // could ever fit is judged again.
+        // Group ids changed: room held for backfill heads is chosen again (a head that held
+        // some while awaiting the jobs that overtook it may so again), and what gangs could
+        // ever fit is judged again.
         self.reservations.clear();
+        for wait in self.waits.values_mut() {
+            wait.held_awaiting_victims = false;
+        }
         self.reaches.clear();
         self.reaches_by_shape.clear();
         self.domains.clear();
@@ -571,7 +577,7 @@ impl Scheduler {
         loop {
             self.room_returned = false;
             // The queues may offer no job this round: the holds are judged here first.
-            self.release_unadmitted_holds();
+            self.release_stale_holds(now_ms);
             self.pools_wanted = queues.pools_wanted();
             let epoch = self.capacity_epoch;
             queues.run(
@@ -600,7 +606,7 @@ impl Scheduler {
     /// quota (the round's start judged them against what came before).
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let attempted = self.attempt(offer, now_ms);
-        self.release_unadmitted_holds();
+        self.release_stale_holds(now_ms);
         for (victim, placements) in std::mem::take(&mut self.terminating) {
             self.hold_terminating(victim, placements);
         }
@@ -715,7 +721,7 @@ impl Scheduler {
         {
             let groups = self.groups_to_hold(searched_job, gang_reach.as_deref(), &cycle);
             match admitted {
-                true => self.hold(&offer, groups, false),
+                true => self.hold(&offer, groups, None),
                 false => would_hold = Some(groups),
             }
         }
@@ -795,17 +801,24 @@ impl Scheduler {
             }
             let would_hold = would_hold.take().filter(|groups| !groups.is_empty());
             let preempted = self.preempt(&offer, admitted, &inputs, &cycle, would_hold.as_deref());
-            let awaits = matches!(preempted, Preempted::AwaitsVictims(_));
-            if let Some(groups) = would_hold.filter(|_| awaits) {
-                self.hold(&offer, groups, true);
+            let awaits_until = match preempted {
+                Preempted::RetryAt { awaits_until, .. } => awaits_until,
+                Preempted::Evicted | Preempted::Nothing => None,
+            };
+            if let (Some(groups), Some(until)) = (would_hold, awaits_until) {
+                self.hold(&offer, groups, Some(until));
                 held_awaiting_victims = true;
-            } else if offer.backfill_since.is_some() && !admitted && !awaits {
+            } else if offer.backfill_since.is_some()
+                && !admitted
+                && awaits_until.is_none()
+                && !matches!(preempted, Preempted::Evicted)
+            {
                 self.give_back_awaiting_hold(job.id);
             }
             let preempted = match preempted {
                 Preempted::Evicted => true,
-                Preempted::RetryAt(at) | Preempted::AwaitsVictims(at) => {
-                    preemption_retry = Some(at);
+                Preempted::RetryAt { retry_at, .. } => {
+                    preemption_retry = Some(retry_at);
                     false
                 }
                 Preempted::Nothing => false,
@@ -987,7 +1000,7 @@ impl Scheduler {
     }
 
     /// Holds `groups` for the offered backfill head (nothing where there are none).
-    fn hold(&mut self, offer: &Offer, groups: Vec<GroupId>, awaits_victims: bool) {
+    fn hold(&mut self, offer: &Offer, groups: Vec<GroupId>, awaits_until: Option<u64>) {
         if !groups.is_empty() {
             self.reservations.push(Reservation {
                 head: offer.job.clone(),
@@ -995,7 +1008,7 @@ impl Scheduler {
                 tenant: offer.tenant,
                 groups,
                 kept_out: false,
-                awaits_victims,
+                awaits_until,
             });
         }
     }
@@ -1006,7 +1019,7 @@ impl Scheduler {
         if self
             .reservations
             .iter()
-            .any(|r| r.head.id == job && r.awaits_victims)
+            .any(|r| r.head.id == job && r.awaits_until.is_some())
         {
             self.drop_reservation(job);
         }
@@ -1038,18 +1051,24 @@ impl Scheduler {
 
     /// Gives back the room held for heads that have it free, whole, but that their quota
     /// no longer admits (others took, outside the hold, what a shared head needed): what
-    /// such a head waits for is quota, not shape, and holding would idle the room meanwhile.
-    fn release_unadmitted_holds(&mut self) {
-        let unadmitted: Vec<JobId> = self
+    /// such a head waits for is quota, not shape, and holding would idle the room
+    /// meanwhile. A hold made for a head awaiting the jobs that overtook it (whose quota
+    /// admits it only once they are gone) is given back once they all may go: the head
+    /// would have evicted them by then, had it still been the head.
+    fn release_stale_holds(&mut self, now_ms: u64) {
+        let stale: Vec<JobId> = self
             .reservations
             .iter()
-            .filter(|r| {
-                self.free_in(r) >= r.milli
-                    && self.tenants.admit_milli(r.tenant, &r.head, r.milli) == Admission::Denied
+            .filter(|r| match r.awaits_until {
+                Some(until) => now_ms > until,
+                None => {
+                    self.free_in(r) >= r.milli
+                        && self.tenants.admit_milli(r.tenant, &r.head, r.milli) == Admission::Denied
+                }
             })
             .map(|r| r.head.id)
             .collect();
-        for job in unadmitted {
+        for job in stale {
             self.drop_reservation(job);
         }
     }
@@ -1256,7 +1275,7 @@ impl Scheduler {
     ) -> Preempted {
         let (job, tenant) = (offer.job, offer.tenant);
         let mut retry_at: Option<u64> = None;
-        let mut awaits = false;
+        let mut awaits_until: Option<u64> = None;
         let milli = job.total_milli();
         let proposal = {
             let fits = |state: &ClusterState, tenants: &Tenants| {
@@ -1301,24 +1320,22 @@ impl Scheduler {
                 fits: &fits,
             };
             self.profile.post_filters.iter().find_map(|plugin| {
-                let result = plugin.post_filter(job, &context);
-                match result {
-                    PostFilterResult::Preempt { victims } => Some(victims),
-                    PostFilterResult::RetryAt(at) | PostFilterResult::AwaitsVictims(at) => {
-                        awaits |= matches!(result, PostFilterResult::AwaitsVictims(_));
-                        retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
-                        None
-                    }
-                    PostFilterResult::None => None,
-                }
+                let (at, until) = match plugin.post_filter(job, &context) {
+                    PostFilterResult::Preempt { victims } => return Some(victims),
+                    PostFilterResult::RetryAt(at) => (at, None),
+                    PostFilterResult::AwaitsVictims { retry_at, until } => (retry_at, Some(until)),
+                    PostFilterResult::None => return None,
+                };
+                retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
+                awaits_until = awaits_until.max(until);
+                None
             })
         };
         let Some(victims) = proposal else {
-            return match (retry_at, awaits) {
-                (Some(at), true) => Preempted::AwaitsVictims(at),
-                (Some(at), false) => Preempted::RetryAt(at),
-                (None, _) => Preempted::Nothing,
-            };
+            return retry_at.map_or(Preempted::Nothing, |retry_at| Preempted::RetryAt {
+                retry_at,
+                awaits_until,
+            });
         };
         for &(victim, kind) in &victims {
             let placements = if self.hold_victims {
@@ -1541,10 +1558,12 @@ pub struct Reshaped {
 /// What asking for preemption came to.
 enum Preempted {
     Evicted,
-    /// Nothing now; victims become available then.
-    RetryAt(u64),
-    /// As `RetryAt`, and the backfill head awaits those victims: it holds its room.
-    AwaitsVictims(u64),
+    /// Nothing now; victims become available at `retry_at`. `awaits_until`: a backfill
+    /// head awaits the jobs that overtook it until then (`PostFilterResult::AwaitsVictims`).
+    RetryAt {
+        retry_at: u64,
+        awaits_until: Option<u64>,
+    },
     Nothing,
 }
 

@@ -28,8 +28,8 @@
 //! evicted in turn before it has run). A backfill head that finds no set now, where jobs
 //! that overtook it in the groups it holds (or would hold) are still protected and all of
 //! them, with the room free, could hold it within its quota (the bounds below), is told it
-//! awaits them: it holds that room until they may go, so that newer jobs do not keep it
-//! waiting on theirs in turn. A victim that leaves at once (the simulator's) goes
+//! awaits them: the scheduler may hold that room until they may go, so that newer jobs do
+//! not keep it waiting on theirs in turn. A victim that leaves at once (the simulator's) goes
 //! back to its queue and is tried again in the same instant, where it may preempt in its
 //! turn. For a backfill head, the jobs backfilled past it are taken before any others;
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
@@ -183,40 +183,46 @@ impl Preemption {
             .max(victim.started_ms.saturating_add(1))
     }
 
-    /// Whether a backfill head that may preempt no set of jobs now awaits protected ones:
-    /// some of the jobs that overtook it in the groups it holds (or would hold) are inside
-    /// their minimum runtime, and all of those gone, its quota would admit it and they,
-    /// with the room free in its pools, could hold it (the bounds `post_filter` judges
-    /// before any placement is tried). Victims of the other kinds are not kept to those
-    /// groups: holding them would idle room for jobs elsewhere.
-    fn awaits_protected(&self, job: &Job, context: &PreemptionContext) -> bool {
-        let Some(groups) = context.reserved.or(context.would_hold) else {
-            return false;
-        };
+    /// When the last of the protected jobs a backfill head that may preempt no set of jobs
+    /// now awaits may go, if it awaits any: some of the jobs that overtook it in the
+    /// groups it holds (or would hold) are inside their minimum runtime, and all of those
+    /// gone, its quota would admit it and they, with the whole GPUs free in those groups,
+    /// could hold it (and, by the bounds `post_filter` judges before any placement is
+    /// tried, in its pools). Victims of the other kinds are not kept to those groups:
+    /// holding them would idle room for jobs elsewhere.
+    fn awaits_protected(&self, job: &Job, context: &PreemptionContext) -> Option<u64> {
+        let groups = context.reserved.or(context.would_hold)?;
         let within = PreemptionContext {
             reserved: Some(groups),
             ..*context
         };
         let may_reclaim = may_reclaim(job, context);
-        let mut protected = false;
+        let mut until = None;
         let candidates: Vec<(&RunningJob, PreemptionKind)> = (context.running.values())
             .filter_map(|victim| {
                 let kind = (self.kind(job, &within, may_reclaim, victim))
                     .filter(|&kind| kind == PreemptionKind::Backfill)?;
-                protected |= context.now_ms < self.free_at(victim);
+                let free_at = self.free_at(victim);
+                if context.now_ms < free_at {
+                    until = until.max(Some(free_at));
+                }
                 Some((victim, kind))
             })
             .collect();
         let held: u64 = candidates.iter().map(|(v, _)| held_milli(v)).sum();
-        protected
-            && free_in_pools(job, context) + held >= job.total_milli()
+        let free_in_groups: u64 = (groups.iter())
+            .map(|&g| u64::from(context.snapshot.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
+            .sum();
+        let awaits = until.is_some()
+            && free_in_groups + held >= job.total_milli()
             && tenants_without(context, &candidates).admit_milli(
                 context.tenant,
                 job,
                 job.total_milli(),
             ) != Admission::Denied
             && !refused_whoever_goes(job, context, &candidates)
-            && room_could_suffice(job, context, context.snapshot, &candidates)
+            && room_could_suffice(job, context, context.snapshot, &candidates);
+        until.filter(|_| awaits)
     }
 
     /// The running jobs `job` may preempt now (of those it may preempt at all, the
@@ -976,10 +982,11 @@ impl PostFilter for Preemption {
 
     fn post_filter(&self, job: &Job, context: &PreemptionContext) -> PostFilterResult {
         match self.propose(job, context) {
-            PostFilterResult::RetryAt(at)
-                if context.backfill_since.is_some() && self.awaits_protected(job, context) =>
-            {
-                PostFilterResult::AwaitsVictims(at)
+            PostFilterResult::RetryAt(retry_at) if context.backfill_since.is_some() => {
+                match self.awaits_protected(job, context) {
+                    Some(until) => PostFilterResult::AwaitsVictims { retry_at, until },
+                    None => PostFilterResult::RetryAt(retry_at),
+                }
             }
             proposed => proposed,
         }

@@ -339,8 +339,9 @@ pub struct Offer<'a> {
     pub milli: u64,
     pub tenant: usize,
     /// Set for the backfill head of a queue (its first job blocked past the threshold):
-    /// since when it is blocked. The scheduler holds room for it once enough is free, and
-    /// may preempt jobs placed after that time.
+    /// since when it is blocked. The scheduler holds room for it once enough is free (or
+    /// while it awaits jobs that overtook it, inside their minimum runtime), and may
+    /// preempt jobs placed after that time.
     pub backfill_since: Option<u64>,
     /// Since when the job has been blocked (its first failed try), if it has.
     pub blocked_since: Option<u64>,
