@@ -91,8 +91,8 @@ struct Wait {
     tight_since: Option<u64>,
     /// Its last search, which found nothing.
     failed_search: Option<FailedSearch>,
-    /// As a backfill head short of room, it held room while awaiting victims inside their
-    /// minimum runtime: it does not hold so again until it is placed.
+    /// As a backfill head short of room, it held room while awaiting jobs that overtook it
+    /// inside their minimum runtime: it does not hold so again until it is placed.
     held_awaiting_victims: bool,
 }
 
@@ -603,7 +603,8 @@ impl Scheduler {
     /// One scheduling cycle for the job the queue offers; its preemption victims, if held,
     /// hold what its placement left of theirs. Holds whose heads their quota no longer
     /// admits are given back after the attempt, as its placement may have taken their
-    /// quota (the round's start judged them against what came before).
+    /// quota (the round's start judged them against what came before), and so are those
+    /// whose awaited jobs may all go.
     fn cycle(&mut self, offer: Offer, now_ms: u64) -> Attempted {
         let attempted = self.attempt(offer, now_ms);
         self.release_stale_holds(now_ms);
@@ -709,10 +710,11 @@ impl Scheduler {
         // Room is held for a backfill head when there is enough of it (its quota admits
         // it, which for a shared tenant means its pools have the room free): then holding
         // keeps others from breaking the shape it needs. A head still short of room holds
-        // only while it awaits victims inside their minimum runtime whose going would make
-        // its room (see `AwaitsVictims`), and only once until placed (what it awaits may
-        // never come: the owner rule may refuse the set once they could go): otherwise
-        // holding would idle the room until enough drained, and it waits as any job.
+        // only while it awaits jobs that overtook it, inside their minimum runtime, whose
+        // going would make its room (see `AwaitsVictims`), and only once until placed
+        // (what it awaits may never come: the owner rule may refuse the set once they
+        // could go): otherwise holding would idle the room until enough drained, and it
+        // waits as any job.
         let wait = self.waits.get(&job.id).copied().unwrap_or_default();
         let mut would_hold = None;
         if offer.backfill_since.is_some()
@@ -1013,8 +1015,8 @@ impl Scheduler {
         }
     }
 
-    /// Gives back the room held for a head short of room that awaited victims inside
-    /// their minimum runtime, now that it awaits none.
+    /// Gives back the room held for a head short of room that awaited jobs that overtook
+    /// it inside their minimum runtime, now that it awaits none.
     fn give_back_awaiting_hold(&mut self, job: JobId) {
         if self
             .reservations

@@ -27,11 +27,11 @@
 //! runtime ago, nor one placed this instant whatever the minimum (so a preemptor is not
 //! evicted in turn before it has run). A backfill head that finds no set now, where jobs
 //! that overtook it in the groups it holds (or would hold) are still protected and all of
-//! them, with the room free, could hold it within its quota (the bounds below), is told it
-//! awaits them: the scheduler may hold that room until they may go, so that newer jobs do
-//! not keep it waiting on theirs in turn. A victim that leaves at once (the simulator's) goes
-//! back to its queue and is tried again in the same instant, where it may preempt in its
-//! turn. For a backfill head, the jobs backfilled past it are taken before any others;
+//! them, with the whole GPUs free there, could hold it within its quota (and, by the
+//! bounds below, in its pools), is told it awaits them until the last may go: the
+//! scheduler may hold that room meanwhile, so that newer jobs do not keep it waiting on
+//! theirs in turn. A victim that leaves at once (the simulator's) goes back to its queue
+//! and is tried again in the same instant, where it may preempt in its turn. For a backfill head, the jobs backfilled past it are taken before any others;
 //! then lowest priority first, then least GPU-time lost, then most recently started, until
 //! the job fits on the state without them (where a reclaim's budget passed some over and
 //! no set was found, they are taken again among those on the nodes the job lands on when
