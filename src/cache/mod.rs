@@ -183,6 +183,13 @@ impl ClusterState {
         &self.groups[id.index()]
     }
 
+    /// Milli-GPUs of the whole GPUs free in these groups.
+    pub fn free_whole_milli_in(&self, groups: &[GroupId]) -> u64 {
+        (groups.iter())
+            .map(|&g| u64::from(self.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
+            .sum()
+    }
+
     /// The groups of a pool with their aggregates, in id order, read sequentially (the
     /// builder numbers a pool's groups consecutively).
     pub fn pool_groups(&self, pool: PoolId) -> impl Iterator<Item = (GroupId, &GpuAggregate)> {

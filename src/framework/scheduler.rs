@@ -1121,11 +1121,7 @@ impl Scheduler {
 
     /// Free milli-GPUs of a reservation's groups.
     fn free_in(&self, reservation: &Reservation) -> u64 {
-        reservation
-            .groups
-            .iter()
-            .map(|&g| u64::from(self.state.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
-            .sum()
+        self.state.free_whole_milli_in(&reservation.groups)
     }
 
     /// Reserve, Permit and Bind a found placement. Any refusal undoes the reservation; a

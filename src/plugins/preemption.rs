@@ -31,8 +31,9 @@
 //! bounds below, in its pools), is told it awaits them until the last may go: the
 //! scheduler may hold that room meanwhile, so that newer jobs do not keep it waiting on
 //! theirs in turn. A victim that leaves at once (the simulator's) goes back to its queue
-//! and is tried again in the same instant, where it may preempt in its turn. For a backfill head, the jobs backfilled past it are taken before any others;
-//! then lowest priority first, then least GPU-time lost, then most recently started, until
+//! and is tried again in the same instant, where it may preempt in its turn. For a
+//! backfill head, the jobs backfilled past it are taken before any others; then lowest
+//! priority first, then least GPU-time lost, then most recently started, until
 //! the job fits on the state without them (where a reclaim's budget passed some over and
 //! no set was found, they are taken again among those on the nodes the job lands on when
 //! the budget is left out, landing after landing); then any victim whose removal is not
@@ -210,11 +211,8 @@ impl Preemption {
             })
             .collect();
         let held: u64 = candidates.iter().map(|(v, _)| held_milli(v)).sum();
-        let free_in_groups: u64 = (groups.iter())
-            .map(|&g| u64::from(context.snapshot.group(g).free_gpus) * u64::from(MILLI_PER_GPU))
-            .sum();
         let awaits = until.is_some()
-            && free_in_groups + held >= job.total_milli()
+            && context.snapshot.free_whole_milli_in(groups) + held >= job.total_milli()
             && tenants_without(context, &candidates).admit_milli(
                 context.tenant,
                 job,
