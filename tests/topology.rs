@@ -128,19 +128,10 @@ fn a_gang_over_several_leaves_fills_a_leaf_of_blocks_whole_before_the_next() {
 /// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the
 /// nodes in `free`. Best-effort FIFO, so that no backfill threshold wakes a blocked job.
 fn cluster_with_free_nodes(free: &[u32]) -> Scheduler {
-    fabric_with_free_nodes(fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll), free)
-}
-
-/// A fabric of 8-GPU nodes where node `i` holds single-node job `i` except the nodes in
-/// `free`, under best-effort FIFO.
-fn fabric_with_free_nodes(
-    spec: std::sync::Arc<kant::model::ClusterSpec>,
-    free: &[u32],
-) -> Scheduler {
-    let nodes = spec.nodes.len() as u32;
+    let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
     let best_effort = Some(QueueingPolicy::BestEffortFifo);
     let mut s = scheduler(profile("default", best_effort, None), spec);
-    for i in 0..nodes {
+    for i in 0..8 {
         s.submit(job(i, 1, whole(8), 0, 0));
     }
     s.schedule(0);
@@ -153,29 +144,6 @@ fn fabric_with_free_nodes(
         s.finish(JobId(i));
     }
     s
-}
-
-#[test]
-fn a_gang_over_several_leaves_takes_the_spine_where_it_spans_the_fewest() {
-    // Two spines of four leaves of 2 nodes. Free nodes per leaf: spine 0 [2, 1, 1, 0],
-    // the closest fit for 4 nodes; spine 1 [2, 2, 1, 0], where 2 leaves hold them.
-    let spec = fabric(16, 8, 2, 4, 0, LinkProfile::NvlinkAll);
-    let mut s = fabric_with_free_nodes(spec, &[0, 1, 2, 4, 8, 9, 10, 11, 12]);
-    s.submit(job(20, 4, whole(8), 0, 0));
-    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(20)]);
-    assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
-}
-
-#[test]
-fn a_gang_over_several_leaves_ends_in_the_leaf_with_the_least_room_that_completes_it() {
-    // One spine of three leaves of 4 nodes, with 4, 3 and 1 free. A gang of 5 nodes takes
-    // the first leaf and the last node, leaving 3 free nodes in one leaf, not 2.
-    let spec = fabric(12, 8, 4, 3, 0, LinkProfile::NvlinkAll);
-    let mut s = fabric_with_free_nodes(spec, &[0, 1, 2, 3, 4, 5, 6, 8]);
-    s.submit(job(20, 5, whole(8), 0, 0));
-    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(20)]);
-    let expected: HashSet<NodeId> = [0, 1, 2, 3, 8].into_iter().map(NodeId).collect();
-    assert_eq!(nodes_of(&s, JobId(20)), expected);
 }
 
 #[test]

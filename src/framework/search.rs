@@ -843,12 +843,10 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
 /// pools), since a gang never mixes GPU models. The domains that hold the job are read
-/// from the group aggregates and taken where it would span the fewest leaves first, then
-/// best fit (the least room left over, so larger domains stay whole); inside one, the
-/// leaves that hold the most of the job are filled first (the blocks of a leaf searched as
-/// several groups together), but for the last, the leaf with the least room that completes
-/// it, and inside a leaf its groups that hold the most, so it spans the fewest leaves and
-/// groups and leaves the most room whole, under the first
+/// from the group aggregates and taken best fit first (the least room left over, so larger
+/// domains stay whole); inside one, the leaves that hold the most of the job are filled
+/// first (the blocks of a leaf searched as several groups together), and inside a leaf its
+/// groups that hold the most, so it spans the fewest leaves and groups, under the first
 /// pass's cycle state when one is given (`first`, see [`two_level`]) and then under the
 /// search's. No node combination is tried blindly.
 fn within_one_domain(
@@ -913,26 +911,24 @@ fn within_one_domain(
             .then(b.score.cmp(&a.score))
             .then(a.group.cmp(&b.group))
     });
-    let mut domains: Vec<(usize, u64, &[DomainMember])> = members
-        .chunk_by_mut(|a, b| a.domain == b.domain)
-        .filter_map(|groups| {
+    let mut domains: Vec<(u64, &[DomainMember])> = members
+        .chunk_by(|a, b| a.domain == b.domain)
+        .map(|groups| {
             let room = groups
                 .iter()
                 .fold(0u64, |sum, m| sum.saturating_add(m.room));
+            (room, groups)
+        })
+        .filter(|&(room, groups)| {
             let free: u64 = groups
                 .iter()
                 .map(|m| u64::from(snapshot.group(m.group).free_gpus))
                 .sum();
-            domain_may_hold(widths, room, free).then(|| {
-                let leaves = fewest_leaves_first(groups, widths.whole_pods);
-                (leaves, room, &*groups)
-            })
+            domain_may_hold(widths, room, free)
         })
         .collect();
-    domains.sort_by_key(|&(leaves, room, groups)| {
-        (leaves, room - widths.whole_pods, groups[0].domain)
-    });
-    domains.into_iter().find_map(|(_, _, groups)| {
+    domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
+    domains.into_iter().find_map(|(_, groups)| {
         let mut attempt = Attempt::new(snapshot, job);
         let nodes_of = |member: &DomainMember| spec.group(member.group).nodes.as_slice();
         let sweeps = first.into_iter().chain([state]);
@@ -946,43 +942,6 @@ fn within_one_domain(
         let nodes: Vec<&[NodeId]> = groups.iter().map(nodes_of).collect();
         rearranged(profile, job, snapshot, state, &nodes, &widths)
     })
-}
-
-/// How many of a domain's leaves, those that hold the most of the job first, hold `pods`
-/// of it (all of them where they cannot). Its members are sorted by leaf, the leaves that
-/// hold the most first; the last leaf needed is moved up to be the first of those with the
-/// least room that still hold what is left, so that the leaves with the most room stay
-/// whole for the next large job.
-fn fewest_leaves_first(domain: &mut [DomainMember], pods: u64) -> usize {
-    if pods == 0 {
-        return 1;
-    }
-    let starts: Vec<usize> = (0..domain.len())
-        .filter(|&i| i == 0 || domain[i - 1].leaf != domain[i].leaf)
-        .collect();
-    let room_of = |k: usize| domain[starts[k]].leaf_room;
-    // What is left for the last leaf needed, once those before it are full.
-    let mut rest = pods;
-    let Some(needed) = (0..starts.len()).find(|&k| {
-        let last = room_of(k) >= rest;
-        if !last {
-            rest -= room_of(k);
-        }
-        last
-    }) else {
-        return starts.len();
-    };
-    let least = (needed..starts.len())
-        .map(room_of)
-        .take_while(|&room| room >= rest)
-        .last()
-        .unwrap_or(rest);
-    let last = (needed..starts.len())
-        .find(|&k| room_of(k) == least)
-        .unwrap_or(needed);
-    let end = starts.get(last + 1).copied().unwrap_or(domain.len());
-    domain[starts[needed]..end].rotate_right(end - starts[last]);
-    needed + 1
 }
 
 /// Whether a domain whose groups hold `room` of the job's pods and `free` whole GPUs may
