@@ -1289,6 +1289,56 @@ fn a_fill_gives_the_synthetic_tenants_the_rows_without_a_duration_too() {
     );
 }
 
+/// `low` (8 GPUs) runs from 0 s on the one node; `high`, of higher priority, arrives at
+/// 1,000 s, past `low`'s minimum runtime, evicts it and runs 500 s; `low` runs again from
+/// 1,500 s. The report counts the 8,000 GPU-seconds thrown away and the 500 s `low`
+/// waited to run again, which no JWTD bucket holds (they count first placements).
+#[test]
+fn a_victims_wait_to_run_again_is_reported_by_kind() {
+    let dir = temp_dir("wait-again");
+    let nodes = write(
+        dir.path(),
+        "nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,8,64000,524288\n",
+    );
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         low,,0,10000,8,1,H100,0,train\n\
+         high,,1000,500,8,1,H100,10,train\n",
+    );
+    let config = include_str!("../src/default_config.yaml").replacen(
+        "      - backfill-preemption\n",
+        "      - preemption\n",
+        1,
+    );
+    let config = write(dir.path(), "config.yaml", &config);
+    let report = json_report(&[
+        "simulate",
+        "--nodes",
+        &nodes,
+        "--jobs",
+        &jobs,
+        "--config",
+        &config,
+        "--format",
+        "json",
+        "--baseline",
+        "none",
+    ]);
+    let priority = &report["preemptions"]["priority"];
+    assert_eq!(priority["count"], 1, "{report}");
+    assert!(close(&priority["gpu_hours_lost"], 8.0 * 1000.0 / 3600.0));
+    assert_eq!(priority["placed_again"], 1);
+    assert!(close(&priority["mean_wait_again_s"], 500.0));
+    assert_eq!(report["preemptions"]["backfill"]["placed_again"], 0);
+    assert!(report["preemptions"]["backfill"]["mean_wait_again_s"].is_null());
+    // First placements alone: `low` at 0 s, `high` at once.
+    assert_eq!(report["jwtd"]["2-8"]["count"], 2);
+    assert!(close(&report["jwtd"]["2-8"]["mean"], 0.0));
+}
+
 /// Nothing is preempted in a fill: a victim would never come back. c, of high priority,
 /// finds both nodes taken and is dropped, though the profile preempts.
 #[test]

@@ -253,6 +253,8 @@ struct Simulation<'w, 'e> {
     wakeup: Option<u64>,
     /// Jobs that have been fully placed at least once (JWTD and JTTED count the first).
     ever_placed: HashSet<JobId>,
+    /// Victims not placed again yet: when they were evicted, and for what.
+    evicted: HashMap<JobId, (u64, PreemptionKind)>,
     run_milli: u64,
     /// Milli-GPUs of room held for backfill heads, as last written to the event log.
     held_milli: u64,
@@ -307,6 +309,7 @@ impl<'w, 'e> Simulation<'w, 'e> {
             running: HashMap::new(),
             wakeup: None,
             ever_placed: HashSet::new(),
+            evicted: HashMap::new(),
             run_milli: 0,
             held_milli: 0,
             pods_placed: 0,
@@ -457,6 +460,9 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.events.place(now, job, plan, &self.cluster)?;
         self.pods_placed += plan.pods.len() as u64;
         self.run_milli += job.total_milli();
+        if let Some((evicted_at, kind)) = self.evicted.remove(&id) {
+            (self.preemptions).placed_again(kind, now.saturating_sub(evicted_at));
+        }
         if self.ever_placed.insert(id) {
             let spread = (job.total_milli() >= u64::from(MILLI_PER_GPU))
                 .then(|| plan.spread(&self.cluster, job.total_milli()));
@@ -487,13 +493,15 @@ impl<'w, 'e> Simulation<'w, 'e> {
             let started = end.saturating_sub(job.duration_ms.unwrap_or(0));
             self.preemptions
                 .record(kind, job.total_milli(), now.saturating_sub(started));
+            self.evicted.insert(victim, (now, kind));
         }
         self.events.preempt(now, job, self.job(by), kind.name())
     }
 }
 
 /// Preemptions by kind, with the GPU-hours of work they threw away (what the victims had
-/// run since they started).
+/// run since they started), and how long the victims waited to run again (JWTD counts a
+/// job's first placement only, so this wait is in no bucket).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct PreemptionStats {
     pub priority: PreemptionCount,
@@ -505,17 +513,36 @@ pub struct PreemptionStats {
 pub struct PreemptionCount {
     pub count: u64,
     pub gpu_hours_lost: f64,
+    /// Victims placed again before the replay ended (a job evicted twice counts twice).
+    pub placed_again: u64,
+    /// Their mean time from eviction to placed again, in seconds; `None` while none is.
+    pub mean_wait_again_s: Option<f64>,
+    #[serde(skip)]
+    waited_again_ms: u64,
 }
 
 impl PreemptionStats {
-    fn record(&mut self, kind: PreemptionKind, milli: u64, ran_ms: u64) {
-        let slot = match kind {
+    fn slot(&mut self, kind: PreemptionKind) -> &mut PreemptionCount {
+        match kind {
             PreemptionKind::Priority => &mut self.priority,
             PreemptionKind::QuotaReclaim => &mut self.quota_reclaim,
             PreemptionKind::Backfill => &mut self.backfill,
-        };
+        }
+    }
+
+    fn record(&mut self, kind: PreemptionKind, milli: u64, ran_ms: u64) {
+        let slot = self.slot(kind);
         slot.count += 1;
         slot.gpu_hours_lost += milli as f64 / 1000.0 * ran_ms as f64 / 3_600_000.0;
+    }
+
+    /// A victim of `kind` placed again `waited_ms` after its eviction.
+    fn placed_again(&mut self, kind: PreemptionKind, waited_ms: u64) {
+        let slot = self.slot(kind);
+        slot.placed_again += 1;
+        slot.waited_again_ms += waited_ms;
+        slot.mean_wait_again_s =
+            Some(slot.waited_again_ms as f64 / slot.placed_again as f64 / 1000.0);
     }
 
     /// Preemptions of every kind.

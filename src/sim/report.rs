@@ -131,6 +131,15 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
             p.priority.gpu_hours_lost + p.quota_reclaim.gpu_hours_lost + p.backfill.gpu_hours_lost;
         format!("{lost:.2}")
     });
+    row(
+        "victims' wait to run again: priority / reclaim / backfill".into(),
+        &|r| {
+            let p = &r.preemptions;
+            let [priority, reclaim, backfill] = [p.priority, p.quota_reclaim, p.backfill]
+                .map(|kind| optional(kind.mean_wait_again_s, human_duration));
+            format!("{priority} / {reclaim} / {backfill}")
+        },
+    );
     row("multi-GPU pods off NVLink, NVLink free".into(), &|r| {
         format!("{} of {}", r.nvlink.exceptions, r.nvlink.multi_gpu_pods)
     });
