@@ -21,7 +21,8 @@ use kant::sim::synthetic::{
     SyntheticOptions, assign_tenants, default_cluster, default_tenants, generate_workload,
 };
 use kant::sim::{
-    EventLog, ReplayOptions, TraceOptions, Workload, fill_workload, run, scale_arrivals, trace,
+    EventLog, PastTheClock, ReplayOptions, TraceOptions, Workload, fill_workload, run,
+    scale_arrivals, trace,
 };
 
 #[derive(Parser)]
@@ -624,6 +625,10 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     };
     let progress = std::io::stderr().is_terminal();
     let output = |e: std::io::Error| Failure::Output(e.to_string());
+    // A replay that would run past the clock fails for its input, not its outputs.
+    let past_the_clock = |e: &std::io::Error| {
+        (e.get_ref()?.downcast_ref::<PastTheClock>()).map(|e| Failure::Input(e.to_string()))
+    };
     // One after the other, so that neither run's wall time is measured under the other's
     // load.
     let main_run = run(
@@ -638,10 +643,11 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             ..ReplayOptions::default()
         },
     )
-    .map_err(|e| match &event_output {
-        Some(log) => log.failed(e),
+    .map_err(|e| match (past_the_clock(&e), &event_output) {
+        (Some(input), _) => input,
+        (None, Some(log)) => log.failed(e),
         // The event log is all a replay writes.
-        None => output(e),
+        (None, None) => output(e),
     })?;
     staged.extend(event_output);
     let baseline_run = baseline
@@ -659,7 +665,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             )
         })
         .transpose()
-        .map_err(output)?;
+        .map_err(|e| past_the_clock(&e).unwrap_or_else(|| output(e)))?;
 
     let unknown_capacity = cluster.nodes_with_unknown_capacity();
     let json = JsonReport {

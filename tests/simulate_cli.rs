@@ -342,6 +342,46 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
     assert!(output.stdout.is_empty());
 }
 
+/// Each row ends before the clock's last second, but queued one behind the other on the one
+/// GPU, the second would end past it, where event times stop being exact: the replay
+/// fails for its input, naming the job, and writes none of its outputs.
+#[test]
+fn a_replay_that_would_run_past_the_clock_is_refused() {
+    let dir = temp_dir("past-clock");
+    let nodes = write(
+        dir.path(),
+        "nodes.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,1,,\n",
+    );
+    let jobs = write(
+        dir.path(),
+        "jobs.csv",
+        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
+         first,,0,999999999999,1,1,H100,0,train\n\
+         second,,0,999999999999,1,1,H100,0,train\n",
+    );
+    let events = dir.path().join("events.jsonl");
+    let out = dir.path().join("out.json");
+    assert_rejected(
+        &[
+            "simulate",
+            "--nodes",
+            &nodes,
+            "--jobs",
+            &jobs,
+            "--baseline",
+            "none",
+            "--events",
+            &events.display().to_string(),
+            "--out",
+            &out.display().to_string(),
+        ],
+        "job second, placed at 999999999999 s, would end past the clock's last second",
+        &out,
+    );
+    assert!(!events.exists());
+}
+
 #[test]
 fn bad_input_exits_2_naming_the_problem_and_writes_nothing() {
     let dir = temp_dir("bad");

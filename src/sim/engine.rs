@@ -471,7 +471,17 @@ impl<'w, 'e> Simulation<'w, 'e> {
         }
         // A timed replay's jobs all have a duration (rows without one were skipped); a
         // fill's may not, and its jobs never end.
-        let end = now.saturating_add(job.duration_ms.unwrap_or(0));
+        let end = (now.checked_add(job.duration_ms.unwrap_or(0)))
+            .filter(|&end| end <= MAX_TIME_MS)
+            .ok_or_else(|| {
+                io::Error::other(PastTheClock(format!(
+                    "job {}, placed at {} s, would end past the clock's last second ({} \
+                     s): the replay cannot go on (its jobs wait too long for their durations)",
+                    job.name,
+                    now / 1000,
+                    MAX_TIME_MS / 1000
+                )))
+            })?;
         self.running.insert(id, end);
         // In a fill replay nothing finishes.
         if self.fill.is_none() {
@@ -498,6 +508,19 @@ impl<'w, 'e> Simulation<'w, 'e> {
         self.events.preempt(now, job, self.job(by), kind.name())
     }
 }
+
+/// A job of the replay would end past [`MAX_TIME_MS`], where event times stop being exact:
+/// an error of the input, carried in the replay's `io::Error`.
+#[derive(Debug)]
+pub struct PastTheClock(String);
+
+impl std::fmt::Display for PastTheClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PastTheClock {}
 
 /// Preemptions by kind, with the GPU-hours of work they threw away (what the victims had
 /// run since they started), and how long the victims waited to run again (JWTD counts a

@@ -9,6 +9,6 @@ pub mod synthetic;
 pub mod tenant_report;
 pub mod trace;
 
-pub use engine::{ReplayOptions, RunReport, fill_workload, run, scale_arrivals};
+pub use engine::{PastTheClock, ReplayOptions, RunReport, fill_workload, run, scale_arrivals};
 pub use events::EventLog;
 pub use trace::{TraceError, TraceOptions, Workload};
