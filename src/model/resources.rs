@@ -103,11 +103,20 @@ impl std::fmt::Display for GpuRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             GpuRequest::Whole(n) => write!(f, "{n}"),
-            GpuRequest::Fraction(m) => {
-                let digits = format!("{m:03}");
-                write!(f, "0.{}", digits.trim_end_matches('0'))
-            }
+            GpuRequest::Fraction(m) => f.write_str(&exact_gpus(u64::from(m))),
         }
+    }
+}
+
+/// Milli-GPUs as an exact decimal count of GPUs ("12.5", "0.004").
+pub fn exact_gpus(milli: u64) -> String {
+    let whole = milli / u64::from(MILLI_PER_GPU);
+    let rest = milli % u64::from(MILLI_PER_GPU);
+    if rest == 0 {
+        whole.to_string()
+    } else {
+        let digits = format!("{rest:03}");
+        format!("{whole}.{}", digits.trim_end_matches('0'))
     }
 }
 

@@ -21,7 +21,7 @@ use crate::framework::{
     Bind, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler, Status,
 };
 use crate::metrics::{MetricsCollector, MetricsReport};
-use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId};
+use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId, exact_gpus};
 use crate::queue::Tenants;
 
 use super::events::EventLog;
@@ -630,24 +630,22 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
         if arrived >= capacity_milli {
             break;
         }
+        let too_many = |limit: u64, what: &str| {
+            format!(
+                "its {} GPUs of demand would be repeated past {limit} {what} before they reach \
+                 the cluster's {} GPUs",
+                exact_gpus(demand),
+                exact_gpus(capacity_milli)
+            )
+        };
         pods += job.pods.len() as u64;
         if pods > MAX_TRACE_PODS {
-            return Err(format!(
-                "its {:.1} GPUs of demand would be repeated past {MAX_TRACE_PODS} pods before \
-                 they reach the cluster's {} GPUs",
-                demand as f64 / f64::from(MILLI_PER_GPU),
-                capacity_milli / u64::from(MILLI_PER_GPU)
-            ));
+            return Err(too_many(MAX_TRACE_PODS, "pods"));
         }
         arrived += job.total_milli();
         arrivals += 1;
         if arrivals as u64 > MAX_TRACE_JOBS {
-            return Err(format!(
-                "its {:.1} GPUs of demand would be repeated past {MAX_TRACE_JOBS} jobs before \
-                 they reach the cluster's {} GPUs",
-                demand as f64 / f64::from(MILLI_PER_GPU),
-                capacity_milli / u64::from(MILLI_PER_GPU)
-            ));
+            return Err(too_many(MAX_TRACE_JOBS, "jobs"));
         }
     }
     // A copy's name is new: `a#2` may already be a job's (or another copy's) name.
@@ -732,6 +730,7 @@ mod tests {
     fn a_fill_that_would_repeat_past_the_pod_or_job_limit_or_has_no_gpus_is_refused() {
         let thousandth = workload(&[GpuRequest::Fraction(1)]);
         let err = fill_workload(&thousandth, 20_000_000_000).unwrap_err();
+        assert!(err.contains("its 0.001 GPUs of demand"), "{err}");
         assert!(err.contains("4000000 jobs"), "{err}");
         let gang = Workload {
             jobs: vec![Job::new(
@@ -741,6 +740,7 @@ mod tests {
             ..workload(&[])
         };
         let err = fill_workload(&gang, 20_000_000_000).unwrap_err();
+        assert!(err.contains("its 0.1 GPUs of demand"), "{err}");
         assert!(err.contains("16000000 pods"), "{err}");
         let cpu_only = workload(&[GpuRequest::NONE]);
         assert!(fill_workload(&cpu_only, 8_000).is_err());

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{JobId, MILLI_PER_GPU};
+use crate::model::{JobId, MILLI_PER_GPU, exact_gpus};
 use crate::queue::Oversubscribed;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -413,8 +413,14 @@ impl World {
                     continue;
                 };
                 let pool_id = crate::model::PoolId(index as u16);
-                allocated.insert(model.clone(), Some(gpus(tenants.used(tenant, pool_id))));
-                borrowed.insert(model.clone(), Some(gpus(tenants.borrowed(tenant, pool_id))));
+                allocated.insert(
+                    model.clone(),
+                    Some(exact_gpus(tenants.used(tenant, pool_id))),
+                );
+                borrowed.insert(
+                    model.clone(),
+                    Some(exact_gpus(tenants.borrowed(tenant, pool_id))),
+                );
             }
             // A merge patch removes only what it names: a model of this replica's that no
             // node carries any more is named null, or its last figures would stay; so is
@@ -574,17 +580,5 @@ fn invalid_spec(problem: String, since_ms: u64) -> Condition {
         message: problem,
         last_transition_time: time_at(since_ms),
         observed_generation: None,
-    }
-}
-
-/// Milli-GPUs as an exact decimal count of GPUs ("12.5").
-fn gpus(milli: u64) -> String {
-    let whole = milli / u64::from(MILLI_PER_GPU);
-    let rest = milli % u64::from(MILLI_PER_GPU);
-    if rest == 0 {
-        whole.to_string()
-    } else {
-        let digits = format!("{rest:03}");
-        format!("{whole}.{}", digits.trim_end_matches('0'))
     }
 }
