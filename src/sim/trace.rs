@@ -432,6 +432,13 @@ pub fn parse_jobs(
             None => skipped.push(job),
         }
     }
+    if jobs.is_empty() && skipped.is_empty() {
+        return Err(TraceError::new(
+            name,
+            0,
+            "no jobs, only the header: nothing to replay",
+        ));
+    }
     if let Some((count, line, model)) = unknown_alternatives {
         tracing::warn!(
             "{name}: {count} job(s) accept a GPU model no node has beside one some node has \
@@ -967,7 +974,9 @@ fn parse_seconds_as_ms(text: &str) -> Result<u64, String> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if (whole.is_empty() && fraction.is_empty()) || !digits(whole) || !digits(fraction) {
-        return Err(format!("\"{text}\" is not a number of seconds"));
+        return Err(format!(
+            "\"{text}\" is not a number of seconds (whole or decimal, as 90 or 1.5)"
+        ));
     }
     let too_large = || {
         format!(
@@ -1624,6 +1633,14 @@ mod tests {
         assert_error(err, 0, &["empty.csv", "the file is empty: no header"]);
         let err = parse_nodes("nodes.csv", NODES_HEADER.as_bytes(), &options()).unwrap_err();
         assert_error(err, 0, &["nodes.csv", "no nodes, only the header"]);
+        let err = parse_jobs(
+            "jobs.csv",
+            JOBS_HEADER.as_bytes(),
+            &small_cluster(),
+            &options(),
+        )
+        .unwrap_err();
+        assert_error(err, 0, &["jobs.csv", "no jobs, only the header"]);
     }
 
     #[test]
