@@ -626,9 +626,8 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
     let progress = std::io::stderr().is_terminal();
     let output = |e: std::io::Error| Failure::Output(e.to_string());
     // A replay that would run past the clock fails for its input, not its outputs.
-    let past_the_clock = |e: &std::io::Error| {
-        (e.get_ref()?.downcast_ref::<PastTheClock>()).map(|e| Failure::Input(e.to_string()))
-    };
+    let past_the_clock =
+        |e: &std::io::Error| (e.get_ref()?.downcast_ref::<PastTheClock>()).map(ToString::to_string);
     // One after the other, so that neither run's wall time is measured under the other's
     // load.
     let main_run = run(
@@ -644,7 +643,7 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
         },
     )
     .map_err(|e| match (past_the_clock(&e), &event_output) {
-        (Some(input), _) => input,
+        (Some(message), _) => Failure::Input(message),
         (None, Some(log)) => log.failed(e),
         // The event log is all a replay writes.
         (None, None) => output(e),
@@ -665,7 +664,13 @@ fn simulate(args: SimulateArgs) -> Result<(), Failure> {
             )
         })
         .transpose()
-        .map_err(|e| past_the_clock(&e).unwrap_or_else(|| output(e)))?;
+        .map_err(|e| match past_the_clock(&e) {
+            Some(message) => Failure::Input(format!(
+                "the baseline profile {}: {message} (`--baseline none` replays without it)",
+                args.baseline
+            )),
+            None => output(e),
+        })?;
 
     let unknown_capacity = cluster.nodes_with_unknown_capacity();
     let json = JsonReport {

@@ -344,7 +344,8 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
 
 /// Each row ends before the clock's last second, but queued one behind the other on the one
 /// GPU, the second would end past it, where event times stop being exact: the replay
-/// fails for its input, naming the job, and writes none of its outputs.
+/// fails for its input, naming the job, and writes none of its outputs. A fill, where no
+/// job ends, is not refused.
 #[test]
 fn a_replay_that_would_run_past_the_clock_is_refused() {
     let dir = temp_dir("past-clock");
@@ -380,6 +381,25 @@ fn a_replay_that_would_run_past_the_clock_is_refused() {
         &out,
     );
     assert!(!events.exists());
+    // In a fill nothing ends: the second arrives at 1 s on a node of 2 GPUs and is placed.
+    let wide = write(
+        dir.path(),
+        "wide.csv",
+        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,2,,\n",
+    );
+    let report = json_report(&[
+        "simulate",
+        "--nodes",
+        &wide,
+        "--jobs",
+        &jobs,
+        "--fill",
+        "--baseline",
+        "none",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(report["jobs_placed"], 2, "{report}");
 }
 
 #[test]

@@ -29,7 +29,7 @@ pub use links::{LinkClass, LinkMatrix, LinkProfile, bits};
 pub use node::{
     MAX_GPUS_PER_NODE, NodeSpec, NodeTopology, device_mask as node_device_mask, pods_that_fit,
 };
-pub use resources::{BYTES_PER_MIB, GpuRequest, MILLI_PER_GPU, Milli, exact_gpus};
+pub use resources::{BYTES_PER_MIB, GpuRequest, MILLI_PER_GPU, Milli, thousandths};
 pub use topo_matrix::{parse_topo_matrix, parse_topo_matrix_expecting};
 
 /// A domain object that failed validation; the message names the object and the field.

@@ -103,13 +103,14 @@ impl std::fmt::Display for GpuRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
             GpuRequest::Whole(n) => write!(f, "{n}"),
-            GpuRequest::Fraction(m) => f.write_str(&exact_gpus(u64::from(m))),
+            GpuRequest::Fraction(m) => f.write_str(&thousandths(u64::from(m))),
         }
     }
 }
 
-/// Milli-GPUs as an exact decimal count of GPUs ("12.5", "0.004").
-pub fn exact_gpus(milli: u64) -> String {
+/// Thousandths (milli-GPUs, milliseconds) as an exact decimal count of units ("12.5",
+/// "0.004").
+pub fn thousandths(milli: u64) -> String {
     let whole = milli / u64::from(MILLI_PER_GPU);
     let rest = milli % u64::from(MILLI_PER_GPU);
     if rest == 0 {

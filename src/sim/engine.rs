@@ -21,13 +21,13 @@ use crate::framework::{
     Bind, Decision, JobPlan, Plugin, PreemptionKind, Profile, Scheduler, Status,
 };
 use crate::metrics::{MetricsCollector, MetricsReport};
-use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId, exact_gpus};
+use crate::model::{ClusterSpec, Job, JobId, MILLI_PER_GPU, TenantId, thousandths};
 use crate::queue::Tenants;
 
 use super::events::EventLog;
 use super::link_audit::LinkAudit;
 use super::tenant_report::{TenantReport, TenantSeries};
-use super::trace::{MAX_TIME_MS, MAX_TRACE_JOBS, MAX_TRACE_PODS, Workload};
+use super::trace::{MAX_TIME_MS, MAX_TRACE_JOBS, MAX_TRACE_PODS, Workload, format_seconds};
 
 /// The simulator's binder: a pod is bound the moment it is placed.
 pub(super) struct InstantBinder;
@@ -158,7 +158,8 @@ pub struct NeverPlaced {
 
 /// Replays `workload` on `cluster` under `profile`, with `tenants` (the workload's tenants
 /// are matched to them by name; a job of a tenant not among them goes to the default
-/// tenant and is counted).
+/// tenant and is counted). Fails where the event log cannot be written, and, with a
+/// [`PastTheClock`] inside the error, where a job would end past the clock's last second.
 pub fn run(
     cluster: Arc<ClusterSpec>,
     workload: &Workload,
@@ -185,8 +186,14 @@ pub fn run(
     });
     let bar = progress_bar(workload.jobs.len() as u64, options.progress);
     while let Some(now) = sim.next_instant() {
-        let submitted = sim.step(now)?;
-        bar.inc(submitted);
+        match sim.step(now) {
+            Ok(submitted) => bar.inc(submitted),
+            Err(e) => {
+                // The error is not printed under a bar left standing.
+                bar.finish_and_clear();
+                return Err(e);
+            }
+        }
     }
     bar.finish_and_clear();
     sim.events.flush()?;
@@ -457,6 +464,18 @@ impl<'w, 'e> Simulation<'w, 'e> {
 
     fn placed(&mut self, now: u64, id: JobId, plan: &JobPlan) -> io::Result<()> {
         let job = self.job(id);
+        // A timed replay's jobs all have a duration (rows without one were skipped) and end
+        // by the clock's last second; a fill's may not, and its jobs never end.
+        let end = now.saturating_add(job.duration_ms.unwrap_or(0));
+        if self.fill.is_none() && end > MAX_TIME_MS {
+            return Err(io::Error::other(PastTheClock(format!(
+                "job {}, placed at {} s, would end past the clock's last second ({} s): the \
+                 replay cannot go on (its jobs wait too long for their durations)",
+                job.name,
+                format_seconds(now),
+                MAX_TIME_MS / 1000
+            ))));
+        }
         self.events.place(now, job, plan, &self.cluster)?;
         self.pods_placed += plan.pods.len() as u64;
         self.run_milli += job.total_milli();
@@ -469,19 +488,6 @@ impl<'w, 'e> Simulation<'w, 'e> {
             self.metrics
                 .job_first_placed(now, job.submit_ms, job.total_milli(), spread);
         }
-        // A timed replay's jobs all have a duration (rows without one were skipped); a
-        // fill's may not, and its jobs never end.
-        let end = (now.checked_add(job.duration_ms.unwrap_or(0)))
-            .filter(|&end| end <= MAX_TIME_MS)
-            .ok_or_else(|| {
-                io::Error::other(PastTheClock(format!(
-                    "job {}, placed at {} s, would end past the clock's last second ({} \
-                     s): the replay cannot go on (its jobs wait too long for their durations)",
-                    job.name,
-                    now / 1000,
-                    MAX_TIME_MS / 1000
-                )))
-            })?;
         self.running.insert(id, end);
         // In a fill replay nothing finishes.
         if self.fill.is_none() {
@@ -624,20 +630,20 @@ pub fn fill_workload(workload: &Workload, capacity_milli: u64) -> Result<Workloa
     if demand == 0 {
         return Err("no job of the workload asks for GPUs".into());
     }
+    let too_many = |limit: u64, what: &str| {
+        format!(
+            "its {} GPUs of demand would be repeated past {limit} {what} before they reach the \
+             cluster's {} GPUs",
+            thousandths(demand),
+            thousandths(capacity_milli)
+        )
+    };
     // How many arrivals reach the capacity, counted before any is made.
     let (mut arrivals, mut arrived, mut pods) = (0usize, 0u64, 0u64);
     for job in rows.iter().cycle() {
         if arrived >= capacity_milli {
             break;
         }
-        let too_many = |limit: u64, what: &str| {
-            format!(
-                "its {} GPUs of demand would be repeated past {limit} {what} before they reach \
-                 the cluster's {} GPUs",
-                exact_gpus(demand),
-                exact_gpus(capacity_milli)
-            )
-        };
         pods += job.pods.len() as u64;
         if pods > MAX_TRACE_PODS {
             return Err(too_many(MAX_TRACE_PODS, "pods"));

@@ -135,8 +135,16 @@ pub fn table(title: &str, runs: &[&RunReport]) -> String {
         "victims' wait to run again: priority / reclaim / backfill".into(),
         &|r| {
             let p = &r.preemptions;
-            let [priority, reclaim, backfill] = [p.priority, p.quota_reclaim, p.backfill]
-                .map(|kind| optional(kind.mean_wait_again_s, human_duration));
+            // Of how many victims, so that those never placed again show.
+            let [priority, reclaim, backfill] =
+                [p.priority, p.quota_reclaim, p.backfill].map(|kind| match kind.count {
+                    0 => "-".to_owned(),
+                    n => format!(
+                        "{} ({} of {n})",
+                        optional(kind.mean_wait_again_s, human_duration),
+                        kind.placed_again
+                    ),
+                });
             format!("{priority} / {reclaim} / {backfill}")
         },
     );

@@ -18,7 +18,7 @@ use crate::model::{
     BYTES_PER_MIB, ClusterSpec, ClusterSpecBuilder, GpuRequest, Job, JobId, JobKind, LeafPath,
     MAX_GPUS_PER_NODE, NodeRow, PodRequest, PoolId, TenantId, TopologyNeed,
 };
-use crate::model::{LinkMatrix, LinkProfile};
+use crate::model::{LinkMatrix, LinkProfile, thousandths};
 
 /// A bad trace: the message names the file, the 1-based line and the field.
 ///
@@ -1121,14 +1121,8 @@ fn invalid(message: String) -> io::Error {
 }
 
 /// Milliseconds as seconds: whole when whole, else with up to 3 decimal places.
-fn format_seconds(ms: u64) -> String {
-    let (seconds, millis) = (ms / 1000, ms % 1000);
-    if millis == 0 {
-        seconds.to_string()
-    } else {
-        let fraction = format!("{millis:03}");
-        format!("{seconds}.{}", fraction.trim_end_matches('0'))
-    }
+pub fn format_seconds(ms: u64) -> String {
+    thousandths(ms)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{JobId, MILLI_PER_GPU, exact_gpus};
+use crate::model::{JobId, MILLI_PER_GPU, thousandths};
 use crate::queue::Oversubscribed;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -415,11 +415,11 @@ impl World {
                 let pool_id = crate::model::PoolId(index as u16);
                 allocated.insert(
                     model.clone(),
-                    Some(exact_gpus(tenants.used(tenant, pool_id))),
+                    Some(thousandths(tenants.used(tenant, pool_id))),
                 );
                 borrowed.insert(
                     model.clone(),
-                    Some(exact_gpus(tenants.borrowed(tenant, pool_id))),
+                    Some(thousandths(tenants.borrowed(tenant, pool_id))),
                 );
             }
             // A merge patch removes only what it names: a model of this replica's that no
