@@ -38,6 +38,16 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// A `nodes.csv` of one `H100` node of `gpus` GPUs, written as `name` into `dir`.
+fn one_node(dir: &Path, name: &str, gpus: u32) -> String {
+    let text = format!("node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,{gpus},,\n");
+    write(dir, name, &text)
+}
+
+/// The header of a `jobs.csv` without topology.
+const JOBS_COLUMNS: &str =
+    "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n";
+
 const NODES: &str = "node_id,gpu_model,gpus,cpu_milli,memory_mib,leaf,spine,superspine,hbd\n\
     node-a,H100,8,64000,524288,l1,s1,ss,\n\
     node-b,H100,8,64000,524288,l1,s1,ss,\n";
@@ -349,18 +359,12 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
 #[test]
 fn a_replay_that_would_run_past_the_clock_is_refused() {
     let dir = temp_dir("past-clock");
-    let nodes = write(
-        dir.path(),
-        "nodes.csv",
-        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,1,,\n",
+    let nodes = one_node(dir.path(), "nodes.csv", 1);
+    let jobs = format!(
+        "{JOBS_COLUMNS}first,,0,999999999999,1,1,H100,0,train\n\
+         second,,0,999999999999,1,1,H100,0,train\n"
     );
-    let jobs = write(
-        dir.path(),
-        "jobs.csv",
-        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
-         first,,0,999999999999,1,1,H100,0,train\n\
-         second,,0,999999999999,1,1,H100,0,train\n",
-    );
+    let jobs = write(dir.path(), "jobs.csv", &jobs);
     let events = dir.path().join("events.jsonl");
     let out = dir.path().join("out.json");
     assert_rejected(
@@ -382,11 +386,7 @@ fn a_replay_that_would_run_past_the_clock_is_refused() {
     );
     assert!(!events.exists());
     // In a fill nothing ends: the second arrives at 1 s on a node of 2 GPUs and is placed.
-    let wide = write(
-        dir.path(),
-        "wide.csv",
-        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,2,,\n",
-    );
+    let wide = one_node(dir.path(), "wide.csv", 2);
     let report = json_report(&[
         "simulate",
         "--nodes",
@@ -1356,18 +1356,12 @@ fn a_fill_gives_the_synthetic_tenants_the_rows_without_a_duration_too() {
 #[test]
 fn a_victims_wait_to_run_again_is_reported_by_kind() {
     let dir = temp_dir("wait-again");
-    let nodes = write(
-        dir.path(),
-        "nodes.csv",
-        "node_id,gpu_model,gpus,cpu_milli,memory_mib\nnode-a,H100,8,64000,524288\n",
+    let nodes = one_node(dir.path(), "nodes.csv", 8);
+    let jobs = format!(
+        "{JOBS_COLUMNS}low,,0,10000,8,1,H100,0,train\n\
+         high,,1000,500,8,1,H100,10,train\n"
     );
-    let jobs = write(
-        dir.path(),
-        "jobs.csv",
-        "job_id,tenant,submit_s,duration_s,gpus_per_pod,pods,gpu_model,priority,kind\n\
-         low,,0,10000,8,1,H100,0,train\n\
-         high,,1000,500,8,1,H100,10,train\n",
-    );
+    let jobs = write(dir.path(), "jobs.csv", &jobs);
     let config = include_str!("../src/default_config.yaml").replacen(
         "      - backfill-preemption\n",
         "      - preemption\n",
