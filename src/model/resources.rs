@@ -111,8 +111,7 @@ impl std::fmt::Display for GpuRequest {
 /// Thousandths (milli-GPUs, milliseconds) as an exact decimal count of units ("12.5",
 /// "0.004").
 pub fn thousandths(milli: u64) -> String {
-    let whole = milli / u64::from(MILLI_PER_GPU);
-    let rest = milli % u64::from(MILLI_PER_GPU);
+    let (whole, rest) = (milli / 1000, milli % 1000);
     if rest == 0 {
         whole.to_string()
     } else {

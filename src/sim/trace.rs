@@ -1121,7 +1121,7 @@ fn invalid(message: String) -> io::Error {
 }
 
 /// Milliseconds as seconds: whole when whole, else with up to 3 decimal places.
-pub fn format_seconds(ms: u64) -> String {
+pub(crate) fn format_seconds(ms: u64) -> String {
     thousandths(ms)
 }
 
