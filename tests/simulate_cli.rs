@@ -354,8 +354,8 @@ fn assert_rejected(args: &[&str], needle: &str, unwritten: &Path) {
 
 /// Each row ends before the clock's last second, but queued one behind the other on the one
 /// GPU, the second would end past it, where event times stop being exact: the replay
-/// fails for its input, naming the job, and writes none of its outputs. A fill, where no
-/// job ends, is not refused.
+/// fails for its input, naming the job (and the baseline, where it is the baseline's run
+/// that would), and writes none of its outputs. A fill, where no job ends, is not refused.
 #[test]
 fn a_replay_that_would_run_past_the_clock_is_refused() {
     let dir = temp_dir("past-clock");
@@ -400,6 +400,29 @@ fn a_replay_that_would_run_past_the_clock_is_refused() {
         "json",
     ]);
     assert_eq!(report["jobs_placed"], 2, "{report}");
+    // On 3 GPUs, `c` (1 GPU) goes ahead of the blocked `b` at 2 s under backfill and ends by
+    // the clock's last second; the baseline's strict FIFO keeps it behind `b` until 100 s,
+    // past which it would end. The error names the baseline.
+    let three = one_node(dir.path(), "three.csv", 3);
+    let queued = format!(
+        "{JOBS_COLUMNS}a,,0,100,2,1,H100,0,train\n\
+         b,,1,10,2,1,H100,0,train\n\
+         c,,2,999999999950,1,1,H100,0,train\n"
+    );
+    let queued = write(dir.path(), "queued.csv", &queued);
+    assert_rejected(
+        &[
+            "simulate",
+            "--nodes",
+            &three,
+            "--jobs",
+            &queued,
+            "--out",
+            &out.display().to_string(),
+        ],
+        "the baseline profile native: job c, placed at 100 s, would end past",
+        &out,
+    );
 }
 
 #[test]
