@@ -716,16 +716,13 @@ impl Scheduler {
         // could go): otherwise holding would idle the room until enough drained, and it
         // waits as any job.
         let wait = self.waits.get(&job.id).copied().unwrap_or_default();
-        let mut would_hold = None;
-        if offer.backfill_since.is_some()
+        // Short of room, the groups it would hold are chosen only if preemption is asked.
+        let may_hold = offer.backfill_since.is_some()
             && (admitted || !wait.held_awaiting_victims)
-            && !self.reservations.iter().any(|r| r.head.id == job.id)
-        {
+            && !self.reservations.iter().any(|r| r.head.id == job.id);
+        if may_hold && admitted {
             let groups = self.groups_to_hold(searched_job, gang_reach.as_deref(), &cycle);
-            match admitted {
-                true => self.hold(&offer, groups, None),
-                false => would_hold = Some(groups),
-            }
+            self.hold(&offer, groups, None);
         }
         let mut held_awaiting_victims = wait.held_awaiting_victims;
         let since = wait.tight_since;
@@ -801,7 +798,9 @@ impl Scheduler {
             if !may_preempt {
                 return None;
             }
-            let would_hold = would_hold.take().filter(|groups| !groups.is_empty());
+            let would_hold = (may_hold && !admitted)
+                .then(|| self.groups_to_hold(searched_job, inputs.reach.as_deref(), &cycle))
+                .filter(|groups| !groups.is_empty());
             let preempted = self.preempt(&offer, admitted, &inputs, &cycle, would_hold.as_deref());
             let awaits_until = match preempted {
                 Preempted::RetryAt { awaits_until, .. } => awaits_until,
