@@ -2312,6 +2312,85 @@ fn a_backfill_victim_made_again_by_its_controller_is_not_evicted_as_backfilled_a
     }
 }
 
+/// A victim of priority preemption comes back as a new pod its ReplicaSet makes: the live
+/// metrics count its wait to run again from the eviction's decision to the new pod's
+/// binding, under its kind, as the simulator counts a victim's. Its return is not exempt
+/// from backfill eviction, and a pod of no controller evicted brings nothing back.
+#[test]
+fn a_priority_victims_wait_to_run_again_is_measured_from_its_eviction() {
+    let metrics = std::sync::Arc::new(kant::metrics::live::LiveMetrics::new());
+    let w = world_reporting(&preempting(), WorldOptions::default(), metrics.clone());
+    let mut w = sync(w, &[node("n1", 8), node("n2", 8)], &[]);
+    let owned = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1",
+        "kind": "ReplicaSet", "name": "rs-low", "uid": "rs-low", "controller": true}]},
+        "spec": {"priority": 0}});
+    let low = place(&mut w, &pod("low", 8, owned.clone()), T0);
+    let lone = place(&mut w, &with_priority("lone", 8, 0), T0);
+    let mut highs = Vec::new();
+    let mut low_evicted_at = 0;
+    for (i, at) in [(0, T0 + 10_000), (1, T0 + 20_000)] {
+        apply_pod(&mut w, &with_priority(&format!("high-{i}"), 8, 100), at);
+        w.round(at);
+        let out = w.take_outputs();
+        let evicted = evictions(&out);
+        assert_eq!(evicted.len(), 1, "{out:?}");
+        let (job, pod, name) = evicted[0].clone();
+        w.apply(
+            Input::Evicted {
+                job,
+                pod,
+                outcome: Ok(()),
+            },
+            at + 1,
+        );
+        if name == "low" {
+            low_evicted_at = at;
+        }
+        delete_pod(&mut w, if name == "low" { &low } else { &lone }, at + 2);
+        w.round(at + 2);
+        let out = w.take_outputs();
+        let bound = binds(&out);
+        assert_eq!(bound.len(), 1, "{out:?}");
+        let high = with_priority(&format!("high-{i}"), 8, 100);
+        highs.push(bind_ok(&mut w, &high, &bound[0], 2, at + 3));
+    }
+    // The ReplicaSet makes the victim again; it waits until a high pod goes.
+    let again = pod("low-again", 8, owned);
+    apply_pod(&mut w, &again, T0 + 30_000);
+    w.round(T0 + 30_000);
+    assert!(binds(&w.take_outputs()).is_empty());
+    delete_pod(&mut w, &highs[0], T0 + 100_000);
+    w.round(T0 + 100_000);
+    let out = w.take_outputs();
+    let bound = binds(&out);
+    assert_eq!(bound.len(), 1, "{out:?}");
+    bind_ok(&mut w, &again, &bound[0], 2, T0 + 100_001);
+    let series = |kind: &str, part: &str| {
+        metric(
+            &metrics,
+            &format!("kant_victim_wait_again_seconds_{part}{{kind=\"{kind}\"}}"),
+        )
+    };
+    assert_eq!(
+        series("priority", "count"),
+        Some(1.0),
+        "the lone pod never comes back"
+    );
+    assert_eq!(
+        series("priority", "sum"),
+        Some((T0 + 100_001 - low_evicted_at) as f64 / 1000.0)
+    );
+    for kind in ["quota-reclaim", "backfill"] {
+        assert_eq!(series(kind, "count"), Some(0.0), "{kind}");
+    }
+    assert_eq!(
+        metric(&metrics, "kant_backfill_returns_total{outcome=\"owed\"}"),
+        None,
+        "a priority victim's return is not exempt from backfill eviction"
+    );
+    assert!(!w.scheduler().is_exempt_from_backfill_eviction(bound[0].job));
+}
+
 #[test]
 fn a_gang_bound_in_two_goes_is_running_and_placed_once_whole() {
     let (mut w, metrics) = gang_world(&[]);

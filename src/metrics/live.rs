@@ -91,6 +91,9 @@ type SizeLabels = [(&'static str, &'static str); 1];
 /// The label set of `kant_bind_errors_total`: `code` = the HTTP status or `network`.
 type CodeLabels = [(&'static str, String); 1];
 
+/// The label set of a per-kind series: `kind` = one of [`PREEMPTION_KINDS`].
+type KindLabels = [(&'static str, &'static str); 1];
+
 /// The label set of `kant_backfill_returns_total`: `outcome` (see
 /// [`LiveMetrics::backfill_returns`]).
 type OutcomeLabels = [(&'static str, &'static str); 1];
@@ -116,6 +119,7 @@ pub struct LiveMetrics {
     bind_seconds: Histogram,
     bind_errors: Family<CodeLabels, Counter>,
     backfill_returns: Family<OutcomeLabels, Counter>,
+    victim_wait_again: Family<KindLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for LiveMetrics {
@@ -145,13 +149,20 @@ impl LiveMetrics {
             leading: true,
         }));
 
-        let job_wait =
-            Family::<SizeLabels, Histogram, fn() -> Histogram>::new_with_constructor(|| {
-                Histogram::new(WAIT_BUCKETS)
-            });
-        // Every size exists from the start, so that rate() sees a 0 rather than no series.
+        let job_wait = Family::<SizeLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            wait_histogram,
+        );
+        let victim_wait_again =
+            Family::<KindLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                wait_histogram,
+            );
+        // Every size and kind exists from the start, so that rate() sees a 0 rather than no
+        // series.
         for bucket in SizeBucket::ALL {
             drop(job_wait.get_or_create(&size_labels(bucket)));
+        }
+        for kind in PREEMPTION_KINDS {
+            drop(victim_wait_again.get_or_create(&[("kind", kind)]));
         }
         let round_seconds = Histogram::new(ROUND_BUCKETS);
         let decisions = Counter::default();
@@ -196,6 +207,13 @@ impl LiveMetrics {
              every eviction was refused, expired after an hour",
             backfill_returns.clone(),
         );
+        registry.register(
+            "kant_victim_wait_again_seconds",
+            "Seconds from a preemption victim's eviction to the first moment the job its \
+             PodGroup or controller makes again is placed whole, by preemption kind (its \
+             count against kant_preemptions_total: the victims back within an hour)",
+            victim_wait_again.clone(),
+        );
         registry.register_collector(Box::new(Exporter(shared.clone())));
 
         LiveMetrics {
@@ -211,6 +229,7 @@ impl LiveMetrics {
             bind_seconds,
             bind_errors,
             backfill_returns,
+            victim_wait_again,
         }
     }
 
@@ -328,6 +347,13 @@ impl LiveMetrics {
         }
     }
 
+    /// A victim of a preemption for `kind` (one of [`PREEMPTION_KINDS`]) is placed whole
+    /// again, `waited_ms` after its eviction.
+    pub fn victim_placed_again(&self, kind: &'static str, waited_ms: u64) {
+        (self.victim_wait_again.get_or_create(&[("kind", kind)]))
+            .observe(waited_ms as f64 / 1000.0);
+    }
+
     /// A job was preempted for `kind` (`priority`, `quota-reclaim`, `backfill`); it held
     /// `victim_milli` milli-GPUs and had run `ran_ms` since its placement.
     pub fn preempted(&self, kind: &str, victim_milli: u64, ran_ms: u64) {
@@ -380,6 +406,11 @@ impl LiveMetrics {
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
     }
+}
+
+/// A histogram of waits, in [`WAIT_BUCKETS`].
+fn wait_histogram() -> Histogram {
+    Histogram::new(WAIT_BUCKETS)
 }
 
 /// The label set of one size bucket.

@@ -66,8 +66,8 @@ impl World {
     }
 
     /// A victim's pods are evicted; in the scheduler they hold what the preemptor left of
-    /// theirs, as a terminating job, until they are gone. One evicted as backfilled owes
-    /// its return (see `returns`).
+    /// theirs, as a terminating job, until they are gone. Its return is owed (see
+    /// `returns`).
     fn evict(&mut self, victim: JobId, by: JobId, kind: PreemptionKind, now_ms: u64) {
         let by_name = self
             .pods
@@ -81,9 +81,7 @@ impl World {
             .alive()
             .filter_map(|(i, uid)| Some((i, self.pods.entries.get(uid)?.target.clone())))
             .collect();
-        if kind == PreemptionKind::Backfill {
-            self.owe_return(victim, now_ms);
-        }
+        self.owe_return(victim, kind, now_ms);
         if let Some(entry) = self.pods.jobs.get_mut(&victim) {
             entry.phase = JobPhase::Evicting {
                 by,
@@ -334,6 +332,7 @@ impl World {
 
     fn job_bound(&mut self, job: JobId, now_ms: u64) {
         let _ = self.scheduler.bound(job);
+        self.placed_whole_again(job, now_ms);
         let Some(entry) = self.pods.jobs.get_mut(&job) else {
             return;
         };
@@ -660,12 +659,12 @@ impl World {
         if kept.is_empty() {
             return;
         }
-        // Evicted as backfilled: if no eviction landed, nothing comes back; if some did,
+        // If no eviction landed, nothing comes back. Evicted as backfilled, if some did,
         // the members left run on exempt, as the rest of the victim comes back. A victim
         // exempt already (evicted for another reason) leaves them exempt too.
         let backfilled = *kind == PreemptionKind::Backfill;
         let landed = *recorded;
-        if backfilled && !landed {
+        if !landed {
             self.cancel_return(victim);
         }
         let exempt =

@@ -39,7 +39,7 @@ use super::super::convert::{
 use super::super::crd::POD_GROUP_LABEL;
 use super::outcomes::VICTIM_PATIENCE_MS;
 use super::resync::Change;
-use super::returns::BackfillReturns;
+use super::returns::{Eviction, Returns};
 use super::{Condition, Output, Regarding, World};
 
 /// A pod as the API server names it.
@@ -307,6 +307,9 @@ pub(super) struct JobEntry {
     /// shard uses: each would count them), and for pods found on their way out (charged
     /// to no Queue); they hold what they hold all the same.
     pub own: bool,
+    /// A preemption victim back (see `returns`), until it is placed whole: the eviction
+    /// its wait to run again counts from.
+    pub evicted: Option<Eviction>,
 }
 
 /// The metrics' name of a PodGroup's workload.
@@ -346,6 +349,7 @@ impl JobEntry {
             started_ms,
             workload,
             own: true,
+            evicted: None,
         }
     }
 
@@ -438,8 +442,8 @@ pub(super) struct Pods {
     /// not running in the metrics' sense (SOR counts a gang once whole), and the gang's
     /// first placement counts them with the rest.
     pub landed_parts: BTreeMap<String, Vec<JobId>>,
-    /// Jobs evicted as backfilled whose controllers have yet to make them again.
-    pub backfill_returns: BackfillReturns,
+    /// Preemption victims whose controllers have yet to make them again.
+    pub returns: Returns,
 }
 
 impl Pods {
@@ -499,7 +503,7 @@ impl Pods {
         let submitted = self.submitted_workloads.remove(workload);
         let placed = self.placed_workloads.remove(workload);
         self.landed_parts.remove(workload);
-        self.backfill_returns.forget(workload);
+        self.returns.forget(workload);
         submitted && !placed
     }
 
