@@ -450,6 +450,80 @@ fn a_patient_gang_takes_one_leaf_as_soon_as_it_frees() {
     );
 }
 
+/// Two spines of four leaves of two nodes (16 nodes of 8 GPUs), every node taken by a
+/// one-node job, then the jobs of `free` finished (job `i` on node `i`, E-Binpack filling
+/// in order).
+fn two_spines_with_free_nodes(free: &[u32]) -> Scheduler {
+    let spec = fabric(16, 8, 2, 4, 0, LinkProfile::NvlinkAll);
+    let best_effort = Some(QueueingPolicy::BestEffortFifo);
+    let mut s = scheduler(profile("default", best_effort, None), spec);
+    for i in 0..16 {
+        s.submit(job(i, 1, whole(8), 0, 0));
+    }
+    s.schedule(0);
+    for &i in free {
+        assert_eq!(nodes_of(&s, JobId(i)), HashSet::from([NodeId(i)]));
+        s.finish(JobId(i));
+    }
+    s
+}
+
+/// Spine 0 has one free node in each of its leaves, an exact fit for a 4-node gang over
+/// four leaves; spine 1 is free, where it spans two. The fewest leaves win over the best
+/// fit.
+#[test]
+fn a_gang_goes_to_the_domain_where_it_spans_the_fewest_leaves() {
+    let mut s = two_spines_with_free_nodes(&[1, 3, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+    s.submit(needing(job(20, 4, whole(8), 0, 0), Tier::Spine, true));
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(20)]);
+    assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
+}
+
+/// Spine 1 holds a 4-node gang now only over three leaves (a whole one and two halves):
+/// it holds out, within its patience, for the two leaves it could span.
+#[test]
+fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
+    let patience_ms = 10 * MINUTE_MS;
+    let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
+    s.submit(job(20, 4, whole(8), 0, 0));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    assert_eq!(s.next_retry_ms(0), Some(patience_ms));
+    assert_eq!(placed_jobs(&s.schedule(patience_ms)), [JobId(20)]);
+    assert_eq!(spans(&s, JobId(20)), (3, 1, 0));
+
+    let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
+    s.submit(job(20, 4, whole(8), 0, 0));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    s.finish(JobId(11));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(20)]);
+    assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
+}
+
+/// A patient gang's patience runs from when its pools came to hold it spread: room taken
+/// there that leaves them short of it starts it afresh once they hold it again.
+#[test]
+fn a_gangs_patience_starts_afresh_once_its_pools_were_short_of_it() {
+    let patience_ms = 10 * MINUTE_MS;
+    let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
+    s.submit(job(20, 4, whole(8), 0, 0));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    // A later job goes ahead (best-effort) and leaves three free nodes.
+    s.submit(job(21, 1, whole(8), 0, 60));
+    assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(21)]);
+    s.finish(JobId(21));
+    assert!(placed_jobs(&s.schedule(5 * MINUTE_MS)).is_empty());
+    assert_eq!(
+        s.next_retry_ms(5 * MINUTE_MS),
+        Some(5 * MINUTE_MS + patience_ms)
+    );
+    assert!(placed_jobs(&s.schedule(patience_ms)).is_empty());
+    assert_eq!(
+        placed_jobs(&s.schedule(5 * MINUTE_MS + patience_ms)),
+        [JobId(20)]
+    );
+    assert_eq!(spans(&s, JobId(20)), (3, 1, 0));
+}
+
 #[test]
 fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
     // 16 nodes in one leaf; scale-up domains of 4 nodes.

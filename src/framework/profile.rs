@@ -35,9 +35,10 @@ pub struct SearchOptions {
     /// cost of a parallel fork exceeds the work.
     pub parallel_min_pods: usize,
     /// How long a gang without a required tier waits for room in the tightest domain that
-    /// could ever hold it (one leaf group if one is large enough) before it accepts a wider
-    /// spread, counted from the first time its pools could have held it spread. 0: never
-    /// waits.
+    /// could ever hold it (one leaf group if one is large enough), on the fewest leaves one
+    /// such domain could hold it on, before it accepts a wider spread, counted from when
+    /// its pools came to hold it spread (room taken there that leaves them short of it
+    /// starts the count afresh). 0: never waits.
     #[serde(deserialize_with = "crate::config::whole_seconds")]
     pub topology_patience_s: u64,
 }

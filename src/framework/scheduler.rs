@@ -86,14 +86,20 @@ pub struct Reservation {
 /// What the scheduler remembers of a job that failed to be placed.
 #[derive(Debug, Clone, Copy, Default)]
 struct Wait {
-    /// Waiting only for a tight placement (a gang in its patience), since when (world
-    /// clock).
-    tight_since: Option<u64>,
     /// Its last search, which found nothing.
     failed_search: Option<FailedSearch>,
     /// As a backfill head short of room, it held room while awaiting jobs that overtook it
     /// inside their minimum runtime: it does not hold so again until it is placed.
     held_awaiting_victims: bool,
+}
+
+/// A gang waiting only for a tight placement: its pools have held it spread since `since`
+/// (world clock), its patience running from then. Room taken there that leaves them short
+/// of it ends the wait: its patience runs afresh once they hold it again.
+struct Patience {
+    since: u64,
+    /// The job as searched (kept to the pools its quota admitted it on).
+    job: Arc<Job>,
 }
 
 /// The scheduler: one profile, one cluster state, one queue per tenant.
@@ -114,6 +120,8 @@ pub struct Scheduler {
     capacity_epoch: u64,
     /// What the scheduler remembers of jobs that failed to be placed.
     waits: HashMap<JobId, Wait>,
+    /// Gangs waiting only for a tight placement.
+    patient: HashMap<JobId, Patience>,
     /// Where room came back: a search that found nothing is not repeated until room comes
     /// back where it could use it.
     room_log: RoomLog,
@@ -181,6 +189,7 @@ impl Scheduler {
             running_priorities: BTreeMap::new(),
             capacity_epoch: 0,
             waits: HashMap::new(),
+            patient: HashMap::new(),
             room_log: RoomLog::default(),
             repeats_every_search: false,
             reaches: HashMap::new(),
@@ -276,6 +285,7 @@ impl Scheduler {
         self.drop_reservation(job);
         self.evicted_as_backfilled.remove(&job);
         self.waits.remove(&job);
+        self.patient.remove(&job);
         self.reaches.remove(&job);
         self.bind_failures.remove(&job);
     }
@@ -725,7 +735,7 @@ impl Scheduler {
             self.hold(&offer, groups, None);
         }
         let mut held_awaiting_victims = wait.held_awaiting_victims;
-        let since = wait.tight_since;
+        let since = self.patient.get(&job.id).map(|p| p.since);
         // A job asking no GPU may use held room that leaves the head what its pods need
         // besides GPUs (the flat search reads no held room at all).
         let beside_heads =
@@ -839,15 +849,18 @@ impl Scheduler {
             }
             let since = since.unwrap_or(now_ms);
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
+            match tight_retry {
+                Some(_) => {
+                    let job = searched_job.clone();
+                    self.patient.insert(job.id, Patience { since, job })
+                }
+                None => self.patient.remove(&job.id),
+            };
             let wait = Wait {
-                tight_since: tight_retry.map(|_| since),
                 failed_search,
                 held_awaiting_victims,
             };
-            match wait.tight_since.is_some()
-                || wait.failed_search.is_some()
-                || wait.held_awaiting_victims
-            {
+            match wait.failed_search.is_some() || wait.held_awaiting_victims {
                 true => self.waits.insert(job.id, wait),
                 false => self.waits.remove(&job.id),
             };
@@ -862,6 +875,7 @@ impl Scheduler {
             return Attempted::Failed { retry_at };
         };
         self.waits.remove(&job.id);
+        self.patient.remove(&job.id);
         self.reaches.remove(&job.id);
         let attempted = self.commit(job, offer.tenant, found, &mut cycle, now_ms);
         if matches!(attempted, Attempted::Placed) {
@@ -1208,6 +1222,9 @@ impl Scheduler {
             self.tenants.charge(tenant, pool, milli as i64);
         }
         *self.running_priorities.entry(job.priority).or_default() += 1;
+        // Room taken: a patient gang whose pools no longer hold it spread waits afresh.
+        let (profile, state) = (&self.profile, &self.state);
+        (self.patient).retain(|_, p| tight_wait_ends(profile, &p.job, state, p.since).is_some());
         self.running.insert(
             job.id,
             RunningJob {

@@ -169,6 +169,7 @@ fn two_level(
     // A gang no single group holds: the tightest domain that does, tier by tier (a leaf
     // only where one is searched as several groups).
     let widest = widest_tier(profile, job, snapshot, pools, state);
+    let most_leaves = patient_leaves(profile, job, snapshot, pools, state);
     let spec = snapshot.spec();
     let leaves_in_blocks = pools.iter().any(|&p| spec.pool(p).leaves_in_blocks);
     let leaf = leaves_in_blocks.then_some(Some(Tier::Leaf));
@@ -185,7 +186,7 @@ fn two_level(
                 snapshot,
                 (first, state),
                 &ranked,
-                tier,
+                (tier, most_leaves),
             )
         })
 }
@@ -204,6 +205,30 @@ fn widest_tier(
         Some(n) if n.required => Some(n.tier),
         _ if is_patient(profile, job, state) => tightest_tier(job, snapshot, pools, state),
         _ => None,
+    }
+}
+
+/// While a gang without a required tier is patient, the fewest leaves one domain of the
+/// tier it holds out for could ever hold it on: it holds out for a placement on no more
+/// (the less of its traffic crosses a spine switch). `None`: no limit, as where only a
+/// whole pool could hold it (nodes outside every leaf are in no domain).
+fn patient_leaves(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    state: &CycleState,
+) -> Option<usize> {
+    if !is_patient(profile, job, state) {
+        return None;
+    }
+    match state.read::<ReachOf>() {
+        Some(ReachOf(reach)) => reach.fewest_leaves(pools),
+        None => {
+            let shape = JobShape::of(job);
+            let tier = tightest_possible_tier(&shape, snapshot, pools, None)?;
+            fewest_leaves(&shape, snapshot, pools, tier, None)
+        }
     }
 }
 
@@ -354,7 +379,7 @@ pub struct TightWaitSince(pub u64);
 pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
-/// patience runs from the first time it could have been placed spread.
+/// patience runs from when its pools came to hold it spread.
 pub(super) fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
     let since = state
         .read::<TightWaitSince>()
@@ -422,6 +447,62 @@ pub(super) fn tightest_possible_tier(
     [Tier::Leaf, Tier::Spine, Tier::Superspine]
         .into_iter()
         .find(|&tier| some_domain_could_hold(shape, snapshot, pools, tier, usable))
+}
+
+/// The fewest leaves one domain of `tier` of one of `pools` could, all free, hold the job
+/// on (its leaves taken the most GPUs first), counting on each node the GPUs `usable`
+/// gives it (`None`: all); `None` where no domain could hold it. Nodes outside every leaf
+/// are in no domain.
+pub(super) fn fewest_leaves(
+    shape: &JobShape,
+    snapshot: &ClusterState,
+    pools: &[PoolId],
+    tier: Tier,
+    usable: Option<&UsableGpus>,
+) -> Option<usize> {
+    let spec = snapshot.spec();
+    let leaves_needed = |domain: &[((PoolId, u64), GroupId)]| {
+        let mut leaves: Vec<(u64, NodeSizes)> = (domain.iter())
+            .map(|&(_, g)| {
+                (
+                    leaf_key(spec, g),
+                    group_node_sizes(spec, [g].into_iter(), usable),
+                )
+            })
+            .collect();
+        leaves.sort_unstable_by_key(|&(leaf, _)| leaf);
+        let mut merged: Vec<NodeSizes> = (leaves.chunk_by(|a, b| a.0 == b.0))
+            .map(|same| {
+                let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+                same.iter().for_each(|(_, s)| add_sizes(&mut sizes, s));
+                sizes
+            })
+            .collect();
+        let gpus = |sizes: &NodeSizes| -> u64 {
+            (sizes.iter().enumerate())
+                .map(|(g, &n)| g as u64 * u64::from(n))
+                .sum()
+        };
+        merged.sort_unstable_by_key(|sizes| std::cmp::Reverse(gpus(sizes)));
+        let mut sizes = [0; MAX_GPUS_PER_NODE + 1];
+        merged
+            .iter()
+            .position(|leaf| {
+                add_sizes(&mut sizes, leaf);
+                shape.fits(&sizes)
+            })
+            .map(|last| last + 1)
+    };
+    domain_groups(spec, pools, tier)
+        .chunk_by(|a, b| a.0 == b.0)
+        .filter_map(leaves_needed)
+        .min()
+}
+
+/// The leaf of a search group, as a key: the blocks of one leaf share it, a leafless block
+/// is one of its own.
+fn leaf_key(spec: &ClusterSpec, group: GroupId) -> u64 {
+    (spec.group(group).leaf).map_or(1 << 32 | u64::from(group.0), |l| u64::from(l.0))
 }
 
 /// Whether one domain of `tier` of one of the job's pools could, all free, hold the job
@@ -842,13 +923,14 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 }
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
-/// pools), since a gang never mixes GPU models. The domains that hold the job are read
-/// from the group aggregates and taken best fit first (the least room left over, so larger
-/// domains stay whole); inside one, the leaves that hold the most of the job are filled
-/// first (the blocks of a leaf searched as several groups together), and inside a leaf its
-/// groups that hold the most, so it spans the fewest leaves and groups, under the first
-/// pass's cycle state when one is given (`first`, see [`two_level`]) and then under the
-/// search's. No node combination is tried blindly.
+/// pools), since a gang never mixes GPU models, on at most `most_leaves` leaves where
+/// given (a patient gang's). The domains that hold the job are read from the group
+/// aggregates and taken the fewest leaves spanned first, then best fit (the least room
+/// left over, so larger domains stay whole); inside one, the leaves that hold the most of
+/// the job are filled first (the blocks of a leaf searched as several groups together),
+/// and inside a leaf its groups that hold the most, so it spans the fewest leaves and
+/// groups, under the first pass's cycle state when one is given (`first`, see
+/// [`two_level`]) and then under the search's. No node combination is tried blindly.
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
@@ -856,7 +938,7 @@ fn within_one_domain(
     snapshot: &ClusterState,
     (first, state): (Option<&CycleState>, &CycleState),
     ranked: &[(i64, GroupId)],
-    tier: Option<Tier>,
+    (tier, most_leaves): (Option<Tier>, Option<usize>),
 ) -> Option<Found> {
     let spec = snapshot.spec();
     let mut members: Vec<DomainMember> = ranked
@@ -869,11 +951,7 @@ fn within_one_domain(
                 None => 0,
             };
             let room = pods_held(widths, snapshot.group(group));
-            // The blocks of one leaf are one leaf: a leafless block is one of its own.
-            let leaf = spec
-                .group(group)
-                .leaf
-                .map_or(1 << 32 | u64::from(group.0), |l| u64::from(l.0));
+            let leaf = leaf_key(spec, group);
             (room > 0).then_some(DomainMember {
                 domain: (pool, domain),
                 leaf,
@@ -911,37 +989,61 @@ fn within_one_domain(
             .then(b.score.cmp(&a.score))
             .then(a.group.cmp(&b.group))
     });
-    let mut domains: Vec<(u64, &[DomainMember])> = members
+    // (leaves spanned, room, its groups)
+    let mut domains: Vec<(usize, u64, &[DomainMember])> = members
         .chunk_by(|a, b| a.domain == b.domain)
         .map(|groups| {
             let room = groups
                 .iter()
                 .fold(0u64, |sum, m| sum.saturating_add(m.room));
-            (room, groups)
+            (leaves_spanned(widths, groups), room, groups)
         })
-        .filter(|&(room, groups)| {
+        .filter(|&(leaves, room, groups)| {
             let free: u64 = groups
                 .iter()
                 .map(|m| u64::from(snapshot.group(m.group).free_gpus))
                 .sum();
-            domain_may_hold(widths, room, free)
+            domain_may_hold(widths, room, free) && most_leaves.is_none_or(|most| leaves <= most)
         })
         .collect();
-    domains.sort_by_key(|&(room, groups)| (room - widths.whole_pods, groups[0].domain));
-    domains.into_iter().find_map(|(_, groups)| {
+    domains.sort_by_key(|&(leaves, room, groups)| {
+        (leaves, room - widths.whole_pods, groups[0].domain)
+    });
+    // Where node filters leave a domain's roomiest leaves short, the gang spans more.
+    let few_enough = |found: &Found| {
+        most_leaves.is_none_or(|most| {
+            let spread = found.plan.spread(spec, job.total_milli());
+            spread.groups.is_none_or(|(used, _)| used as usize <= most)
+        })
+    };
+    domains.into_iter().find_map(|(.., groups)| {
         let mut attempt = Attempt::new(snapshot, job);
         let nodes_of = |member: &DomainMember| spec.group(member.group).nodes.as_slice();
         let sweeps = first.into_iter().chain([state]);
         for (cycle, member) in sweeps.flat_map(|c| groups.iter().map(move |m| (c, m))) {
             attempt.fill(profile, job, cycle, &[nodes_of(member)]);
             if attempt.is_complete(job) {
-                return Some(attempt.finish(job));
+                return Some(attempt.finish(job)).filter(few_enough);
             }
         }
         let widths = attempt.rearrangeable_widths(job)?;
         let nodes: Vec<&[NodeId]> = groups.iter().map(nodes_of).collect();
-        rearranged(profile, job, snapshot, state, &nodes, &widths)
+        rearranged(profile, job, snapshot, state, &nodes, &widths).filter(few_enough)
     })
+}
+
+/// How many leaves a domain's members (sorted the roomiest leaf first) span when the
+/// gang fills them in order, judged from what each leaf holds of it: the fewer, the less
+/// of its traffic crosses a spine switch.
+fn leaves_spanned(widths: &PodWidths, members: &[DomainMember]) -> usize {
+    let mut held = 0u64;
+    let leaves = members.chunk_by(|a, b| a.leaf == b.leaf);
+    let short = leaves.take_while(|leaf| {
+        let short = held < widths.whole_pods;
+        held = held.saturating_add(leaf[0].leaf_room);
+        short
+    });
+    short.count().max(1)
 }
 
 /// Whether a domain whose groups hold `room` of the job's pods and `free` whole GPUs may

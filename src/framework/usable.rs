@@ -2,13 +2,13 @@
 //! selectors and affinity, untolerated taints, an inference zone closed to training; see
 //! [`Filter::judges_spec`]), and such a refusal stands whatever runs there. Whether a job
 //! could ever be placed, in its pools or (a gang) inside one domain of a tier it requires,
-//! and for a gang the tightest tier it holds out for and the room held for it as a
-//! backfill head, are judged on the nodes none of them refuses, and for a gang on the pods
-//! each node could hold at once: a node's CPU, memory, ephemeral storage or pod limit may
-//! let it run fewer of the gang's pods than its GPUs would. A gang with last-resort nodes
-//! (an inference zone's, for training it lets in) is judged on its other nodes too: the
-//! search's first pass, the tier it holds out for and the room held for it are theirs
-//! where they could ever hold it.
+//! and for a gang the tightest tier and fewest leaves it holds out for and the room held
+//! for it as a backfill head, are judged on the nodes none of them refuses, and for a gang
+//! on the pods each node could hold at once: a node's CPU, memory, ephemeral storage or pod
+//! limit may let it run fewer of the gang's pods than its GPUs would. A gang with
+//! last-resort nodes (an inference zone's, for training it lets in) is judged on its other
+//! nodes too: the search's first pass, the tier it holds out for and the room held for it
+//! are theirs where they could ever hold it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +21,8 @@ use crate::model::{
 
 use super::plugin::{Filter, JobNodes, NodeView, PodContext};
 use super::search::{
-    FirstPass, LastResort, could_not_hold, node_sizes, some_domain_could_hold, some_domain_holds,
-    tightest_possible_tier,
+    FirstPass, LastResort, could_not_hold, fewest_leaves, node_sizes, some_domain_could_hold,
+    some_domain_holds, tightest_possible_tier,
 };
 use super::{CycleState, Diagnosis, Profile, Status, pools_for};
 
@@ -33,8 +33,10 @@ pub struct Reach {
     /// `Some`: they can never hold the job, and why.
     pub never: Option<Status>,
     /// Per pool of a gang, the tightest tier with one domain they could hold it in
-    /// (`None`: only the whole pool, or not even that).
-    tightest: Vec<(PoolId, Option<Tier>)>,
+    /// (`None`: only the whole pool, or not even that), and the fewest leaves one domain
+    /// of that tier could hold it on (`None` with the tier, and where its last-resort nodes
+    /// are needed: see [`reach`]).
+    tightest: Vec<(PoolId, Option<Tier>, Option<usize>)>,
     /// For a gang, the GPUs of each node it could use at once; `None`: every GPU of every
     /// node of its pools.
     pub usable: Option<UsableGpus>,
@@ -51,8 +53,19 @@ impl Reach {
     pub fn tightest(&self, pools: &[PoolId]) -> Option<Tier> {
         self.tightest
             .iter()
-            .filter(|(pool, _)| pools.contains(pool))
-            .filter_map(|&(_, tier)| tier)
+            .filter(|(pool, ..)| pools.contains(pool))
+            .filter_map(|&(_, tier, _)| tier)
+            .min()
+    }
+
+    /// The fewest leaves one domain of that tightest tier, of one of `pools`, could ever
+    /// hold the gang on.
+    pub fn fewest_leaves(&self, pools: &[PoolId]) -> Option<usize> {
+        let tier = self.tightest(pools);
+        self.tightest
+            .iter()
+            .filter(|&&(pool, t, _)| pools.contains(&pool) && t == tier)
+            .filter_map(|&(.., leaves)| leaves)
             .min()
     }
 }
@@ -83,10 +96,12 @@ pub fn reach(profile: &Profile, job: &Job, snapshot: &ClusterState, cycle: &Cycl
         (true, None) => pools
             .iter()
             .map(|&p| {
-                (
-                    p,
-                    tightest_possible_tier(&shape, snapshot, &[p], usable.as_ref()),
-                )
+                let tier = tightest_possible_tier(&shape, snapshot, &[p], usable.as_ref());
+                // A gang with last-resort nodes its other nodes could never hold takes as
+                // few of them as it needs, however many leaves that spans.
+                let leaves = (tier.filter(|_| !last_resort))
+                    .and_then(|t| fewest_leaves(&shape, snapshot, &[p], t, usable.as_ref()));
+                (p, tier, leaves)
             })
             .collect(),
         (false, None) => Vec::new(),
