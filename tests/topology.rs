@@ -499,28 +499,24 @@ fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
     assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
 }
 
-/// A patient gang's patience runs from when its pools came to hold it spread: room taken
-/// there that leaves them short of it starts it afresh once they hold it again.
+/// A patient gang's patience is spent only while its pools hold it spread: a placement
+/// that leaves them short of it pauses the count, which goes on once they hold it again.
 #[test]
-fn a_gangs_patience_starts_afresh_once_its_pools_were_short_of_it() {
+fn a_gangs_patience_pauses_while_its_pools_are_short_of_it() {
     let patience_ms = 10 * MINUTE_MS;
     let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
     s.submit(job(20, 4, whole(8), 0, 0));
     assert!(placed_jobs(&s.schedule(0)).is_empty());
-    // A later job goes ahead (best-effort) and leaves three free nodes.
+    // A later job goes ahead (best-effort) and leaves three free nodes, a minute in.
     s.submit(job(21, 1, whole(8), 0, 60));
     assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(21)]);
     s.finish(JobId(21));
+    // Four minutes later, room again: nine minutes of patience are left.
     assert!(placed_jobs(&s.schedule(5 * MINUTE_MS)).is_empty());
-    assert_eq!(
-        s.next_retry_ms(5 * MINUTE_MS),
-        Some(5 * MINUTE_MS + patience_ms)
-    );
-    assert!(placed_jobs(&s.schedule(patience_ms)).is_empty());
-    assert_eq!(
-        placed_jobs(&s.schedule(5 * MINUTE_MS + patience_ms)),
-        [JobId(20)]
-    );
+    let ends = 5 * MINUTE_MS + patience_ms - MINUTE_MS;
+    assert_eq!(s.next_retry_ms(5 * MINUTE_MS), Some(ends));
+    assert!(placed_jobs(&s.schedule(ends - 1)).is_empty());
+    assert_eq!(placed_jobs(&s.schedule(ends)), [JobId(20)]);
     assert_eq!(spans(&s, JobId(20)), (3, 1, 0));
 }
 

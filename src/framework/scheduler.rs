@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::cache::{CacheError, ClusterState, Placement, PlacementPhase, PodKey};
 use crate::model::{
     ClusterSpec, GroupId, Job, JobId, JobShape, MILLI_PER_GPU, NodeId, PodAffinityTerm, PodRequest,
-    PodRules, PoolId,
+    PodRules, PodWidths, PoolId,
 };
 use crate::queue::{
     Admission, Attempted, Driver, FreeNodes, HeadQuota, Offer, PoolsWanted, PreemptionReach,
@@ -29,7 +29,7 @@ use super::plugin::{
 };
 use super::search::{
     Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits,
-    is_patient, place_job, pools_for, reservation_groups, tight_wait_ends,
+    is_patient, place_job, pools_for, pools_hold_spread, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{CandidateMemo, Code, CycleState, Diagnosis, Profile, SearchMode, Stamped, Status};
@@ -93,13 +93,33 @@ struct Wait {
     held_awaiting_victims: bool,
 }
 
-/// A gang waiting only for a tight placement: its pools have held it spread since `since`
-/// (world clock), its patience running from then. Room taken there that leaves them short
-/// of it ends the wait: its patience runs afresh once they hold it again.
+/// A gang holding out for a tight placement. Its patience is spent only while its pools
+/// hold it spread: a placement there that leaves them short of it pauses the count, which
+/// goes on from where it was at its next try that finds them holding it again. So it never
+/// declines room to spread for longer than its patience in all, nor is that spent while
+/// it had no room to decline.
 struct Patience {
-    since: u64,
-    /// The job as searched (kept to the pools its quota admitted it on).
-    job: Arc<Job>,
+    /// Since when it would have held out had its stretches been one (world clock); `None`
+    /// while paused.
+    since: Option<u64>,
+    /// How long it held out, until its pools last came short of it.
+    spent_ms: u64,
+    /// Its pools as searched (kept to those its quota admitted it on).
+    pools: Vec<PoolId>,
+    widths: PodWidths,
+}
+
+impl Patience {
+    /// Its count's start for a try at `now_ms` (going on from where it paused).
+    fn since(&self, now_ms: u64) -> u64 {
+        (self.since).unwrap_or_else(|| now_ms.saturating_sub(self.spent_ms))
+    }
+
+    fn pause(&mut self, now_ms: u64) {
+        if let Some(since) = self.since.take() {
+            self.spent_ms = now_ms.saturating_sub(since);
+        }
+    }
 }
 
 /// The scheduler: one profile, one cluster state, one queue per tenant.
@@ -735,7 +755,7 @@ impl Scheduler {
             self.hold(&offer, groups, None);
         }
         let mut held_awaiting_victims = wait.held_awaiting_victims;
-        let since = self.patient.get(&job.id).map(|p| p.since);
+        let since = self.patient.get(&job.id).map(|p| p.since(now_ms));
         // A job asking no GPU may use held room that leaves the head what its pods need
         // besides GPUs (the flat search reads no held room at all).
         let beside_heads =
@@ -849,13 +869,20 @@ impl Scheduler {
             }
             let since = since.unwrap_or(now_ms);
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
-            match tight_retry {
-                Some(_) => {
-                    let job = searched_job.clone();
-                    self.patient.insert(job.id, Patience { since, job })
+            match (tight_retry, self.patient.get_mut(&job.id)) {
+                (Some(_), Some(patience)) => patience.since = Some(since),
+                (Some(_), None) => {
+                    let patience = Patience {
+                        since: Some(since),
+                        spent_ms: 0,
+                        pools: pools_for(searched_job, &self.state).to_vec(),
+                        widths: PodWidths::of(searched_job),
+                    };
+                    self.patient.insert(job.id, patience);
                 }
-                None => self.patient.remove(&job.id),
-            };
+                (None, Some(patience)) => patience.pause(now_ms),
+                (None, None) => {}
+            }
             let wait = Wait {
                 failed_search,
                 held_awaiting_victims,
@@ -1199,6 +1226,7 @@ impl Scheduler {
         // A job whose binding is not yet confirmed is not a victim: its pods may not
         // even exist on their nodes yet.
         let pools = self.pools_held(&plan);
+        self.pause_patience(&pools, now_ms);
         let adopted = Adopted::Running { preemptible: bound };
         self.start_running(job.clone(), tenant, pools, now_ms, adopted);
         self.decisions.push(Decision::Placed {
@@ -1207,6 +1235,21 @@ impl Scheduler {
             bound,
         });
         Attempted::Placed
+    }
+
+    /// A job placed on `taken` (its pools): the patient gangs whose pools it leaves short
+    /// of them pause their count.
+    fn pause_patience(&mut self, taken: &[(PoolId, u64)], now_ms: u64) {
+        let state = &self.state;
+        for patience in self.patient.values_mut() {
+            let shares_a_pool = (patience.pools.iter()).any(|p| taken.iter().any(|t| t.0 == *p));
+            if patience.since.is_some()
+                && shares_a_pool
+                && !pools_hold_spread(&patience.widths, &patience.pools, state)
+            {
+                patience.pause(now_ms);
+            }
+        }
     }
 
     /// Records a job as running, charging its tenant what it holds per pool.
@@ -1222,9 +1265,6 @@ impl Scheduler {
             self.tenants.charge(tenant, pool, milli as i64);
         }
         *self.running_priorities.entry(job.priority).or_default() += 1;
-        // Room taken: a patient gang whose pools no longer hold it spread waits afresh.
-        let (profile, state) = (&self.profile, &self.state);
-        (self.patient).retain(|_, p| tight_wait_ends(profile, &p.job, state, p.since).is_some());
         self.running.insert(
             job.id,
             RunningJob {

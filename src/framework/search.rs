@@ -186,7 +186,7 @@ fn two_level(
                 snapshot,
                 (first, state),
                 &ranked,
-                (tier, most_leaves),
+                (tier, &most_leaves),
             )
         })
 }
@@ -208,26 +208,30 @@ fn widest_tier(
     }
 }
 
-/// While a gang without a required tier is patient, the fewest leaves one domain of the
-/// tier it holds out for could ever hold it on: it holds out for a placement on no more
-/// (the less of its traffic crosses a spine switch). `None`: no limit, as where only a
-/// whole pool could hold it (nodes outside every leaf are in no domain).
+/// While a gang without a required tier is patient, per pool of it, the fewest leaves one
+/// domain there of the tier it holds out for could ever hold it on: it holds out for a
+/// placement on no more (the less of its traffic crosses a spine switch). A pool without
+/// one has no limit (nodes outside every leaf are in no domain).
 fn patient_leaves(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     pools: &[PoolId],
     state: &CycleState,
-) -> Option<usize> {
+) -> Vec<(PoolId, usize)> {
     if !is_patient(profile, job, state) {
-        return None;
+        return Vec::new();
     }
     match state.read::<ReachOf>() {
         Some(ReachOf(reach)) => reach.fewest_leaves(pools),
         None => {
             let shape = JobShape::of(job);
-            let tier = tightest_possible_tier(&shape, snapshot, pools, None)?;
-            fewest_leaves(&shape, snapshot, pools, tier, None)
+            let Some(tier) = tightest_possible_tier(&shape, snapshot, pools, None) else {
+                return Vec::new();
+            };
+            (pools.iter())
+                .filter_map(|&p| Some((p, fewest_leaves(&shape, snapshot, &[p], tier, None)?)))
+                .collect()
         }
     }
 }
@@ -369,8 +373,9 @@ impl<'a> RoomUse<'a> {
     }
 }
 
-/// Written into the cycle state by the scheduler: since when (world clock) the job has
-/// been waiting only for a tight placement, its pools having had room for it spread.
+/// Written into the cycle state by the scheduler: since when (world clock) the job would
+/// have been waiting only for a tight placement had the stretches its pools held it spread
+/// been one (the time it has held out is now less this).
 pub struct TightWaitSince(pub u64);
 
 /// Written into the cycle state by a PreFilter plugin when the job gains nothing from
@@ -379,7 +384,7 @@ pub struct TightWaitSince(pub u64);
 pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
-/// patience runs from when its pools came to hold it spread.
+/// patience runs while its pools hold it spread ([`TightWaitSince`]).
 pub(super) fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
     let since = state
         .read::<TightWaitSince>()
@@ -405,7 +410,7 @@ fn patience_end(profile: &Profile, since_ms: u64) -> u64 {
 
 /// After a failed search: whether the job is now waiting only for a tight placement (its
 /// pools hold it spread, from their aggregates) and, if so, when its patience ends,
-/// counted from `since_ms` (the first such failure).
+/// counted from `since_ms` (see [`TightWaitSince`]).
 pub fn tight_wait_ends(
     profile: &Profile,
     job: &Job,
@@ -416,10 +421,16 @@ pub fn tight_wait_ends(
         return None;
     }
     let widths = PodWidths::of(job);
-    let room = pools_for(job, snapshot).iter().fold(0u64, |sum, &p| {
-        sum.saturating_add(pods_held(&widths, snapshot.pool(p)))
+    (pools_hold_spread(&widths, pools_for(job, snapshot), snapshot))
+        .then(|| patience_end(profile, since_ms))
+}
+
+/// Whether `pools` hold, from their aggregates, a job of `widths` spread over them.
+pub fn pools_hold_spread(widths: &PodWidths, pools: &[PoolId], snapshot: &ClusterState) -> bool {
+    let room = (pools.iter()).fold(0u64, |sum, &p| {
+        sum.saturating_add(pods_held(widths, snapshot.pool(p)))
     });
-    (room >= widths.whole_pods).then(|| patience_end(profile, since_ms))
+    room >= widths.whole_pods
 }
 
 /// The tightest tier one domain of the job's usable nodes could ever hold it in, as the
@@ -450,9 +461,9 @@ pub(super) fn tightest_possible_tier(
 }
 
 /// The fewest leaves one domain of `tier` of one of `pools` could, all free, hold the job
-/// on (its leaves taken the most GPUs first), counting on each node the GPUs `usable`
-/// gives it (`None`: all); `None` where no domain could hold it. Nodes outside every leaf
-/// are in no domain.
+/// on, its leaves taken the most GPUs first (with nodes of several sizes, a bound above
+/// the fewest), counting on each node the GPUs `usable` gives it (`None`: all); `None`
+/// where no domain could hold it. Nodes outside every leaf are in no domain.
 pub(super) fn fewest_leaves(
     shape: &JobShape,
     snapshot: &ClusterState,
@@ -853,13 +864,7 @@ fn within_one_group(
         && job.pods.len() >= options.parallel_min_pods
         && rayon::current_num_threads() > 1;
     let by_rank = |a: &(i64, GroupId), b: &(i64, GroupId)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
-    // A group where no node may take the job's GPU pods (a node selector, a taint, nodes
-    // too small for them: judged once per job, see `Reach`) never holds it: passed by
-    // unattempted.
-    let asks_gpus = job.pods.iter().any(|pod| !pod.gpu.is_none());
-    let usable = (state.read::<ReachOf>())
-        .and_then(|ReachOf(reach)| reach.usable.as_ref())
-        .filter(|_| asks_gpus);
+    let usable = gpu_pods_usable(job, state);
     let may_hold = |&(_, group): &(i64, GroupId)| {
         usable.is_none_or(|usable| usable.in_group(group)) && may_fit(widths, snapshot.group(group))
     };
@@ -902,6 +907,16 @@ fn within_one_group(
     (candidates.chunks(batch)).find_map(|batch| batch.par_iter().find_map_first(attempt))
 }
 
+/// The GPUs of each node the job's GPU pods could ever use (judged once per job, see
+/// [`super::Reach`]): a group where no node may take them (a node selector, a taint, nodes
+/// too small for them) never holds them, and is passed by unattempted. `None`: any.
+fn gpu_pods_usable<'a>(job: &Job, state: &'a CycleState) -> Option<&'a UsableGpus> {
+    let asks_gpus = job.pods.iter().any(|pod| !pod.gpu.is_none());
+    (state.read::<ReachOf>())
+        .and_then(|ReachOf(reach)| reach.usable.as_ref())
+        .filter(|_| asks_gpus)
+}
+
 /// Of the job's pods that ask for whole GPUs, how many an aggregate can hold at once:
 /// exact for alike pods, for pods of several widths a bound (each takes at least the
 /// narrowest width on one node). `u64::MAX` when no pod asks for whole GPUs: it cannot
@@ -923,8 +938,8 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 }
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
-/// pools), since a gang never mixes GPU models, on at most `most_leaves` leaves where
-/// given (a patient gang's). The domains that hold the job are read from the group
+/// pools), since a gang never mixes GPU models, on at most as many leaves of a pool as
+/// `most_leaves` gives it (a patient gang's, [`patient_leaves`]). The domains that hold the job are read from the group
 /// aggregates and taken the fewest leaves spanned first, then best fit (the least room
 /// left over, so larger domains stay whole); inside one, the leaves that hold the most of
 /// the job are filled first (the blocks of a leaf searched as several groups together),
@@ -938,11 +953,13 @@ fn within_one_domain(
     snapshot: &ClusterState,
     (first, state): (Option<&CycleState>, &CycleState),
     ranked: &[(i64, GroupId)],
-    (tier, most_leaves): (Option<Tier>, Option<usize>),
+    (tier, most_leaves): (Option<Tier>, &[(PoolId, usize)]),
 ) -> Option<Found> {
     let spec = snapshot.spec();
+    let usable = gpu_pods_usable(job, state);
     let mut members: Vec<DomainMember> = ranked
         .iter()
+        .filter(|&&(_, group)| usable.is_none_or(|usable| usable.in_group(group)))
         .filter_map(|&(score, group)| {
             // A gang never mixes GPU models: a domain is one pool's part of it.
             let pool = spec.group(group).pool;
@@ -1003,32 +1020,33 @@ fn within_one_domain(
                 .iter()
                 .map(|m| u64::from(snapshot.group(m.group).free_gpus))
                 .sum();
-            domain_may_hold(widths, room, free) && most_leaves.is_none_or(|most| leaves <= most)
+            let pool = groups[0].domain.0;
+            domain_may_hold(widths, room, free)
+                && (most_leaves.iter()).all(|&(p, most)| p != pool || leaves <= most)
         })
         .collect();
     domains.sort_by_key(|&(leaves, room, groups)| {
         (leaves, room - widths.whole_pods, groups[0].domain)
     });
-    // Where node filters leave a domain's roomiest leaves short, the gang spans more.
-    let few_enough = |found: &Found| {
-        most_leaves.is_none_or(|most| {
-            let spread = found.plan.spread(spec, job.total_milli());
-            spread.groups.is_none_or(|(used, _)| used as usize <= most)
-        })
-    };
     domains.into_iter().find_map(|(.., groups)| {
+        // Held to its fewest leaves, it is placed on the roomiest of them only.
+        let pool = groups[0].domain.0;
+        let groups = match most_leaves.iter().find(|&&(p, _)| p == pool) {
+            Some(&(_, most)) => first_leaves(groups, most),
+            None => groups,
+        };
         let mut attempt = Attempt::new(snapshot, job);
         let nodes_of = |member: &DomainMember| spec.group(member.group).nodes.as_slice();
         let sweeps = first.into_iter().chain([state]);
         for (cycle, member) in sweeps.flat_map(|c| groups.iter().map(move |m| (c, m))) {
             attempt.fill(profile, job, cycle, &[nodes_of(member)]);
             if attempt.is_complete(job) {
-                return Some(attempt.finish(job)).filter(few_enough);
+                return Some(attempt.finish(job));
             }
         }
         let widths = attempt.rearrangeable_widths(job)?;
         let nodes: Vec<&[NodeId]> = groups.iter().map(nodes_of).collect();
-        rearranged(profile, job, snapshot, state, &nodes, &widths).filter(few_enough)
+        rearranged(profile, job, snapshot, state, &nodes, &widths)
     })
 }
 
@@ -1044,6 +1062,16 @@ fn leaves_spanned(widths: &PodWidths, members: &[DomainMember]) -> usize {
         short
     });
     short.count().max(1)
+}
+
+/// The members of a domain's first `leaves` leaves (its members sorted the roomiest leaf
+/// first).
+fn first_leaves(members: &[DomainMember], leaves: usize) -> &[DomainMember] {
+    let end = (members.chunk_by(|a, b| a.leaf == b.leaf))
+        .take(leaves)
+        .map(<[DomainMember]>::len)
+        .sum();
+    &members[..end]
 }
 
 /// Whether a domain whose groups hold `room` of the job's pods and `free` whole GPUs may

@@ -7,8 +7,8 @@
 //! on the pods each node could hold at once: a node's CPU, memory, ephemeral storage or pod
 //! limit may let it run fewer of the gang's pods than its GPUs would. A gang with
 //! last-resort nodes (an inference zone's, for training it lets in) is judged on its other
-//! nodes too: the search's first pass, the tier it holds out for and the room held for it
-//! are theirs where they could ever hold it.
+//! nodes too: the search's first pass, the tier and leaves it holds out for and the room
+//! held for it are theirs where they could ever hold it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,15 +58,14 @@ impl Reach {
             .min()
     }
 
-    /// The fewest leaves one domain of that tightest tier, of one of `pools`, could ever
-    /// hold the gang on.
-    pub fn fewest_leaves(&self, pools: &[PoolId]) -> Option<usize> {
+    /// Per pool of `pools` where one domain of that tightest tier could ever hold the
+    /// gang, the fewest leaves one could hold it on.
+    pub fn fewest_leaves(&self, pools: &[PoolId]) -> Vec<(PoolId, usize)> {
         let tier = self.tightest(pools);
-        self.tightest
-            .iter()
+        (self.tightest.iter())
             .filter(|&&(pool, t, _)| pools.contains(&pool) && t == tier)
-            .filter_map(|&(.., leaves)| leaves)
-            .min()
+            .filter_map(|&(pool, _, leaves)| Some((pool, leaves?)))
+            .collect()
     }
 }
 
