@@ -520,6 +520,35 @@ fn a_gangs_patience_pauses_while_its_pools_are_short_of_it() {
     assert_eq!(spans(&s, JobId(20)), (3, 1, 0));
 }
 
+/// A gang accepting two GPU models holds out for each pool's own fewest leaves: two of
+/// `H100`'s leaves of two nodes, four of `A100`'s of one. With `H100` short of it, it
+/// takes four `A100` leaves at once.
+#[test]
+fn a_patient_gang_counts_the_leaves_of_each_pool_apart() {
+    let mut nodes: Vec<(&str, &str, &str)> = ["h0", "h0", "h1", "h1"]
+        .iter()
+        .map(|&leaf| ("H100", leaf, "hbd"))
+        .collect();
+    nodes.extend(
+        ["a0", "a1", "a2", "a3"]
+            .iter()
+            .map(|&leaf| ("A100", leaf, "hbd")),
+    );
+    let mut s = scheduler(profile("default", None, None), two_model_fabric(&nodes));
+    s.submit(job(1, 1, whole(8), 0, 0)); // the first H100 node
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(1)]);
+    let mut either = job(2, 4, whole(8), 0, 0);
+    either.pools.clear();
+    s.submit(either);
+    assert_eq!(placed_jobs(&s.schedule(0)), [JobId(2)]);
+    let spec = s.state().spec();
+    let models: HashSet<_> = (nodes_of(&s, JobId(2)).iter())
+        .map(|&n| spec.node(n).gpu_model.clone())
+        .collect();
+    assert_eq!(models, HashSet::from([Some("A100".to_string())]));
+    assert_eq!(spans(&s, JobId(2)).0, 4);
+}
+
 #[test]
 fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
     // 16 nodes in one leaf; scale-up domains of 4 nodes.

@@ -36,9 +36,9 @@ pub struct SearchOptions {
     pub parallel_min_pods: usize,
     /// How long a gang without a required tier waits for room in the tightest domain that
     /// could ever hold it (one leaf group if one is large enough), on the fewest leaves one
-    /// such domain could hold it on, before it accepts a wider spread, counted from when
-    /// its pools came to hold it spread (room taken there that leaves them short of it
-    /// starts the count afresh). 0: never waits.
+    /// such domain could hold it on, before it accepts a wider spread, counted only while
+    /// its pools hold it spread (a placement there that leaves them short of it pauses
+    /// the count). 0: never waits.
     #[serde(deserialize_with = "crate::config::whole_seconds")]
     pub topology_patience_s: u64,
 }
