@@ -6,8 +6,10 @@
 //! searched on (or, for a gang holding out for a tight placement, on other pools at all:
 //! fewer may hold it only in a wider tier), or its patience ended. Placements only take
 //! room, and a search that found nothing is taken to find nothing on less room (the
-//! search's bounded rearrangement of a gang's pods of several widths is not proven to;
-//! random workloads and the standard replays decide the same both ways).
+//! search's bounded rearrangement of a gang's pods of several widths is not proven to,
+//! nor is a patient gang's fill of the leaves it holds out for, chosen by their GPU room,
+//! where node filters keep it off part of that room; random workloads and the standard
+//! replays decide the same both ways).
 //!
 //! The scheduler tells the log where room came back (for a pod with anti-affinity
 //! leaving, every group of the domains it kept others out of), and keeps each job's
