@@ -869,19 +869,18 @@ impl Scheduler {
             }
             let since = since.unwrap_or(now_ms);
             let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
-            match (tight_retry, self.patient.get_mut(&job.id)) {
-                (Some(_), Some(patience)) => patience.since = Some(since),
-                (Some(_), None) => {
-                    let patience = Patience {
-                        since: Some(since),
-                        spent_ms: 0,
-                        pools: pools_for(searched_job, &self.state).to_vec(),
-                        widths: PodWidths::of(searched_job),
-                    };
-                    self.patient.insert(job.id, patience);
-                }
-                (None, Some(patience)) => patience.pause(now_ms),
-                (None, None) => {}
+            if tight_retry.is_some() {
+                // Its quota may admit it on other pools than at its last try.
+                let pools = pools_for(searched_job, &self.state).to_vec();
+                let patience = self.patient.entry(job.id).or_insert_with(|| Patience {
+                    since: None,
+                    spent_ms: 0,
+                    pools: Vec::new(),
+                    widths: PodWidths::of(searched_job),
+                });
+                (patience.since, patience.pools) = (Some(since), pools);
+            } else if let Some(patience) = self.patient.get_mut(&job.id) {
+                patience.pause(now_ms);
             }
             let wait = Wait {
                 failed_search,
