@@ -1237,12 +1237,14 @@ impl Scheduler {
     }
 
     /// A job placed on `taken` (its pools): the patient gangs whose pools it leaves short
-    /// of them pause their count.
+    /// of them pause their count (one whose patience is spent has nothing to pause).
     fn pause_patience(&mut self, taken: &[(PoolId, u64)], now_ms: u64) {
         let state = &self.state;
+        let patience_ms = (self.profile.search_options.topology_patience_s).saturating_mul(1000);
         for patience in self.patient.values_mut() {
+            let counting = (patience.since).is_some_and(|s| s.saturating_add(patience_ms) > now_ms);
             let shares_a_pool = (patience.pools.iter()).any(|p| taken.iter().any(|t| t.0 == *p));
-            if patience.since.is_some()
+            if counting
                 && shares_a_pool
                 && !pools_hold_spread(&patience.widths, &patience.pools, state)
             {
