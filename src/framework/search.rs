@@ -939,13 +939,14 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
 /// pools), since a gang never mixes GPU models, on at most as many leaves of a pool as
-/// `most_leaves` gives it (a patient gang's, [`patient_leaves`]). The domains that hold the job are read from the group
-/// aggregates and taken the fewest leaves spanned first, then best fit (the least room
-/// left over, so larger domains stay whole); inside one, the leaves that hold the most of
-/// the job are filled first (the blocks of a leaf searched as several groups together),
-/// and inside a leaf its groups that hold the most, so it spans the fewest leaves and
-/// groups, under the first pass's cycle state when one is given (`first`, see
-/// [`two_level`]) and then under the search's. No node combination is tried blindly.
+/// `most_leaves` gives it (a patient gang's, [`patient_leaves`]). The domains that hold
+/// the job are read from the group aggregates and taken the fewest leaves spanned first,
+/// then best fit (the least room left over, so larger domains stay whole); inside one, the
+/// leaves that hold the most of the job are filled first (the blocks of a leaf searched as
+/// several groups together), and inside a leaf its groups that hold the most, so it spans
+/// the fewest leaves and groups, under the first pass's cycle state when one is given
+/// (`first`, see [`two_level`]) and then under the search's. No node combination is tried
+/// blindly.
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
