@@ -126,12 +126,18 @@ fn a_gang_over_several_leaves_fills_a_leaf_of_blocks_whole_before_the_next() {
 }
 
 /// 8 nodes, two leaves of 4 under one spine; node `i` holds single-node job `i` except the
-/// nodes in `free`. Best-effort FIFO, so that no backfill threshold wakes a blocked job.
+/// nodes in `free`.
 fn cluster_with_free_nodes(free: &[u32]) -> Scheduler {
-    let spec = fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll);
+    full_but(fabric(8, 8, 4, 2, 0, LinkProfile::NvlinkAll), free)
+}
+
+/// The cluster of 8-GPU nodes, node `i` holding single-node job `i` except the nodes in
+/// `free`. Best-effort FIFO, so that no backfill threshold wakes a blocked job.
+fn full_but(spec: std::sync::Arc<kant::model::ClusterSpec>, free: &[u32]) -> Scheduler {
+    let nodes = spec.nodes.len() as u32;
     let best_effort = Some(QueueingPolicy::BestEffortFifo);
     let mut s = scheduler(profile("default", best_effort, None), spec);
-    for i in 0..8 {
+    for i in 0..nodes {
         s.submit(job(i, 1, whole(8), 0, 0));
     }
     s.schedule(0);
@@ -450,22 +456,10 @@ fn a_patient_gang_takes_one_leaf_as_soon_as_it_frees() {
     );
 }
 
-/// Two spines of four leaves of two nodes (16 nodes of 8 GPUs), every node taken by a
-/// one-node job, then the jobs of `free` finished (job `i` on node `i`, E-Binpack filling
-/// in order).
+/// Two spines of four leaves of two nodes (16 nodes of 8 GPUs), node `i` holding
+/// single-node job `i` except the nodes in `free`.
 fn two_spines_with_free_nodes(free: &[u32]) -> Scheduler {
-    let spec = fabric(16, 8, 2, 4, 0, LinkProfile::NvlinkAll);
-    let best_effort = Some(QueueingPolicy::BestEffortFifo);
-    let mut s = scheduler(profile("default", best_effort, None), spec);
-    for i in 0..16 {
-        s.submit(job(i, 1, whole(8), 0, 0));
-    }
-    s.schedule(0);
-    for &i in free {
-        assert_eq!(nodes_of(&s, JobId(i)), HashSet::from([NodeId(i)]));
-        s.finish(JobId(i));
-    }
-    s
+    full_but(fabric(16, 8, 2, 4, 0, LinkProfile::NvlinkAll), free)
 }
 
 /// Spine 0 has one free node in each of its leaves, an exact fit for a 4-node gang over
@@ -479,21 +473,27 @@ fn a_gang_goes_to_the_domain_where_it_spans_the_fewest_leaves() {
     assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
 }
 
-/// Spine 1 holds a 4-node gang now only over three leaves (a whole one and two halves):
-/// it holds out, within its patience, for the two leaves it could span.
-#[test]
-fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
-    let patience_ms = 10 * MINUTE_MS;
+/// Spine 1 holding a 4-node gang (job 20) now only over three leaves, a whole one and
+/// two halves, after the gang's first try at 0, which places nothing: it holds out for
+/// the two leaves it could span.
+fn gang_holding_out_for_two_leaves() -> Scheduler {
     let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
     s.submit(job(20, 4, whole(8), 0, 0));
     assert!(placed_jobs(&s.schedule(0)).is_empty());
+    s
+}
+
+/// The gang waits its patience for two leaves, then spreads over three; or takes two
+/// once a leaf frees whole.
+#[test]
+fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
+    let patience_ms = 10 * MINUTE_MS;
+    let mut s = gang_holding_out_for_two_leaves();
     assert_eq!(s.next_retry_ms(0), Some(patience_ms));
     assert_eq!(placed_jobs(&s.schedule(patience_ms)), [JobId(20)]);
     assert_eq!(spans(&s, JobId(20)), (3, 1, 0));
 
-    let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
-    s.submit(job(20, 4, whole(8), 0, 0));
-    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let mut s = gang_holding_out_for_two_leaves();
     s.finish(JobId(11));
     assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(20)]);
     assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
@@ -504,9 +504,7 @@ fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
 #[test]
 fn a_gangs_patience_pauses_while_its_pools_are_short_of_it() {
     let patience_ms = 10 * MINUTE_MS;
-    let mut s = two_spines_with_free_nodes(&[8, 9, 10, 12]);
-    s.submit(job(20, 4, whole(8), 0, 0));
-    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    let mut s = gang_holding_out_for_two_leaves();
     // A later job goes ahead (best-effort) and leaves three free nodes, a minute in.
     s.submit(job(21, 1, whole(8), 0, 60));
     assert_eq!(placed_jobs(&s.schedule(MINUTE_MS)), [JobId(21)]);
