@@ -547,6 +547,55 @@ fn a_patient_gang_counts_the_leaves_of_each_pool_apart() {
     assert_eq!(spans(&s, JobId(2)).0, 4);
 }
 
+/// A gang making room by priority preemption without patience (`topology_patience_s: 0`)
+/// takes the victims that let it in inside one spine, though the cheapest set spans two:
+/// on the two spines of leaves of two nodes, every node runs a one-node job of priority
+/// 0, those on nodes 0, 1, 8 and 9 started a minute later (the least GPU-time lost).
+#[test]
+fn a_gang_preempting_makes_its_room_inside_one_spine() {
+    let config = kant::config::Config::parse(
+        "kant.yaml",
+        &kant::config::DEFAULT_CONFIG.replace("topology_patience_s: 600", "topology_patience_s: 0"),
+    )
+    .expect("valid configuration");
+    let mut profile = profile_config("default", Some(QueueingPolicy::BestEffortFifo), None);
+    for plugin in &mut profile.plugins {
+        if plugin.name() == "backfill-preemption" {
+            *plugin = kant::config::PluginConfig::Name("preemption".into());
+        }
+    }
+    let profile = kant::plugins::build_profile(&profile, &config).expect("valid profile");
+    let mut s = scheduler(profile, fabric(16, 8, 2, 4, 0, LinkProfile::NvlinkAll));
+    for i in 0..16 {
+        s.submit(job(i, 1, whole(8), 0, 0));
+    }
+    s.schedule(0);
+    let later = [0, 1, 8, 9];
+    for i in later {
+        s.finish(JobId(i));
+        s.submit(job(100 + i, 1, whole(8), 0, 60));
+    }
+    s.schedule(MINUTE_MS);
+    for i in later {
+        assert_eq!(nodes_of(&s, JobId(100 + i)), HashSet::from([NodeId(i)]));
+    }
+    let at_s = 11 * 60;
+    s.submit(job(20, 4, whole(8), 10, at_s));
+    let decisions = s.schedule(at_s * 1000);
+    let mut victims: Vec<JobId> = (decisions.iter())
+        .flat_map(|d| match d {
+            kant::framework::Decision::Preempted { victims, by, .. } if *by == JobId(20) => {
+                victims.clone()
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    victims.sort();
+    assert_eq!(victims, [JobId(2), JobId(3), JobId(100), JobId(101)]);
+    assert!(placed_jobs(&decisions).contains(&JobId(20)));
+    assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
+}
+
 #[test]
 fn a_scale_up_need_lands_inside_one_hbd_or_waits() {
     // 16 nodes in one leaf; scale-up domains of 4 nodes.

@@ -28,8 +28,9 @@ use super::plugin::{
     overtakes,
 };
 use super::search::{
-    Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, diagnose, domain_limits,
-    is_patient, place_job, pools_for, pools_hold_spread, reservation_groups, tight_wait_ends,
+    Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, WithinTightestTier, diagnose,
+    domain_limits, is_patient, place_job, pools_for, pools_hold_spread, reservation_groups,
+    tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{CandidateMemo, Code, CycleState, Diagnosis, Profile, SearchMode, Stamped, Status};
@@ -778,6 +779,7 @@ impl Scheduler {
         let inputs = CycleInputs {
             now_ms,
             tight_since: since,
+            within_tightest_tier: false,
             reach: gang_reach,
             held,
             held_for_gpu_pods,
@@ -834,7 +836,7 @@ impl Scheduler {
             let preempted = self.preempt(&offer, admitted, &inputs, &cycle, would_hold.as_deref());
             let awaits_until = match preempted {
                 Preempted::RetryAt { awaits_until, .. } => awaits_until,
-                Preempted::Evicted | Preempted::Nothing => None,
+                Preempted::Evicted { .. } | Preempted::Nothing => None,
             };
             if let (Some(groups), Some(until)) = (would_hold, awaits_until) {
                 self.hold(&offer, groups, Some(until));
@@ -842,23 +844,25 @@ impl Scheduler {
             } else if offer.backfill_since.is_some()
                 && !admitted
                 && awaits_until.is_none()
-                && !matches!(preempted, Preempted::Evicted)
+                && !matches!(preempted, Preempted::Evicted { .. })
             {
                 self.give_back_awaiting_hold(job.id);
             }
-            let preempted = match preempted {
-                Preempted::Evicted => true,
+            let compactly = match preempted {
+                Preempted::Evicted { compactly } => compactly,
                 Preempted::RetryAt { retry_at, .. } => {
                     preemption_retry = Some(retry_at);
-                    false
+                    return None;
                 }
-                Preempted::Nothing => false,
+                Preempted::Nothing => return None,
             };
-            // The victims' going must have let the job into its quota too.
-            preempted
-                .then(|| admitted_job(job, offer.milli, offer.tenant, &self.tenants, &self.state))
-                .flatten()
-                .and_then(|admitted| inputs.place(&self.profile, &admitted, &self.state))
+            // The victims' going must have let the job into its quota too; room made
+            // compactly is taken inside its domain.
+            let admitted =
+                admitted_job(job, offer.milli, offer.tenant, &self.tenants, &self.state)?;
+            let compact = compactly.then(|| inputs.within_tightest_tier());
+            (compact.and_then(|compact| compact.place(&self.profile, &admitted, &self.state)))
+                .or_else(|| inputs.place(&self.profile, &admitted, &self.state))
         });
         let Some(found) = found else {
             // A single pod is judged on the nodes it may use only once it failed: most
@@ -1320,6 +1324,13 @@ impl Scheduler {
 
     /// Asks the PostFilter plugins (preemption) for room and evicts the first proposal;
     /// `would_hold`: the groups a backfill head short of room holding none would hold.
+    ///
+    /// Once a set is found, a gang whose patience is spent (one still patient is held to
+    /// its tightest tier anyway) takes instead, where there is one, a set that lets it in
+    /// inside one domain of the tightest tier that could ever hold it, on as many of its
+    /// leaves as it needs ([`WithinTightestTier`]): the cheapest set alone would scatter a
+    /// long-waiting gang over both spines' small jobs. Sought only once some set is found,
+    /// it costs nothing to the many tries that find none.
     fn preempt(
         &mut self,
         offer: &Offer,
@@ -1328,70 +1339,26 @@ impl Scheduler {
         cycle: &CycleState,
         would_hold: Option<&[GroupId]>,
     ) -> Preempted {
-        let (job, tenant) = (offer.job, offer.tenant);
-        let mut retry_at: Option<u64> = None;
-        let mut awaits_until: Option<u64> = None;
-        let milli = job.total_milli();
-        let proposal = {
-            let fits = |state: &ClusterState, tenants: &Tenants| {
-                let admitted = admitted_job(job, milli, tenant, tenants, state)?;
-                let found = inputs.place(&self.profile, &admitted, state)?;
-                let pods = &found.plan.pods;
-                let (_, landing) = (pods.iter())
-                    .find(|(_, p)| p.gpus.devices != 0)
-                    .or(pods.first())?;
-                Some(Landing {
-                    pool: state.spec().node(landing.node).pool,
-                    nodes: pods.iter().map(|(_, p)| p.node).collect(),
-                })
-            };
-            let reserved = self
-                .reservations
-                .iter()
-                .find(|r| r.head.id == job.id)
-                .map(|r| r.groups.as_slice());
-            let domain_limits = domain_limits(&self.profile, job, &self.state, cycle);
-            (self.candidate_memo).keep_for((
-                self.running.stamp(),
-                self.tenants.stamp(),
-                inputs.now_ms,
-            ));
-            let context = PreemptionContext {
-                snapshot: &self.state,
-                now_ms: inputs.now_ms,
-                tenant,
-                admitted,
-                tenants: &self.tenants,
-                pools_wanted: &self.pools_wanted,
-                running: &self.running,
-                candidates: &self.candidate_memo,
-                lowest_running_priority: self.running_priorities.keys().next().copied(),
-                backfill_since: offer.backfill_since,
-                reclaims_whole_from: (offer.blocked_since.unwrap_or(inputs.now_ms))
-                    .saturating_add(self.profile.queue_settings.backfill_threshold),
-                reserved,
-                would_hold,
-                domain_limits: &domain_limits,
-                fits: &fits,
-            };
-            self.profile.post_filters.iter().find_map(|plugin| {
-                let (at, until) = match plugin.post_filter(job, &context) {
-                    PostFilterResult::Preempt { victims } => return Some(victims),
-                    PostFilterResult::RetryAt(at) => (at, None),
-                    PostFilterResult::AwaitsVictims { retry_at, until } => (retry_at, Some(until)),
-                    PostFilterResult::None => return None,
-                };
-                retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
-                awaits_until = awaits_until.max(until);
-                None
-            })
+        let job = offer.job;
+        let mut victims = match self.propose_victims(offer, admitted, inputs, cycle, would_hold) {
+            Ok(victims) => victims,
+            Err(nothing) => return nothing,
         };
-        let Some(victims) = proposal else {
-            return retry_at.map_or(Preempted::Nothing, |retry_at| Preempted::RetryAt {
-                retry_at,
-                awaits_until,
-            });
-        };
+        let compact = job.pods.len() > 1
+            && self.profile.search == SearchMode::TwoLevel
+            && job.topology.is_none_or(|need| !need.required)
+            && !is_patient(&self.profile, job, cycle);
+        let mut compactly = false;
+        if compact {
+            let mut compact_cycle = cycle.clone();
+            compact_cycle.write(WithinTightestTier);
+            let compact_inputs = inputs.within_tightest_tier();
+            if let Ok(found) =
+                self.propose_victims(offer, admitted, &compact_inputs, &compact_cycle, would_hold)
+            {
+                (victims, compactly) = (found, true);
+            }
+        }
         for &(victim, kind) in &victims {
             let placements = if self.hold_victims {
                 self.placements_of(victim)
@@ -1434,7 +1401,78 @@ impl Scheduler {
                 });
             }
         }
-        Preempted::Evicted
+        Preempted::Evicted { compactly }
+    }
+
+    /// The victims the first PostFilter plugin proposes for the offered job, placed with
+    /// `inputs` (on `cycle`'s domain limits); otherwise what the job awaits.
+    fn propose_victims(
+        &self,
+        offer: &Offer,
+        admitted: bool,
+        inputs: &CycleInputs,
+        cycle: &CycleState,
+        would_hold: Option<&[GroupId]>,
+    ) -> Result<Vec<(JobId, PreemptionKind)>, Preempted> {
+        let (job, tenant) = (offer.job, offer.tenant);
+        let mut retry_at: Option<u64> = None;
+        let mut awaits_until: Option<u64> = None;
+        let milli = job.total_milli();
+        let fits = |state: &ClusterState, tenants: &Tenants| {
+            let admitted = admitted_job(job, milli, tenant, tenants, state)?;
+            let found = inputs.place(&self.profile, &admitted, state)?;
+            let pods = &found.plan.pods;
+            let (_, landing) = (pods.iter())
+                .find(|(_, p)| p.gpus.devices != 0)
+                .or(pods.first())?;
+            Some(Landing {
+                pool: state.spec().node(landing.node).pool,
+                nodes: pods.iter().map(|(_, p)| p.node).collect(),
+            })
+        };
+        let reserved = self
+            .reservations
+            .iter()
+            .find(|r| r.head.id == job.id)
+            .map(|r| r.groups.as_slice());
+        let domain_limits = domain_limits(&self.profile, job, &self.state, cycle);
+        (self.candidate_memo).keep_for((self.running.stamp(), self.tenants.stamp(), inputs.now_ms));
+        let context = PreemptionContext {
+            snapshot: &self.state,
+            now_ms: inputs.now_ms,
+            tenant,
+            admitted,
+            tenants: &self.tenants,
+            pools_wanted: &self.pools_wanted,
+            running: &self.running,
+            candidates: &self.candidate_memo,
+            lowest_running_priority: self.running_priorities.keys().next().copied(),
+            backfill_since: offer.backfill_since,
+            reclaims_whole_from: (offer.blocked_since.unwrap_or(inputs.now_ms))
+                .saturating_add(self.profile.queue_settings.backfill_threshold),
+            reserved,
+            would_hold,
+            domain_limits: &domain_limits,
+            fits: &fits,
+        };
+        let proposal = self.profile.post_filters.iter().find_map(|plugin| {
+            let (at, until) = match plugin.post_filter(job, &context) {
+                PostFilterResult::Preempt { victims } => return Some(victims),
+                PostFilterResult::RetryAt(at) => (at, None),
+                PostFilterResult::AwaitsVictims { retry_at, until } => (retry_at, Some(until)),
+                PostFilterResult::None => return None,
+            };
+            retry_at = Some(retry_at.map_or(at, |t: u64| t.min(at)));
+            awaits_until = awaits_until.max(until);
+            None
+        });
+        proposal.ok_or(match retry_at {
+            Some(retry_at) => Preempted::RetryAt {
+                retry_at,
+                awaits_until,
+            },
+            None => Preempted::Nothing,
+        })
     }
 
     /// The world reports a job's pods bound (after a binder answered `Wait`).
@@ -1612,7 +1650,11 @@ pub struct Reshaped {
 
 /// What asking for preemption came to.
 enum Preempted {
-    Evicted,
+    /// Victims went; `compactly`: found for a placement inside one domain of the job's
+    /// tightest tier, where it is placed (see [`Scheduler::preempt`]).
+    Evicted {
+        compactly: bool,
+    },
     /// Nothing now; victims become available at `retry_at`. `awaits_until`: a backfill
     /// head awaits the jobs that overtook it until then (`PostFilterResult::AwaitsVictims`).
     RetryAt {
@@ -1625,9 +1667,12 @@ enum Preempted {
 /// What the scheduler itself writes into a job's cycle state, kept so that the cycle can
 /// be prepared again on another state: preemption judges the state without its victims,
 /// and what PreFilter gathered from the placed pods (inter-pod rules) changes with them.
+#[derive(Clone)]
 struct CycleInputs {
     now_ms: u64,
     tight_since: Option<u64>,
+    /// A gang seeking victims compactly ([`WithinTightestTier`]).
+    within_tightest_tier: bool,
     /// For a gang, what its usable nodes could ever hold.
     reach: Option<Arc<Reach>>,
     /// Sorted.
@@ -1641,6 +1686,9 @@ impl CycleInputs {
         if let Some(since) = self.tight_since {
             cycle.write(TightWaitSince(since));
         }
+        if self.within_tightest_tier {
+            cycle.write(WithinTightestTier);
+        }
         if let Some(reach) = &self.reach {
             cycle.write(ReachOf(reach.clone()));
         }
@@ -1649,6 +1697,14 @@ impl CycleInputs {
         }
         if !self.held_for_gpu_pods.is_empty() {
             cycle.write(HeldForGpuPods(self.held_for_gpu_pods.clone()));
+        }
+    }
+
+    /// These inputs for a gang seeking victims compactly ([`WithinTightestTier`]).
+    fn within_tightest_tier(&self) -> CycleInputs {
+        CycleInputs {
+            within_tightest_tier: true,
+            ..self.clone()
         }
     }
 

@@ -203,7 +203,9 @@ fn widest_tier(
 ) -> Option<Tier> {
     match job.topology {
         Some(n) if n.required => Some(n.tier),
-        _ if is_patient(profile, job, state) => tightest_tier(job, snapshot, pools, state),
+        _ if is_patient(profile, job, state) || state.read::<WithinTightestTier>().is_some() => {
+            tightest_tier(job, snapshot, pools, state)
+        }
         _ => None,
     }
 }
@@ -377,6 +379,11 @@ impl<'a> RoomUse<'a> {
 /// have been waiting only for a tight placement had the stretches its pools held it spread
 /// been one (the time it has held out is now less this).
 pub struct TightWaitSince(pub u64);
+
+/// Written into the cycle state by the scheduler while a gang seeks victims compactly
+/// (see `Scheduler::preempt`): whatever its patience, it may not spread past the tightest
+/// tier that could ever hold it, though on as many leaves there as it needs.
+pub struct WithinTightestTier;
 
 /// Written into the cycle state by a PreFilter plugin when the job gains nothing from
 /// staying inside one group (replicas that should spread): its pods then go to the best
