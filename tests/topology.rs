@@ -550,7 +550,8 @@ fn a_patient_gang_counts_the_leaves_of_each_pool_apart() {
 /// A gang making room by priority preemption without patience (`topology_patience_s: 0`)
 /// takes the victims that let it in inside one spine, though the cheapest set spans two:
 /// on the two spines of leaves of two nodes, every node runs a one-node job of priority
-/// 0, those on nodes 0, 1, 8 and 9 started a minute later (the least GPU-time lost).
+/// 0, those on nodes 0, 1, 8 and 9 started a minute later (the least GPU-time lost). The
+/// gang comes once the last of them has run its minimum runtime (10 minutes).
 #[test]
 fn a_gang_preempting_makes_its_room_inside_one_spine() {
     let config = kant::config::Config::parse(

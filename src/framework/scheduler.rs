@@ -28,9 +28,9 @@ use super::plugin::{
     overtakes,
 };
 use super::search::{
-    Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, WithinTightestTier, diagnose,
-    domain_limits, is_patient, place_job, pools_for, pools_hold_spread, reservation_groups,
-    tight_wait_ends,
+    Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, WithinTightestTier,
+    bounded_within_tightest_tier, diagnose, domain_limits, is_patient, place_job, pools_for,
+    pools_hold_spread, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{CandidateMemo, Code, CycleState, Diagnosis, Profile, SearchMode, Stamped, Status};
@@ -1328,9 +1328,12 @@ impl Scheduler {
     /// Once a set is found, a gang whose patience is spent (one still patient is held to
     /// its tightest tier anyway) takes instead, where there is one, a set that lets it in
     /// inside one domain of the tightest tier that could ever hold it, on as many of its
-    /// leaves as it needs ([`WithinTightestTier`]): the cheapest set alone would scatter a
-    /// long-waiting gang over both spines' small jobs. Sought only once some set is found,
-    /// it costs nothing to the many tries that find none.
+    /// leaves as it needs ([`WithinTightestTier`]), though it may cost more: the cheapest
+    /// set alone would scatter a long-waiting gang over the small jobs of several spines.
+    /// That set is minimal within the domain. Sought only once some set is found, it costs
+    /// nothing to the many tries that find none; nor is it sought where the marker bounds
+    /// nothing (a gang whose pods go to any group, or one no domain of any tier could
+    /// hold).
     fn preempt(
         &mut self,
         offer: &Offer,
@@ -1344,18 +1347,18 @@ impl Scheduler {
             Ok(victims) => victims,
             Err(nothing) => return nothing,
         };
-        let compact = job.pods.len() > 1
-            && self.profile.search == SearchMode::TwoLevel
-            && job.topology.is_none_or(|need| !need.required)
-            && !is_patient(&self.profile, job, cycle);
         let mut compactly = false;
-        if compact {
+        let required = job.topology.is_some_and(|need| need.required);
+        if !required
+            && !is_patient(&self.profile, job, cycle)
+            && bounded_within_tightest_tier(&self.profile, job, &self.state, cycle)
+        {
             let mut compact_cycle = cycle.clone();
             compact_cycle.write(WithinTightestTier);
             let compact_inputs = inputs.within_tightest_tier();
-            if let Ok(found) =
-                self.propose_victims(offer, admitted, &compact_inputs, &compact_cycle, would_hold)
-            {
+            let found =
+                self.propose_victims(offer, admitted, &compact_inputs, &compact_cycle, would_hold);
+            if let Ok(found) = found {
                 (victims, compactly) = (found, true);
             }
         }
@@ -1651,7 +1654,8 @@ pub struct Reshaped {
 /// What asking for preemption came to.
 enum Preempted {
     /// Victims went; `compactly`: found for a placement inside one domain of the job's
-    /// tightest tier, where it is placed (see [`Scheduler::preempt`]).
+    /// tightest tier, which the job's placement then seeks first (see
+    /// [`Scheduler::preempt`]).
     Evicted {
         compactly: bool,
     },

@@ -192,8 +192,9 @@ fn two_level(
 }
 
 /// The widest tier a gang no single group holds may spread over: never past a tier it
-/// requires, nor, while it is within its patience, past the tightest tier that could ever
-/// hold it. `None` is the whole of the job's pools.
+/// requires, nor, while it is within its patience or seeks victims compactly
+/// ([`WithinTightestTier`]), past the tightest tier that could ever hold it. `None` is the
+/// whole of the job's pools.
 fn widest_tier(
     profile: &Profile,
     job: &Job,
@@ -240,8 +241,8 @@ fn patient_leaves(
 
 /// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
 /// placement there inside, on any state, given the cycle state of its attempt now: a tier
-/// it requires, or while a gang is patient the tightest one its usable nodes could hold
-/// it in. `None`: the whole pool may be needed, as for a single pod, a job that spreads,
+/// it requires, or while a gang is patient (or seeks victims compactly) the tightest one
+/// its usable nodes could hold it in. `None`: the whole pool may be needed, as for a single pod, a job that spreads,
 /// a preferred scale-up domain (one cuts across groups), the flat search, or a pool with
 /// groups outside every leaf (a patient gang may go to one such group whole). A job with
 /// spread rules may spread though this cycle says it does not: on another state, quota
@@ -384,6 +385,21 @@ pub struct TightWaitSince(pub u64);
 /// (see `Scheduler::preempt`): whatever its patience, it may not spread past the tightest
 /// tier that could ever hold it, though on as many leaves there as it needs.
 pub struct WithinTightestTier;
+
+/// Whether [`WithinTightestTier`] could bound the gang's placement in this cycle: the
+/// two-level search places it domain by domain (not a gang whose pods go to any group),
+/// and one domain of some tier could ever hold it.
+pub(super) fn bounded_within_tightest_tier(
+    profile: &Profile,
+    job: &Job,
+    snapshot: &ClusterState,
+    state: &CycleState,
+) -> bool {
+    job.pods.len() > 1
+        && profile.search == SearchMode::TwoLevel
+        && state.read::<AnyGroup>().is_none()
+        && tightest_tier(job, snapshot, pools_for(job, snapshot), state).is_some()
+}
 
 /// Written into the cycle state by a PreFilter plugin when the job gains nothing from
 /// staying inside one group (replicas that should spread): its pods then go to the best

@@ -64,7 +64,10 @@
 //! placement is tried only once the devices free could hold the job's pods node by node.
 //! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
 //! their candidates while the running jobs, the tenants' accounts and the time stay as
-//! they were ([`crate::framework::CandidateMemo`]).
+//! they were ([`crate::framework::CandidateMemo`]). The scheduler may ask twice: once a
+//! set is found for a gang whose patience is spent, it asks again with the gang's
+//! placement held to one domain of its tightest tier, and takes that set where there is
+//! one, though it may cost more (`Scheduler::preempt`).
 
 use std::sync::Arc;
 
