@@ -242,11 +242,12 @@ fn patient_leaves(
 /// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
 /// placement there inside, on any state, given the cycle state of its attempt now: a tier
 /// it requires, or while a gang is patient (or seeks victims compactly) the tightest one
-/// its usable nodes could hold it in. `None`: the whole pool may be needed, as for a single pod, a job that spreads,
-/// a preferred scale-up domain (one cuts across groups), the flat search, or a pool with
-/// groups outside every leaf (a patient gang may go to one such group whole). A job with
-/// spread rules may spread though this cycle says it does not: on another state, quota
-/// may admit it on fewer pools, which topology-spread judges anew.
+/// its usable nodes could hold it in. `None`: the whole pool may be needed, as for a
+/// single pod, a job that spreads, a preferred scale-up domain (one cuts across groups),
+/// the flat search, or a pool with groups outside every leaf (a patient gang may go to
+/// one such group whole). A job with spread rules may spread though this cycle says it
+/// does not: on another state, quota may admit it on fewer pools, which topology-spread
+/// judges anew.
 pub fn domain_limits(
     profile: &Profile,
     job: &Job,
