@@ -29,8 +29,8 @@ use super::plugin::{
 };
 use super::search::{
     Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, WithinTightestTier,
-    bounded_within_tightest_tier, diagnose, domain_limits, is_patient, place_job, pools_for,
-    pools_hold_spread, reservation_groups, tight_wait_ends,
+    bounded_within_tightest_tier, diagnose, domain_limits, is_patient, patience_end, place_job,
+    pools_for, pools_hold_spread, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
 use super::{CandidateMemo, Code, CycleState, Diagnosis, Profile, SearchMode, Stamped, Status};
@@ -1243,10 +1243,9 @@ impl Scheduler {
     /// A job placed on `taken` (its pools): the patient gangs whose pools it leaves short
     /// of them pause their count (one whose patience is spent has nothing to pause).
     fn pause_patience(&mut self, taken: &[(PoolId, u64)], now_ms: u64) {
-        let state = &self.state;
-        let patience_ms = (self.profile.search_options.topology_patience_s).saturating_mul(1000);
+        let (state, profile) = (&self.state, &self.profile);
         for patience in self.patient.values_mut() {
-            let counting = (patience.since).is_some_and(|s| s.saturating_add(patience_ms) > now_ms);
+            let counting = (patience.since).is_some_and(|s| patience_end(profile, s) > now_ms);
             let shares_a_pool = (patience.pools.iter()).any(|p| taken.iter().any(|t| t.0 == *p));
             if counting
                 && shares_a_pool
@@ -1353,9 +1352,9 @@ impl Scheduler {
             && !is_patient(&self.profile, job, cycle)
             && bounded_within_tightest_tier(&self.profile, job, &self.state, cycle)
         {
-            let mut compact_cycle = cycle.clone();
-            compact_cycle.write(WithinTightestTier);
             let compact_inputs = inputs.within_tightest_tier();
+            let mut compact_cycle = cycle.clone();
+            compact_inputs.write(&mut compact_cycle);
             let found =
                 self.propose_victims(offer, admitted, &compact_inputs, &compact_cycle, would_hold);
             if let Ok(found) = found {

@@ -424,7 +424,7 @@ fn patience_applies(profile: &Profile, job: &Job) -> bool {
         && profile.search_options.topology_patience_s > 0
 }
 
-fn patience_end(profile: &Profile, since_ms: u64) -> u64 {
+pub(super) fn patience_end(profile: &Profile, since_ms: u64) -> u64 {
     let patience_ms = profile
         .search_options
         .topology_patience_s
