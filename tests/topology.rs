@@ -499,6 +499,23 @@ fn a_patient_gang_holds_out_for_its_fewest_leaves_then_spreads() {
     assert_eq!(spans(&s, JobId(20)), (2, 1, 0));
 }
 
+/// Past its patience, a gang spans one more leaf per further patience period: with one
+/// free node in each leaf of spine 0 (a 4-node gang's fewest leaves are two), it may take
+/// three leaves after its patience and four a period later, not all four at once.
+#[test]
+fn a_gang_spreads_one_more_leaf_per_patience_period() {
+    let period = 10 * MINUTE_MS;
+    let mut s = two_spines_with_free_nodes(&[1, 3, 5, 7]);
+    s.submit(job(20, 4, whole(8), 0, 0));
+    assert!(placed_jobs(&s.schedule(0)).is_empty());
+    assert_eq!(s.next_retry_ms(0), Some(period));
+    assert!(placed_jobs(&s.schedule(period)).is_empty(), "three leaves");
+    assert_eq!(s.next_retry_ms(period), Some(2 * period));
+    assert!(placed_jobs(&s.schedule(2 * period - 1)).is_empty());
+    assert_eq!(placed_jobs(&s.schedule(2 * period)), [JobId(20)]);
+    assert_eq!(spans(&s, JobId(20)), (4, 1, 0));
+}
+
 /// A patient gang's patience is spent only while its pools hold it spread: a placement
 /// that leaves them short of it pauses the count, which goes on once they hold it again.
 #[test]

@@ -4,7 +4,8 @@
 //! (pods gone or resized, a device healthy again, room held for a backfill head given
 //! back) that the search would not pass by, its quota admits it on a pool it was not
 //! searched on (or, for a gang holding out for a tight placement, on other pools at all:
-//! fewer may hold it only in a wider tier), or its patience ended. Placements only take
+//! fewer may hold it only in a wider tier), or a patience period of its ended (its first
+//! lets it out of its tightest tier, each later one over one more leaf). Placements only take
 //! room, and a search that found nothing is taken to find nothing on less room (the
 //! search's bounded rearrangement of a gang's pods of several widths is not proven to,
 //! nor is a patient gang's fill of the leaves it holds out for, chosen by their GPU room,
@@ -45,15 +46,16 @@ pub struct FailedSearch {
     since: Mark,
     /// The pools it searched, a bit per pool.
     pools: u64,
-    /// Whether it held out for a tight placement (a gang in its patience).
-    patient: bool,
+    /// The patience periods its gang had held out for a tight placement, if any.
+    patience_periods: Option<u64>,
 }
 
 /// What a search would cover: the job's pools, and how far it may spread.
 pub struct SearchScope<'a> {
     pub pools: &'a [PoolId],
-    /// Held out for a tight placement.
-    pub patient: bool,
+    /// The whole patience periods a gang without a required tier has held out for a tight
+    /// placement (`None`: no patience applies): the more, the further it may spread.
+    pub patience_periods: Option<u64>,
 }
 
 /// The longest log kept: past it, the log is cleared and every search is repeated once
@@ -99,7 +101,7 @@ impl RoomLog {
         Some(FailedSearch {
             since,
             pools,
-            patient: scope.patient,
+            patience_periods: scope.patience_periods,
         })
     }
 
@@ -116,9 +118,15 @@ impl RoomLog {
         could_use: impl Fn(GroupId) -> bool,
     ) -> Option<FailedSearch> {
         let pools = pool_bits(scope.pools)?;
-        // A patient gang holds out for the tightest tier any of its pools could ever hold it
-        // in: over other pools, even fewer, it may spread further.
-        let reaches_further = (failed.patient && (!scope.patient || pools != failed.pools))
+        // A gang holding out spreads further at each patience period; while patient, it
+        // holds out for the tightest tier any of its pools could ever hold it in: over
+        // other pools, even fewer, it may spread further.
+        let held_further = match (failed.patience_periods, scope.patience_periods) {
+            (Some(then), Some(now)) => now > then || (then == 0 && pools != failed.pools),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let reaches_further = held_further
             || pools & !failed.pools != 0
             || failed.since.generation != self.generation;
         if reaches_further {
@@ -147,7 +155,7 @@ impl RoomLog {
         let now = FailedSearch {
             since: self.mark(),
             pools,
-            patient: scope.patient,
+            patience_periods: scope.patience_periods,
         };
         (!useful).then_some(now)
     }
@@ -206,7 +214,7 @@ mod tests {
         let mut log = RoomLog::default();
         let scope = SearchScope {
             pools: &[pool],
-            patient: true,
+            patience_periods: Some(0),
         };
         let failed = log.failed(log.mark(), &scope).expect("a pool below 64");
         assert!(log.still_fails(&failed, &spec, &scope, any).is_some());
@@ -224,13 +232,29 @@ mod tests {
             "what came back before the last check is not read again"
         );
         let failed = log.failed(log.mark(), &scope).expect("a pool below 64");
-        let spread = SearchScope {
-            patient: false,
+        let a_leaf_more = SearchScope {
+            patience_periods: Some(1),
+            ..scope
+        };
+        let failed_later = log.still_fails(&failed, &spec, &a_leaf_more, any);
+        assert!(
+            failed_later.is_none(),
+            "its patience ended: it may spread over one more leaf"
+        );
+        let failed_later = log
+            .failed(log.mark(), &a_leaf_more)
+            .expect("a pool below 64");
+        assert!(
+            log.still_fails(&failed_later, &spec, &a_leaf_more, any)
+                .is_some()
+        );
+        let unbounded = SearchScope {
+            patience_periods: None,
             ..scope
         };
         assert!(
-            log.still_fails(&failed, &spec, &spread, any).is_none(),
-            "its patience ended: it may spread"
+            log.still_fails(&failed_later, &spec, &unbounded, any)
+                .is_none()
         );
         let either = SearchScope {
             pools: &[pool, a100],
@@ -251,13 +275,13 @@ mod tests {
         let mut log = RoomLog::default();
         let spread = SearchScope {
             pools: &[pool, a100],
-            patient: false,
+            patience_periods: None,
         };
         let failed = log.failed(log.mark(), &spread).expect("pools below 64");
         log.room_gained([groups[0]]);
         let patient = SearchScope {
             pools: &[pool],
-            patient: true,
+            patience_periods: Some(0),
         };
         // Of no use to a gang holding out for a tight placement in one pool...
         let renewed = log.still_fails(&failed, &spec, &patient, |g| g != groups[0]);
@@ -265,7 +289,7 @@ mod tests {
         // ...which says nothing of a search spreading, or over both pools.
         let spread_one_pool = SearchScope {
             pools: &[pool],
-            patient: false,
+            patience_periods: None,
         };
         assert!(
             log.still_fails(&renewed, &spec, &spread_one_pool, any)
@@ -273,7 +297,7 @@ mod tests {
         );
         let patient_both = SearchScope {
             pools: &[pool, a100],
-            patient: true,
+            patience_periods: Some(0),
         };
         assert!(
             log.still_fails(&renewed, &spec, &patient_both, any)
@@ -288,7 +312,7 @@ mod tests {
         let mut log = RoomLog::default();
         let scope = SearchScope {
             pools: &[pool],
-            patient: false,
+            patience_periods: None,
         };
         let mark = log.mark();
         // Victims evicted during the attempt gave room back before it ended.
@@ -304,7 +328,7 @@ mod tests {
         assert!(log.still_fails(&failed, &spec, &scope, any).is_none());
         let beyond = SearchScope {
             pools: &[PoolId(64)],
-            patient: false,
+            patience_periods: None,
         };
         assert!(log.failed(log.mark(), &beyond).is_none());
     }
@@ -316,7 +340,7 @@ mod tests {
         let mut log = RoomLog::default();
         let scope = SearchScope {
             pools: &[pool],
-            patient: false,
+            patience_periods: None,
         };
         log.room_gained([groups[2]]);
         let failed = log.failed(log.mark(), &scope).expect("a pool below 64");

@@ -29,7 +29,7 @@ use super::plugin::{
 };
 use super::search::{
     Found, HeldForGpuPods, HeldGroups, RoomUse, TightWaitSince, WithinTightestTier,
-    bounded_within_tightest_tier, diagnose, domain_limits, is_patient, patience_end, place_job,
+    bounded_within_tightest_tier, diagnose, domain_limits, is_patient, patience_periods, place_job,
     pools_for, pools_hold_spread, reservation_groups, tight_wait_ends,
 };
 use super::usable::{Reach, ReachOf, ReachesByShape, reach, single_pod_usable};
@@ -98,7 +98,8 @@ struct Wait {
 /// hold it spread: a placement there that leaves them short of it pauses the count, which
 /// goes on from where it was at its next try that finds them holding it again. So it never
 /// declines room to spread for longer than its patience in all, nor is that spent while
-/// it had no room to decline.
+/// it had no room to decline. The same count, past its patience, lets it span one more
+/// leaf per patience period (see `search::leaf_limits`).
 struct Patience {
     /// Since when it would have held out had its stretches been one (world clock); `None`
     /// while paused.
@@ -793,7 +794,7 @@ impl Scheduler {
             .is_some_and(|r| !r.affinity.is_empty() || !r.spread.is_empty());
         let scope = SearchScope {
             pools: pools_for(searched_job, &self.state),
-            patient: is_patient(&self.profile, searched_job, &cycle),
+            patience_periods: patience_periods(&self.profile, searched_job, &cycle),
         };
         let mark = self.room_log.mark();
         let room_use = OnceCell::new();
@@ -872,7 +873,7 @@ impl Scheduler {
                 return Attempted::Unresolvable;
             }
             let since = since.unwrap_or(now_ms);
-            let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, since);
+            let tight_retry = tight_wait_ends(&self.profile, searched_job, &self.state, &cycle);
             if tight_retry.is_some() {
                 // Its quota may admit it on other pools than at its last try.
                 let pools = pools_for(searched_job, &self.state).to_vec();
@@ -1240,14 +1241,13 @@ impl Scheduler {
         Attempted::Placed
     }
 
-    /// A job placed on `taken` (its pools): the patient gangs whose pools it leaves short
-    /// of them pause their count (one whose patience is spent has nothing to pause).
+    /// A job placed on `taken` (its pools): the gangs holding out whose pools it leaves
+    /// short of them pause their count.
     fn pause_patience(&mut self, taken: &[(PoolId, u64)], now_ms: u64) {
-        let (state, profile) = (&self.state, &self.profile);
+        let state = &self.state;
         for patience in self.patient.values_mut() {
-            let counting = (patience.since).is_some_and(|s| patience_end(profile, s) > now_ms);
             let shares_a_pool = (patience.pools.iter()).any(|p| taken.iter().any(|t| t.0 == *p));
-            if counting
+            if patience.since.is_some()
                 && shares_a_pool
                 && !pools_hold_spread(&patience.widths, &patience.pools, state)
             {
@@ -1327,7 +1327,7 @@ impl Scheduler {
     /// Once a set is found, a gang whose patience is spent (one still patient is held to
     /// its tightest tier anyway) takes instead, where there is one, a set that lets it in
     /// inside one domain of the tightest tier that could ever hold it, on as many of its
-    /// leaves as it needs ([`WithinTightestTier`]), though it may cost more: the cheapest
+    /// leaves as it may span by then ([`WithinTightestTier`]), though it may cost more: the cheapest
     /// set alone would scatter a long-waiting gang over the small jobs of several spines.
     /// That set is minimal within the domain. Sought only once some set is found, it costs
     /// nothing to the many tries that find none; nor is it sought where the marker bounds
@@ -1536,8 +1536,9 @@ impl Scheduler {
         Some(released)
     }
 
-    /// When the scheduler should run again although nothing happens before: a gang's wait
-    /// for a tight placement ends, a backoff ends, a backfill head's threshold passes.
+    /// When the scheduler should run again although nothing happens before: a patience period
+    /// of a gang waiting for a tight placement ends, a backoff ends, a backfill head's threshold
+    /// passes.
     pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
         self.queues.next_retry_ms(self.capacity_epoch, now_ms)
     }

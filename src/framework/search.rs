@@ -169,7 +169,9 @@ fn two_level(
     // A gang no single group holds: the tightest domain that does, tier by tier (a leaf
     // only where one is searched as several groups).
     let widest = widest_tier(profile, job, snapshot, pools, state);
-    let most_leaves = patient_leaves(profile, job, snapshot, pools, state);
+    let most_leaves = (patience_periods(profile, job, state)).map_or_else(Vec::new, |periods| {
+        leaf_limits(job, snapshot, pools, state, periods)
+    });
     let spec = snapshot.spec();
     let leaves_in_blocks = pools.iter().any(|&p| spec.pool(p).leaves_in_blocks);
     let leaf = leaves_in_blocks.then_some(Some(Tier::Leaf));
@@ -211,21 +213,21 @@ fn widest_tier(
     }
 }
 
-/// While a gang without a required tier is patient, per pool of it, the fewest leaves one
-/// domain there of the tier it holds out for could ever hold it on: it holds out for a
-/// placement on no more (the less of its traffic crosses a spine switch). A pool without
-/// one has no limit (nodes outside every leaf are in no domain).
-fn patient_leaves(
-    profile: &Profile,
+/// Per pool of a gang without a required tier, the most leaves it may span after holding
+/// out `periods` patience periods: during the first (while patient), the fewest one domain
+/// there of the tier it holds out for could ever hold it on (the less of its traffic
+/// crosses a spine switch); then one more for each further period, in any domain, so that
+/// a gang waiting long spreads by steps rather than over whatever the pool has free. A
+/// pool without such a count, or whose leaves the limit would all cover, has none (nodes
+/// outside every leaf are in no domain).
+fn leaf_limits(
     job: &Job,
     snapshot: &ClusterState,
     pools: &[PoolId],
     state: &CycleState,
+    periods: u64,
 ) -> Vec<(PoolId, usize)> {
-    if !is_patient(profile, job, state) {
-        return Vec::new();
-    }
-    match state.read::<ReachOf>() {
+    let fewest = match state.read::<ReachOf>() {
         Some(ReachOf(reach)) => reach.fewest_leaves(pools),
         None => {
             let shape = JobShape::of(job);
@@ -236,7 +238,13 @@ fn patient_leaves(
                 .filter_map(|&p| Some((p, fewest_leaves(&shape, snapshot, &[p], tier, None)?)))
                 .collect()
         }
-    }
+    };
+    let more = usize::try_from(periods).unwrap_or(usize::MAX);
+    let spec = snapshot.spec();
+    (fewest.into_iter())
+        .map(|(pool, leaves)| (pool, leaves.saturating_add(more)))
+        .filter(|&(pool, most)| most < spec.pool(pool).leaves)
+        .collect()
 }
 
 /// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
@@ -384,7 +392,8 @@ pub struct TightWaitSince(pub u64);
 
 /// Written into the cycle state by the scheduler while a gang seeks victims compactly
 /// (see `Scheduler::preempt`): whatever its patience, it may not spread past the tightest
-/// tier that could ever hold it, though on as many leaves there as it needs.
+/// tier that could ever hold it, though on as many leaves there as its patience periods let
+/// it span ([`leaf_limits`]).
 pub struct WithinTightestTier;
 
 /// Whether [`WithinTightestTier`] could bound the gang's placement in this cycle: the
@@ -408,12 +417,22 @@ pub(super) fn bounded_within_tightest_tier(
 pub struct AnyGroup;
 
 /// Whether a gang without a required tier still holds out for a tight placement: its
-/// patience runs while its pools hold it spread ([`TightWaitSince`]).
+/// first patience period, which runs while its pools hold it spread ([`TightWaitSince`]).
 pub(super) fn is_patient(profile: &Profile, job: &Job, state: &CycleState) -> bool {
+    patience_periods(profile, job, state) == Some(0)
+}
+
+/// The whole patience periods (`topology_patience_s` each) a gang without a required tier
+/// has held out for a tight placement, counted while its pools held it spread
+/// ([`TightWaitSince`]); `None` where patience does not apply to it.
+pub(super) fn patience_periods(profile: &Profile, job: &Job, state: &CycleState) -> Option<u64> {
+    if !patience_applies(profile, job) {
+        return None;
+    }
     let since = state
         .read::<TightWaitSince>()
         .map_or(state.now_ms(), |s| s.0);
-    patience_applies(profile, job) && state.now_ms() < patience_end(profile, since)
+    Some(state.now_ms().saturating_sub(since) / patience_ms(profile))
 }
 
 fn patience_applies(profile: &Profile, job: &Job) -> bool {
@@ -424,29 +443,32 @@ fn patience_applies(profile: &Profile, job: &Job) -> bool {
         && profile.search_options.topology_patience_s > 0
 }
 
-pub(super) fn patience_end(profile: &Profile, since_ms: u64) -> u64 {
-    let patience_ms = profile
-        .search_options
-        .topology_patience_s
-        .saturating_mul(1000);
-    since_ms.saturating_add(patience_ms)
+fn patience_ms(profile: &Profile) -> u64 {
+    (profile.search_options.topology_patience_s).saturating_mul(1000)
 }
 
-/// After a failed search: whether the job is now waiting only for a tight placement (its
-/// pools hold it spread, from their aggregates) and, if so, when its patience ends,
-/// counted from `since_ms` (see [`TightWaitSince`]).
+/// After a failed search on `state`: whether the job is now waiting only for a tight
+/// placement (its pools hold it spread, from their aggregates) and, if so, when the
+/// patience period it is in ends (its first: its patience; each later one: one more leaf
+/// it may span), counted from its [`TightWaitSince`]. A gang that the leaf limits of
+/// later periods hold back no more, its pools' leaves all within them, waits for room.
 pub fn tight_wait_ends(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
-    since_ms: u64,
+    state: &CycleState,
 ) -> Option<u64> {
-    if !patience_applies(profile, job) {
-        return None;
-    }
+    let periods = patience_periods(profile, job, state)?;
+    let pools = pools_for(job, snapshot);
+    let held_back = periods == 0 || !leaf_limits(job, snapshot, pools, state, periods).is_empty();
     let widths = PodWidths::of(job);
-    (pools_hold_spread(&widths, pools_for(job, snapshot), snapshot))
-        .then(|| patience_end(profile, since_ms))
+    let since = (state.read::<TightWaitSince>()).map_or(state.now_ms(), |s| s.0);
+    let ends = since.saturating_add(
+        periods
+            .saturating_add(1)
+            .saturating_mul(patience_ms(profile)),
+    );
+    (held_back && pools_hold_spread(&widths, pools, snapshot)).then_some(ends)
 }
 
 /// Whether `pools` hold, from their aggregates, a job of `widths` spread over them.
@@ -963,7 +985,7 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
 /// pools), since a gang never mixes GPU models, on at most as many leaves of a pool as
-/// `most_leaves` gives it (a patient gang's, [`patient_leaves`]). The domains that hold
+/// `most_leaves` gives it (a gang's without a required tier, [`leaf_limits`]). The domains that hold
 /// the job are read from the group aggregates and taken the fewest leaves spanned first,
 /// then best fit (the least room left over, so larger domains stay whole); inside one, the
 /// leaves that hold the most of the job are filled first (the blocks of a leaf searched as
@@ -1054,7 +1076,7 @@ fn within_one_domain(
         (leaves, room - widths.whole_pods, groups[0].domain)
     });
     domains.into_iter().find_map(|(.., groups)| {
-        // Held to its fewest leaves, it is placed on the roomiest of them only.
+        // Held to a number of leaves, it is placed on the roomiest of them only.
         let pool = groups[0].domain.0;
         let groups = match most_leaves.iter().find(|&&(p, _)| p == pool) {
             Some(&(_, most)) => first_leaves(groups, most),

@@ -31,6 +31,9 @@ pub struct Pool {
     pub gpus_per_node: u32,
     /// GPUs of the pool's largest leaf group, `None` when no node of it has a leaf group.
     pub largest_leaf_gpus: Option<u32>,
+    /// The leaf groups its nodes are in, a block of its nodes outside every leaf counting as
+    /// one: the most leaves a gang could span in it.
+    pub leaves: usize,
     /// Whether a leaf group of the pool is searched as several groups ([`LEAF_BLOCK`]).
     pub leaves_in_blocks: bool,
     /// `node_sizes[k]`: the pool's nodes of `k` GPUs.
@@ -407,6 +410,7 @@ impl ClusterSpecBuilder {
             groups: Vec::new(),
             gpus_per_node: 0,
             largest_leaf_gpus: None,
+            leaves: 0,
             leaves_in_blocks: false,
             node_sizes: [0; MAX_GPUS_PER_NODE + 1],
             taints: Vec::new(),
@@ -469,6 +473,7 @@ impl ClusterSpecBuilder {
                     .sum()
             };
             let largest_leaf = by_leaf.iter().map(|(_, nodes)| gpus_of(nodes)).max();
+            let leaf_groups_of_pool = by_leaf.len();
             let leaves_in_blocks = by_leaf.iter().any(|(_, nodes)| nodes.len() > LEAF_BLOCK);
             let mut groups = Vec::new();
             let leaf_groups = by_leaf.into_iter().flat_map(|(leaf, nodes)| {
@@ -487,6 +492,7 @@ impl ClusterSpecBuilder {
                 .chunks(UNGROUPED_BLOCK)
                 .map(|c| (None, c.to_vec()))
                 .collect::<Vec<_>>();
+            let leaves = leaf_groups_of_pool + blocks.len();
             for (leaf, nodes) in leaf_groups.chain(blocks) {
                 let gid = GroupId(spec.groups.len() as u32);
                 let mut node_sizes = [0; MAX_GPUS_PER_NODE + 1];
@@ -510,6 +516,7 @@ impl ClusterSpecBuilder {
                 .max()
                 .unwrap_or(0);
             pool.largest_leaf_gpus = largest_leaf;
+            pool.leaves = leaves;
             pool.leaves_in_blocks = leaves_in_blocks;
             pool.groups = groups;
             for &node in &pool.nodes {
@@ -573,9 +580,15 @@ mod tests {
         assert_eq!(spec.groups.len(), 3);
         let h100 = spec.pool_of_model(Some("H100")).unwrap();
         assert_eq!(spec.pool(h100).largest_leaf_gpus, Some(16));
+        assert_eq!(spec.pool(h100).leaves, 1);
         let a100 = spec.pool_of_model(Some("A100")).unwrap();
         assert_eq!(spec.pool(a100).gpus_per_node, 8);
         assert_eq!(spec.pool(a100).largest_leaf_gpus, Some(8));
+        assert_eq!(
+            spec.pool(a100).leaves,
+            2,
+            "node d is in no leaf: a block of its own"
+        );
         assert_eq!(spec.total_gpus(), 28);
     }
 
