@@ -1327,8 +1327,9 @@ impl Scheduler {
     /// Once a set is found, a gang whose patience is spent (one still patient is held to
     /// its tightest tier anyway) takes instead, where there is one, a set that lets it in
     /// inside one domain of the tightest tier that could ever hold it, on as many of its
-    /// leaves as it may span by then ([`WithinTightestTier`]), though it may cost more: the cheapest
-    /// set alone would scatter a long-waiting gang over the small jobs of several spines.
+    /// leaves as it may span by then ([`WithinTightestTier`]), though it may cost more:
+    /// the cheapest set alone would scatter a long-waiting gang over the small jobs of
+    /// several spines.
     /// That set is minimal within the domain. Sought only once some set is found, it costs
     /// nothing to the many tries that find none; nor is it sought where the marker bounds
     /// nothing (a gang whose pods go to any group, or one no domain of any tier could
@@ -1536,9 +1537,9 @@ impl Scheduler {
         Some(released)
     }
 
-    /// When the scheduler should run again although nothing happens before: a patience period
-    /// of a gang waiting for a tight placement ends, a backoff ends, a backfill head's threshold
-    /// passes.
+    /// When the scheduler should run again although nothing happens before: a patience
+    /// period of a gang waiting for a tight placement ends, a backoff ends, a backfill
+    /// head's threshold passes.
     pub fn next_retry_ms(&self, now_ms: u64) -> Option<u64> {
         self.queues.next_retry_ms(self.capacity_epoch, now_ms)
     }

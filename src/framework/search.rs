@@ -169,9 +169,7 @@ fn two_level(
     // A gang no single group holds: the tightest domain that does, tier by tier (a leaf
     // only where one is searched as several groups).
     let widest = widest_tier(profile, job, snapshot, pools, state);
-    let most_leaves = (patience_periods(profile, job, state)).map_or_else(Vec::new, |periods| {
-        leaf_limits(job, snapshot, pools, state, periods)
-    });
+    let most_leaves = leaf_limits(profile, job, snapshot, pools, state);
     let spec = snapshot.spec();
     let leaves_in_blocks = pools.iter().any(|&p| spec.pool(p).leaves_in_blocks);
     let leaf = leaves_in_blocks.then_some(Some(Tier::Leaf));
@@ -213,20 +211,23 @@ fn widest_tier(
     }
 }
 
-/// Per pool of a gang without a required tier, the most leaves it may span after holding
-/// out `periods` patience periods: during the first (while patient), the fewest one domain
-/// there of the tier it holds out for could ever hold it on (the less of its traffic
-/// crosses a spine switch); then one more for each further period, in any domain, so that
-/// a gang waiting long spreads by steps rather than over whatever the pool has free. A
-/// pool without such a count, or whose leaves the limit would all cover, has none (nodes
-/// outside every leaf are in no domain).
+/// Per pool of a gang without a required tier, the most leaves it may span after the
+/// patience periods it has held out ([`patience_periods`]): during the first (while
+/// patient), the fewest one domain there of the tier it holds out for could ever hold it
+/// on (the less of its traffic crosses a spine switch); then one more for each further
+/// period, in any domain, so that a gang waiting long spreads by steps rather than over
+/// whatever the pool has free. A pool without such a count, or whose leaves the limit
+/// would all cover, has none (nodes outside every leaf are in no domain).
 fn leaf_limits(
+    profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     pools: &[PoolId],
     state: &CycleState,
-    periods: u64,
 ) -> Vec<(PoolId, usize)> {
+    let Some(periods) = patience_periods(profile, job, state) else {
+        return Vec::new();
+    };
     let fewest = match state.read::<ReachOf>() {
         Some(ReachOf(reach)) => reach.fewest_leaves(pools),
         None => {
@@ -284,7 +285,7 @@ pub fn domain_limits(
                 && state.read::<AnyGroup>().is_none()
                 && job.topology.is_none_or(|n| n.tier != Tier::Hbd));
     let pools = pools_for(job, snapshot);
-    let periods = patience_periods(profile, job, state);
+    let most_leaves = leaf_limits(profile, job, snapshot, pools, state);
     (pools.iter())
         .map(|&pool| {
             let in_leaves =
@@ -292,13 +293,9 @@ pub fn domain_limits(
             let tier = (in_leaves || bounded && required)
                 .then(|| widest_tier(profile, job, snapshot, &[pool], state))
                 .flatten();
-            let leaves = (periods.filter(|_| in_leaves))
-                .and_then(|p| {
-                    leaf_limits(job, snapshot, pools, state, p)
-                        .into_iter()
-                        .find(|l| l.0 == pool)
-                })
-                .map(|(_, most)| most);
+            let leaves = (most_leaves.iter())
+                .find(|&&(p, _)| in_leaves && p == pool)
+                .map(|&(_, most)| most);
             DomainLimit { pool, tier, leaves }
         })
         .collect()
@@ -412,8 +409,8 @@ pub struct TightWaitSince(pub u64);
 
 /// Written into the cycle state by the scheduler while a gang seeks victims compactly
 /// (see `Scheduler::preempt`): whatever its patience, it may not spread past the tightest
-/// tier that could ever hold it, though on as many leaves there as its patience periods let
-/// it span ([`leaf_limits`]).
+/// tier that could ever hold it, though on as many leaves there as its patience periods
+/// let it span ([`leaf_limits`]).
 pub struct WithinTightestTier;
 
 /// Whether [`WithinTightestTier`] could bound the gang's placement in this cycle: the
@@ -480,7 +477,7 @@ pub fn tight_wait_ends(
 ) -> Option<u64> {
     let periods = patience_periods(profile, job, state)?;
     let pools = pools_for(job, snapshot);
-    let held_back = periods == 0 || !leaf_limits(job, snapshot, pools, state, periods).is_empty();
+    let held_back = periods == 0 || !leaf_limits(profile, job, snapshot, pools, state).is_empty();
     let widths = PodWidths::of(job);
     let since = (state.read::<TightWaitSince>()).map_or(state.now_ms(), |s| s.0);
     let ends = since.saturating_add(
@@ -1005,14 +1002,14 @@ fn may_fit(widths: &PodWidths, aggregate: &GpuAggregate) -> bool {
 
 /// A gang inside one domain of `tier` of one pool (`None`: anywhere in one of the job's
 /// pools), since a gang never mixes GPU models, on at most as many leaves of a pool as
-/// `most_leaves` gives it (a gang's without a required tier, [`leaf_limits`]). The domains that hold
-/// the job are read from the group aggregates and taken the fewest leaves spanned first,
-/// then best fit (the least room left over, so larger domains stay whole); inside one, the
-/// leaves that hold the most of the job are filled first (the blocks of a leaf searched as
-/// several groups together), and inside a leaf its groups that hold the most, so it spans
-/// the fewest leaves and groups, under the first pass's cycle state when one is given
-/// (`first`, see [`two_level`]) and then under the search's. No node combination is tried
-/// blindly.
+/// `most_leaves` gives it (a gang's without a required tier, [`leaf_limits`]). The
+/// domains that hold the job are read from the group aggregates and taken the fewest
+/// leaves spanned first, then best fit (the least room left over, so larger domains stay
+/// whole); inside one, the leaves that hold the most of the job are filled first (the
+/// blocks of a leaf searched as several groups together), and inside a leaf its groups
+/// that hold the most, so it spans the fewest leaves and groups, under the first pass's
+/// cycle state when one is given (`first`, see [`two_level`]) and then under the
+/// search's. No node combination is tried blindly.
 fn within_one_domain(
     profile: &Profile,
     job: &Job,
