@@ -22,9 +22,8 @@ pub use plugin::{
 pub use profile::{Profile, SearchMode, SearchOptions};
 pub use scheduler::{Adopted, Decision, Reshaped, Scheduler};
 pub use search::{
-    AnyGroup, DomainLimit, FirstPass, Found, HeldForGpuPods, HeldGroups, LastResort, diagnose,
-    domain_groups, place_job, pools_for, reservation_groups, some_domain_could_hold,
-    some_domain_holds,
+    AnyGroup, FirstPass, Found, HeldForGpuPods, HeldGroups, LastResort, diagnose, domain_groups,
+    place_job, pools_for, reservation_groups, some_domain_could_hold, some_domain_holds,
 };
 pub use status::{Code, Diagnosis, Status};
 pub use usable::{Reach, ReachOf, reach};

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use crate::cache::{ClusterState, DeviceAlloc, GpuAggregate, NodeState, Placement, PodKey};
 use crate::metrics::PlacementSpread;
 use crate::model::{
-    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId,
+    ClusterSpec, GroupId, Job, JobId, NodeId, NodeSpec, PodRequest, PodWidths, Pool, PoolId, Tier,
 };
 use crate::queue::{PoolsWanted, Tenants};
 
-use super::{CandidateMemo, CycleState, DomainLimit, Status};
+use super::{CandidateMemo, CycleState, Status};
 
 /// The highest score a plugin gives a node (kube-scheduler's `MaxNodeScore`).
 pub const MAX_NODE_SCORE: i64 = 100;
@@ -375,9 +375,9 @@ pub struct PreemptionContext<'a> {
     /// sorted. Victims are not kept to them; whether it awaits protected victims is
     /// judged there ([`PostFilterResult::AwaitsVictims`]).
     pub would_hold: Option<&'a [GroupId]>,
-    /// Per pool of the job, the domain and leaves its placement there stays inside, as
-    /// `fits` places it ([`super::search::domain_limits`]).
-    pub domain_limits: &'a [DomainLimit],
+    /// Per pool of the job, the tier of one domain its placement there must stay inside
+    /// (`None`: the whole pool), as `fits` places it ([`super::search::domain_limits`]).
+    pub domain_limits: &'a [(PoolId, Option<Tier>)],
     /// Whether the job would pass static quota admission with these accounts and be
     /// placed on this state (both without the victims), kept to the pools it is admitted
     /// on: where it would land.

@@ -248,33 +248,21 @@ fn leaf_limits(
         .collect()
 }
 
-/// Where [`place_job`] keeps a job's placement on one pool of it, on any state, given the
-/// cycle state of its attempt now ([`domain_limits`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DomainLimit {
-    pub pool: PoolId,
-    /// The tier of one domain it stays inside (`None`: the whole pool).
-    pub tier: Option<Tier>,
-    /// The most leaves it spans there (`None`: any number).
-    pub leaves: Option<usize>,
-}
-
-/// Per pool of the job, where [`place_job`] keeps the job's placement there, on any state,
-/// given the cycle state of its attempt now: inside one domain of a tier it requires, or
-/// while a gang is patient (or seeks victims compactly) of the tightest one its usable
-/// nodes could hold it in, and on at most the leaves its patience periods let it span
-/// ([`leaf_limits`]). No limit where the whole pool may be needed, as for a single pod, a
-/// job that spreads, a preferred scale-up domain (one cuts across groups), the flat
-/// search, or a pool with groups outside every leaf (a patient gang may go to one such
-/// group whole). A job with spread rules may spread though this cycle says it does not:
-/// on another state, quota may admit it on fewer pools, which topology-spread judges
-/// anew.
+/// Per pool of the job, the tier of one domain that [`place_job`] keeps the job's
+/// placement there inside, on any state, given the cycle state of its attempt now: a tier
+/// it requires, or while a gang is patient (or seeks victims compactly) the tightest one
+/// its usable nodes could hold it in. `None`: the whole pool may be needed, as for a
+/// single pod, a job that spreads, a preferred scale-up domain (one cuts across groups),
+/// the flat search, or a pool with groups outside every leaf (a patient gang may go to
+/// one such group whole). A job with spread rules may spread though this cycle says it
+/// does not: on another state, quota may admit it on fewer pools, which topology-spread
+/// judges anew.
 pub fn domain_limits(
     profile: &Profile,
     job: &Job,
     snapshot: &ClusterState,
     state: &CycleState,
-) -> Vec<DomainLimit> {
+) -> Vec<(PoolId, Option<Tier>)> {
     let spec = snapshot.spec();
     let required = job.topology.is_some_and(|n| n.required);
     let spread_rules = job.pod_rules.as_ref().is_some_and(|r| !r.spread.is_empty());
@@ -285,18 +273,14 @@ pub fn domain_limits(
                 && state.read::<AnyGroup>().is_none()
                 && job.topology.is_none_or(|n| n.tier != Tier::Hbd));
     let pools = pools_for(job, snapshot);
-    let most_leaves = leaf_limits(profile, job, snapshot, pools, state);
     (pools.iter())
         .map(|&pool| {
-            let in_leaves =
-                bounded && (spec.pool(pool).groups.iter()).all(|&g| spec.group(g).leaf.is_some());
-            let tier = (in_leaves || bounded && required)
+            let all_in_leaves =
+                || (spec.pool(pool).groups.iter()).all(|&g| spec.group(g).leaf.is_some());
+            let tier = (bounded && (required || all_in_leaves()))
                 .then(|| widest_tier(profile, job, snapshot, &[pool], state))
                 .flatten();
-            let leaves = (most_leaves.iter())
-                .find(|&&(p, _)| in_leaves && p == pool)
-                .map(|&(_, most)| most);
-            DomainLimit { pool, tier, leaves }
+            (pool, tier)
         })
         .collect()
 }

@@ -73,10 +73,10 @@ use std::sync::Arc;
 
 use crate::cache::{ClusterState, PodKey};
 use crate::framework::{
-    CandidateClass, Candidates, DomainLimit, Landing, Plugin, PostFilter, PostFilterResult,
-    PreemptionContext, PreemptionKind, RunningJob, domain_groups, pools_for, some_domain_holds,
+    CandidateClass, Candidates, Landing, Plugin, PostFilter, PostFilterResult, PreemptionContext,
+    PreemptionKind, RunningJob, domain_groups, pools_for, some_domain_holds,
 };
-use crate::model::{GpuRequest, GroupId, Job, LeafId, MILLI_PER_GPU, NodeId, PoolId, Tier};
+use crate::model::{GpuRequest, GroupId, Job, MILLI_PER_GPU, NodeId, PoolId, Tier};
 use crate::queue::{Admission, TenantMode, Tenants};
 
 /// The most candidates examined for one preemptor beyond the cheapest that could free
@@ -192,20 +192,12 @@ impl Preemption {
     /// groups it holds (or would hold) are inside their minimum runtime, and all of those
     /// gone, its quota would admit it and they, with the whole GPUs free in those groups,
     /// could hold it (and, by the bounds `post_filter` judges before any placement is
-    /// tried, in its pools, on as many leaves as it may span by then: any number). Victims
-    /// of the other kinds are not kept to those groups: holding them would idle room for
-    /// jobs elsewhere.
+    /// tried, in its pools). Victims of the other kinds are not kept to those groups:
+    /// holding them would idle room for jobs elsewhere.
     fn awaits_protected(&self, job: &Job, context: &PreemptionContext) -> Option<u64> {
         let groups = context.reserved.or(context.would_hold)?;
-        let domains: Vec<DomainLimit> = (context.domain_limits.iter())
-            .map(|&limit| DomainLimit {
-                leaves: None,
-                ..limit
-            })
-            .collect();
         let within = PreemptionContext {
             reserved: Some(groups),
-            domain_limits: &domains,
             ..*context
         };
         let may_reclaim = may_reclaim(job, context);
@@ -230,7 +222,7 @@ impl Preemption {
                 job.total_milli(),
             ) != Admission::Denied
             && !refused_whoever_goes(job, context, &candidates)
-            && room_could_suffice(job, &within, context.snapshot, &candidates);
+            && room_could_suffice(job, context, context.snapshot, &candidates);
         until.filter(|_| awaits)
     }
 
@@ -427,47 +419,23 @@ fn room_could_suffice(
             ..held.partition_point(|h| key(h) < range.end)]
     };
     // The free devices read from the groups' histograms, then what the candidates add.
-    let in_group = |group: GroupId| {
-        let free = snapshot.group(group);
-        let held = held_in((group, NodeId(0))..(GroupId(group.0 + 1), NodeId(0)));
-        let (more_pods, more_gpus) = added(held);
-        (
-            free.pods_that_fit(smallest) + more_pods,
-            u64::from(free.free_gpus) + more_gpus,
-        )
-    };
-    // Held to a number of leaves, it has at most what as many of the roomiest hold (the
-    // pods and the GPUs each counted on their own roomiest leaves).
-    let in_groups = |groups: &mut dyn Iterator<Item = GroupId>, most: Option<usize>| {
-        let Some(most) = most else {
-            return groups
-                .map(in_group)
-                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-        };
-        let mut by_leaf: Vec<(Option<LeafId>, (u64, u64))> =
-            groups.map(|g| (spec.group(g).leaf, in_group(g))).collect();
-        by_leaf.sort_unstable_by_key(|&(leaf, _)| leaf);
-        let mut leaves: Vec<(u64, u64)> = (by_leaf.chunk_by(|a, b| a.0 == b.0))
-            .map(|same| same.iter().fold((0, 0), |a, b| (a.0 + b.1.0, a.1 + b.1.1)))
-            .collect();
-        let roomiest = |leaves: &mut Vec<(u64, u64)>, of: fn(&(u64, u64)) -> u64| {
-            leaves.sort_unstable_by_key(|l| std::cmp::Reverse(of(l)));
-            leaves.iter().take(most).map(of).sum::<u64>()
-        };
-        (
-            roomiest(&mut leaves, |l| l.0),
-            roomiest(&mut leaves, |l| l.1),
-        )
+    let in_groups = |groups: &mut dyn Iterator<Item = GroupId>| {
+        groups.fold((0, 0), |(pods, gpus), group| {
+            let free = snapshot.group(group);
+            let held = held_in((group, NodeId(0))..(GroupId(group.0 + 1), NodeId(0)));
+            let (more_pods, more_gpus) = added(held);
+            (
+                pods + free.pods_that_fit(smallest) + more_pods,
+                gpus + u64::from(free.free_gpus) + more_gpus,
+            )
+        })
     };
     // Its GPU pods all land in one pool, and there in one domain where it is held to one.
     context
         .domain_limits
         .iter()
-        .any(|&DomainLimit { pool, tier, leaves }| match tier {
-            None => enough(in_groups(
-                &mut spec.pool(pool).groups.iter().copied(),
-                leaves,
-            )),
+        .any(|&(pool, tier)| match tier {
+            None => enough(in_groups(&mut spec.pool(pool).groups.iter().copied())),
             // A scale-up domain cuts across groups: its nodes one by one.
             Some(Tier::Hbd) => some_domain_holds(spec, &[pool], Tier::Hbd, |nodes| {
                 enough(nodes.fold((0, 0), |(pods, gpus), node| {
@@ -481,14 +449,8 @@ fn room_could_suffice(
                     )
                 }))
             }),
-            Some(tier) => {
-                (domain_groups(spec, &[pool], tier).chunk_by(|a, b| a.0 == b.0)).any(|domain| {
-                    enough(in_groups(
-                        &mut domain.iter().map(|&(_, group)| group),
-                        leaves,
-                    ))
-                })
-            }
+            Some(tier) => (domain_groups(spec, &[pool], tier).chunk_by(|a, b| a.0 == b.0))
+                .any(|domain| enough(in_groups(&mut domain.iter().map(|&(_, group)| group)))),
         })
 }
 
