@@ -8,7 +8,7 @@
 //! lets it out of its tightest tier, each later one over one more leaf). Placements only take
 //! room, and a search that found nothing is taken to find nothing on less room (the
 //! search's bounded rearrangement of a gang's pods of several widths is not proven to,
-//! nor is a patient gang's fill of the leaves it holds out for, chosen by their GPU room,
+//! nor is the fill of the leaves a gang held to a number of them may use, chosen by their GPU room,
 //! where node filters keep it off part of that room; random workloads and the standard
 //! replays decide the same both ways).
 //!

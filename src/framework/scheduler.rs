@@ -97,9 +97,10 @@ struct Wait {
 /// A gang holding out for a tight placement. Its patience is spent only while its pools
 /// hold it spread: a placement there that leaves them short of it pauses the count, which
 /// goes on from where it was at its next try that finds them holding it again. So it never
-/// declines room to spread for longer than its patience in all, nor is that spent while
-/// it had no room to decline. The same count, past its patience, lets it span one more
-/// leaf per patience period (see `search::leaf_limits`).
+/// declines room to spread past its tightest tier for longer than its patience in all,
+/// nor is that spent while it had no room to decline. The same count, past its patience,
+/// lets it span one more leaf per patience period (see `search::leaf_limits`): it
+/// declines room on more leaves than that for as long.
 struct Patience {
     /// Since when it would have held out had its stretches been one (world clock); `None`
     /// while paused.

@@ -217,7 +217,8 @@ fn widest_tier(
 /// on (the less of its traffic crosses a spine switch); then one more for each further
 /// period, in any domain, so that a gang waiting long spreads by steps rather than over
 /// whatever the pool has free. A pool without such a count, or whose leaves the limit
-/// would all cover, has none (nodes outside every leaf are in no domain).
+/// would all cover, has none (a block of nodes outside every leaf counts as a leaf, as
+/// [`leaves_spanned`] counts it).
 fn leaf_limits(
     profile: &Profile,
     job: &Job,
@@ -461,7 +462,10 @@ pub fn tight_wait_ends(
 ) -> Option<u64> {
     let periods = patience_periods(profile, job, state)?;
     let pools = pools_for(job, snapshot);
-    let held_back = periods == 0 || !leaf_limits(profile, job, snapshot, pools, state).is_empty();
+    // A gang whose pods go to any group (replicas that should spread) has no leaf limit.
+    let held_back = periods == 0
+        || state.read::<AnyGroup>().is_none()
+            && !leaf_limits(profile, job, snapshot, pools, state).is_empty();
     let widths = PodWidths::of(job);
     let since = (state.read::<TightWaitSince>()).map_or(state.now_ms(), |s| s.0);
     let ends = since.saturating_add(

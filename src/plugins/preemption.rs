@@ -67,7 +67,10 @@
 //! they were ([`crate::framework::CandidateMemo`]). The scheduler may ask twice: once a
 //! set is found for a gang whose patience is spent, it asks again with the gang's
 //! placement held to one domain of its tightest tier, and takes that set where there is
-//! one, though it may cost more (`Scheduler::preempt`).
+//! one, though it may cost more (`Scheduler::preempt`). Either way the what-if placement
+//! keeps a gang without a required tier to the leaves its patience periods let it span
+//! (`search::leaf_limits`): past its patience, one more than its fewest per period, so a
+//! gang evicts its way only onto as many leaves as it would take free room on.
 
 use std::sync::Arc;
 

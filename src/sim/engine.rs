@@ -255,8 +255,8 @@ struct Simulation<'w, 'e> {
     /// `running` with that time, and the entry is skipped.
     completions: BinaryHeap<Reverse<(u64, JobId)>>,
     running: HashMap<JobId, u64>,
-    /// The next time the scheduler asked to run again although nothing happens then (a job
-    /// whose wait for a tight placement ends).
+    /// The next time the scheduler asked to run again although nothing happens then (a
+    /// patience period of a gang waiting for a tight placement ends, say).
     wakeup: Option<u64>,
     /// Jobs that have been fully placed at least once (JWTD and JTTED count the first).
     ever_placed: HashSet<JobId>,
