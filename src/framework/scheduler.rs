@@ -1330,11 +1330,10 @@ impl Scheduler {
     /// inside one domain of the tightest tier that could ever hold it, on as many of its
     /// leaves as it may span by then ([`WithinTightestTier`]), though it may cost more:
     /// the cheapest set alone would scatter a long-waiting gang over the small jobs of
-    /// several spines.
-    /// That set is minimal within the domain. Sought only once some set is found, it costs
-    /// nothing to the many tries that find none; nor is it sought where the marker bounds
-    /// nothing (a gang whose pods go to any group, or one no domain of any tier could
-    /// hold).
+    /// several spines. That set is minimal within the domain. Sought only once some set
+    /// is found, it costs nothing to the many tries that find none; nor is it sought where
+    /// the marker bounds nothing (a gang whose pods go to any group, or one no domain of
+    /// any tier could hold).
     fn preempt(
         &mut self,
         offer: &Offer,

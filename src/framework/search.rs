@@ -431,10 +431,13 @@ pub(super) fn patience_periods(profile: &Profile, job: &Job, state: &CycleState)
     if !patience_applies(profile, job) {
         return None;
     }
-    let since = state
-        .read::<TightWaitSince>()
-        .map_or(state.now_ms(), |s| s.0);
-    Some(state.now_ms().saturating_sub(since) / patience_ms(profile))
+    Some(state.now_ms().saturating_sub(held_out_since(state)) / patience_ms(profile))
+}
+
+/// Since when the job would have been waiting only for a tight placement
+/// ([`TightWaitSince`]; now where it was not).
+fn held_out_since(state: &CycleState) -> u64 {
+    (state.read::<TightWaitSince>()).map_or(state.now_ms(), |s| s.0)
 }
 
 fn patience_applies(profile: &Profile, job: &Job) -> bool {
@@ -467,8 +470,7 @@ pub fn tight_wait_ends(
         || state.read::<AnyGroup>().is_none()
             && !leaf_limits(profile, job, snapshot, pools, state).is_empty();
     let widths = PodWidths::of(job);
-    let since = (state.read::<TightWaitSince>()).map_or(state.now_ms(), |s| s.0);
-    let ends = since.saturating_add(
+    let ends = held_out_since(state).saturating_add(
         periods
             .saturating_add(1)
             .saturating_mul(patience_ms(profile)),
