@@ -2705,6 +2705,52 @@ fn priority_preemption_tries_a_set_the_owner_rule_allows_when_it_refuses_the_che
     check_accounting(&s);
 }
 
+/// A borrowing preemptor may take of another shared tenant what that tenant borrows, and
+/// no more: b (quota 12) runs two 4-GPU jobs beside a node of 8, borrowing 4. a (quota 0)
+/// evicts one of b's 4-GPU jobs for priority (b left at its quota); a second job of a's
+/// then finds b borrowing nothing, and waits rather than leave b below its quota with its
+/// job waiting.
+#[test]
+fn a_borrowing_preemptor_takes_of_another_tenant_no_more_than_it_borrows() {
+    let spec = cluster(2, 8, 2, LinkProfile::NvlinkAll);
+    let configs = [
+        tenant("a", TenantMode::Shared, 0),
+        tenant("b", TenantMode::Shared, 12),
+    ];
+    let mut s = with_tenants(profile("default", None, None), spec, &configs, binds());
+    s.submit(tjob(0, 2, 1, 8, 0, 0));
+    s.submit(tjob(1, 2, 1, 4, 0, 0));
+    s.submit(tjob(2, 2, 1, 4, 0, 0));
+    assert_eq!(placed_jobs(&s.schedule(0)).len(), 3);
+    assert_eq!(s.tenants().borrowed(2, H100), gpus(4));
+    s.submit(tjob(10, 1, 1, 4, 5, 60));
+    let decisions = s.schedule(MIN_RUNTIME);
+    let taken = preemptions(&decisions);
+    assert_eq!(taken.len(), 1, "{decisions:?}");
+    let (victims, by, kind) = &taken[0];
+    assert!(
+        victims == &ids(&[1]) || victims == &ids(&[2]),
+        "{victims:?}"
+    );
+    assert_eq!((*by, *kind), (JobId(10), PreemptionKind::Priority));
+    assert_eq!(placed_jobs(&decisions), ids(&[10]));
+    assert_eq!(s.tenants().used(2, H100), gpus(12));
+    s.submit(tjob(11, 1, 1, 4, 5, 2 * MIN_RUNTIME / SECOND));
+    for now in [2 * MIN_RUNTIME, 4 * MIN_RUNTIME] {
+        let decisions = s.schedule(now);
+        assert!(
+            preemptions(&decisions).is_empty(),
+            "at {now}: {decisions:?}"
+        );
+    }
+    assert!(
+        is_running(&s, 0),
+        "b's node is not evicted for a to borrow more"
+    );
+    assert_eq!(s.tenants().used(2, H100), gpus(12));
+    check_accounting(&s);
+}
+
 /// A job accepting any of three GPU models, one node of each full of 1-GPU jobs of
 /// priorities 0 to 7: taken lowest priority first, the victims alternate between the
 /// pools until one node is free (22 of them). It lands on that node: only its 8 go.

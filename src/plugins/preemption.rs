@@ -60,7 +60,10 @@
 //! patient for a tight placement, as a backfill head short of room is at each try); nor
 //! where what the reclaims' budget lets the candidates free (each borrower's at most what
 //! it borrows, or past the threshold what the rule above lets go) is less than the job
-//! lacks, on the whole or on a landing. As victims are taken, a
+//! lacks, on the whole or on a landing; nor, for a job of one pool whose tenant would
+//! borrow more there whichever of its own jobs went, where what the owner rule lets them
+//! free (of each other shared tenant, what it borrows there) is less, among the
+//! candidates or within the greedy set (whose subsets the minimal set is one of). As victims are taken, a
 //! placement is tried only once the devices free could hold the job's pods node by node.
 //! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
 //! their candidates while the running jobs, the tenants' accounts and the time stay as
@@ -567,40 +570,72 @@ fn own_on_pool(
         .sum()
 }
 
-/// Which candidates [`reclaimable_after`] would refuse every set of victims holding: the
-/// job has one pool, where its tenant would borrow more even with all of its own
-/// candidates gone, and the victim's going alone leaves its (shared) tenant below its
-/// quota there, with the victim wanting the pool back.
-fn refused_with_any_of<'c>(
-    job: &Job,
-    context: &'c PreemptionContext,
-    candidates: &[(&RunningJob, PreemptionKind)],
-) -> impl Fn(&RunningJob) -> bool + 'c {
-    let tenants = context.tenants;
-    let preemptor = context.tenant;
-    let need = job.total_milli();
-    // The one pool, where the preemptor would borrow more whoever of its own goes.
-    let borrowing_pool = match pools_for(job, context.snapshot) {
-        &[pool] => Some(pool),
-        _ => None,
+/// The owner rule ([`reclaimable_after`]) where the job has one pool, and there its
+/// tenant would borrow more even with all of its own candidates gone: any set that
+/// leaves another shared tenant below its quota there, with a job waiting for the pool
+/// (its victim, say), is refused.
+struct OwnerRule {
+    borrowing_pool: Option<PoolId>,
+}
+
+impl OwnerRule {
+    fn new(
+        job: &Job,
+        context: &PreemptionContext,
+        candidates: &[(&RunningJob, PreemptionKind)],
+    ) -> Self {
+        let tenants = context.tenants;
+        let need = job.total_milli();
+        let borrowing_pool = match pools_for(job, context.snapshot) {
+            &[pool] => Some(pool),
+            _ => None,
+        }
+        .filter(|&pool| {
+            let own = own_on_pool(context, candidates, pool);
+            need > own
+                && tenants.used(context.tenant, pool).saturating_sub(own) + need
+                    > tenants.quota(context.tenant, pool)
+        });
+        OwnerRule { borrowing_pool }
     }
-    .filter(|&pool| {
-        let own = own_on_pool(context, candidates, pool);
-        need > own
-            && tenants.used(preemptor, pool).saturating_sub(own) + need
-                > tenants.quota(preemptor, pool)
-    });
-    move |victim| {
-        let owner = victim.tenant;
-        borrowing_pool.is_some_and(|pool| {
-            owner != preemptor
-                && tenants.mode(owner) == TenantMode::Shared
+
+    /// Whether the rule bounds what may be taken of the victim's tenant: another shared
+    /// tenant, on the pool where the preemptor borrows more.
+    fn bounds(&self, context: &PreemptionContext, victim: &RunningJob) -> bool {
+        self.borrowing_pool.is_some()
+            && victim.tenant != context.tenant
+            && context.tenants.mode(victim.tenant) == TenantMode::Shared
+    }
+
+    /// Whether it refuses every set holding the victim: its going alone leaves its tenant
+    /// below its quota there, with the victim wanting the pool back.
+    fn refuses_any_with(&self, context: &PreemptionContext, victim: &RunningJob) -> bool {
+        let tenants = context.tenants;
+        self.borrowing_pool.is_some_and(|pool| {
+            self.bounds(context, victim)
                 && wants(&victim.job, pool)
                 && tenants
-                    .used(owner, pool)
+                    .used(victim.tenant, pool)
                     .saturating_sub(victim.held_on(pool))
-                    < tenants.quota(owner, pool)
+                    < tenants.quota(victim.tenant, pool)
         })
+    }
+
+    /// The most milli-GPUs a set of `bounded` (jobs it bounds) frees that it allows: of
+    /// each tenant on the pool where the preemptor borrows more, what that tenant
+    /// borrows. A set taking more leaves it below its quota, its victim waiting to come
+    /// back: where that leaves too little room no placement need be tried (a gang far
+    /// beyond its tenant's quota, among other tenants' jobs within theirs, tries for
+    /// victims at each change of capacity).
+    fn room_in(&self, context: &PreemptionContext, bounded: &HeldByTenant) -> u64 {
+        (bounded.0.iter())
+            .map(
+                |&((tenant, pool), held)| match self.borrowing_pool == Some(pool) {
+                    true => held.sum.min(context.tenants.borrowed(tenant, pool)),
+                    false => held.sum,
+                },
+            )
+            .sum()
     }
 }
 
@@ -740,7 +775,9 @@ impl HeldByTenant {
 }
 
 /// The most milli-GPUs a budgeted [`take_until_fit`] could take from any subset of the
-/// candidates: all of those it never passes over, and of each other tenant's that only a
+/// candidates: all of those it never passes over (of each other shared tenant's on a pool
+/// where the preemptor borrows more whoever goes, at most what that tenant borrows:
+/// [`OwnerRule::room_in`]), and of each other tenant's that only a
 /// reclaim may take, pool by pool, at most what that tenant borrows (its budget; where
 /// the job [`reclaims_whole`], less than that plus its largest such candidate there, the
 /// last victim taking it below its quota, and no more than that plus what the job asks),
@@ -763,11 +800,16 @@ fn budgeted_room(
         (tenants.quota(preemptor, pool) + own.get(preemptor, pool).sum)
             .saturating_sub(tenants.used(preemptor, pool))
     };
+    let owners = OwnerRule::new(job, context, candidates);
     let mut room = 0;
+    let mut owner_bounded = HeldByTenant::default();
     let mut reclaim_only = HeldByTenant::default();
     for &(victim, kind) in candidates {
         if kind != PreemptionKind::QuotaReclaim || !only_reclaim(job, context, victim) {
-            room += held_milli(victim);
+            match owners.bounds(context, victim) {
+                true => owner_bounded.add(victim),
+                false => room += held_milli(victim),
+            }
             continue;
         }
         let covered = (victim.pools.iter())
@@ -776,17 +818,18 @@ fn budgeted_room(
             reclaim_only.add(victim);
         }
     }
-    room + (reclaim_only.0.iter())
-        .map(
-            |&((tenant, pool), held)| match tenants.borrowed(tenant, pool) {
-                0 => 0,
-                borrowed if reclaims_whole(context) => {
-                    (held.sum.min(borrowed - 1 + held.largest)).min(borrowed + need)
-                }
-                borrowed => held.sum.min(borrowed),
-            },
-        )
-        .sum::<u64>()
+    room + owners.room_in(context, &owner_bounded)
+        + (reclaim_only.0.iter())
+            .map(
+                |&((tenant, pool), held)| match tenants.borrowed(tenant, pool) {
+                    0 => 0,
+                    borrowed if reclaims_whole(context) => {
+                        (held.sum.min(borrowed - 1 + held.largest)).min(borrowed + need)
+                    }
+                    borrowed => held.sum.min(borrowed),
+                },
+            )
+            .sum::<u64>()
 }
 
 /// The most landings a reclaim whose budget passed candidates over is tried on.
@@ -1121,7 +1164,7 @@ impl Preemption {
         if none_left_out && !room_could_suffice(job, context, context.snapshot, candidates) {
             return Search::Nothing;
         }
-        let refuses_sets_with = refused_with_any_of(job, context, candidates);
+        let owner_rule = OwnerRule::new(job, context, candidates);
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough: the cheapest candidates that
         // free what the job lacks, and as many again as MAX_CANDIDATES for a choice of
@@ -1166,9 +1209,10 @@ impl Preemption {
         }
         // Every smaller set is a subset of this one: one that no set short of a victim
         // holds enough room without, and that the owner rule refuses any set with, leaves
-        // nothing to make minimal.
-        if (chosen.iter())
-            .any(|(victim, _)| refuses_sets_with(victim) && freed - held_milli(victim) < need)
+        // nothing to make minimal; nor one whose subsets the rule allows free too little.
+        if (chosen.iter()).any(|(victim, _)| {
+            owner_rule.refuses_any_with(context, victim) && freed - held_milli(victim) < need
+        }) || free_now + budgeted_room(job, context, &chosen) < need
         {
             return Search::Refused(chosen);
         }
