@@ -1209,10 +1209,13 @@ impl Preemption {
         }
         // Every smaller set is a subset of this one: one that no set short of a victim
         // holds enough room without, and that the owner rule refuses any set with, leaves
-        // nothing to make minimal; nor one whose subsets the rule allows free too little.
+        // nothing to make minimal; nor one whose subsets the rule lets free too little
+        // room, unless a victim is of an owner within its quota (`propose` searches again
+        // without such victims where the minimal set holds one, so that set is needed).
         if (chosen.iter()).any(|(victim, _)| {
             owner_rule.refuses_any_with(context, victim) && freed - held_milli(victim) < need
-        }) || free_now + budgeted_room(job, context, &chosen) < need
+        }) || (free_now + budgeted_room(job, context, &chosen) < need
+            && !(chosen.iter()).any(|(victim, _)| of_owner_within_quota(job, context, victim)))
         {
             return Search::Refused(chosen);
         }
