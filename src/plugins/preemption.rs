@@ -838,7 +838,8 @@ const MAX_LANDINGS: usize = 4;
 /// For a job whose victims, taken in order within the reclaim's budget, freed no room it
 /// fits in: the victims taken again among those on the nodes where the job lands when the
 /// budget is left out, and, where none fit there, on the next such landing without those
-/// nodes' candidates, up to [`MAX_LANDINGS`].
+/// nodes' candidates, up to [`MAX_LANDINGS`]. None is sought for a job of one pod where no
+/// node's candidates could free enough within the budget.
 fn within_landings<'v>(
     job: &Job,
     context: &PreemptionContext,
@@ -854,6 +855,22 @@ fn within_landings<'v>(
     for (victim, _) in candidates {
         nodes.extend(context.snapshot.job_nodes(victim.job.id));
         starts.push(nodes.len());
+    }
+    // A job of one pod lands on one node: where the budget lets no node's candidates free
+    // what the job lacks, no landing can do, and no placement need be tried.
+    if job.pods.len() == 1 {
+        let mut on_node: Vec<(NodeId, usize)> = (0..candidates.len())
+            .flat_map(|i| nodes[starts[i]..starts[i + 1]].iter().map(move |&n| (n, i)))
+            .collect();
+        on_node.sort_unstable();
+        on_node.dedup();
+        let some_node_may = on_node.chunk_by(|a, b| a.0 == b.0).any(|same_node| {
+            let there: Vec<_> = same_node.iter().map(|&(_, i)| candidates[i]).collect();
+            free_now + budgeted_room(job, context, &there) >= need
+        });
+        if !some_node_may {
+            return None;
+        }
     }
     let mut elsewhere: Vec<usize> = (0..candidates.len()).collect();
     for _ in 0..MAX_LANDINGS {
