@@ -51,7 +51,10 @@
 //! that set takes a job of another shared tenant borrowing nothing where the job may
 //! go, a set is searched again among the candidates without such jobs (the preemptor's
 //! own tenant's lower-priority jobs, say); failing that, the job waits for room as any
-//! other. Where that rule refuses every set the candidates could form (or every subset
+//! other. For a job of one pool whose tenant would borrow more there whichever of its own
+//! jobs went, a candidate whose going alone leaves its shared tenant below its quota
+//! there is no candidate at all: the rule refuses every set holding it. Where that rule
+//! refuses every set the candidates could form (or every subset
 //! of the greedy set), no placement is tried (or the set is not made minimal): on a
 //! crowded cluster most preemptors end there. Nor is one tried where the devices free
 //! and those the candidates hold could not hold the job's pods, node by node in any one
@@ -667,8 +670,6 @@ struct Taken<'v> {
     victims: Vec<(&'v RunningJob, PreemptionKind)>,
     /// Where the job lands without them.
     landing: Landing,
-    /// The room free once they are gone, milli-GPUs on the job's pools.
-    freed: u64,
 }
 
 /// What taking victims in order until the job fits came to.
@@ -719,7 +720,6 @@ fn take_until_fit<'v>(
             return Greedy::Fits(Taken {
                 victims: chosen,
                 landing,
-                freed,
             });
         }
     }
@@ -1134,10 +1134,15 @@ impl Preemption {
         let candidates: Vec<(&RunningJob, PreemptionKind)> = (found.victims.iter())
             .filter_map(|(id, kind)| Some((context.running.get(id)?, *kind)))
             .collect();
-        // or the owner rule refuses every set of them,
+        // or the owner rule refuses every set of them. A candidate it refuses every set
+        // holding is none.
         if refused_whoever_goes(job, context, &candidates) {
             return nothing_now;
         }
+        let owner_rule = OwnerRule::new(job, context, &candidates);
+        let candidates: Vec<(&RunningJob, PreemptionKind)> = (candidates.into_iter())
+            .filter(|(victim, _)| !owner_rule.refuses_any_with(context, victim))
+            .collect();
         // A set the owner rule refuses for another shared tenant's job within its quota
         // (the cheapest victims, lowest priority first across tenants) is searched again
         // among the other candidates: a set of the preemptor's own jobs, say, may do.
@@ -1181,7 +1186,6 @@ impl Preemption {
         if none_left_out && !room_could_suffice(job, context, context.snapshot, candidates) {
             return Search::Nothing;
         }
-        let owner_rule = OwnerRule::new(job, context, candidates);
         // Take victims in order until the job fits, on one state they are removed from as
         // they are taken, checking only once they hold enough: the cheapest candidates that
         // free what the job lacks, and as many again as MAX_CANDIDATES for a choice of
@@ -1219,20 +1223,16 @@ impl Preemption {
         let Taken {
             victims: mut chosen,
             mut landing,
-            freed,
         } = greedy;
         if refused_whoever_goes(job, context, &chosen) {
             return Search::Refused(chosen);
         }
-        // Every smaller set is a subset of this one: one that no set short of a victim
-        // holds enough room without, and that the owner rule refuses any set with, leaves
-        // nothing to make minimal; nor one whose subsets the rule lets free too little
-        // room, unless a victim is of an owner within its quota (`propose` searches again
-        // without such victims where the minimal set holds one, so that set is needed).
-        if (chosen.iter()).any(|(victim, _)| {
-            owner_rule.refuses_any_with(context, victim) && freed - held_milli(victim) < need
-        }) || (free_now + budgeted_room(job, context, &chosen) < need
-            && !(chosen.iter()).any(|(victim, _)| of_owner_within_quota(job, context, victim)))
+        // Every smaller set is a subset of this one: one whose subsets the owner rule lets
+        // free too little room leaves nothing to make minimal, unless a victim is of an
+        // owner within its quota (`propose` searches again without such victims where the
+        // minimal set holds one, so that set is needed).
+        if free_now + budgeted_room(job, context, &chosen) < need
+            && !(chosen.iter()).any(|(victim, _)| of_owner_within_quota(job, context, victim))
         {
             return Search::Refused(chosen);
         }
