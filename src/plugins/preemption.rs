@@ -54,8 +54,8 @@
 //! other. For a job of one pool whose tenant would borrow more there whichever of its own
 //! jobs went, a candidate whose going alone leaves its shared tenant below its quota
 //! there is no candidate at all: the rule refuses every set holding it. Where that rule
-//! refuses every set the candidates could form (or every subset
-//! of the greedy set), no placement is tried (or the set is not made minimal): on a
+//! refuses every set the candidates could form (or every subset of the greedy set), no
+//! placement is tried (or the set is not made minimal): on a
 //! crowded cluster most preemptors end there. Nor is one tried where the devices free
 //! and those the candidates hold could not hold the job's pods, node by node in any one
 //! of its pools, whichever of them went (a gang of whole nodes among small jobs, mostly),
@@ -66,8 +66,9 @@
 //! lacks, on the whole or on a landing; nor, for a job of one pool whose tenant would
 //! borrow more there whichever of its own jobs went, where what the owner rule lets them
 //! free (of each other shared tenant, what it borrows there) is less, among the
-//! candidates or within the greedy set (whose subsets the minimal set is one of). As victims are taken, a
-//! placement is tried only once the devices free could hold the job's pods node by node.
+//! candidates or within the greedy set (whose subsets the minimal set is one of). As
+//! victims are taken, a placement is tried only once the devices free could hold the
+//! job's pods node by node.
 //! Jobs alike (tenant, priority, pools, quota standing) that are no backfill heads share
 //! their candidates while the running jobs, the tenants' accounts and the time stay as
 //! they were ([`crate::framework::CandidateMemo`]). The scheduler may ask twice: once a
